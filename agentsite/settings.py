@@ -1,0 +1,157 @@
+"""Settings, all read from the environment with safe defaults for a laptop.
+
+SQLite and an embedded Redis by default; DATABASE_URL and REDIS_URL switch to real servers.
+"""
+from pathlib import Path
+
+import dj_database_url
+
+from .env import env_bool, env_float, env_int, env_json, env_list, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+DATA_DIR = Path(env_str("AGENTSITE_DATA_DIR", str(BASE_DIR / "var")))
+
+DEBUG = env_bool("DJANGO_DEBUG", False)
+# A development key is generated into the data folder when none is given, so a laptop works
+# out of the box; production sets DJANGO_SECRET_KEY.
+SECRET_KEY = env_str("DJANGO_SECRET_KEY")
+if not SECRET_KEY:
+    from .secret import local_secret_key
+
+    SECRET_KEY = local_secret_key(DATA_DIR)
+ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "channels",
+    "rest_framework",
+    "toolsapp",
+    "runs",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "agentsite.urls"
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+WSGI_APPLICATION = "agentsite.wsgi.application"
+ASGI_APPLICATION = "agentsite.asgi.application"
+
+# SQLite: WAL lets the web process read while a worker writes; IMMEDIATE transactions take the
+# write lock up front so two writers queue on the busy timeout instead of failing with
+# "database is locked" on lock upgrade.
+DATABASE_URL = env_str("DATABASE_URL")
+if DATABASE_URL:
+    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 60))}
+else:
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": env_str("SQLITE_PATH", str(DATA_DIR / "db.sqlite3")),
+            "OPTIONS": {
+                "transaction_mode": "IMMEDIATE",
+                "timeout": 30,
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            },
+        }
+    }
+if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+    # The test database lives on disk, never in memory: tool handlers run in threads and tests
+    # start real worker processes, and all of them must open the same database.
+    DATABASES["default"]["TEST"] = {"NAME": env_str("TEST_SQLITE_PATH", str(DATA_DIR / "test.sqlite3"))}
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = DATA_DIR / "staticfiles"
+
+# --- Redis, Celery, Channels -------------------------------------------------------------
+REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
+CELERY_BROKER_URL = REDIS_URL
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 900)
+CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 960)
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600)}
+CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
+CHANNEL_LAYERS = {
+    "default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {"hosts": [REDIS_URL], "capacity": 1000, "expiry": 60},
+    }
+}
+
+# --- Models ------------------------------------------------------------------------------
+# With no LLM_API_KEY the offline demo model (a scripted server, not a language model) is used.
+LLM_BASE_URL = env_str("LLM_BASE_URL")
+LLM_API_KEY = env_str("LLM_API_KEY")
+LLM_MODELS = env_list("LLM_MODELS", [])
+LLM_TIMEOUT_SECONDS = env_float("LLM_TIMEOUT_SECONDS", 120.0)
+LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", 2)
+# Price per million tokens, {"model": [input, output]}; OpenRouter's usage.cost wins when present.
+LLM_PRICES = env_json("LLM_PRICES", {"demo": [1.0, 2.0]})
+DEMO_MODEL_URL = env_str("DEMO_MODEL_URL")  # a running demo model; else one starts in-process
+DEMO_MODEL_LATENCY = env_float("DEMO_MODEL_LATENCY", 0.0)
+
+# --- The loop ------------------------------------------------------------------------------
+# Key for the HMAC of tool arguments shown in logs and timelines (never the raw arguments).
+ARGS_HASH_KEY = env_str("ARGS_HASH_KEY") or SECRET_KEY
+TOOL_RESULT_MAX_CHARS = env_int("TOOL_RESULT_MAX_CHARS", 16000)
+TOOL_RESULT_PREVIEW_CHARS = env_int("TOOL_RESULT_PREVIEW_CHARS", 2000)
+TOOL_PARALLEL_WORKERS = env_int("TOOL_PARALLEL_WORKERS", 8)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "loggers": {name: {"level": "WARNING"} for name in ("httpx", "httpx2", "httpcore", "openai")},
+}
+# A worker renews its lease on a run every iteration; a lease older than this is free to take.
+RUN_LEASE_SECONDS = env_int("RUN_LEASE_SECONDS", 120)
+DEFAULT_CUSTOMER = env_str("DEFAULT_CUSTOMER", "acme")
+APPROVAL_TIMEOUT_SECONDS = env_int("APPROVAL_TIMEOUT_SECONDS", 0)  # 0: approvals never expire

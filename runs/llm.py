@@ -1,0 +1,229 @@
+"""The one place that talks to models: OpenAI-compatible chat completions with an ordered fallback.
+
+Requests go through the official `openai` client (its HTTP stack, auth, retries honouring
+Retry-After, and error types). The body is serialised once by us and sent as content: with
+long histories the client's own per-message request preparation costs far more than the
+network, and our messages are plain JSON we already trust.
+"""
+import json
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+
+import openai
+from django.conf import settings
+
+log = logging.getLogger(__name__)
+
+_clients: dict[tuple, openai.OpenAI] = {}
+_clients_lock = threading.Lock()
+_demo_server = None
+
+
+class ModelError(Exception):
+    """Every model in the list failed."""
+
+
+class BadResponse(Exception):
+    """The server answered, but not with a chat completion we can use."""
+
+
+@dataclass
+class Endpoint:
+    base_url: str
+    api_key: str
+    models: list[str]
+    is_demo: bool = False
+
+
+@dataclass
+class ModelReply:
+    model: str
+    message: dict  # the assistant message as it will be sent back
+    content: str
+    tool_calls: list[dict]
+    finish_reason: str
+    refusal: str | None
+    tokens_in: int
+    tokens_out: int
+    cost_usd: float
+    latency_ms: float
+    tool_choice: str
+    tool_choice_fallback: bool = False
+    errors: list[str] = field(default_factory=list)
+
+
+def demo_model_url() -> str:
+    """The offline demo model: a configured one, or one started in this process on first use."""
+    global _demo_server
+    if settings.DEMO_MODEL_URL:
+        return settings.DEMO_MODEL_URL
+    with _clients_lock:
+        if _demo_server is None:
+            from runs.demo_model import start_server
+
+            _demo_server = start_server(latency=settings.DEMO_MODEL_LATENCY)
+    return _demo_server.url
+
+
+def resolve_endpoint(*, base_url: str = "", models: list[str] | None = None) -> Endpoint:
+    """Where to send requests. With no API key and no base URL, the offline demo model."""
+    base_url = base_url or settings.LLM_BASE_URL
+    models = list(models or settings.LLM_MODELS)
+    if not base_url and not settings.LLM_API_KEY:
+        return Endpoint(base_url=demo_model_url(), api_key="demo", models=models or ["demo"], is_demo=True)
+    if not models:
+        raise ModelError("no model configured: set LLM_MODELS or the agent's model list")
+    # Local servers (llama.cpp, Ollama, vLLM) accept any key; the client insists on one.
+    return Endpoint(base_url=base_url or "https://api.openai.com/v1", api_key=settings.LLM_API_KEY or "none", models=models)
+
+
+def client_for(base_url: str, api_key: str, timeout: float | None = None) -> openai.OpenAI:
+    key = (base_url, api_key, timeout)
+    client = _clients.get(key)
+    if client is None:
+        with _clients_lock:
+            client = _clients.get(key)
+            if client is None:
+                client = openai.OpenAI(
+                    base_url=base_url,
+                    api_key=api_key,
+                    timeout=timeout or settings.LLM_TIMEOUT_SECONDS,
+                    max_retries=settings.LLM_MAX_RETRIES,
+                )
+                _clients[key] = client
+    return client
+
+
+def price(model: str, tokens_in: int, tokens_out: int) -> float:
+    prices = settings.LLM_PRICES
+    rates = prices.get(model) or prices.get(model.split(":")[0]) or prices.get("*") or [0, 0]
+    return (tokens_in * rates[0] + tokens_out * rates[1]) / 1_000_000
+
+
+def _describe(exc: Exception) -> str:
+    if isinstance(exc, openai.APIStatusError):
+        message = exc.message if isinstance(exc.message, str) else str(exc)
+        return f"HTTP {exc.status_code}: {message[:300]}"
+    if isinstance(exc, openai.APITimeoutError):
+        return "timed out"
+    if isinstance(exc, openai.APIConnectionError):
+        return f"connection failed: {exc.__cause__ or exc}"[:300]
+    return f"{type(exc).__name__}: {exc}"[:300]
+
+
+def _parse(data, model: str) -> dict:
+    if not isinstance(data, dict) or not isinstance(data.get("choices"), list) or not data["choices"]:
+        raise BadResponse("the response has no choices")
+    choice = data["choices"][0]
+    if not isinstance(choice, dict) or not isinstance(choice.get("message"), dict):
+        raise BadResponse("the first choice has no message")
+    return choice
+
+
+def _assistant_message(content: str, tool_calls: list[dict]) -> dict:
+    # String content, "" when empty: llama.cpp's server rejects null content on the way back.
+    message = {"role": "assistant", "content": content}
+    if tool_calls:
+        message["tool_calls"] = tool_calls
+    return message
+
+
+def _normalise_tool_calls(raw_calls) -> list[dict]:
+    """Tool calls as we send them back: every call with a unique, non-empty id and string arguments."""
+    calls, seen = [], set()
+    for position, raw in enumerate(raw_calls or []):
+        if not isinstance(raw, dict):
+            continue
+        function = raw.get("function") or {}
+        call_id = raw.get("id") or ""
+        if not isinstance(call_id, str) or not call_id or call_id in seen:
+            call_id = f"call_{len(seen)}_{position}_{int(time.time() * 1000) % 100000}"
+        seen.add(call_id)
+        arguments = function.get("arguments")
+        if not isinstance(arguments, str):
+            arguments = json.dumps(arguments) if arguments is not None else ""
+        calls.append(
+            {"id": call_id, "type": "function", "function": {"name": str(function.get("name") or ""), "arguments": arguments}}
+        )
+    return calls
+
+
+def complete(
+    *,
+    endpoint: Endpoint,
+    messages: list[dict],
+    tools: list[dict],
+    tool_choice: str,
+    parallel_tool_calls: bool,
+    provider_options: dict | None = None,
+    max_output_tokens: int | None = None,
+    timeout: float | None = None,
+) -> ModelReply:
+    """Ask each model in order until one answers; raise ModelError with every failure otherwise."""
+    client = client_for(endpoint.base_url, endpoint.api_key, timeout)
+    errors: list[str] = []
+    for model in endpoint.models:
+        choice_used, fallback = tool_choice, False
+        while True:
+            body = {"model": model, "messages": messages}
+            if tools:
+                body["tools"] = tools
+                body["tool_choice"] = choice_used
+                if parallel_tool_calls is False:
+                    body["parallel_tool_calls"] = False
+            if max_output_tokens:
+                body["max_tokens"] = max_output_tokens
+            if provider_options:
+                body.update(provider_options)
+            started = time.perf_counter()
+            try:
+                data = client.post(
+                    "/chat/completions",
+                    cast_to=object,
+                    content=json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode(),
+                    options={"headers": {"Content-Type": "application/json"}},
+                )
+                choice = _parse(data, model)
+            except (openai.APIError, BadResponse, ValueError) as exc:
+                refused_required = (
+                    choice_used == "required"
+                    and not fallback
+                    and isinstance(exc, openai.APIStatusError)
+                    and exc.status_code in (400, 422, 500)
+                )
+                if refused_required:
+                    # llama.cpp's server answers 500 to tool_choice "required": ask again with "auto".
+                    errors.append(f"{model}: tool_choice required refused ({_describe(exc)}); retried with auto")
+                    choice_used, fallback = "auto", True
+                    continue
+                errors.append(f"{model}: {_describe(exc)}")
+                log.warning("model %s failed: %s", model, errors[-1])
+                break
+            latency_ms = (time.perf_counter() - started) * 1000
+            message = choice["message"]
+            tool_calls = _normalise_tool_calls(message.get("tool_calls"))
+            content = message.get("content") or ""
+            if not isinstance(content, str):
+                content = json.dumps(content)
+            usage = data.get("usage") or {}
+            tokens_in = int(usage.get("prompt_tokens") or 0)
+            tokens_out = int(usage.get("completion_tokens") or 0)
+            cost = usage.get("cost")
+            return ModelReply(
+                model=data.get("model") or model,
+                message=_assistant_message(content, tool_calls),
+                content=content,
+                tool_calls=tool_calls,
+                finish_reason=str(choice.get("finish_reason") or ("tool_calls" if tool_calls else "stop")),
+                refusal=message.get("refusal") or None,
+                tokens_in=tokens_in,
+                tokens_out=tokens_out,
+                cost_usd=float(cost) if isinstance(cost, (int, float)) else price(model, tokens_in, tokens_out),
+                latency_ms=latency_ms,
+                tool_choice=choice_used if tools else "",
+                tool_choice_fallback=fallback,
+                errors=errors,
+            )
+    raise ModelError("; ".join(errors) or "no model to ask")

@@ -1,0 +1,243 @@
+from django.conf import settings
+from django.db import models
+
+
+class ToolChoice(models.TextChoices):
+    AUTO = "auto", "auto"
+    REQUIRED = "required", "required"
+    NONE = "none", "none"
+
+
+class Agent(models.Model):
+    """A saved configuration: prompt, models, tools and the limits every run of it obeys."""
+
+    name = models.CharField(max_length=100, unique=True)
+    description = models.TextField(blank=True)
+    system_prompt = models.TextField(default="You are a careful assistant. Use the tools when they help.")
+    model_list = models.JSONField(default=list, blank=True, help_text="Ordered model names; empty uses LLM_MODELS.")
+    base_url = models.URLField(blank=True, help_text="OpenAI-compatible endpoint; empty uses LLM_BASE_URL.")
+    tools = models.ManyToManyField("toolsapp.Tool", blank=True, related_name="agents")
+    max_iterations = models.PositiveIntegerField(default=10)
+    repeat_limit = models.PositiveIntegerField(default=3)
+    max_wall_seconds = models.FloatField(default=600.0)
+    max_tokens = models.PositiveIntegerField(default=200_000, help_text="Token budget for the whole run.")
+    max_cost_usd = models.FloatField(default=1.0)
+    max_output_tokens = models.PositiveIntegerField(null=True, blank=True, help_text="Per model call.")
+    first_tool_choice = models.CharField(max_length=16, choices=ToolChoice.choices, default=ToolChoice.AUTO)
+    later_tool_choice = models.CharField(max_length=16, choices=ToolChoice.choices, default=ToolChoice.AUTO)
+    parallel_tool_calls = models.BooleanField(default=True)
+    provider_options = models.JSONField(
+        default=dict, blank=True, help_text="Passed through to the API, e.g. OpenRouter's models/provider."
+    )
+    verifier = models.CharField(max_length=100, blank=True, help_text="Registered verifier run on the final answer.")
+    summarize_on_stop = models.BooleanField(
+        default=False, help_text="When a limit stops the run, make one last tools-free call for a summary."
+    )
+    approval_timeout_seconds = models.PositiveIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.name
+
+
+class Run(models.Model):
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        AWAITING_APPROVAL = "awaiting_approval", "Awaiting approval"
+        SUCCEEDED = "succeeded", "Succeeded"
+        FAILED = "failed", "Failed"
+        CANCELLED = "cancelled", "Cancelled"
+
+    class StopReason(models.TextChoices):
+        FINAL_ANSWER = "final_answer", "Final answer"
+        ITERATION_LIMIT = "iteration_limit", "Iteration limit"
+        REPEATED_CALL = "repeated_call", "Repeated call"
+        MODEL_ERROR = "model_error", "Model error"
+        MAX_TOKENS = "max_tokens", "Output cut at max tokens"
+        CONTENT_FILTER = "content_filter", "Refused or filtered"
+        TIME_BUDGET = "time_budget", "Time budget"
+        TOKEN_BUDGET = "token_budget", "Token budget"
+        COST_BUDGET = "cost_budget", "Cost budget"
+        VERIFICATION_FAILED = "verification_failed", "Verification failed"
+        CANCELLED = "cancelled", "Cancelled"
+        WORKER_LOST = "worker_lost", "Worker lost"
+        INTERNAL_ERROR = "internal_error", "Internal error"
+
+    ACTIVE_STATUSES = (Status.QUEUED, Status.RUNNING, Status.AWAITING_APPROVAL)
+    FINISHED_STATUSES = (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED)
+
+    agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="runs")
+    task = models.TextField()
+    customer = models.CharField(max_length=100, blank=True, help_text="Whose data the tools may touch.")
+    config = models.JSONField(default=dict, help_text="The agent's settings with overrides, frozen at launch.")
+    overrides = models.JSONField(default=dict, blank=True)
+    rerun_of = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="reruns")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
+    stop_reason = models.CharField(max_length=24, choices=StopReason.choices, blank=True)
+    stop_detail = models.TextField(blank=True, help_text="Why the run ended, in plain words.")
+    answer = models.TextField(blank=True)
+
+    iterations = models.PositiveIntegerField(default=0)
+    tokens_in = models.PositiveIntegerField(default=0)
+    tokens_out = models.PositiveIntegerField(default=0)
+    cost_usd = models.FloatField(default=0.0)
+    active_seconds = models.FloatField(default=0.0, help_text="Time spent running, not waiting for people.")
+    verification_attempts = models.PositiveSmallIntegerField(default=0)
+    pending_messages = models.JSONField(default=list, blank=True, help_text="Sent before the next model call.")
+
+    cancel_requested = models.BooleanField(default=False)
+    lease_owner = models.CharField(max_length=64, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    deliveries = models.PositiveIntegerField(default=0)
+    event_seq = models.PositiveIntegerField(default=0)
+
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-pk"]
+        indexes = [
+            models.Index(fields=["status", "-created_at"]),
+            models.Index(fields=["stop_reason", "-created_at"]),
+            models.Index(fields=["agent", "-created_at"]),
+        ]
+
+    def __str__(self):
+        return f"Run {self.pk}"
+
+    @property
+    def group_name(self) -> str:
+        return f"run-{self.pk}"
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in self.FINISHED_STATUSES
+
+    @property
+    def total_tokens(self) -> int:
+        return self.tokens_in + self.tokens_out
+
+
+class Step(models.Model):
+    """One model call."""
+
+    class Kind(models.TextChoices):
+        TURN = "turn", "Turn"
+        SUMMARY = "summary", "Summary"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="steps")
+    index = models.PositiveIntegerField(help_text="1-based position among the run's model calls.")
+    iteration = models.PositiveIntegerField()
+    kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.TURN)
+    preamble = models.JSONField(default=list, blank=True, help_text="Messages added just before this call.")
+    model = models.CharField(max_length=200, help_text="The model that answered.")
+    tool_choice = models.CharField(max_length=16, blank=True)
+    tool_choice_fallback = models.BooleanField(default=False, help_text='"required" was refused; retried "auto".')
+    finish_reason = models.CharField(max_length=32, blank=True)
+    message = models.JSONField(help_text="The assistant message as sent back to the model.")
+    latency_ms = models.FloatField(default=0.0)
+    tokens_in = models.PositiveIntegerField(default=0)
+    tokens_out = models.PositiveIntegerField(default=0)
+    cost_usd = models.FloatField(default=0.0)
+    model_errors = models.JSONField(default=list, blank=True, help_text="Models that failed before this answer.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["run", "index"]
+        constraints = [models.UniqueConstraint(fields=["run", "index"], name="unique_step_index")]
+
+    def __str__(self):
+        return f"Run {self.run_id} step {self.index}"
+
+
+class ToolCall(models.Model):
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        AWAITING_APPROVAL = "awaiting_approval", "Awaiting approval"
+        APPROVED = "approved", "Approved"
+        REJECTED = "rejected", "Rejected"
+        STARTED = "started", "Started"
+        SUCCEEDED = "succeeded", "Succeeded"
+        FAILED = "failed", "Failed"
+        SKIPPED = "skipped", "Not executed"
+
+    DONE_STATUSES = (Status.REJECTED, Status.SUCCEEDED, Status.FAILED, Status.SKIPPED)
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="tool_calls")
+    step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="tool_calls")
+    index = models.PositiveIntegerField()
+    call_id = models.CharField(max_length=200)
+    tool_name = models.CharField(max_length=200, db_index=True)
+    arguments = models.TextField(help_text="Arguments exactly as the model sent them.")
+    args_hash = models.CharField(max_length=64, db_index=True, help_text="HMAC-SHA256 of canonical arguments.")
+    idempotency_key = models.CharField(max_length=64)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.PENDING)
+    result = models.JSONField(null=True, blank=True, help_text="The full result, never truncated.")
+    result_text = models.TextField(blank=True, help_text="The tool message content as sent to the model.")
+    truncated = models.BooleanField(default=False)
+    error = models.TextField(blank=True)
+    latency_ms = models.FloatField(null=True, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["step_id", "index"]
+        constraints = [models.UniqueConstraint(fields=["step", "index"], name="unique_call_index")]
+        indexes = [models.Index(fields=["run", "tool_name", "args_hash"])]
+
+    def __str__(self):
+        return f"{self.tool_name} ({self.call_id})"
+
+    @property
+    def ok(self) -> bool | None:
+        if self.status not in self.DONE_STATUSES:
+            return None
+        return self.status == self.Status.SUCCEEDED
+
+
+class Approval(models.Model):
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        APPROVED = "approved", "Approved"
+        REJECTED = "rejected", "Rejected"
+        EXPIRED = "expired", "Expired"
+
+    tool_call = models.OneToOneField(ToolCall, on_delete=models.CASCADE, related_name="approval")
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="approvals")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING, db_index=True)
+    note = models.TextField(blank=True, help_text="Why approval is needed (e.g. interrupted by a crash).")
+    requested_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    decided_at = models.DateTimeField(null=True, blank=True)
+    reason = models.TextField(blank=True)
+    automatic = models.BooleanField(default=False, help_text="Decided by a policy, not a person.")
+
+    class Meta:
+        ordering = ["requested_at", "pk"]
+
+    def __str__(self):
+        return f"Approval of {self.tool_call}"
+
+
+class RunEvent(models.Model):
+    """What the live timeline shows, numbered per run so a client can ask for what it missed."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
+    seq = models.PositiveIntegerField()
+    kind = models.CharField(max_length=32)
+    data = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["run", "seq"]
+        constraints = [models.UniqueConstraint(fields=["run", "seq"], name="unique_event_seq")]

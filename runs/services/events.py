@@ -1,0 +1,74 @@
+"""Timeline events: stored with a per-run sequence number, then pushed to websocket clients.
+
+The database is the truth: an event is written in the same transaction as the change it
+describes, and published only after that commits. Publishing is best effort (a client that
+misses one asks for it again by sequence number), so it never slows or breaks the loop.
+"""
+import asyncio
+import logging
+import queue
+import threading
+
+from django.db import transaction
+from django.db.models import F
+
+from runs.models import Run, RunEvent
+
+log = logging.getLogger(__name__)
+
+APPROVALS_GROUP = "approvals"
+
+
+def event_record(*, run_id: int, kind: str, data: dict) -> RunEvent:
+    """Store one event; call inside the transaction that makes the change it reports."""
+    Run.objects.filter(pk=run_id).update(event_seq=F("event_seq") + 1)
+    seq = Run.objects.filter(pk=run_id).values_list("event_seq", flat=True).get()
+    event = RunEvent.objects.create(run_id=run_id, seq=seq, kind=kind, data=data)
+    message = {"type": "run.event", "run_id": run_id, "seq": seq, "kind": kind, "data": data}
+    transaction.on_commit(lambda: publish(f"run-{run_id}", message))
+    return event
+
+
+def approvals_changed(*, run_id: int) -> None:
+    """Tell every open approval queue and header badge to refresh."""
+    transaction.on_commit(lambda: publish(APPROVALS_GROUP, {"type": "approvals.changed", "run_id": run_id}))
+
+
+class _Publisher:
+    """A daemon thread with its own event loop, so group_send reuses one Redis connection pool."""
+
+    def __init__(self):
+        self.queue: queue.SimpleQueue = queue.SimpleQueue()
+        self.thread: threading.Thread | None = None
+        self.lock = threading.Lock()
+
+    def submit(self, group: str, message: dict) -> None:
+        if self.thread is None or not self.thread.is_alive():
+            with self.lock:
+                if self.thread is None or not self.thread.is_alive():
+                    self.thread = threading.Thread(target=self._serve, name="event-publisher", daemon=True)
+                    self.thread.start()
+        self.queue.put((group, message))
+
+    def _serve(self):
+        # A plain blocking get in a daemon thread: an executor thread here would keep the
+        # process from exiting.
+        from channels.layers import get_channel_layer
+
+        layer = get_channel_layer()
+        loop = asyncio.new_event_loop()
+        while True:
+            group, message = self.queue.get()
+            if layer is None:
+                continue
+            try:
+                loop.run_until_complete(layer.group_send(group, message))
+            except Exception as exc:  # Redis down: the client replays from the database later
+                log.debug("could not publish to %s: %s", group, exc)
+
+
+_publisher = _Publisher()
+
+
+def publish(group: str, message: dict) -> None:
+    _publisher.submit(group, message)

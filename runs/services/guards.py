@@ -1,0 +1,149 @@
+"""The decisions around the loop, as small pure functions over plain data."""
+import hashlib
+import hmac
+import json
+from dataclasses import dataclass
+
+MAX_SAFE_INTEGER = 2**53 - 1
+
+# Limits an agent or a launch may set, with what each must be.
+POSITIVE_INT_LIMITS = ("max_iterations", "repeat_limit", "max_tokens")
+POSITIVE_NUMBER_LIMITS = ("max_wall_seconds", "max_cost_usd")
+
+
+class InvalidLimit(ValueError):
+    pass
+
+
+def check_positive_int(name: str, value) -> int:
+    """A limit must be a real positive integer: not a bool, not 2.5, not "3", not above 2**53-1."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidLimit(f"{name} must be a positive integer, got {value!r}")
+    if value < 1:
+        raise InvalidLimit(f"{name} must be a positive integer, got {value}")
+    if value > MAX_SAFE_INTEGER:
+        raise InvalidLimit(f"{name} must be at most 2**53-1, got {value}")
+    return value
+
+
+def check_positive_number(name: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        raise InvalidLimit(f"{name} must be a positive number, got {value!r}")
+    if value <= 0 or value == float("inf"):
+        raise InvalidLimit(f"{name} must be a positive, finite number, got {value}")
+    return float(value)
+
+
+def check_limits(config: dict) -> dict:
+    for name in POSITIVE_INT_LIMITS:
+        check_positive_int(name, config[name])
+    for name in POSITIVE_NUMBER_LIMITS:
+        check_positive_number(name, config[name])
+    return config
+
+
+# --- Arguments ---------------------------------------------------------------------------------
+
+
+def parse_arguments(raw: str) -> tuple[dict | None, str | None]:
+    """(arguments, None) or (None, error) for arguments that are not a JSON object."""
+    if raw is None or (isinstance(raw, str) and raw.strip() == ""):
+        return {}, None  # some servers send "" for a call without arguments
+    try:
+        value = json.loads(raw)
+    except (TypeError, ValueError) as exc:
+        return None, f"arguments are not valid JSON ({exc.__class__.__name__}: {exc})"
+    if not isinstance(value, dict):
+        return None, f"arguments must be a JSON object, got {type(value).__name__}"
+    return value, None
+
+
+def canonical_arguments(raw: str) -> str:
+    """Sorted-key compact JSON, so reformatted but equal arguments compare equal."""
+    try:
+        return json.dumps(json.loads(raw), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    except (TypeError, ValueError):
+        return raw or ""
+
+
+def args_hash(raw: str, key: str) -> str:
+    return hmac.new(key.encode(), canonical_arguments(raw).encode(), hashlib.sha256).hexdigest()
+
+
+def idempotency_key(run_id: int, call_id: str) -> str:
+    return hashlib.sha256(f"run:{run_id}:call:{call_id}".encode()).hexdigest()[:40]
+
+
+# --- Per-response decisions ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PlannedCall:
+    index: int
+    call_id: str
+    tool_name: str
+    arguments: str
+    args_hash: str
+
+
+def repeated_call(calls: list[PlannedCall], seen: dict[tuple[str, str], int], limits: dict[str, int]) -> PlannedCall | None:
+    """The first call whose fingerprint (tool + canonical args) reaches its repeat limit, if any.
+
+    `seen` counts each fingerprint's earlier calls in the run; calls in this response count too.
+    """
+    counts = dict(seen)
+    for call in calls:
+        key = (call.tool_name, call.args_hash)
+        counts[key] = counts.get(key, 0) + 1
+        if counts[key] >= limits.get(call.tool_name, limits["*"]):
+            return call
+    return None
+
+
+def tool_choice_for(iteration: int, config: dict) -> str:
+    return config["first_tool_choice"] if iteration == 1 else config["later_tool_choice"]
+
+
+def budget_exceeded(*, config: dict, tokens: int, cost: float, elapsed: float) -> str | None:
+    """The stop reason of the first budget used up, or None."""
+    if elapsed >= config["max_wall_seconds"]:
+        return "time_budget"
+    if tokens >= config["max_tokens"]:
+        return "token_budget"
+    if cost >= config["max_cost_usd"]:
+        return "cost_budget"
+    return None
+
+
+def tool_result_content(payload: dict, *, max_chars: int, preview_chars: int) -> tuple[str, bool]:
+    """The tool message content for the model, and whether it had to be truncated.
+
+    An oversized result is replaced by valid JSON holding a preview and the original size.
+    """
+    text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"), default=str)
+    if len(text) <= max_chars:
+        return text, False
+    short = {"ok": payload.get("ok"), "truncated": True, "original_size": len(text), "preview": text[:preview_chars]}
+    return json.dumps(short, ensure_ascii=False, separators=(",", ":")), True
+
+
+def stop_message(reason: str, config: dict, detail: str = "") -> str:
+    """Why the run ended, in words an operator understands at a glance."""
+    texts = {
+        "final_answer": "The model gave its final answer.",
+        "iteration_limit": f"Stopped after {config.get('max_iterations')} iterations, the agent's limit; "
+        "the model still wanted to call tools, and those calls were not run.",
+        "repeated_call": "Stopped because the model kept making the same call with the same arguments "
+        f"({detail}); that call was not run again.",
+        "model_error": f"Every model failed to answer: {detail}",
+        "max_tokens": "The model's answer was cut off at its output token limit.",
+        "content_filter": f"The model refused or its answer was filtered. {detail}".strip(),
+        "time_budget": f"Stopped at the time budget of {config.get('max_wall_seconds')} seconds.",
+        "token_budget": f"Stopped at the token budget of {config.get('max_tokens')} tokens.",
+        "cost_budget": f"Stopped at the cost budget of ${config.get('max_cost_usd')}.",
+        "verification_failed": f"The final answer failed verification twice: {detail}",
+        "cancelled": detail or "Cancelled by an operator.",
+        "worker_lost": f"The worker running this run was lost too many times. {detail}".strip(),
+        "internal_error": f"The run failed on an internal error: {detail}",
+    }
+    return texts.get(reason, detail or reason)

@@ -1,0 +1,23 @@
+"""The message history of a run, rebuilt from its rows alone (so a crash loses nothing)."""
+from runs.models import Run, Step, ToolCall
+
+
+def build_messages(run: Run) -> list[dict]:
+    """System prompt, task, then per step: its preamble, the assistant message, one result per call."""
+    messages = [
+        {"role": "system", "content": run.config["system_prompt"]},
+        {"role": "user", "content": run.task},
+    ]
+    results: dict[int, list[tuple[str, str]]] = {}
+    for step_id, call_id, content in (
+        ToolCall.objects.filter(run=run).order_by("step_id", "index").values_list("step_id", "call_id", "result_text")
+    ):
+        results.setdefault(step_id, []).append((call_id, content))
+    for step_id, preamble, message in Step.objects.filter(run=run).order_by("index").values_list("pk", "preamble", "message"):
+        messages.extend(preamble)
+        messages.append(message)
+        # Results must directly follow their assistant message, in the order of its calls.
+        for call_id, content in results.get(step_id, ()):
+            messages.append({"role": "tool", "tool_call_id": call_id, "content": content})
+    messages.extend(run.pending_messages)
+    return messages

@@ -1,0 +1,565 @@
+"""The agent loop: ask the model, check every call, run what is allowed, repeat until a stop.
+
+`run_advance` drives one run as far as it can go: to its end, or to a point where it waits for
+a person. It holds a lease on the run while it works and commits each iteration (the step, its
+calls and their results) before the next model request, so a crash loses at most the request in
+flight, and any worker can pick the run up again from the database.
+"""
+import json
+import logging
+import time
+import uuid
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Count, Q
+from django.utils import timezone
+
+from runs import llm
+from runs.models import Approval, Run, Step, ToolCall
+from runs.services import guards
+from runs.services.events import approvals_changed, event_record
+from runs.services.history import build_messages
+from runs.services.tool_exec import check_call, execute_calls
+from runs.snapshots import call_data, run_summary, step_data
+from toolsapp.models import Tool
+from toolsapp.registry import VERIFIERS, ToolContext
+
+log = logging.getLogger("runs.loop")
+
+SUMMARY_REASONS = ("iteration_limit", "repeated_call", "time_budget")
+SUMMARY_PROMPT = (
+    "The run has stopped: {detail} Do not call any tools. In a few sentences, tell the user what "
+    "was done, what was found, and what is left undone."
+)
+
+
+class LeaseLost(Exception):
+    """Another worker took this run over; stop without writing anything more."""
+
+
+# --- Leases ------------------------------------------------------------------------------------
+
+
+def lease_claim(run_id: int, owner: str, seconds: float | None = None) -> bool:
+    """Atomically take the run if nobody holds a live lease on it."""
+    now = timezone.now()
+    seconds = seconds or settings.RUN_LEASE_SECONDS
+    claimed = (
+        Run.objects.filter(pk=run_id, status__in=Run.ACTIVE_STATUSES)
+        .filter(Q(lease_owner="") | Q(lease_expires_at__lt=now))
+        .update(lease_owner=owner, lease_expires_at=now + timedelta(seconds=seconds))
+    )
+    return claimed == 1
+
+
+def lease_release(run_id: int, owner: str) -> None:
+    Run.objects.filter(pk=run_id, lease_owner=owner).update(lease_owner="", lease_expires_at=None)
+
+
+def _fenced_update(run: Run, owner: str, **fields) -> None:
+    """Write run fields only while we still hold the lease (the fence against a second worker)."""
+    fields.setdefault("lease_expires_at", timezone.now() + timedelta(seconds=settings.RUN_LEASE_SECONDS))
+    if Run.objects.filter(pk=run.pk, lease_owner=owner).update(**fields) != 1:
+        raise LeaseLost(run.pk)
+    for name, value in fields.items():
+        setattr(run, name, value)
+
+
+# --- Entry point ---------------------------------------------------------------------------------
+
+
+def run_advance(*, run_id: int) -> Run | None:
+    """Drive a run until it ends or waits for a person. Returns None if another worker holds it."""
+    owner = uuid.uuid4().hex
+    if not lease_claim(run_id, owner):
+        return None
+    try:
+        return _Driver(run_id, owner).drive()
+    except LeaseLost:
+        log.warning(json.dumps({"event": "lease_lost", "run": run_id}))
+        return None
+    finally:
+        lease_release(run_id, owner)
+
+
+def run_end(*, run_id: int, owner: str, reason: str, detail: str = "") -> Run:
+    """End a run whose lease `owner` holds (a cancel of a run no worker is driving)."""
+    return _Driver(run_id, owner)._finish(reason, detail=detail)
+
+
+class _Driver:
+    def __init__(self, run_id: int, owner: str):
+        self.owner = owner
+        self.run = Run.objects.get(pk=run_id)
+        self.config = self.run.config
+        self.started = time.monotonic()
+        self.active_before = self.run.active_seconds
+        tools = Tool.objects.filter(name__in=self.config["tools"], enabled=True)
+        self.tools = {t.name: t for t in tools}
+        self.definitions = [self.tools[n].definition() for n in self.config["tools"] if n in self.tools]
+        self.repeat_limits = {"*": self.config["repeat_limit"]}
+        self.repeat_limits.update({t.name: t.repeat_limit for t in tools if t.repeat_limit})
+
+    def elapsed(self) -> float:
+        return self.active_before + time.monotonic() - self.started
+
+    # --- the loop ------------------------------------------------------------------------------
+
+    def drive(self) -> Run:
+        run = self.run
+        try:
+            if run.status != Run.Status.RUNNING:
+                with transaction.atomic():
+                    self._set_status(Run.Status.RUNNING, started_at=run.started_at or timezone.now())
+            endpoint = None
+            while True:
+                run.refresh_from_db(fields=["cancel_requested"])
+                if run.cancel_requested:
+                    return self._finish("cancelled")
+                settled = self._settle_calls()
+                if settled == "parked":
+                    return self._park()
+                if settled == "cancelled":
+                    return self._finish("cancelled")
+                reason = guards.budget_exceeded(
+                    config=self.config, tokens=run.total_tokens, cost=run.cost_usd, elapsed=self.elapsed()
+                )
+                if reason:
+                    return self._finish(reason)
+                if run.iterations >= self.config["max_iterations"]:
+                    return self._finish("iteration_limit")
+                if endpoint is None:
+                    endpoint = llm.resolve_endpoint(base_url=self.config["base_url"], models=self.config["models"])
+                if self._iterate(endpoint):
+                    return run
+        except llm.ModelError as exc:
+            return self._finish("model_error", detail=str(exc))
+        except LeaseLost:
+            raise
+        except Exception as exc:
+            log.exception("run %s failed", run.pk)
+            return self._finish("internal_error", detail=f"{type(exc).__name__}: {exc}"[:500])
+
+    def _iterate(self, endpoint) -> bool:
+        """One model call and the decisions on its answer. True when the run has ended."""
+        run, config = self.run, self.config
+        iteration = run.iterations + 1
+        reply = llm.complete(
+            endpoint=endpoint,
+            messages=build_messages(run),
+            tools=self.definitions,
+            tool_choice=guards.tool_choice_for(iteration, config),
+            parallel_tool_calls=config["parallel_tool_calls"],
+            provider_options=config["provider_options"],
+            max_output_tokens=config.get("max_output_tokens"),
+        )
+        planned = [
+            guards.PlannedCall(
+                index=i,
+                call_id=c["id"],
+                tool_name=c["function"]["name"],
+                arguments=c["function"]["arguments"],
+                args_hash=guards.args_hash(c["function"]["arguments"], settings.ARGS_HASH_KEY),
+            )
+            for i, c in enumerate(reply.tool_calls)
+        ]
+        stop, detail, skip_note = self._decide(reply, planned, iteration)
+        with transaction.atomic():
+            step = self._record_step(reply, iteration, planned, skip_note)
+            if stop == "verify":
+                stop, detail = self._verify(reply.content)
+            if stop:
+                self._finish(stop, detail=detail, answer=reply.content, in_txn=True)
+        self._log(step, planned, stop)
+        if stop and stop in SUMMARY_REASONS and config.get("summarize_on_stop"):
+            self._summarise(endpoint)
+        return bool(stop)
+
+    def _decide(self, reply, planned, iteration) -> tuple[str | None, str, str]:
+        """(stop reason or None, detail, why the calls are not run) for a model answer."""
+        config = self.config
+        if reply.finish_reason == "length":
+            return "max_tokens", "", "the answer was cut off"
+        if reply.finish_reason == "content_filter" or reply.refusal:
+            return "content_filter", reply.refusal or "", "the answer was filtered"
+        if not planned:
+            return ("verify" if config.get("verifier") else "final_answer"), "", ""
+        # The cap is checked before any tool runs: the last allowed iteration runs none.
+        if iteration >= config["max_iterations"]:
+            return "iteration_limit", "", "the iteration limit was reached"
+        tokens = self.run.total_tokens + reply.tokens_in + reply.tokens_out
+        cost = self.run.cost_usd + reply.cost_usd
+        budget = guards.budget_exceeded(config=config, tokens=tokens, cost=cost, elapsed=self.elapsed())
+        if budget:
+            return budget, "", "the run's budget was used up"
+        seen = dict(
+            ((row["tool_name"], row["args_hash"]), row["n"])
+            for row in ToolCall.objects.filter(run=self.run)
+            .values("tool_name", "args_hash")
+            .annotate(n=Count("pk"))
+        )
+        repeated = guards.repeated_call(planned, seen, self.repeat_limits)
+        if repeated:
+            return "repeated_call", f"{repeated.tool_name} with arguments hash {repeated.args_hash[:12]}", (
+                "the same call was repeated too often"
+            )
+        return None, "", ""
+
+    def _record_step(self, reply, iteration, planned, skip_note) -> Step:
+        run = self.run
+        index = Step.objects.filter(run=run).count() + 1
+        preamble = run.pending_messages  # e.g. verification feedback, sent with this request
+        self._fence(
+            iterations=iteration,
+            tokens_in=run.tokens_in + reply.tokens_in,
+            tokens_out=run.tokens_out + reply.tokens_out,
+            cost_usd=run.cost_usd + reply.cost_usd,
+            active_seconds=self.elapsed(),
+            pending_messages=[],
+        )
+        step = Step.objects.create(
+            run=run,
+            index=index,
+            iteration=iteration,
+            preamble=preamble,
+            model=reply.model,
+            tool_choice=reply.tool_choice,
+            tool_choice_fallback=reply.tool_choice_fallback,
+            finish_reason=reply.finish_reason,
+            message=reply.message,
+            latency_ms=reply.latency_ms,
+            tokens_in=reply.tokens_in,
+            tokens_out=reply.tokens_out,
+            cost_usd=reply.cost_usd,
+            model_errors=reply.errors,
+        )
+        calls = []
+        for p in planned:
+            call = ToolCall(
+                run=run,
+                step=step,
+                index=p.index,
+                call_id=p.call_id,
+                tool_name=p.tool_name,
+                arguments=p.arguments,
+                args_hash=p.args_hash,
+                idempotency_key=guards.idempotency_key(run.pk, p.call_id),
+            )
+            if skip_note:
+                self._set_result(call, {"ok": False, "error": f"not executed: {skip_note}"}, ToolCall.Status.SKIPPED)
+            else:
+                _, error = check_call(tool_name=p.tool_name, raw_arguments=p.arguments, tools=self.tools)
+                if error:  # errors are data: the model reads them and may correct itself
+                    self._set_result(call, {"ok": False, "error": error}, ToolCall.Status.FAILED)
+            calls.append(call)
+        ToolCall.objects.bulk_create(calls)
+        if any(c.pk is None for c in calls):  # backends that cannot return ids from a bulk insert
+            calls = list(ToolCall.objects.filter(step=step).order_by("index"))
+        event_record(run_id=run.pk, kind="step", data=step_data(step, calls))
+        return step
+
+    def _fence(self, **fields):
+        _fenced_update(self.run, self.owner, **fields)
+
+    def _verify(self, answer: str) -> tuple[str | None, str]:
+        name = self.config["verifier"]
+        verifier = VERIFIERS.get(name)
+        if verifier is None:
+            return "verification_failed", f"no verifier named {name!r} is registered"
+        ok, reason = verifier(run_id=self.run.pk, answer=answer, customer=self.run.customer)
+        if ok:
+            return "final_answer", ""
+        if self.run.verification_attempts >= 1:
+            return "verification_failed", reason
+        # The reason goes back to the model once; it may fix things and answer again.
+        feedback = {
+            "role": "user",
+            "content": f"Verification failed: {reason}. Check the real state with the tools and answer again.",
+        }
+        _fenced_update(
+            self.run, self.owner, verification_attempts=self.run.verification_attempts + 1, pending_messages=[feedback]
+        )
+        event_record(run_id=self.run.pk, kind="verification", data={"ok": False, "reason": reason})
+        return None, ""
+
+    # --- tool calls ------------------------------------------------------------------------------
+
+    def _settle_calls(self) -> str:
+        """Bring the latest step's calls to a result. Returns "done", "parked" or "cancelled"."""
+        open_calls = list(
+            ToolCall.objects.filter(run=self.run)
+            .exclude(status__in=ToolCall.DONE_STATUSES)
+            .select_related("approval")
+            .order_by("step_id", "index")
+        )
+        if not open_calls:
+            return "done"
+        runnable, waiting = [], False
+        with transaction.atomic():
+            self._fence()
+            for call in open_calls:
+                state = self._prepare(call)
+                if state == "run":
+                    runnable.append(call)
+                elif state == "wait":
+                    waiting = True
+        if runnable:
+            step_calls = ToolCall.objects.filter(step_id=runnable[0].step_id).values_list("tool_name", flat=True)
+            parallel = len(runnable) > 1 and all(
+                name in self.tools and self.tools[name].parallel_safe for name in step_calls
+            )
+            if self._execute(runnable, parallel=parallel) == "cancelled":
+                return "cancelled"
+        return "parked" if waiting else "done"
+
+    def _prepare(self, call: ToolCall) -> str:
+        """Decide what happens to one open call: "run", "wait" (for a person) or "done"."""
+        tool = self.tools.get(call.tool_name)
+        approval = getattr(call, "approval", None)
+        if tool is None:  # disabled or removed while the run waited
+            self._set_result(call, {"ok": False, "error": f"tool {call.tool_name!r} is no longer available"}, ToolCall.Status.FAILED)
+            call.save()
+            return "done"
+        if call.status == ToolCall.Status.STARTED:
+            # Started before a crash, with no result recorded: its effect may or may not exist.
+            if tool.idempotent:
+                return "run"
+            if approval is None or approval.status != Approval.Status.PENDING or not approval.note:
+                if approval is not None:
+                    approval.delete()
+                self._request_approval(
+                    call, note="Interrupted by a crash while running; it may already have taken effect."
+                )
+            return "wait"
+        if call.status == ToolCall.Status.PENDING:
+            if not tool.destructive:
+                return "run"
+            return self._request_approval(call)
+        if call.status == ToolCall.Status.AWAITING_APPROVAL:
+            if approval.status == Approval.Status.PENDING and approval.expires_at and approval.expires_at <= timezone.now():
+                approval.status = Approval.Status.EXPIRED
+                approval.decided_at = timezone.now()
+                approval.reason = "approval expired"
+                approval.save(update_fields=["status", "decided_at", "reason"])
+                approvals_changed(run_id=self.run.pk)
+            if approval.status == Approval.Status.PENDING:
+                return "wait"
+            if approval.status == Approval.Status.APPROVED:
+                call.status = ToolCall.Status.APPROVED
+                call.save(update_fields=["status"])
+                return "run"
+            self._reject(call, approval)
+            return "done"
+        if call.status == ToolCall.Status.APPROVED:
+            return "run"
+        return "done"
+
+    def _request_approval(self, call: ToolCall, note: str = "") -> str:
+        policy = self.config.get("approval_policy", "ask")
+        timeout = self.config.get("approval_timeout_seconds")
+        approval = Approval(
+            tool_call=call,
+            run=self.run,
+            note=note,
+            expires_at=timezone.now() + timedelta(seconds=timeout) if timeout else None,
+        )
+        if policy in ("approve", "reject"):
+            approval.status = Approval.Status.APPROVED if policy == "approve" else Approval.Status.REJECTED
+            approval.automatic = True
+            approval.decided_at = timezone.now()
+            approval.reason = f"automatic: {policy}-all policy of this run"
+        approval.save()
+        call.approval = approval
+        if approval.status == Approval.Status.APPROVED:
+            call.status = ToolCall.Status.APPROVED
+            call.save(update_fields=["status"])
+            return "run"
+        if approval.status == Approval.Status.REJECTED:
+            self._reject(call, approval)
+            return "done"
+        call.status = ToolCall.Status.AWAITING_APPROVAL
+        call.save(update_fields=["status"])
+        event_record(run_id=self.run.pk, kind="call", data=call_data(call))
+        approvals_changed(run_id=self.run.pk)
+        return "wait"
+
+    def _reject(self, call: ToolCall, approval: Approval) -> None:
+        reason = approval.reason or ("approval expired" if approval.status == Approval.Status.EXPIRED else "no reason given")
+        self._set_result(call, {"ok": False, "error": f"rejected by operator: {reason}"}, ToolCall.Status.REJECTED)
+        call.save()
+        event_record(run_id=self.run.pk, kind="call", data=call_data(call))
+
+    def _execute(self, calls: list[ToolCall], *, parallel: bool) -> str | None:
+        now = timezone.now()
+        with transaction.atomic():
+            # Generous lease: the calls may take up to their timeouts.
+            longest = sum(self.tools[c.tool_name].timeout_seconds for c in calls)
+            self._fence(lease_expires_at=now + timedelta(seconds=settings.RUN_LEASE_SECONDS + longest))
+            if parallel:
+                self._mark_started(calls, now)
+        jobs = [
+            (
+                self.tools[c.tool_name],
+                json.loads(c.arguments or "{}"),
+                ToolContext(
+                    run_id=self.run.pk, call_id=c.call_id, idempotency_key=c.idempotency_key, customer=self.run.customer
+                ),
+            )
+            for c in calls
+        ]
+
+        def before_each(position):
+            self.run.refresh_from_db(fields=["cancel_requested"])
+            if self.run.cancel_requested:
+                return False
+            with transaction.atomic():
+                self._fence()
+                self._mark_started([calls[position]], timezone.now())
+            return True
+
+        finished = 0
+        for position, payload, latency_ms in execute_calls(jobs, parallel=parallel, on_start=before_each):
+            call = calls[position]
+            with transaction.atomic():
+                self._fence()
+                status = ToolCall.Status.SUCCEEDED if payload["ok"] else ToolCall.Status.FAILED
+                self._set_result(call, payload, status)
+                call.latency_ms = latency_ms
+                call.save()
+                event_record(run_id=self.run.pk, kind="call", data=call_data(call))
+            finished += 1
+        if finished < len(calls):
+            with transaction.atomic():
+                for call in calls[finished:]:
+                    self._set_result(call, {"ok": False, "error": "not executed: the run was cancelled"}, ToolCall.Status.SKIPPED)
+                    call.save()
+            return "cancelled"
+        return None
+
+    def _mark_started(self, calls, now):
+        for call in calls:
+            call.status = ToolCall.Status.STARTED
+            call.started_at = now
+            call.attempts += 1
+            call.save(update_fields=["status", "started_at", "attempts"])
+
+    @staticmethod
+    def _set_result(call: ToolCall, payload: dict, status: str) -> None:
+        content, truncated = guards.tool_result_content(
+            payload, max_chars=settings.TOOL_RESULT_MAX_CHARS, preview_chars=settings.TOOL_RESULT_PREVIEW_CHARS
+        )
+        call.status = status
+        call.result = payload
+        call.result_text = content
+        call.truncated = truncated
+        call.error = "" if payload.get("ok") else str(payload.get("error", ""))
+        call.finished_at = timezone.now()
+
+    # --- endings -----------------------------------------------------------------------------------
+
+    def _set_status(self, status: str, **fields) -> None:
+        _fenced_update(self.run, self.owner, status=status, **fields)
+        event_record(run_id=self.run.pk, kind="run", data=run_summary(self.run))
+
+    def _park(self) -> Run:
+        with transaction.atomic():
+            self._set_status(Run.Status.AWAITING_APPROVAL, active_seconds=self.elapsed())
+        return self.run
+
+    def _finish(self, reason: str, *, detail: str = "", answer: str | None = None, in_txn: bool = False) -> Run:
+        status = {
+            "final_answer": Run.Status.SUCCEEDED,
+            "cancelled": Run.Status.CANCELLED,
+        }.get(reason, Run.Status.FAILED)
+        fields = {
+            "stop_reason": reason,
+            "stop_detail": guards.stop_message(reason, self.config, detail),
+            "finished_at": timezone.now(),
+            "active_seconds": self.elapsed(),
+        }
+        if answer is not None:
+            fields["answer"] = answer
+        if in_txn:
+            self._set_status(status, **fields)
+        else:
+            with transaction.atomic():
+                self._close_open_calls(reason)
+                self._set_status(status, **fields)
+            self._log(None, [], reason)
+            if reason in SUMMARY_REASONS and self.config.get("summarize_on_stop"):
+                try:
+                    self._summarise(llm.resolve_endpoint(base_url=self.config["base_url"], models=self.config["models"]))
+                except llm.ModelError as exc:
+                    log.warning("summary for run %s failed: %s", self.run.pk, exc)
+        return self.run
+
+    def _close_open_calls(self, reason: str) -> None:
+        """A run that ends leaves no call without a result (one result per call id, always)."""
+        for call in ToolCall.objects.filter(run=self.run).exclude(status__in=ToolCall.DONE_STATUSES):
+            self._set_result(call, {"ok": False, "error": f"not executed: the run ended ({reason})"}, ToolCall.Status.SKIPPED)
+            call.save()
+        Approval.objects.filter(run=self.run, status=Approval.Status.PENDING).update(
+            status=Approval.Status.EXPIRED, decided_at=timezone.now(), reason=f"the run ended ({reason})"
+        )
+
+    def _summarise(self, endpoint) -> None:
+        """The opt-in last, tools-free call: a summary the user can read instead of a bare limit."""
+        instruction = {"role": "user", "content": SUMMARY_PROMPT.format(detail=self.run.stop_detail)}
+        try:
+            reply = llm.complete(
+                endpoint=endpoint,
+                messages=build_messages(self.run) + [instruction],
+                tools=self.definitions,
+                tool_choice="none",
+                parallel_tool_calls=self.config["parallel_tool_calls"],
+                provider_options=self.config["provider_options"],
+            )
+        except llm.ModelError as exc:
+            log.warning("summary for run %s failed: %s", self.run.pk, exc)
+            return
+        with transaction.atomic():
+            step = Step.objects.create(
+                run=self.run,
+                index=Step.objects.filter(run=self.run).count() + 1,
+                iteration=self.run.iterations,
+                kind=Step.Kind.SUMMARY,
+                preamble=[instruction],
+                model=reply.model,
+                tool_choice="none",
+                finish_reason=reply.finish_reason,
+                # A summary must not leave unanswered calls in the history.
+                message={"role": "assistant", "content": reply.content},
+                latency_ms=reply.latency_ms,
+                tokens_in=reply.tokens_in,
+                tokens_out=reply.tokens_out,
+                cost_usd=reply.cost_usd,
+                model_errors=reply.errors,
+            )
+            _fenced_update(
+                self.run,
+                self.owner,
+                answer=reply.content,
+                tokens_in=self.run.tokens_in + reply.tokens_in,
+                tokens_out=self.run.tokens_out + reply.tokens_out,
+                cost_usd=self.run.cost_usd + reply.cost_usd,
+            )
+            event_record(run_id=self.run.pk, kind="step", data=step_data(step, []))
+            event_record(run_id=self.run.pk, kind="run", data=run_summary(self.run))
+
+    def _log(self, step: Step | None, planned, stop: str | None) -> None:
+        log.info(
+            json.dumps(
+                {
+                    "event": "iteration",
+                    "run": self.run.pk,
+                    "iteration": step.iteration if step else self.run.iterations,
+                    "model": step.model if step else None,
+                    "latency_ms": round(step.latency_ms, 1) if step else None,
+                    "tools": [p.tool_name for p in planned],
+                    "args_hashes": [p.args_hash[:16] for p in planned],
+                    "stop_reason": stop if stop not in (None, "verify") else None,
+                }
+            )
+        )

@@ -1,0 +1,82 @@
+"""The one place that executes tools: validate a call, run its handler under a timeout, and turn
+every outcome (including the handler's bugs) into a result the model can read."""
+import json
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+
+from django.conf import settings
+from django.db import close_old_connections
+
+from runs.services.guards import parse_arguments
+from toolsapp.models import Tool
+from toolsapp.registry import ToolContext, ToolError, executor_for
+from toolsapp.schemas import validate_arguments
+
+log = logging.getLogger(__name__)
+
+# Handlers run in these threads so a timeout can abandon a stuck one without blocking the loop.
+_pool = ThreadPoolExecutor(max_workers=max(4, settings.TOOL_PARALLEL_WORKERS * 4), thread_name_prefix="tool")
+
+
+def check_call(*, tool_name: str, raw_arguments: str, tools: dict[str, Tool]) -> tuple[dict | None, str | None]:
+    """(arguments, None) when the call may run, else (None, the error for the model)."""
+    if tool_name not in tools:
+        available = ", ".join(sorted(tools)) or "none"
+        if Tool.objects.filter(name=tool_name).exists():
+            return None, f"tool {tool_name!r} is not allowed for this agent; available tools: {available}"
+        return None, f"unknown tool {tool_name!r}; available tools: {available}"
+    arguments, error = parse_arguments(raw_arguments)
+    if error:
+        return None, error
+    error = validate_arguments(tools[tool_name].parameters, arguments)
+    if error:
+        return None, error
+    return arguments, None
+
+
+def _invoke(tool: Tool, arguments: dict, context: ToolContext):
+    close_old_connections()
+    return executor_for(tool.kind).call(tool, arguments, context)
+
+
+def _outcome(future, tool: Tool, timeout: float) -> dict:
+    try:
+        result = future.result(timeout=timeout)
+    except FutureTimeout:
+        future.cancel()
+        return {"ok": False, "error": f"the tool timed out after {tool.timeout_seconds:g} seconds"}
+    except ToolError as exc:
+        return {"ok": False, "error": str(exc) or "the tool reported an error"}
+    except Exception as exc:  # a bug in the handler: its type only, never a traceback
+        log.warning("tool %s raised %s", tool.name, type(exc).__name__, exc_info=True)
+        return {"ok": False, "error": f"the tool failed with an unexpected {type(exc).__name__}"}
+    try:
+        # Results are stored as JSON; anything else is turned into its JSON-able form now.
+        return {"ok": True, "result": json.loads(json.dumps(result, default=str))}
+    except (TypeError, ValueError) as exc:
+        return {"ok": False, "error": f"the tool returned a result that is not JSON ({type(exc).__name__})"}
+
+
+def execute_calls(jobs: list[tuple[Tool, dict, ToolContext]], *, parallel: bool, on_start=None):
+    """Run jobs and yield (position, payload, latency_ms) in call order.
+
+    With parallel=True all jobs start at once; otherwise each starts after the previous one
+    finished. `on_start(position)` is called before a sequential job starts and may return
+    False to stop (a cancelled run); the remaining jobs are then not run.
+    """
+    if parallel:
+        started = time.perf_counter()
+        futures = [_pool.submit(_invoke, tool, args, ctx) for tool, args, ctx in jobs]
+        for position, (future, (tool, _, _)) in enumerate(zip(futures, jobs)):
+            remaining = max(0.0, started + tool.timeout_seconds - time.perf_counter())
+            payload = _outcome(future, tool, remaining)
+            yield position, payload, (time.perf_counter() - started) * 1000
+        return
+    for position, (tool, args, ctx) in enumerate(jobs):
+        if on_start is not None and on_start(position) is False:
+            return
+        started = time.perf_counter()
+        payload = _outcome(_pool.submit(_invoke, tool, args, ctx), tool, tool.timeout_seconds)
+        yield position, payload, (time.perf_counter() - started) * 1000

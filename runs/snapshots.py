@@ -1,0 +1,92 @@
+"""Plain-data views of runs, steps and calls: the CLI's JSON, timeline events and the API share them."""
+from runs.models import Approval, Run, Step, ToolCall
+
+PREVIEW_CHARS = 300
+
+
+def call_data(call: ToolCall) -> dict:
+    approval = getattr(call, "approval", None) if _has_approval_cached(call) else None
+    return {
+        "id": call.call_id,
+        "pk": call.pk,
+        "index": call.index,
+        "tool": call.tool_name,
+        "args_hash": call.args_hash,
+        "status": call.status,
+        "ok": call.ok,
+        "error": call.error,
+        "truncated": call.truncated,
+        "latency_ms": round(call.latency_ms, 2) if call.latency_ms is not None else None,
+        "result_preview": call.result_text[:PREVIEW_CHARS],
+        "approval": approval_brief(approval) if approval else None,
+    }
+
+
+def _has_approval_cached(call: ToolCall) -> bool:
+    # Avoid a query per call: only read the approval when it was fetched with the call.
+    try:
+        return "approval" in call._state.fields_cache
+    except AttributeError:
+        return False
+
+
+def approval_brief(approval: Approval) -> dict:
+    return {
+        "id": approval.pk,
+        "status": approval.status,
+        "decided_by": approval.decided_by.get_username() if approval.decided_by_id and approval.decided_by else None,
+        "decided_at": approval.decided_at.isoformat() if approval.decided_at else None,
+        "reason": approval.reason,
+        "automatic": approval.automatic,
+        "expires_at": approval.expires_at.isoformat() if approval.expires_at else None,
+    }
+
+
+def step_data(step: Step, calls: list[ToolCall]) -> dict:
+    return {
+        "index": step.index,
+        "iteration": step.iteration,
+        "kind": step.kind,
+        "model": step.model,
+        "finish_reason": step.finish_reason,
+        "latency_ms": round(step.latency_ms, 2),
+        "tokens_in": step.tokens_in,
+        "tokens_out": step.tokens_out,
+        "cost_usd": step.cost_usd,
+        "tool_choice": step.tool_choice,
+        "tool_choice_fallback": step.tool_choice_fallback,
+        "model_errors": step.model_errors,
+        "content": step.message.get("content") or "",
+        "calls": [call_data(c) for c in calls],
+    }
+
+
+def run_summary(run: Run) -> dict:
+    return {
+        "run_id": run.pk,
+        "agent": run.config.get("agent_name", ""),
+        "task": run.task,
+        "status": run.status,
+        "stop_reason": run.stop_reason or None,
+        "stop_detail": run.stop_detail,
+        "answer": run.answer,
+        "iterations": run.iterations,
+        "usage": {
+            "tokens_in": run.tokens_in,
+            "tokens_out": run.tokens_out,
+            "total_tokens": run.total_tokens,
+            "cost_usd": round(run.cost_usd, 6),
+        },
+        "wall_seconds": round(run.active_seconds, 3),
+        "created_at": run.created_at.isoformat() if run.created_at else None,
+        "finished_at": run.finished_at.isoformat() if run.finished_at else None,
+    }
+
+
+def run_data(run: Run) -> dict:
+    """The whole run: summary plus every step with its calls (two queries)."""
+    calls: dict[int, list[ToolCall]] = {}
+    for call in ToolCall.objects.filter(run=run).select_related("approval", "approval__decided_by"):
+        calls.setdefault(call.step_id, []).append(call)
+    steps = [step_data(s, calls.get(s.pk, [])) for s in Step.objects.filter(run=run).order_by("index")]
+    return {**run_summary(run), "steps": steps}

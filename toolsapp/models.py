@@ -1,0 +1,90 @@
+from django.core.validators import MinValueValidator
+from django.db import models
+
+
+class Tool(models.Model):
+    class Kind(models.TextChoices):
+        PYTHON = "python", "Python handler"
+        HTTP = "http", "HTTP endpoint"
+        MCP = "mcp", "MCP server"
+
+    name = models.CharField(max_length=64, unique=True)
+    description = models.TextField(blank=True)
+    parameters = models.JSONField(default=dict, help_text="JSON Schema (Draft 2020-12) of the arguments.")
+    destructive = models.BooleanField(default=False, help_text="Every call needs an operator's approval.")
+    parallel_safe = models.BooleanField(default=True, help_text="May run at the same time as other calls.")
+    idempotent = models.BooleanField(
+        default=True, help_text="Safe to re-run with the same idempotency key after a crash."
+    )
+    timeout_seconds = models.FloatField(default=30.0, validators=[MinValueValidator(0.01)])
+    repeat_limit = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Identical calls allowed per run; empty uses the agent's."
+    )
+    sensitive_fields = models.JSONField(default=list, blank=True, help_text="Argument names masked in the UI.")
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.PYTHON)
+    handler = models.CharField(max_length=200, blank=True, help_text="Registered handler name (python tools).")
+    config = models.JSONField(default=dict, blank=True, help_text="Source settings (URL, MCP server).")
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.name
+
+    def definition(self) -> dict:
+        """The tool as the OpenAI chat completions API expects it."""
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
+        }
+
+
+# --- Data of the built-in demo tools -----------------------------------------------------------
+
+
+class WeatherReport(models.Model):
+    city = models.CharField(max_length=100, unique=True)
+    temperature_c = models.FloatField()
+    conditions = models.CharField(max_length=100)
+
+    def __str__(self):
+        return self.city
+
+
+class Ticket(models.Model):
+    class Priority(models.TextChoices):
+        LOW = "low"
+        MEDIUM = "medium"
+        HIGH = "high"
+
+    title = models.CharField(max_length=200)
+    body = models.TextField()
+    priority = models.CharField(max_length=10, choices=Priority.choices)
+    idempotency_key = models.CharField(max_length=64, unique=True, null=True, blank=True)
+    created_by_run = models.BigIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self):
+        return f"#{self.pk} {self.title}"
+
+
+class Order(models.Model):
+    class Status(models.TextChoices):
+        OPEN = "open"
+        SHIPPED = "shipped"
+        CANCELLED = "cancelled"
+
+    order_id = models.CharField(max_length=32, unique=True)
+    customer = models.CharField(max_length=100)
+    item = models.CharField(max_length=200)
+    total = models.DecimalField(max_digits=10, decimal_places=2)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.OPEN)
+    cancel_reason = models.TextField(blank=True)
+    cancel_idempotency_key = models.CharField(max_length=64, blank=True)
+    cancelled_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self):
+        return self.order_id
