@@ -38,6 +38,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -69,7 +70,15 @@ ASGI_APPLICATION = "agentsite.asgi.application"
 # "database is locked" on lock upgrade.
 DATABASE_URL = env_str("DATABASE_URL")
 if DATABASE_URL:
-    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 60))}
+    DATABASES = {"default": dj_database_url.parse(DATABASE_URL)}
+    if DATABASES["default"]["ENGINE"].endswith("postgresql"):
+        # A pool bounds the connections however many runs a worker holds in flight: the loop
+        # hands its connection back while it waits on a model.
+        DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+            "min_size": env_int("DB_POOL_MIN", 1),
+            "max_size": env_int("DB_POOL_MAX", 20),
+            "timeout": env_int("DB_POOL_TIMEOUT", 60),
+        }
 else:
     DATABASES = {
         "default": {
@@ -104,6 +113,7 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = DATA_DIR / "staticfiles"
+WHITENOISE_USE_FINDERS = True  # serve static/ directly: no collectstatic step to forget
 
 # --- Redis, Celery, Channels -------------------------------------------------------------
 REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
@@ -117,6 +127,12 @@ CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 900)
 CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 960)
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600)}
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+CELERY_BEAT_SCHEDULE = {
+    "sweep-runs": {"task": "runs.tasks.sweep_runs", "schedule": env_float("SWEEP_INTERVAL_SECONDS", 15.0)},
+    "prune-runs": {"task": "runs.tasks.prune_runs", "schedule": 6 * 3600.0},
+}
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
@@ -152,6 +168,12 @@ LOGGING = {
     "loggers": {name: {"level": "WARNING"} for name in ("httpx", "httpx2", "httpcore", "openai")},
 }
 # A worker renews its lease on a run every iteration; a lease older than this is free to take.
-RUN_LEASE_SECONDS = env_int("RUN_LEASE_SECONDS", 120)
+# Longer than one model call with its retries, so a slow model does not look like a dead worker.
+RUN_LEASE_SECONDS = env_int("RUN_LEASE_SECONDS", 300)
+# A run taken over from a dead worker this many times is ended as failed (worker_lost).
+RUN_MAX_TAKEOVERS = env_int("RUN_MAX_TAKEOVERS", 5)
+# Queued runs with no worker after this long are handed out again (their message may be lost).
+RUN_REQUEUE_AFTER_SECONDS = env_int("RUN_REQUEUE_AFTER_SECONDS", 60)
+RUN_RETENTION_DAYS = env_int("RUN_RETENTION_DAYS", 90)  # 0 keeps runs forever
 DEFAULT_CUSTOMER = env_str("DEFAULT_CUSTOMER", "acme")
 APPROVAL_TIMEOUT_SECONDS = env_int("APPROVAL_TIMEOUT_SECONDS", 0)  # 0: approvals never expire

@@ -95,7 +95,7 @@ class Run(models.Model):
     cancel_requested = models.BooleanField(default=False)
     lease_owner = models.CharField(max_length=64, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
-    deliveries = models.PositiveIntegerField(default=0)
+    takeovers = models.PositiveIntegerField(default=0, help_text="Times a worker took over from a dead one.")
     event_seq = models.PositiveIntegerField(default=0)
 
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)

@@ -9,8 +9,7 @@ import logging
 import queue
 import threading
 
-from django.db import transaction
-from django.db.models import F
+from django.db import connection, transaction
 
 from runs.models import Run, RunEvent
 
@@ -21,8 +20,18 @@ APPROVALS_GROUP = "approvals"
 
 def event_record(*, run_id: int, kind: str, data: dict) -> RunEvent:
     """Store one event; call inside the transaction that makes the change it reports."""
-    Run.objects.filter(pk=run_id).update(event_seq=F("event_seq") + 1)
-    seq = Run.objects.filter(pk=run_id).values_list("event_seq", flat=True).get()
+    with connection.cursor() as cursor:
+        # One statement takes the next number and locks the run row until commit, so
+        # concurrent writers of the same run get distinct, gap-free numbers.
+        cursor.execute(
+            f"UPDATE {Run._meta.db_table} SET event_seq = event_seq + 1 WHERE id = %s RETURNING event_seq", [run_id]
+        )
+        (seq,) = cursor.fetchone()
+    return event_store(run_id=run_id, seq=seq, kind=kind, data=data)
+
+
+def event_store(*, run_id: int, seq: int, kind: str, data: dict) -> RunEvent:
+    """Store an event whose number the caller already took (see loop._fenced_update)."""
     event = RunEvent.objects.create(run_id=run_id, seq=seq, kind=kind, data=data)
     message = {"type": "run.event", "run_id": run_id, "seq": seq, "kind": kind, "data": data}
     transaction.on_commit(lambda: publish(f"run-{run_id}", message))

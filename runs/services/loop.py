@@ -12,14 +12,14 @@ import uuid
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import transaction
-from django.db.models import Count, Q
+from django.db import connection, transaction
+from django.db.models import Count, F
 from django.utils import timezone
 
 from runs import llm
 from runs.models import Approval, Run, Step, ToolCall
 from runs.services import guards
-from runs.services.events import approvals_changed, event_record
+from runs.services.events import approvals_changed, event_record, event_store
 from runs.services.history import build_messages
 from runs.services.tool_exec import check_call, execute_calls
 from runs.snapshots import call_data, run_summary, step_data
@@ -45,26 +45,55 @@ class LeaseLost(Exception):
 def lease_claim(run_id: int, owner: str, seconds: float | None = None) -> bool:
     """Atomically take the run if nobody holds a live lease on it."""
     now = timezone.now()
-    seconds = seconds or settings.RUN_LEASE_SECONDS
-    claimed = (
-        Run.objects.filter(pk=run_id, status__in=Run.ACTIVE_STATUSES)
-        .filter(Q(lease_owner="") | Q(lease_expires_at__lt=now))
-        .update(lease_owner=owner, lease_expires_at=now + timedelta(seconds=seconds))
+    until = now + timedelta(seconds=seconds or settings.RUN_LEASE_SECONDS)
+    active = Run.objects.filter(pk=run_id, status__in=Run.ACTIVE_STATUSES)
+    if active.filter(lease_owner="").update(lease_owner=owner, lease_expires_at=until) == 1:
+        return True
+    # A lease that ran out belongs to a worker that died (or hung): take over, and count it.
+    taken = (
+        active.filter(lease_expires_at__lt=now)
+        .exclude(lease_owner="")
+        .update(lease_owner=owner, lease_expires_at=until, takeovers=F("takeovers") + 1)
     )
-    return claimed == 1
+    return taken == 1
 
 
 def lease_release(run_id: int, owner: str) -> None:
     Run.objects.filter(pk=run_id, lease_owner=owner).update(lease_owner="", lease_expires_at=None)
 
 
-def _fenced_update(run: Run, owner: str, **fields) -> None:
-    """Write run fields only while we still hold the lease (the fence against a second worker)."""
-    fields.setdefault("lease_expires_at", timezone.now() + timedelta(seconds=settings.RUN_LEASE_SECONDS))
-    if Run.objects.filter(pk=run.pk, lease_owner=owner).update(**fields) != 1:
+def _fenced_update(run: Run, owner: str, *, events: int = 0, lease_seconds: float | None = None, **fields) -> int:
+    """Write run fields only while `owner` still holds the lease: the fence against a second worker.
+
+    One statement also renews the lease, takes `events` sequence numbers and reads the cancel
+    flag, because this runs several times per iteration. Returns the last sequence number taken.
+    """
+    fields["lease_expires_at"] = timezone.now() + timedelta(seconds=lease_seconds or settings.RUN_LEASE_SECONDS)
+    sets, params = [], []
+    for name, value in fields.items():
+        field = Run._meta.get_field(name)
+        sets.append(f"{connection.ops.quote_name(field.column)} = %s")
+        params.append(field.get_db_prep_save(value, connection))
+    sql = (
+        f"UPDATE {Run._meta.db_table} SET {', '.join(sets)}, event_seq = event_seq + %s "
+        "WHERE id = %s AND lease_owner = %s RETURNING event_seq, cancel_requested"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*params, events, run.pk, owner])
+        row = cursor.fetchone()
+    if row is None:
         raise LeaseLost(run.pk)
     for name, value in fields.items():
         setattr(run, name, value)
+    run.event_seq, run.cancel_requested = row[0], bool(row[1])
+    return row[0]
+
+
+def release_db_connection() -> None:
+    """With a connection pool, hand the connection back while we wait seconds for a model, so
+    the connections in use stay bounded by the pool, not by the runs in flight."""
+    if getattr(connection, "pool", None) is not None and not connection.in_atomic_block:
+        connection.close()
 
 
 # --- Entry point ---------------------------------------------------------------------------------
@@ -90,6 +119,13 @@ def run_end(*, run_id: int, owner: str, reason: str, detail: str = "") -> Run:
 
 
 class _Driver:
+    """Drives one run while holding its lease.
+
+    State read from the database once at the start (the history, step count, repeat counts, open
+    calls) is then kept in step with every commit, so an iteration costs a few statements whatever
+    the length of the run; a new driver (after a crash, or a decision) starts again from the rows.
+    """
+
     def __init__(self, run_id: int, owner: str):
         self.owner = owner
         self.run = Run.objects.get(pk=run_id)
@@ -101,21 +137,53 @@ class _Driver:
         self.definitions = [self.tools[n].definition() for n in self.config["tools"] if n in self.tools]
         self.repeat_limits = {"*": self.config["repeat_limit"]}
         self.repeat_limits.update({t.name: t.repeat_limit for t in tools if t.repeat_limit})
+        self.messages: list[dict] | None = None  # built from the rows at the first model call
+        self.step_count = Step.objects.filter(run_id=run_id).count()
+        self.seen: dict[tuple[str, str], int] = {
+            (row["tool_name"], row["args_hash"]): row["n"]
+            for row in ToolCall.objects.filter(run_id=run_id).values("tool_name", "args_hash").annotate(n=Count("pk"))
+        }
+        # Calls left without a result by a crash or waiting for a decision.
+        self.open_calls: list[ToolCall] = list(
+            ToolCall.objects.filter(run_id=run_id)
+            .exclude(status__in=ToolCall.DONE_STATUSES)
+            .select_related("approval")
+            .order_by("step_id", "index")
+        )
+        self.step_calls: list[ToolCall] = []
 
     def elapsed(self) -> float:
         return self.active_before + time.monotonic() - self.started
+
+    def _commit(self, events: list[tuple[str, object]] = (), lease_seconds: float | None = None, **fields) -> None:
+        """Fenced update of the run plus its timeline events; call inside a transaction.
+
+        Event data may be a callable, evaluated after the fields are set on the run.
+        """
+        for name, value in fields.items():
+            setattr(self.run, name, value)
+        last = _fenced_update(self.run, self.owner, events=len(events), lease_seconds=lease_seconds, **fields)
+        for offset, (kind, data) in enumerate(events):
+            event_store(
+                run_id=self.run.pk, seq=last - len(events) + 1 + offset, kind=kind, data=data() if callable(data) else data
+            )
 
     # --- the loop ------------------------------------------------------------------------------
 
     def drive(self) -> Run:
         run = self.run
         try:
-            if run.status != Run.Status.RUNNING:
-                with transaction.atomic():
-                    self._set_status(Run.Status.RUNNING, started_at=run.started_at or timezone.now())
+            if run.takeovers > settings.RUN_MAX_TAKEOVERS:
+                # Every worker that took this run died with it: stop instead of looping forever.
+                return self._finish("worker_lost", detail=f"Taken over {run.takeovers} times after workers died.")
+            with transaction.atomic():
+                self._commit(
+                    events=[("run", lambda: run_summary(run))] if run.status != Run.Status.RUNNING else [],
+                    status=Run.Status.RUNNING,
+                    started_at=run.started_at or timezone.now(),
+                )
             endpoint = None
             while True:
-                run.refresh_from_db(fields=["cancel_requested"])
                 if run.cancel_requested:
                     return self._finish("cancelled")
                 settled = self._settle_calls()
@@ -146,9 +214,13 @@ class _Driver:
         """One model call and the decisions on its answer. True when the run has ended."""
         run, config = self.run, self.config
         iteration = run.iterations + 1
+        if self.messages is None:
+            self.messages = build_messages(run)[: -len(run.pending_messages) or None]
+        preamble = list(run.pending_messages)  # e.g. verification feedback, sent with this request
+        release_db_connection()
         reply = llm.complete(
             endpoint=endpoint,
-            messages=build_messages(run),
+            messages=self.messages + preamble,
             tools=self.definitions,
             tool_choice=guards.tool_choice_for(iteration, config),
             parallel_tool_calls=config["parallel_tool_calls"],
@@ -167,11 +239,15 @@ class _Driver:
         ]
         stop, detail, skip_note = self._decide(reply, planned, iteration)
         with transaction.atomic():
-            step = self._record_step(reply, iteration, planned, skip_note)
+            step, fields, events = self._record_step(reply, iteration, preamble, planned, skip_note)
             if stop == "verify":
-                stop, detail = self._verify(reply.content)
+                stop, detail = self._verify(reply.content, fields, events)
             if stop:
-                self._finish(stop, detail=detail, answer=reply.content, in_txn=True)
+                fields.update(self._ending(stop, detail=detail, answer=reply.content))
+                events.append(("run", lambda: run_summary(run)))
+            self._commit(events, lease_seconds=self._lease_for(self.step_calls), **fields)
+        self.messages.extend(preamble)
+        self.messages.append(reply.message)
         self._log(step, planned, stop)
         if stop and stop in SUMMARY_REASONS and config.get("summarize_on_stop"):
             self._summarise(endpoint)
@@ -194,34 +270,20 @@ class _Driver:
         budget = guards.budget_exceeded(config=config, tokens=tokens, cost=cost, elapsed=self.elapsed())
         if budget:
             return budget, "", "the run's budget was used up"
-        seen = dict(
-            ((row["tool_name"], row["args_hash"]), row["n"])
-            for row in ToolCall.objects.filter(run=self.run)
-            .values("tool_name", "args_hash")
-            .annotate(n=Count("pk"))
-        )
-        repeated = guards.repeated_call(planned, seen, self.repeat_limits)
+        repeated = guards.repeated_call(planned, self.seen, self.repeat_limits)
         if repeated:
             return "repeated_call", f"{repeated.tool_name} with arguments hash {repeated.args_hash[:12]}", (
                 "the same call was repeated too often"
             )
         return None, "", ""
 
-    def _record_step(self, reply, iteration, planned, skip_note) -> Step:
+    def _record_step(self, reply, iteration, preamble, planned, skip_note):
+        """Insert the step and its calls; return it with the run fields and events to commit."""
         run = self.run
-        index = Step.objects.filter(run=run).count() + 1
-        preamble = run.pending_messages  # e.g. verification feedback, sent with this request
-        self._fence(
-            iterations=iteration,
-            tokens_in=run.tokens_in + reply.tokens_in,
-            tokens_out=run.tokens_out + reply.tokens_out,
-            cost_usd=run.cost_usd + reply.cost_usd,
-            active_seconds=self.elapsed(),
-            pending_messages=[],
-        )
+        self.step_count += 1
         step = Step.objects.create(
             run=run,
-            index=index,
+            index=self.step_count,
             iteration=iteration,
             preamble=preamble,
             model=reply.model,
@@ -253,17 +315,31 @@ class _Driver:
                 _, error = check_call(tool_name=p.tool_name, raw_arguments=p.arguments, tools=self.tools)
                 if error:  # errors are data: the model reads them and may correct itself
                     self._set_result(call, {"ok": False, "error": error}, ToolCall.Status.FAILED)
+            key = (p.tool_name, p.args_hash)
+            self.seen[key] = self.seen.get(key, 0) + 1
             calls.append(call)
         ToolCall.objects.bulk_create(calls)
         if any(c.pk is None for c in calls):  # backends that cannot return ids from a bulk insert
             calls = list(ToolCall.objects.filter(step=step).order_by("index"))
-        event_record(run_id=run.pk, kind="step", data=step_data(step, calls))
-        return step
+        self.step_calls = calls
+        self.open_calls = [c for c in calls if c.status not in ToolCall.DONE_STATUSES]
+        fields = {
+            "iterations": iteration,
+            "tokens_in": run.tokens_in + reply.tokens_in,
+            "tokens_out": run.tokens_out + reply.tokens_out,
+            "cost_usd": run.cost_usd + reply.cost_usd,
+            "active_seconds": self.elapsed(),
+            "pending_messages": [],
+        }
+        return step, fields, [("step", step_data(step, calls))]
 
-    def _fence(self, **fields):
-        _fenced_update(self.run, self.owner, **fields)
+    def _lease_for(self, calls) -> float:
+        # Long enough for the calls about to run to reach their timeouts.
+        return settings.RUN_LEASE_SECONDS + sum(
+            self.tools[c.tool_name].timeout_seconds for c in calls if c.tool_name in self.tools
+        )
 
-    def _verify(self, answer: str) -> tuple[str | None, str]:
+    def _verify(self, answer: str, fields: dict, events: list) -> tuple[str | None, str]:
         name = self.config["verifier"]
         verifier = VERIFIERS.get(name)
         if verifier is None:
@@ -274,45 +350,49 @@ class _Driver:
         if self.run.verification_attempts >= 1:
             return "verification_failed", reason
         # The reason goes back to the model once; it may fix things and answer again.
-        feedback = {
-            "role": "user",
-            "content": f"Verification failed: {reason}. Check the real state with the tools and answer again.",
-        }
-        _fenced_update(
-            self.run, self.owner, verification_attempts=self.run.verification_attempts + 1, pending_messages=[feedback]
-        )
-        event_record(run_id=self.run.pk, kind="verification", data={"ok": False, "reason": reason})
+        fields["verification_attempts"] = self.run.verification_attempts + 1
+        fields["pending_messages"] = [
+            {"role": "user", "content": f"Verification failed: {reason}. Check the real state with the tools and answer again."}
+        ]
+        events.append(("verification", {"ok": False, "reason": reason}))
         return None, ""
 
     # --- tool calls ------------------------------------------------------------------------------
 
     def _settle_calls(self) -> str:
-        """Bring the latest step's calls to a result. Returns "done", "parked" or "cancelled"."""
-        open_calls = list(
-            ToolCall.objects.filter(run=self.run)
-            .exclude(status__in=ToolCall.DONE_STATUSES)
-            .select_related("approval")
-            .order_by("step_id", "index")
-        )
-        if not open_calls:
+        """Bring the open calls to a result. Returns "done", "parked" or "cancelled"."""
+        calls, self.open_calls = self.open_calls, []
+        if not calls:
             return "done"
         runnable, waiting = [], False
-        with transaction.atomic():
-            self._fence()
-            for call in open_calls:
-                state = self._prepare(call)
-                if state == "run":
-                    runnable.append(call)
-                elif state == "wait":
-                    waiting = True
+        simple = all(
+            c.status == ToolCall.Status.PENDING and c.tool_name in self.tools and not self.tools[c.tool_name].destructive
+            for c in calls
+        )
+        if simple:  # the common case needs no writes before running
+            runnable = calls
+        else:
+            with transaction.atomic():
+                for call in calls:
+                    state = self._prepare(call)
+                    if state == "run":
+                        runnable.append(call)
+                    elif state == "wait":
+                        waiting = True
+                self._commit(lease_seconds=self._lease_for(runnable))
         if runnable:
-            step_calls = ToolCall.objects.filter(step_id=runnable[0].step_id).values_list("tool_name", flat=True)
-            parallel = len(runnable) > 1 and all(
-                name in self.tools and self.tools[name].parallel_safe for name in step_calls
-            )
+            names = [c.tool_name for c in (self.step_calls or calls) if c.step_id == runnable[0].step_id]
+            parallel = len(runnable) > 1 and all(n in self.tools and self.tools[n].parallel_safe for n in names)
             if self._execute(runnable, parallel=parallel) == "cancelled":
                 return "cancelled"
-        return "parked" if waiting else "done"
+        if waiting:
+            return "parked"
+        if self.messages is not None and self.step_calls:
+            # Results follow their assistant message, one per call id, in the order of the calls.
+            self.messages.extend(
+                {"role": "tool", "tool_call_id": c.call_id, "content": c.result_text} for c in self.step_calls
+            )
+        return "done"
 
     def _prepare(self, call: ToolCall) -> str:
         """Decide what happens to one open call: "run", "wait" (for a person) or "done"."""
@@ -326,12 +406,9 @@ class _Driver:
             # Started before a crash, with no result recorded: its effect may or may not exist.
             if tool.idempotent:
                 return "run"
-            if approval is None or approval.status != Approval.Status.PENDING or not approval.note:
-                if approval is not None:
-                    approval.delete()
-                self._request_approval(
-                    call, note="Interrupted by a crash while running; it may already have taken effect."
-                )
+            if approval is not None:
+                approval.delete()
+            self._request_approval(call, note="Interrupted by a crash while running; it may already have taken effect.")
             return "wait"
         if call.status == ToolCall.Status.PENDING:
             if not tool.destructive:
@@ -392,53 +469,54 @@ class _Driver:
         event_record(run_id=self.run.pk, kind="call", data=call_data(call))
 
     def _execute(self, calls: list[ToolCall], *, parallel: bool) -> str | None:
-        now = timezone.now()
-        with transaction.atomic():
-            # Generous lease: the calls may take up to their timeouts.
-            longest = sum(self.tools[c.tool_name].timeout_seconds for c in calls)
-            self._fence(lease_expires_at=now + timedelta(seconds=settings.RUN_LEASE_SECONDS + longest))
-            if parallel:
-                self._mark_started(calls, now)
         jobs = [
             (
                 self.tools[c.tool_name],
                 json.loads(c.arguments or "{}"),
-                ToolContext(
-                    run_id=self.run.pk, call_id=c.call_id, idempotency_key=c.idempotency_key, customer=self.run.customer
-                ),
+                ToolContext(run_id=self.run.pk, call_id=c.call_id, idempotency_key=c.idempotency_key, customer=self.run.customer),
             )
             for c in calls
         ]
 
+        def mark_started(batch):
+            # Only a call that is not safe to repeat needs "started" on disk before it runs: after a
+            # crash such a call goes to an operator; an idempotent one simply runs again.
+            risky = [c for c in batch if not self.tools[c.tool_name].idempotent]
+            if risky:
+                with transaction.atomic():
+                    self._commit()
+                    self._mark_started(risky, timezone.now())
+
         def before_each(position):
-            self.run.refresh_from_db(fields=["cancel_requested"])
+            if position > 0:
+                self.run.cancel_requested = Run.objects.filter(pk=self.run.pk).values_list("cancel_requested", flat=True).get()
             if self.run.cancel_requested:
                 return False
-            with transaction.atomic():
-                self._fence()
-                self._mark_started([calls[position]], timezone.now())
+            mark_started([calls[position]])
             return True
 
+        if parallel:
+            mark_started(calls)
         finished = 0
         for position, payload, latency_ms in execute_calls(jobs, parallel=parallel, on_start=before_each):
             call = calls[position]
+            status = ToolCall.Status.SUCCEEDED if payload["ok"] else ToolCall.Status.FAILED
+            self._set_result(call, payload, status)
+            call.latency_ms = latency_ms
             with transaction.atomic():
-                self._fence()
-                status = ToolCall.Status.SUCCEEDED if payload["ok"] else ToolCall.Status.FAILED
-                self._set_result(call, payload, status)
-                call.latency_ms = latency_ms
-                call.save()
-                event_record(run_id=self.run.pk, kind="call", data=call_data(call))
+                call.save(update_fields=_RESULT_FIELDS)
+                self._commit(events=[("call", call_data(call))])
             finished += 1
         if finished < len(calls):
             with transaction.atomic():
                 for call in calls[finished:]:
                     self._set_result(call, {"ok": False, "error": "not executed: the run was cancelled"}, ToolCall.Status.SKIPPED)
-                    call.save()
+                    call.save(update_fields=_RESULT_FIELDS)
             return "cancelled"
         return None
 
-    def _mark_started(self, calls, now):
+    @staticmethod
+    def _mark_started(calls, now):
         for call in calls:
             call.status = ToolCall.Status.STARTED
             call.started_at = now
@@ -459,21 +537,19 @@ class _Driver:
 
     # --- endings -----------------------------------------------------------------------------------
 
-    def _set_status(self, status: str, **fields) -> None:
-        _fenced_update(self.run, self.owner, status=status, **fields)
-        event_record(run_id=self.run.pk, kind="run", data=run_summary(self.run))
-
     def _park(self) -> Run:
         with transaction.atomic():
-            self._set_status(Run.Status.AWAITING_APPROVAL, active_seconds=self.elapsed())
+            self._commit(
+                events=[("run", lambda: run_summary(self.run))],
+                status=Run.Status.AWAITING_APPROVAL,
+                active_seconds=self.elapsed(),
+            )
         return self.run
 
-    def _finish(self, reason: str, *, detail: str = "", answer: str | None = None, in_txn: bool = False) -> Run:
-        status = {
-            "final_answer": Run.Status.SUCCEEDED,
-            "cancelled": Run.Status.CANCELLED,
-        }.get(reason, Run.Status.FAILED)
+    def _ending(self, reason: str, *, detail: str = "", answer: str | None = None) -> dict:
+        """The run fields that record an ending."""
         fields = {
+            "status": {"final_answer": Run.Status.SUCCEEDED, "cancelled": Run.Status.CANCELLED}.get(reason, Run.Status.FAILED),
             "stop_reason": reason,
             "stop_detail": guards.stop_message(reason, self.config, detail),
             "finished_at": timezone.now(),
@@ -481,28 +557,31 @@ class _Driver:
         }
         if answer is not None:
             fields["answer"] = answer
-        if in_txn:
-            self._set_status(status, **fields)
-        else:
-            with transaction.atomic():
-                self._close_open_calls(reason)
-                self._set_status(status, **fields)
-            self._log(None, [], reason)
-            if reason in SUMMARY_REASONS and self.config.get("summarize_on_stop"):
-                try:
-                    self._summarise(llm.resolve_endpoint(base_url=self.config["base_url"], models=self.config["models"]))
-                except llm.ModelError as exc:
-                    log.warning("summary for run %s failed: %s", self.run.pk, exc)
+        return fields
+
+    def _finish(self, reason: str, *, detail: str = "") -> Run:
+        """End the run between iterations (cancel, budget, limit, model error, internal error)."""
+        with transaction.atomic():
+            self._close_open_calls(reason)
+            self._commit(events=[("run", lambda: run_summary(self.run))], **self._ending(reason, detail=detail))
+        self._log(None, [], reason)
+        if reason in SUMMARY_REASONS and self.config.get("summarize_on_stop"):
+            try:
+                self._summarise(llm.resolve_endpoint(base_url=self.config["base_url"], models=self.config["models"]))
+            except llm.ModelError as exc:
+                log.warning("summary for run %s failed: %s", self.run.pk, exc)
         return self.run
 
     def _close_open_calls(self, reason: str) -> None:
         """A run that ends leaves no call without a result (one result per call id, always)."""
         for call in ToolCall.objects.filter(run=self.run).exclude(status__in=ToolCall.DONE_STATUSES):
             self._set_result(call, {"ok": False, "error": f"not executed: the run ended ({reason})"}, ToolCall.Status.SKIPPED)
-            call.save()
-        Approval.objects.filter(run=self.run, status=Approval.Status.PENDING).update(
+            call.save(update_fields=_RESULT_FIELDS)
+        expired = Approval.objects.filter(run=self.run, status=Approval.Status.PENDING).update(
             status=Approval.Status.EXPIRED, decided_at=timezone.now(), reason=f"the run ended ({reason})"
         )
+        if expired:
+            approvals_changed(run_id=self.run.pk)
 
     def _summarise(self, endpoint) -> None:
         """The opt-in last, tools-free call: a summary the user can read instead of a bare limit."""
@@ -520,9 +599,10 @@ class _Driver:
             log.warning("summary for run %s failed: %s", self.run.pk, exc)
             return
         with transaction.atomic():
+            self.step_count += 1
             step = Step.objects.create(
                 run=self.run,
-                index=Step.objects.filter(run=self.run).count() + 1,
+                index=self.step_count,
                 iteration=self.run.iterations,
                 kind=Step.Kind.SUMMARY,
                 preamble=[instruction],
@@ -537,16 +617,13 @@ class _Driver:
                 cost_usd=reply.cost_usd,
                 model_errors=reply.errors,
             )
-            _fenced_update(
-                self.run,
-                self.owner,
+            self._commit(
+                events=[("step", step_data(step, [])), ("run", lambda: run_summary(self.run))],
                 answer=reply.content,
                 tokens_in=self.run.tokens_in + reply.tokens_in,
                 tokens_out=self.run.tokens_out + reply.tokens_out,
                 cost_usd=self.run.cost_usd + reply.cost_usd,
             )
-            event_record(run_id=self.run.pk, kind="step", data=step_data(step, []))
-            event_record(run_id=self.run.pk, kind="run", data=run_summary(self.run))
 
     def _log(self, step: Step | None, planned, stop: str | None) -> None:
         log.info(
@@ -563,3 +640,6 @@ class _Driver:
                 }
             )
         )
+
+
+_RESULT_FIELDS = ["status", "result", "result_text", "truncated", "error", "finished_at", "latency_ms"]

@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 
 from django.conf import settings
-from django.db import close_old_connections
+from django.db import DatabaseError, connection
 
 from runs.services.guards import parse_arguments
 from toolsapp.models import Tool
@@ -37,8 +37,16 @@ def check_call(*, tool_name: str, raw_arguments: str, tools: dict[str, Tool]) ->
 
 
 def _invoke(tool: Tool, arguments: dict, context: ToolContext):
-    close_old_connections()
-    return executor_for(tool.kind).call(tool, arguments, context)
+    # Pool threads keep their database connection between calls (opening one per call would
+    # cost more than most tools); a connection that broke is dropped so the next call reconnects.
+    try:
+        return executor_for(tool.kind).call(tool, arguments, context)
+    except DatabaseError:
+        connection.close()
+        raise
+    finally:
+        if getattr(connection, "pool", None) is not None:
+            connection.close()  # back to the pool
 
 
 def _outcome(future, tool: Tool, timeout: float) -> dict:

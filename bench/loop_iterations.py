@@ -1,0 +1,103 @@
+"""Milliseconds per iteration: the project's loop (database writes included) against a minimal
+in-memory loop that calls client.chat.completions.create the straightforward way.
+
+Both talk to the same zero-latency demo model over HTTP, in its own process.
+Run: .venv/bin/python bench/loop_iterations.py
+"""
+import json
+import os
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from bench._common import setup_django, start_demo_model  # noqa: E402
+
+TOOL_CALL = {"repeat": True, "tool_calls": [{"name": "get_weather", "arguments": {"city": "Lagos"}}]}
+
+
+def straightforward_loop(base_url: str, model: str, tools: list, iterations: int) -> list[float]:
+    import openai
+
+    client = openai.OpenAI(base_url=base_url, api_key="demo")
+    weather = {"Lagos": {"city": "Lagos", "temperature_c": 31, "conditions": "sunny"}}
+    messages = [
+        {"role": "system", "content": "You are a careful assistant."},
+        {"role": "user", "content": "What's the weather in Lagos?"},
+    ]
+    times = []
+    for _ in range(iterations):
+        started = time.perf_counter()
+        response = client.chat.completions.create(model=model, messages=messages, tools=tools)
+        message = response.choices[0].message
+        messages.append(message.model_dump(exclude_none=True))
+        for call in message.tool_calls or []:
+            args = json.loads(call.function.arguments)
+            result = {"ok": True, "result": weather.get(args["city"])}
+            messages.append({"role": "tool", "tool_call_id": call.id, "content": json.dumps(result)})
+        times.append((time.perf_counter() - started) * 1000)
+    return times
+
+
+def project_loop(model: str, iterations: int) -> tuple[float, int]:
+    from runs.models import Agent, Step
+    from runs.services.loop import run_advance
+    from runs.services.runs import run_create
+
+    run = run_create(
+        agent=Agent.objects.get(name="demo"),
+        task="What's the weather in Lagos?",
+        overrides={"models": [model], "tools": ["get_weather"], "max_iterations": iterations, "repeat_limit": 10**9,
+                   "summarize_on_stop": False},
+    )
+    started = time.perf_counter()
+    run_advance(run_id=run.pk)
+    elapsed = (time.perf_counter() - started) * 1000
+    return elapsed, Step.objects.filter(run=run).count()
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="bench-loop-")
+    proc, url = start_demo_model()
+    os.environ["DEMO_MODEL_URL"] = url
+    setup_django(os.path.join(tmp, "bench.sqlite3"))
+    from django.core.management import call_command
+    from django.db import connection
+
+    from runs.demo_model.server import DemoModelServer  # noqa: F401  (same package the server runs)
+    from toolsapp.models import Tool
+
+    call_command("migrate", verbosity=0)
+    import urllib.request
+
+    def new_script() -> str:
+        req = urllib.request.Request(
+            url + "/scripts", data=json.dumps({"responses": [TOOL_CALL], "record": False}).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        return json.loads(urllib.request.urlopen(req).read())["model"]
+
+    tools = [Tool.objects.get(name="get_weather").definition()]
+    print(f"database: {connection.vendor}; demo model: {url} (own process, zero latency)")
+    print(f"{'iterations':>10} {'project ms/it':>14} {'straightforward ms/it':>22} {'ratio':>7}")
+    try:
+        project_loop(new_script(), 3)  # warm up both paths
+        straightforward_loop(url, new_script(), tools, 3)
+        for n in (10, 100):
+            total, steps = project_loop(new_script(), n)
+            assert steps == n, f"expected {n} steps, got {steps}"
+            plain = straightforward_loop(url, new_script(), tools, n)
+            ours, theirs = total / n, sum(plain) / n
+            print(f"{n:>10} {ours:>14.2f} {theirs:>22.2f} {ours / theirs:>7.2f}")
+        # Flatness: time of the last ten iterations against the first ten, for both loops.
+        plain = straightforward_loop(url, new_script(), tools, 100)
+        print(f"straightforward loop, first 10 vs last 10 iterations: {sum(plain[:10]) / 10:.2f} -> {sum(plain[-10:]) / 10:.2f} ms/it")
+        t10, _ = project_loop(new_script(), 10)
+        t100, _ = project_loop(new_script(), 100)
+        print(f"project loop, mean ms/it over 10 vs over 100 iterations: {t10 / 10:.2f} vs {t100 / 100:.2f}")
+    finally:
+        proc.terminate()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,71 @@
+"""Periodic care: hand out runs a worker lost, expire approvals, prune old runs."""
+import json
+import logging
+from datetime import timedelta
+from pathlib import Path
+
+from django.conf import settings
+from django.db.models import Q
+from django.utils import timezone
+
+from runs.models import Run
+from runs.services.approvals import approvals_expire
+from runs.services.dispatch import run_dispatch
+from runs.snapshots import run_data
+
+log = logging.getLogger(__name__)
+
+
+def runs_sweep() -> dict:
+    """Re-dispatch runs that no live worker drives; expire overdue approvals.
+
+    A run is stranded when it is `running` with a lease that ran out (its worker died), or
+    `queued` for a while with no lease (its message may have been lost with Redis). Sending a
+    run twice is harmless: the lease lets only one worker drive it.
+    """
+    now = timezone.now()
+    stranded = list(
+        Run.objects.filter(
+            Q(status=Run.Status.RUNNING, lease_expires_at__lt=now)
+            | Q(status=Run.Status.RUNNING, lease_owner="")
+            | Q(
+                status=Run.Status.QUEUED,
+                lease_owner="",
+                created_at__lt=now - timedelta(seconds=settings.RUN_REQUEUE_AFTER_SECONDS),
+            )
+        ).values_list("pk", flat=True)[:1000]
+    )
+    for run_id in stranded:
+        run_dispatch(run_id=run_id)
+    expired = approvals_expire()
+    if stranded or expired:
+        log.info(json.dumps({"event": "sweep", "redispatched": stranded, "approvals_expired": expired}))
+    return {"redispatched": stranded, "approvals_expired": expired}
+
+
+def runs_prune(*, days: int, archive_dir: str | None = None, batch: int = 500) -> int:
+    """Delete finished runs older than `days` (with their steps and calls), archiving them first
+    as JSON Lines when `archive_dir` is given. Returns how many were deleted."""
+    cutoff = timezone.now() - timedelta(days=days)
+    old = Run.objects.filter(status__in=Run.FINISHED_STATUSES, created_at__lt=cutoff).order_by("pk")
+    archive = None
+    if archive_dir:
+        Path(archive_dir).mkdir(parents=True, exist_ok=True)
+        archive = open(Path(archive_dir) / f"runs-before-{cutoff:%Y%m%d}.jsonl", "a", encoding="utf-8")
+    deleted = 0
+    try:
+        while True:
+            ids = list(old.values_list("pk", flat=True)[:batch])
+            if not ids:
+                break
+            if archive:
+                for run in Run.objects.filter(pk__in=ids):
+                    archive.write(json.dumps(run_data(run), default=str) + "\n")
+                archive.flush()
+            Run.objects.filter(rerun_of_id__in=ids).update(rerun_of=None)
+            Run.objects.filter(pk__in=ids).delete()
+            deleted += len(ids)
+    finally:
+        if archive:
+            archive.close()
+    return deleted
