@@ -158,6 +158,8 @@ ARGS_HASH_KEY = env_str("ARGS_HASH_KEY") or SECRET_KEY
 TOOL_RESULT_MAX_CHARS = env_int("TOOL_RESULT_MAX_CHARS", 16000)
 TOOL_RESULT_PREVIEW_CHARS = env_int("TOOL_RESULT_PREVIEW_CHARS", 2000)
 TOOL_PARALLEL_WORKERS = env_int("TOOL_PARALLEL_WORKERS", 8)
+# Extra modules that register Python tool handlers and verifiers (comma separated).
+TOOL_MODULES = env_list("TOOL_MODULES", [])
 
 LOGGING = {
     "version": 1,

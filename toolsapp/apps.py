@@ -7,5 +7,13 @@ class ToolsappConfig(AppConfig):
     verbose_name = "Tools"
 
     def ready(self):
-        # Registers the built-in handlers and verifiers by importing their modules.
+        # Registers the built-in handlers and verifiers, and those of TOOL_MODULES (your own
+        # tools, without editing this app), by importing their modules.
+        from importlib import import_module
+
+        from django.conf import settings
+
         from . import builtin  # noqa: F401
+
+        for module in settings.TOOL_MODULES:
+            import_module(module)
