@@ -32,6 +32,11 @@ def demo_data(transactional_db):
 
     importlib.import_module("toolsapp.migrations.0002_demo_tools").create(django_apps, None)
     importlib.import_module("runs.migrations.0002_demo_agent").create(django_apps, None)
+    from django.contrib.auth.models import Group, Permission
+
+    from runs.roles import ensure_roles
+
+    ensure_roles(Group, Permission)
 
 
 @pytest.fixture

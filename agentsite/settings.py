@@ -58,6 +58,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "runs.context_processors.pending_approvals",
             ],
         },
     },
@@ -147,6 +148,9 @@ LLM_API_KEY = env_str("LLM_API_KEY")
 LLM_MODELS = env_list("LLM_MODELS", [])
 LLM_TIMEOUT_SECONDS = env_float("LLM_TIMEOUT_SECONDS", 120.0)
 LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", 2)
+# Cap on each answer when the agent sets none: a local server would otherwise generate up to
+# its whole context window. 0 sends no cap.
+LLM_MAX_OUTPUT_TOKENS = env_int("LLM_MAX_OUTPUT_TOKENS", 4096)
 # Price per million tokens, {"model": [input, output]}; OpenRouter's usage.cost wins when present.
 LLM_PRICES = env_json("LLM_PRICES", {"demo": [1.0, 2.0]})
 DEMO_MODEL_URL = env_str("DEMO_MODEL_URL")  # a running demo model; else one starts in-process

@@ -105,6 +105,12 @@ def price(model: str, tokens_in: int, tokens_out: int) -> float:
 def _describe(exc: Exception) -> str:
     if isinstance(exc, openai.APIStatusError):
         message = exc.message if isinstance(exc.message, str) else str(exc)
+        if message.strip() in ("", f"Error code: {exc.status_code}"):
+            # Some servers put the reason in a body the client could not parse.
+            try:
+                message = exc.response.text.strip() or "no error message"
+            except Exception:
+                message = "no error message"
         return f"HTTP {exc.status_code}: {message[:300]}"
     if isinstance(exc, openai.APITimeoutError):
         return "timed out"
@@ -166,6 +172,7 @@ def complete(
     errors: list[str] = []
     for model in endpoint.models:
         choice_used, fallback = tool_choice, False
+        started = time.perf_counter()  # latency includes a refused "required" attempt
         while True:
             body = {"model": model, "messages": messages}
             if tools:
@@ -177,9 +184,11 @@ def complete(
                 body["max_tokens"] = max_output_tokens
             if provider_options:
                 body.update(provider_options)
-            started = time.perf_counter()
+            # A server that refuses "required" refuses it every time: do not spend the client's
+            # retries on it, ask again with "auto" straight away.
+            sender = client.with_options(max_retries=0) if choice_used == "required" and tools else client
             try:
-                data = client.post(
+                data = sender.post(
                     "/chat/completions",
                     cast_to=object,
                     content=json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode(),

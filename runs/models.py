@@ -104,6 +104,7 @@ class Run(models.Model):
 
     class Meta:
         ordering = ["-pk"]
+        permissions = [("cancel_run", "Can cancel runs")]
         indexes = [
             models.Index(fields=["status", "-created_at"]),
             models.Index(fields=["stop_reason", "-created_at"]),
@@ -153,6 +154,7 @@ class Step(models.Model):
     class Meta:
         ordering = ["run", "index"]
         constraints = [models.UniqueConstraint(fields=["run", "index"], name="unique_step_index")]
+        indexes = [models.Index(fields=["model", "run"]), models.Index(fields=["created_at"])]
 
     def __str__(self):
         return f"Run {self.run_id} step {self.index}"
@@ -224,6 +226,8 @@ class Approval(models.Model):
 
     class Meta:
         ordering = ["requested_at", "pk"]
+        permissions = [("decide_approval", "Can approve or reject destructive calls")]
+        indexes = [models.Index(fields=["status", "requested_at"])]
 
     def __str__(self):
         return f"Approval of {self.tool_call}"

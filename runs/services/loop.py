@@ -189,7 +189,7 @@ class _Driver:
                 settled = self._settle_calls()
                 if settled == "parked":
                     return self._park()
-                if settled == "cancelled":
+                if settled == "cancelled" or run.cancel_requested:
                     return self._finish("cancelled")
                 reason = guards.budget_exceeded(
                     config=self.config, tokens=run.total_tokens, cost=run.cost_usd, elapsed=self.elapsed()
@@ -225,7 +225,7 @@ class _Driver:
             tool_choice=guards.tool_choice_for(iteration, config),
             parallel_tool_calls=config["parallel_tool_calls"],
             provider_options=config["provider_options"],
-            max_output_tokens=config.get("max_output_tokens"),
+            max_output_tokens=config.get("max_output_tokens") or settings.LLM_MAX_OUTPUT_TOKENS,
         )
         planned = [
             guards.PlannedCall(
@@ -362,8 +362,6 @@ class _Driver:
     def _settle_calls(self) -> str:
         """Bring the open calls to a result. Returns "done", "parked" or "cancelled"."""
         calls, self.open_calls = self.open_calls, []
-        if not calls:
-            return "done"
         runnable, waiting = [], False
         simple = all(
             c.status == ToolCall.Status.PENDING and c.tool_name in self.tools and not self.tools[c.tool_name].destructive
@@ -371,7 +369,7 @@ class _Driver:
         )
         if simple:  # the common case needs no writes before running
             runnable = calls
-        else:
+        elif calls:
             with transaction.atomic():
                 for call in calls:
                     state = self._prepare(call)
@@ -497,6 +495,9 @@ class _Driver:
 
         if parallel:
             mark_started(calls)
+        # Tool threads take connections from the same pool: holding ours while we wait for
+        # them could leave every connection waiting on a tool that waits for one.
+        release_db_connection()
         finished = 0
         for position, payload, latency_ms in execute_calls(jobs, parallel=parallel, on_start=before_each):
             call = calls[position]

@@ -174,6 +174,7 @@ def test_invalid_flag_value_on_the_command_line_exits_2():
     # argparse refuses the value before Django touches the database or the network.
     proc = subprocess.run(
         [sys.executable, "manage.py", "run_agent", "hi", "--first-tool-choice", "always"],
+        check=False,
         cwd=ROOT,
         env={**os.environ, "LLM_API_KEY": "", "LLM_BASE_URL": "http://127.0.0.1:9/v1"},
         capture_output=True,

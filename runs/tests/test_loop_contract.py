@@ -10,7 +10,6 @@ import threading
 import pytest
 
 from runs.models import Agent, Approval, Run, Step, ToolCall
-from runs.services import guards
 from toolsapp.models import Order, Ticket, Tool
 from toolsapp.registry import ToolError, python_handler
 
@@ -115,7 +114,17 @@ def _signaller(args, ctx):
     return {"signalled": True}
 
 
+@python_handler("contract_cancel")
+def _cancel(args, ctx):
+    # An operator cancels the run while this call runs (another connection, like the web UI).
+    from runs.services.runs import run_cancel
+
+    run_cancel(run=Run.objects.get(pk=ctx.run_id))
+    return {"cancel": "requested"}
+
+
 TEST_TOOLS = {
+    "cancel_me": {"handler": "contract_cancel"},
     "probe": {"handler": "contract_probe"},
     "probe_limited": {"handler": "contract_probe", "repeat_limit": 2},
     "tool_error": {"handler": "contract_tool_error"},
@@ -969,6 +978,16 @@ def test_every_ending_has_a_plain_words_stop_detail(launch, script, reason):
     assert detail == detail.strip() and detail
     assert detail != reason and " " in detail
     assert "Traceback" not in detail and "None" not in detail
+
+
+def test_cancel_during_a_run_stops_before_the_next_model_request(launch, script):
+    model = script(calls(call("cancel_me", {}, "c1")), {"content": "never asked"})
+    run = launch("cancel me", models=[model], tools=["cancel_me"])
+    assert run.status == Run.Status.CANCELLED
+    assert run.stop_reason == "cancelled"
+    assert run.stop_detail == "Cancelled by an operator."
+    assert len(script.requests(model)) == 1
+    assert ToolCall.objects.get(run=run).status == ToolCall.Status.SUCCEEDED
 
 
 def test_summary_on_stop_makes_one_tools_free_call_and_uses_it_as_the_answer(launch, script):

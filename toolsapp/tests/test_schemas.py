@@ -4,7 +4,12 @@ import urllib.request
 
 import pytest
 
-from toolsapp.schemas import MAX_SCHEMA_DEPTH, InvalidSchema, check_tool_schema, validate_arguments
+from toolsapp.schemas import (
+    MAX_SCHEMA_DEPTH,
+    InvalidSchema,
+    check_tool_schema,
+    validate_arguments,
+)
 
 STRICT = {
     "type": "object",

@@ -1,0 +1,138 @@
+"""200 concurrent runs of 5 iterations each, through real Celery workers and Redis.
+
+Prints the completion time with 1 s of simulated model latency against the ideal (5 s: five
+model calls in a row), and the runs per second with zero latency.
+Run: .venv/bin/python bench/concurrent_runs.py [--runs 200] [--workers 2] [--threads 100]
+Uses DATABASE_URL when set (PostgreSQL), else a temporary SQLite file; REDIS_URL (db 13 by default).
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from bench._common import ROOT, setup_django, start_demo_model  # noqa: E402
+
+ITERATIONS = 5
+
+
+def script_for(url: str) -> str:
+    tool = {"tool_calls": [{"name": "get_weather", "arguments": {"city": "Lagos"}}]}
+    responses = [tool] * (ITERATIONS - 1) + [{"content": "Lagos is sunny."}]
+    req = urllib.request.Request(
+        url + "/scripts", data=json.dumps({"responses": responses, "record": False}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    return json.loads(urllib.request.urlopen(req).read())["model"]
+
+
+def start_workers(count: int, threads: int, env: dict) -> list[subprocess.Popen]:
+    procs = []
+    for i in range(count):
+        log = open(os.path.join(env["BENCH_DIR"], f"worker{i}.log"), "w")
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "agentsite", "worker", "--pool", "threads",
+             "--concurrency", str(threads), "--loglevel", "WARNING", "-n", f"bench{i}@%h", "--without-mingle",
+             "--without-gossip"],
+            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+        ))
+    time.sleep(4)  # workers connect and start consuming
+    return procs
+
+
+def batch(n: int, url: str) -> float:
+    """Create n runs, dispatch them all, return seconds until the last one finished."""
+    from django.db import transaction
+
+    from runs.models import Agent, Run
+    from runs.services.dispatch import run_dispatch
+    from runs.services.runs import run_create
+
+    agent = Agent.objects.get(name="demo")
+    models = [script_for(url) for _ in range(n)]
+    with transaction.atomic():
+        runs = [
+            run_create(agent=agent, task="What's the weather in Lagos?",
+                       overrides={"models": [m], "tools": ["get_weather"], "repeat_limit": 100})
+            for m in models
+        ]
+    ids = [r.pk for r in runs]
+    started = time.perf_counter()
+    with transaction.atomic():
+        for run_id in ids:
+            run_dispatch(run_id=run_id)
+    while True:
+        open_ = Run.objects.filter(pk__in=ids).exclude(status__in=Run.FINISHED_STATUSES).count()
+        if open_ == 0:
+            break
+        if time.perf_counter() - started > 300:
+            raise SystemExit(f"{open_} runs still open after 300 s")
+        time.sleep(0.05)
+    elapsed = time.perf_counter() - started
+    ok = Run.objects.filter(pk__in=ids, status=Run.Status.SUCCEEDED).count()
+    if ok != n:
+        print(f"  warning: {n - ok} runs did not succeed")
+    return elapsed
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=100)
+    parser.add_argument("--latency", type=float, default=1.0)
+    args = parser.parse_args()
+
+    tmp = tempfile.mkdtemp(prefix="bench-concurrent-")
+    os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/13")
+    demo_slow, url_slow = start_demo_model(latency=args.latency)
+    demo_fast, url_fast = start_demo_model(latency=0.0)
+    os.environ["DEMO_MODEL_URL"] = url_slow
+    setup_django(os.path.join(tmp, "bench.sqlite3"))
+    from django.conf import settings
+    from django.core.management import call_command
+    from django.db import connection
+
+    call_command("migrate", verbosity=0)
+    import redis
+
+    redis.Redis.from_url(settings.REDIS_URL).flushdb()
+    env = dict(os.environ, BENCH_DIR=tmp, LOG_LEVEL="WARNING", SQLITE_PATH=settings.DATABASES["default"]["NAME"]
+               if connection.vendor == "sqlite" else "", DEMO_MODEL_URL=url_slow)
+    procs = start_workers(args.workers, args.threads, env)
+    try:
+        print(f"database: {connection.vendor}; {args.workers} worker processes x {args.threads} threads; "
+              f"{args.runs} runs x {ITERATIONS} iterations")
+        batch(min(20, args.runs), url_slow)  # warm-up: connections, imports
+        elapsed = batch(args.runs, url_slow)
+        ideal = ITERATIONS * args.latency
+        print(f"with {args.latency:g} s model latency: {elapsed:.2f} s for {args.runs} runs "
+              f"(ideal {ideal:.1f} s, {elapsed / ideal:.2f}x ideal; target <= 1.5x)")
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            p.wait(timeout=20)
+    # Zero latency: the same workers against the instant demo model.
+    env["DEMO_MODEL_URL"] = url_fast
+    procs = start_workers(args.workers, args.threads, env)
+    try:
+        batch(min(20, args.runs), url_fast)
+        elapsed = batch(args.runs, url_fast)
+        print(f"with zero latency: {args.runs} runs in {elapsed:.2f} s = {args.runs / elapsed:.1f} runs/s "
+              f"({args.runs * ITERATIONS / elapsed:.0f} iterations/s)")
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            p.wait(timeout=20)
+        demo_slow.terminate()
+        demo_fast.terminate()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,29 @@
+"""Roles are groups with permissions. Every view, API call and websocket checks permissions,
+never group names, so an installation can define its own roles."""
+
+VIEW = [
+    ("runs", "view_run"), ("runs", "view_agent"), ("runs", "view_approval"), ("runs", "view_step"),
+    ("runs", "view_toolcall"), ("toolsapp", "view_tool"),
+]
+OPERATE = VIEW + [("runs", "add_run"), ("runs", "cancel_run"), ("runs", "decide_approval")]
+ADMIN = OPERATE + [
+    ("runs", "add_agent"), ("runs", "change_agent"), ("runs", "delete_agent"),
+    ("toolsapp", "add_tool"), ("toolsapp", "change_tool"), ("toolsapp", "delete_tool"),
+]
+ROLES = {"viewers": VIEW, "operators": OPERATE, "admins": ADMIN}
+
+# The permission each action needs.
+PERM_VIEW = "runs.view_run"
+PERM_LAUNCH = "runs.add_run"
+PERM_CANCEL = "runs.cancel_run"
+PERM_DECIDE = "runs.decide_approval"
+PERM_MANAGE_AGENTS = "runs.change_agent"
+PERM_MANAGE_TOOLS = "toolsapp.change_tool"
+
+
+def ensure_roles(Group, Permission) -> None:
+    for name, perms in ROLES.items():
+        group, _ = Group.objects.get_or_create(name=name)
+        group.permissions.set(
+            [Permission.objects.get(content_type__app_label=app, codename=code) for app, code in perms]
+        )
