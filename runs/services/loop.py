@@ -12,13 +12,14 @@ import uuid
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import connection
 from django.db.models import Count, F
 from django.utils import timezone
 
 from runs import llm
 from runs.models import Approval, Run, Step, ToolCall
 from runs.services import guards
+from runs.services.db import write_transaction
 from runs.services.events import approvals_changed, event_record, event_store
 from runs.services.history import build_messages
 from runs.services.tool_exec import check_call, execute_calls
@@ -176,7 +177,7 @@ class _Driver:
             if run.takeovers > settings.RUN_MAX_TAKEOVERS:
                 # Every worker that took this run died with it: stop instead of looping forever.
                 return self._finish("worker_lost", detail=f"Taken over {run.takeovers} times after workers died.")
-            with transaction.atomic():
+            with write_transaction():
                 self._commit(
                     events=[("run", lambda: run_summary(run))] if run.status != Run.Status.RUNNING else [],
                     status=Run.Status.RUNNING,
@@ -238,7 +239,7 @@ class _Driver:
             for i, c in enumerate(reply.tool_calls)
         ]
         stop, detail, skip_note = self._decide(reply, planned, iteration)
-        with transaction.atomic():
+        with write_transaction():
             step, fields, events = self._record_step(reply, iteration, preamble, planned, skip_note)
             if stop == "verify":
                 stop, detail = self._verify(reply.content, fields, events)
@@ -370,7 +371,7 @@ class _Driver:
         if simple:  # the common case needs no writes before running
             runnable = calls
         elif calls:
-            with transaction.atomic():
+            with write_transaction():
                 for call in calls:
                     state = self._prepare(call)
                     if state == "run":
@@ -481,7 +482,7 @@ class _Driver:
             # crash such a call goes to an operator; an idempotent one simply runs again.
             risky = [c for c in batch if not self.tools[c.tool_name].idempotent]
             if risky:
-                with transaction.atomic():
+                with write_transaction():
                     self._commit()
                     self._mark_started(risky, timezone.now())
 
@@ -504,12 +505,12 @@ class _Driver:
             status = ToolCall.Status.SUCCEEDED if payload["ok"] else ToolCall.Status.FAILED
             self._set_result(call, payload, status)
             call.latency_ms = latency_ms
-            with transaction.atomic():
+            with write_transaction():
                 call.save(update_fields=_RESULT_FIELDS)
                 self._commit(events=[("call", call_data(call))])
             finished += 1
         if finished < len(calls):
-            with transaction.atomic():
+            with write_transaction():
                 for call in calls[finished:]:
                     self._set_result(call, {"ok": False, "error": "not executed: the run was cancelled"}, ToolCall.Status.SKIPPED)
                     call.save(update_fields=_RESULT_FIELDS)
@@ -539,7 +540,7 @@ class _Driver:
     # --- endings -----------------------------------------------------------------------------------
 
     def _park(self) -> Run:
-        with transaction.atomic():
+        with write_transaction():
             self._commit(
                 events=[("run", lambda: run_summary(self.run))],
                 status=Run.Status.AWAITING_APPROVAL,
@@ -562,7 +563,7 @@ class _Driver:
 
     def _finish(self, reason: str, *, detail: str = "") -> Run:
         """End the run between iterations (cancel, budget, limit, model error, internal error)."""
-        with transaction.atomic():
+        with write_transaction():
             self._close_open_calls(reason)
             self._commit(events=[("run", lambda: run_summary(self.run))], **self._ending(reason, detail=detail))
         self._log(None, [], reason)
@@ -599,7 +600,7 @@ class _Driver:
         except llm.ModelError as exc:
             log.warning("summary for run %s failed: %s", self.run.pk, exc)
             return
-        with transaction.atomic():
+        with write_transaction():
             self.step_count += 1
             step = Step.objects.create(
                 run=self.run,
