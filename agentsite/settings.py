@@ -2,6 +2,7 @@
 
 SQLite and an embedded Redis by default; DATABASE_URL and REDIS_URL switch to real servers.
 """
+import os
 from pathlib import Path
 
 import dj_database_url
@@ -92,10 +93,13 @@ else:
             },
         }
     }
+# Each test session gets its own database, so two test runs on one machine do not collide.
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
-    # The test database lives on disk, never in memory: tool handlers run in threads and tests
-    # start real worker processes, and all of them must open the same database.
-    DATABASES["default"]["TEST"] = {"NAME": env_str("TEST_SQLITE_PATH", str(DATA_DIR / "test.sqlite3"))}
+    # On disk, never in memory: tool handlers run in threads and tests start real worker
+    # processes, and all of them must open the same database.
+    DATABASES["default"]["TEST"] = {"NAME": env_str("TEST_SQLITE_PATH", str(DATA_DIR / f"test-{os.getpid()}.sqlite3"))}
+else:
+    DATABASES["default"]["TEST"] = {"NAME": f"{DATABASES['default']['NAME']}_test_{os.getpid()}"}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

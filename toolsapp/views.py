@@ -1,18 +1,52 @@
-"""Placeholder: being written."""
-from django.http import HttpResponse
+import json
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required, permission_required
+from django.db.models import Count
+from django.shortcuts import get_object_or_404, redirect, render
+
+from runs.roles import PERM_MANAGE_TOOLS
+from toolsapp.forms import ToolForm
+from toolsapp.models import Tool
+
+PERM_VIEW_TOOL = "toolsapp.view_tool"
+PERM_ADD_TOOL = "toolsapp.add_tool"
 
 
-def tool_list(request, *args, **kwargs):
-    return HttpResponse("not yet", status=501)
+@login_required
+@permission_required(PERM_VIEW_TOOL, raise_exception=True)
+def tool_list(request):
+    tools = Tool.objects.annotate(agent_count=Count("agents")).order_by("name")
+    return render(request, "toolsapp/tool_list.html", {"tools": tools})
 
 
-def tool_create(request, *args, **kwargs):
-    return HttpResponse("not yet", status=501)
+@login_required
+@permission_required(PERM_VIEW_TOOL, raise_exception=True)
+def tool_detail(request, pk: int):
+    tool = get_object_or_404(Tool.objects.prefetch_related("agents"), pk=pk)
+    schema = json.dumps(tool.parameters, indent=2, ensure_ascii=False)
+    return render(request, "toolsapp/tool_detail.html", {"tool": tool, "schema_json": schema})
 
 
-def tool_detail(request, *args, **kwargs):
-    return HttpResponse("not yet", status=501)
+@login_required
+@permission_required((PERM_ADD_TOOL, PERM_MANAGE_TOOLS), raise_exception=True)
+def tool_create(request):
+    return _tool_form(request, Tool())
 
 
-def tool_edit(request, *args, **kwargs):
-    return HttpResponse("not yet", status=501)
+@login_required
+@permission_required(PERM_MANAGE_TOOLS, raise_exception=True)
+def tool_edit(request, pk: int):
+    return _tool_form(request, get_object_or_404(Tool, pk=pk))
+
+
+def _tool_form(request, tool: Tool):
+    form = ToolForm(request.POST if request.method == "POST" else None, instance=tool)
+    if request.method == "POST" and form.is_valid():
+        tool = form.save()
+        messages.success(request, f"Tool {tool.name} saved.")
+        for notice in form.notices():
+            # Worth fixing, but the tool works as saved: shown, never blocking.
+            messages.warning(request, notice)
+        return redirect("tool_detail", pk=tool.pk)
+    return render(request, "toolsapp/tool_form.html", {"form": form, "tool": tool})

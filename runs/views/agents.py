@@ -1,18 +1,53 @@
-"""Placeholder: being written."""
-from django.http import HttpResponse
+import json
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required, permission_required
+from django.db.models import Count
+from django.shortcuts import get_object_or_404, redirect, render
+
+from runs.forms_admin import AgentForm
+from runs.models import Agent
+from runs.roles import PERM_MANAGE_AGENTS
+from runs.selectors.history import agent_recent_runs
+
+PERM_VIEW_AGENT = "runs.view_agent"
+PERM_ADD_AGENT = "runs.add_agent"
 
 
-def agent_list(request, *args, **kwargs):
-    return HttpResponse("not yet", status=501)
+@login_required
+@permission_required(PERM_VIEW_AGENT, raise_exception=True)
+def agent_list(request):
+    agents = Agent.objects.annotate(tool_count=Count("tools")).order_by("name")
+    return render(request, "runs/agent_list.html", {"agents": agents})
 
 
-def agent_create(request, *args, **kwargs):
-    return HttpResponse("not yet", status=501)
+@login_required
+@permission_required(PERM_VIEW_AGENT, raise_exception=True)
+def agent_detail(request, pk: int):
+    agent = get_object_or_404(Agent.objects.prefetch_related("tools"), pk=pk)
+    return render(request, "runs/agent_detail.html", {
+        "agent": agent,
+        "provider_options_json": json.dumps(agent.provider_options, indent=2, ensure_ascii=False),
+        "recent_runs": agent_recent_runs(agent=agent),
+    })
 
 
-def agent_detail(request, *args, **kwargs):
-    return HttpResponse("not yet", status=501)
+@login_required
+@permission_required((PERM_ADD_AGENT, PERM_MANAGE_AGENTS), raise_exception=True)
+def agent_create(request):
+    return _agent_form(request, Agent())
 
 
-def agent_edit(request, *args, **kwargs):
-    return HttpResponse("not yet", status=501)
+@login_required
+@permission_required(PERM_MANAGE_AGENTS, raise_exception=True)
+def agent_edit(request, pk: int):
+    return _agent_form(request, get_object_or_404(Agent, pk=pk))
+
+
+def _agent_form(request, agent: Agent):
+    form = AgentForm(request.POST if request.method == "POST" else None, instance=agent)
+    if request.method == "POST" and form.is_valid():
+        agent = form.save()
+        messages.success(request, f"Agent {agent.name} saved.")
+        return redirect("agent_detail", pk=agent.pk)
+    return render(request, "runs/agent_form.html", {"form": form, "agent": agent})

@@ -1,18 +1,88 @@
-"""Placeholder: being written."""
-from django.http import HttpResponse
+"""The approval queue: pending destructive calls, the decision buttons, and the audit trail."""
+from django import forms
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required, permission_required
+from django.http import Http404, HttpResponseBadRequest, JsonResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from runs.models import Approval
+from runs.roles import PERM_DECIDE
+from runs.selectors.approvals import (
+    approval_decision_text,
+    approvals_pending,
+    approvals_pending_count,
+    approvals_recent_decisions,
+)
+from runs.services.approvals import AlreadyDecided, approval_decide
+from runs.snapshots import approval_brief
+
+PERM_VIEW_APPROVAL = "runs.view_approval"
 
 
-def approval_queue(request, *args, **kwargs):
-    return HttpResponse("not yet", status=501)
+class ApprovalDecisionForm(forms.Form):
+    decision = forms.ChoiceField(choices=[("approve", "Approve"), ("reject", "Reject")])
+    reason = forms.CharField(required=False, max_length=2000)
 
 
-def approval_queue_partial(request, *args, **kwargs):
-    return HttpResponse("not yet", status=501)
+def _queue_context() -> dict:
+    return {"pending": approvals_pending(), "decisions": approvals_recent_decisions()}
 
 
-def approval_count(request, *args, **kwargs):
-    return HttpResponse("not yet", status=501)
+def _wants_json(request) -> bool:
+    # Explicit: a browser's form post accepts */*, which would match application/json.
+    return "application/json" in request.headers.get("Accept", "")
 
 
-def approval_decide_view(request, *args, **kwargs):
-    return HttpResponse("not yet", status=501)
+@login_required
+@permission_required(PERM_VIEW_APPROVAL, raise_exception=True)
+@require_GET
+def approval_queue(request):
+    return render(request, "runs/approvals.html", _queue_context())
+
+
+@login_required
+@permission_required(PERM_VIEW_APPROVAL, raise_exception=True)
+@require_GET
+def approval_queue_partial(request):
+    return render(request, "runs/_approval_list.html", _queue_context())
+
+
+@login_required
+@permission_required(PERM_VIEW_APPROVAL, raise_exception=True)
+@require_GET
+def approval_count(request):
+    return JsonResponse({"pending": approvals_pending_count()})
+
+
+@login_required
+@permission_required(PERM_DECIDE, raise_exception=True)
+@require_POST
+def approval_decide_view(request, pk: int):
+    form = ApprovalDecisionForm(request.POST)
+    if not form.is_valid():
+        if _wants_json(request):
+            return JsonResponse({"error": "invalid decision", "fields": form.errors}, status=400)
+        return HttpResponseBadRequest("invalid decision")
+    approve = form.cleaned_data["decision"] == "approve"
+    try:
+        approval = approval_decide(approval_id=pk, user=request.user, approve=approve, reason=form.cleaned_data["reason"])
+    except Approval.DoesNotExist:
+        raise Http404("no such approval")
+    except AlreadyDecided as exc:
+        text = f"Already {approval_decision_text(exc.approval)}."
+        if _wants_json(request):
+            return JsonResponse({"error": text, "approval": approval_brief(exc.approval)}, status=409)
+        messages.error(request, text)
+        return redirect("approval_queue")
+
+    if approval.status == Approval.Status.EXPIRED:
+        text = "Too late: this approval had expired and was recorded as expired, which counts as a rejection."
+        level = messages.WARNING
+    else:
+        text = f"{approval.get_status_display()} {approval.tool_call.tool_name} in run {approval.run_id}."
+        level = messages.SUCCESS
+    if _wants_json(request):
+        return JsonResponse({"message": text, "approval": approval_brief(approval)})
+    messages.add_message(request, level, text)
+    return redirect("approval_queue")

@@ -1,10 +1,33 @@
-"""Placeholder: being written."""
-from django.http import HttpResponse
+from django.contrib.auth.decorators import login_required, permission_required
+from django.shortcuts import redirect, render
+
+from runs.forms_admin import HistoryFilterForm
+from runs.roles import PERM_VIEW
+from runs.selectors.history import history_filter_suggestions, run_history, run_history_page
 
 
-def home(request, *args, **kwargs):
-    return HttpResponse("not yet", status=501)
+@login_required
+def home(request):
+    return redirect("run_list")
 
 
-def run_list(request, *args, **kwargs):
-    return HttpResponse("not yet", status=501)
+@login_required
+@permission_required(PERM_VIEW, raise_exception=True)
+def run_list(request):
+    form = HistoryFilterForm(request.GET)
+    page = None
+    if form.is_valid():
+        page = run_history_page(run_history(**form.filters()), number=_page_number(request.GET.get("page")))
+    return render(
+        request,
+        "runs/run_list.html",
+        {"form": form, "page": page, "filtered": any(v for k, v in request.GET.items() if k != "page"),
+         **history_filter_suggestions()},
+    )
+
+
+def _page_number(raw: str | None) -> int:
+    try:
+        return max(1, int(raw or 1))
+    except ValueError:
+        return 1

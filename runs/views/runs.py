@@ -1,22 +1,109 @@
-"""Placeholder: being written."""
-from django.http import HttpResponse
+"""Launching a run, its live page, and the actions on it."""
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required, permission_required
+from django.http import Http404, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from runs.forms import LaunchForm
+from runs.models import Run, ToolCall
+from runs.roles import PERM_CANCEL, PERM_LAUNCH, PERM_VIEW
+from runs.selectors.runs import agent_defaults, call_in_run, run_for_page, run_reruns
+from runs.services.dispatch import run_dispatch
+from runs.services.reruns import rerun_create
+from runs.services.runs import InvalidRun, run_cancel, run_create
 
 
-def run_launch(request, *args, **kwargs):
-    return HttpResponse("not yet", status=501)
+@login_required
+@permission_required(PERM_LAUNCH, raise_exception=True)
+def run_launch(request):
+    # ?agent=<pk> preselects the agent (links from an agent's page).
+    form = LaunchForm(request.POST if request.method == "POST" else None, initial={"agent": request.GET.get("agent")})
+    if form.is_bound and form.is_valid():
+        data = form.cleaned_data
+        try:
+            run = run_create(
+                agent=data["agent"],
+                task=data["task"],
+                user=request.user,
+                overrides=form.overrides(),
+                customer=data["customer"].strip() or None,
+            )
+        except InvalidRun as exc:
+            form.add_error(None, str(exc))
+        else:
+            run_dispatch(run_id=run.pk)
+            return redirect("run_detail", pk=run.pk)
+    agents = list(form.fields["agent"].queryset)
+    return render(request, "runs/launch.html", {"form": form, "agent_defaults": agent_defaults(agents=agents)})
 
 
-def run_detail(request, *args, **kwargs):
-    return HttpResponse("not yet", status=501)
+@login_required
+@permission_required(PERM_VIEW, raise_exception=True)
+@require_GET
+def run_detail(request, pk: int):
+    run = run_for_page(run_id=pk)
+    if run is None:
+        raise Http404("No such run.")
+    context = {
+        "run": run,
+        "reruns": run_reruns(run=run),
+        "ws_path": f"/ws/runs/{run.pk}/",
+        "status_labels": dict(Run.Status.choices),
+        "call_status_labels": dict(ToolCall.Status.choices),
+        "stop_reason_labels": dict(Run.StopReason.choices),
+        "call_result_url": reverse("call_result", args=[run.pk, 0]),
+        "approvals_url": reverse("approval_queue"),
+    }
+    return render(request, "runs/run_detail.html", context)
 
 
-def run_cancel_view(request, *args, **kwargs):
-    return HttpResponse("not yet", status=501)
+@login_required
+@permission_required(PERM_CANCEL, raise_exception=True)
+@require_POST
+def run_cancel_view(request, pk: int):
+    run = get_object_or_404(Run, pk=pk)
+    if run.is_finished:
+        messages.info(request, f"Run {run.pk} had already finished ({run.get_status_display().lower()}).")
+    else:
+        run = run_cancel(run=run, user=request.user)
+        if run.is_finished:
+            messages.success(request, f"Run {run.pk} was cancelled.")
+        else:
+            messages.success(request, f"Run {run.pk} will stop at its next check.")
+    return redirect("run_detail", pk=run.pk)
 
 
-def run_rerun(request, *args, **kwargs):
-    return HttpResponse("not yet", status=501)
+@login_required
+@permission_required(PERM_LAUNCH, raise_exception=True)
+@require_POST
+def run_rerun(request, pk: int):
+    original = get_object_or_404(Run.objects.select_related("agent"), pk=pk)
+    try:
+        run = rerun_create(original=original, user=request.user)
+    except InvalidRun as exc:
+        messages.error(request, f"Could not run it again: {exc}.")
+        return redirect("run_detail", pk=original.pk)
+    run_dispatch(run_id=run.pk)
+    return redirect("run_detail", pk=run.pk)
 
 
-def call_result(request, *args, **kwargs):
-    return HttpResponse("not yet", status=501)
+@login_required
+@permission_required(PERM_VIEW, raise_exception=True)
+@require_GET
+def call_result(request, pk: int, call_pk: int):
+    call = call_in_run(run_id=pk, call_pk=call_pk)
+    if call is None:
+        raise Http404("No such call in this run.")
+    return JsonResponse(
+        {
+            "run_id": call.run_id,
+            "pk": call.pk,
+            "id": call.call_id,
+            "tool": call.tool_name,
+            "status": call.status,
+            "truncated": call.truncated,
+            "result": call.result,
+        }
+    )
