@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, field
 
 import openai
+import orjson
 from django.conf import settings
 
 log = logging.getLogger(__name__)
@@ -156,6 +157,14 @@ def _normalise_tool_calls(raw_calls) -> list[dict]:
     return calls
 
 
+def _encode(body: dict) -> bytes:
+    # orjson is ~10x faster on long histories; it refuses integers beyond 64 bits.
+    try:
+        return orjson.dumps(body)
+    except TypeError:
+        return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+
+
 def complete(
     *,
     endpoint: Endpoint,
@@ -191,7 +200,7 @@ def complete(
                 data = sender.post(
                     "/chat/completions",
                     cast_to=object,
-                    content=json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode(),
+                    content=_encode(body),
                     options={"headers": {"Content-Type": "application/json"}},
                 )
                 choice = _parse(data, model)
