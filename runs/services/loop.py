@@ -576,14 +576,17 @@ class _Driver:
 
     def _close_open_calls(self, reason: str) -> None:
         """A run that ends leaves no call without a result (one result per call id, always)."""
-        for call in ToolCall.objects.filter(run=self.run).exclude(status__in=ToolCall.DONE_STATUSES):
-            self._set_result(call, {"ok": False, "error": f"not executed: the run ended ({reason})"}, ToolCall.Status.SKIPPED)
-            call.save(update_fields=_RESULT_FIELDS)
         expired = Approval.objects.filter(run=self.run, status=Approval.Status.PENDING).update(
             status=Approval.Status.EXPIRED, decided_at=timezone.now(), reason=f"the run ended ({reason})"
         )
         if expired:
             approvals_changed(run_id=self.run.pk)
+        open_calls = ToolCall.objects.filter(run=self.run).exclude(status__in=ToolCall.DONE_STATUSES)
+        for call in open_calls.select_related("approval", "approval__decided_by"):
+            self._set_result(call, {"ok": False, "error": f"not executed: the run ended ({reason})"}, ToolCall.Status.SKIPPED)
+            call.save(update_fields=_RESULT_FIELDS)
+            # The timeline is built from events: it must learn that this call will never run.
+            event_record(run_id=self.run.pk, kind="call", data=call_data(call))
 
     def _summarise(self, endpoint) -> None:
         """The opt-in last, tools-free call: a summary the user can read instead of a bare limit."""

@@ -4,7 +4,7 @@ from django.contrib.auth.decorators import login_required, permission_required
 from django.http import Http404, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_POST, require_safe
 
 from runs.forms import LaunchForm
 from runs.models import Run, ToolCall
@@ -41,7 +41,7 @@ def run_launch(request):
 
 @login_required
 @permission_required(PERM_VIEW, raise_exception=True)
-@require_GET
+@require_safe
 def run_detail(request, pk: int):
     run = run_for_page(run_id=pk)
     if run is None:
@@ -91,7 +91,7 @@ def run_rerun(request, pk: int):
 
 @login_required
 @permission_required(PERM_VIEW, raise_exception=True)
-@require_GET
+@require_safe
 def call_result(request, pk: int, call_pk: int):
     call = call_in_run(run_id=pk, call_pk=call_pk)
     if call is None:

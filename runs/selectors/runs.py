@@ -1,0 +1,65 @@
+"""Reads for the launch form, the live run page and its websocket."""
+from django.db.models import QuerySet
+
+from runs.models import Agent, Run, RunEvent, ToolCall
+from toolsapp.models import Tool
+
+EVENT_BATCH = 500
+
+
+def agents_for_launch() -> QuerySet[Agent]:
+    return Agent.objects.order_by("name")
+
+
+def agent_defaults(*, agents) -> dict[str, dict]:
+    """What a launch gets from each agent when nothing is overridden, keyed by agent pk."""
+    tools_by_agent: dict[int, list[str]] = {}
+    for agent_id, name in Agent.tools.through.objects.filter(agent__in=agents).values_list("agent_id", "tool__name"):
+        tools_by_agent.setdefault(agent_id, []).append(name)
+    return {
+        str(agent.pk): {
+            "models": list(agent.model_list),
+            "tools": sorted(tools_by_agent.get(agent.pk, [])),
+            "max_iterations": agent.max_iterations,
+            "repeat_limit": agent.repeat_limit,
+            "max_wall_seconds": agent.max_wall_seconds,
+            "max_tokens": agent.max_tokens,
+            "max_cost_usd": agent.max_cost_usd,
+            "first_tool_choice": agent.first_tool_choice,
+            "later_tool_choice": agent.later_tool_choice,
+        }
+        for agent in agents
+    }
+
+
+def enabled_tool_names() -> list[str]:
+    return list(Tool.objects.filter(enabled=True).order_by("name").values_list("name", flat=True))
+
+
+def run_for_page(*, run_id: int) -> Run | None:
+    return Run.objects.select_related("agent", "rerun_of", "created_by").filter(pk=run_id).first()
+
+
+def run_reruns(*, run: Run) -> list[Run]:
+    return list(Run.objects.filter(rerun_of=run).only("pk", "status", "created_at").order_by("-pk"))
+
+
+def run_group_name(*, run_id: int) -> str | None:
+    """The run's channel group, or None when there is no such run."""
+    run = Run.objects.filter(pk=run_id).only("pk").first()
+    return run.group_name if run else None
+
+
+def run_events_after(*, run_id: int, after: int, limit: int = EVENT_BATCH) -> list[dict]:
+    """Up to `limit` stored events with seq > after, in order, as the websocket sends them."""
+    rows = (
+        RunEvent.objects.filter(run_id=run_id, seq__gt=after)
+        .order_by("seq")
+        .values("seq", "kind", "data")[:limit]
+    )
+    return [{"type": "event", "seq": r["seq"], "kind": r["kind"], "data": r["data"]} for r in rows]
+
+
+def call_in_run(*, run_id: int, call_pk: int) -> ToolCall | None:
+    """The call with its full stored result, only if it belongs to that run."""
+    return ToolCall.objects.filter(pk=call_pk, run_id=run_id).first()

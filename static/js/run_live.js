@@ -1,0 +1,385 @@
+// The live timeline of one run, built from the run's events only.
+//
+// First load, reload and reconnect take the same path: open the socket, send
+// {"type": "resume", "after": <last applied seq>}, and apply what comes back. Events are applied
+// strictly in seq order: an old one is ignored, the next one is applied, one after a gap is kept
+// until the gap is filled (by asking the server to replay from the last applied seq), so every
+// path ends with exactly the same timeline. All text goes in through textContent.
+
+const page = document.getElementById("run-page");
+const timeline = document.getElementById("timeline");
+const liveState = document.getElementById("live-state");
+const wsPath = page.dataset.wsPath;
+const renderedSeq = Number(page.dataset.renderedSeq || 0); // the header was rendered at this seq
+const callResultUrl = page.dataset.callResultUrl; // .../calls/0/result/
+const approvalsUrl = page.dataset.approvalsUrl;
+const labels = {
+  run: readJson("run-status-labels"),
+  call: readJson("call-status-labels"),
+  stop: readJson("stop-reason-labels"),
+};
+const FINISHED = new Set(["succeeded", "failed", "cancelled"]);
+const CALL_DONE = new Set(["rejected", "succeeded", "failed", "skipped"]);
+const HASH_CHARS = 12;
+// A dropped live event is noticed at the next one (a gap); a dropped LAST event has no next one,
+// so the page also asks for anything new now and then.
+const CATCH_UP_MS = 20000;
+
+let lastSeq = 0;
+const waiting = new Map(); // seq -> event that arrived before the ones preceding it
+let resumeInFlight = false;
+let socket = null;
+let retryDelay = 500;
+let runStatus = null; // from the last applied "run" event
+const calls = new Map(); // call pk -> {data, li}
+
+document.body.dataset.lastSeq = "0";
+
+function readJson(id) {
+  const node = document.getElementById(id);
+  return node ? JSON.parse(node.textContent) : {};
+}
+
+function el(tag, attrs = {}, text = null) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (value === null || value === undefined || value === false) continue;
+    if (key === "class") node.className = value;
+    else if (key === "dataset") Object.assign(node.dataset, value);
+    else node.setAttribute(key, value === true ? "" : String(value));
+  }
+  if (text !== null && text !== undefined) node.textContent = String(text);
+  return node;
+}
+
+function setStatusBadge(node, status, names) {
+  for (const name of [...node.classList]) if (name.startsWith("status-")) node.classList.remove(name);
+  node.classList.add(`status-${status}`);
+  node.dataset.status = status;
+  node.textContent = names[status] || status;
+}
+
+const ms = (value) => (value === null || value === undefined ? "" : `${Math.round(value)} ms`);
+const usd = (value) => `$${Number(value || 0).toFixed(6)}`;
+
+// --- the socket -----------------------------------------------------------------------------
+
+function connect() {
+  const scheme = location.protocol === "https:" ? "wss:" : "ws:";
+  const ws = new WebSocket(`${scheme}//${location.host}${wsPath}`);
+  socket = ws;
+  ws.addEventListener("open", () => {
+    retryDelay = 500;
+    liveState.textContent = "live";
+    resume();
+  });
+  ws.addEventListener("message", (message) => {
+    let payload;
+    try {
+      payload = JSON.parse(message.data);
+    } catch {
+      return;
+    }
+    onMessage(payload);
+  });
+  ws.addEventListener("close", () => {
+    if (socket !== ws) return;
+    socket = null;
+    resumeInFlight = false;
+    liveState.textContent = "reconnecting…";
+    const delay = retryDelay * (0.75 + Math.random() / 2);
+    retryDelay = Math.min(retryDelay * 2, 15000);
+    setTimeout(connect, delay);
+  });
+}
+
+function resume() {
+  if (!socket || socket.readyState !== WebSocket.OPEN) return;
+  socket.send(JSON.stringify({ type: "resume", after: lastSeq }));
+  resumeInFlight = true;
+}
+
+function onMessage(payload) {
+  if (payload.type === "event") {
+    receive(payload);
+  } else if (payload.type === "resumed") {
+    resumeInFlight = false;
+    // Still a gap after a full replay: the missing event was not stored yet; ask again shortly.
+    if (waiting.size) setTimeout(() => waiting.size && !resumeInFlight && resume(), 1000);
+  } else if (payload.type === "error") {
+    console.warn("timeline:", payload.message);
+  }
+}
+
+function receive(event) {
+  if (event.seq <= lastSeq) return;
+  if (event.seq !== lastSeq + 1) {
+    waiting.set(event.seq, event);
+    if (!resumeInFlight) resume();
+    return;
+  }
+  apply(event);
+  while (waiting.has(lastSeq + 1)) {
+    const next = waiting.get(lastSeq + 1);
+    waiting.delete(lastSeq + 1);
+    apply(next);
+  }
+  for (const seq of waiting.keys()) if (seq <= lastSeq) waiting.delete(seq);
+}
+
+function apply(event) {
+  try {
+    const render = RENDERERS[event.kind];
+    if (render) render(event.data || {}, event.seq);
+  } catch (error) {
+    console.error("timeline: could not render event", event.seq, error);
+  }
+  lastSeq = event.seq;
+  document.body.dataset.lastSeq = String(lastSeq);
+}
+
+// --- rendering ------------------------------------------------------------------------------
+
+function append(node) {
+  // Everything goes before the closing block, which stays last (a summary may follow the end).
+  const end = timeline.querySelector(":scope > .run-end");
+  timeline.insertBefore(node, end);
+}
+
+function renderStep(data, seq) {
+  const step = el("div", {
+    class: `step step-${data.kind || "turn"}`,
+    id: `step-${data.index}`,
+    dataset: { index: data.index, iteration: data.iteration, seq },
+  });
+  const head = el("div", { class: "step-head" });
+  head.append(
+    el("strong", {}, data.kind === "summary" ? `Step ${data.index} · summary` : `Step ${data.index}`),
+    el("span", { class: "muted" }, `iteration ${data.iteration}`),
+    el("span", { class: "step-model mono", title: "the model that answered" }, data.model),
+    el("span", { class: "step-latency" }, ms(data.latency_ms)),
+    el("span", { class: "step-tokens" }, `${data.tokens_in} in / ${data.tokens_out} out tokens`),
+    el("span", { class: "step-cost muted" }, usd(data.cost_usd)),
+    el("span", { class: "step-finish" }, `finish: ${data.finish_reason || "—"}`),
+  );
+  if (data.tool_choice) {
+    const text = data.tool_choice_fallback
+      ? `tool choice: ${data.tool_choice} ("required" was refused)`
+      : `tool choice: ${data.tool_choice}`;
+    head.append(el("span", { class: "step-tool-choice muted" }, text));
+  }
+  step.append(head);
+  if (data.model_errors && data.model_errors.length) {
+    step.append(el("div", { class: "step-errors warn" }, `Before this answer: ${data.model_errors.join("; ")}`));
+  }
+  if (data.content) step.append(el("div", { class: "assistant-text run-text" }, data.content));
+  const list = el("ul", { class: "calls" });
+  for (const call of data.calls || []) list.append(callItem(call));
+  step.append(list);
+  const existing = document.getElementById(`step-${data.index}`);
+  if (existing) existing.replaceWith(step);
+  else append(step);
+}
+
+function callItem(data) {
+  const known = calls.get(data.pk);
+  if (known && !data.approval && known.data.approval) data = { ...data, approval: known.data.approval };
+  const li = known ? known.li : el("li", { class: "call", dataset: { callPk: data.pk, callId: data.id } });
+  calls.set(data.pk, { data, li });
+  fillCall(li, data);
+  return li;
+}
+
+function fillCall(li, data) {
+  const full = li.querySelector(":scope > .call-full") || el("pre", { class: "call-full mono", hidden: true });
+  li.replaceChildren();
+  const line = el("div", { class: "call-line" });
+  line.append(
+    el("span", { class: "call-tool mono" }, data.tool),
+    el("code", { class: "call-hash", title: `arguments hash ${data.args_hash}` }, (data.args_hash || "").slice(0, HASH_CHARS)),
+  );
+  // A run that ends gives every open call a "not executed" result, with no event of its own.
+  const closedByEnd = FINISHED.has(runStatus) && !CALL_DONE.has(data.status);
+  const badge = el("span", { class: "call-status status" });
+  li.dataset.status = closedByEnd ? "skipped" : data.status;
+  setStatusBadge(badge, li.dataset.status, labels.call);
+  line.append(badge);
+  if (data.latency_ms !== null && data.latency_ms !== undefined) line.append(el("span", { class: "call-latency muted" }, ms(data.latency_ms)));
+  if (data.truncated) {
+    line.append(el("span", { class: "call-truncated flag-unseen", title: "the model was sent a shortened result" }, "truncated"));
+  }
+  if (data.ok !== null && data.ok !== undefined) {
+    const button = el("button", { type: "button", class: "call-expand", dataset: { callPk: data.pk } });
+    button.textContent = full.hidden ? "Full result" : "Hide full result";
+    line.append(button);
+  }
+  li.append(line);
+  const approval = approvalNode(data.approval);
+  if (approval) li.append(approval);
+  if (data.error) li.append(el("div", { class: "call-error error" }, data.error));
+  else if (closedByEnd) li.append(el("div", { class: "call-error error" }, "not executed: the run ended"));
+  if (data.result_preview) li.append(el("pre", { class: "call-preview mono" }, data.result_preview));
+  li.append(full);
+}
+
+function approvalNode(approval) {
+  if (!approval) return null;
+  let status = approval.status;
+  const node = el("div", { class: "call-approval" });
+  const who = approval.decided_by || "someone";
+  if (status === "pending" && FINISHED.has(runStatus)) {
+    // A run that ends expires its open approvals (no event of their own says so).
+    status = "expired";
+    node.textContent = "Approval expired: the run ended.";
+  } else if (status === "pending") {
+    node.append("Waiting for approval — ", el("a", { href: approvalsUrl }, "open the approval queue"));
+  } else if (status === "approved") {
+    node.textContent = approval.automatic ? `Approved automatically (${approval.reason || "policy"})` : `Approved by ${who}`;
+  } else if (status === "rejected") {
+    node.textContent = approval.automatic
+      ? `Rejected automatically: ${approval.reason || "policy"}`
+      : `Rejected by ${who}: ${approval.reason || "no reason given"}`;
+  } else if (status === "expired") {
+    node.textContent = `Approval expired${approval.reason ? `: ${approval.reason}` : ""}`;
+  } else {
+    node.textContent = `Approval ${status}`;
+  }
+  node.classList.add(`approval-${status}`);
+  node.dataset.approvalStatus = status;
+  return node;
+}
+
+function renderCall(data) {
+  if (calls.has(data.pk)) {
+    callItem(data);
+    return;
+  }
+  // A call whose step we never saw (should not happen): show it after the last step.
+  const steps = timeline.querySelectorAll(".step .calls");
+  const list = steps.length ? steps[steps.length - 1] : timeline;
+  list.append(callItem(data));
+}
+
+function renderApproval(data) {
+  const known = calls.get(data.call_pk);
+  if (!known) return;
+  const { call_pk: _ignored, ...approval } = data;
+  known.data = { ...known.data, approval };
+  fillCall(known.li, known.data);
+}
+
+function renderVerification(data) {
+  const text = data.ok ? "The answer passed verification." : `Verification failed: ${data.reason}. The model gets one more try.`;
+  append(el("div", { class: "verification" }, text));
+}
+
+function renderRun(data, seq) {
+  const before = runStatus;
+  runStatus = data.status;
+  if (FINISHED.has(data.status)) {
+    const end = el("div", { class: "run-end", dataset: { status: data.status } });
+    const badge = el("span", { class: "run-end-status status" });
+    setStatusBadge(badge, data.status, labels.run);
+    const line = el("p", {}, "Run ended: ");
+    line.append(badge);
+    end.append(line, el("p", { class: "run-end-detail run-text" }, data.stop_detail || labels.stop[data.stop_reason] || ""));
+    if (data.answer) end.append(el("h3", {}, "Answer"), el("div", { class: "run-end-answer run-text" }, data.answer));
+    const old = timeline.querySelector(":scope > .run-end");
+    if (old) old.replaceWith(end);
+    else timeline.append(end);
+    if (!FINISHED.has(before)) {
+      for (const { li, data: call } of calls.values()) if (!CALL_DONE.has(call.status)) fillCall(li, call);
+    }
+  } else if (data.status !== before) {
+    append(el("div", { class: "run-note", dataset: { status: data.status } }, `Status: ${labels.run[data.status] || data.status}`));
+  }
+  if (seq > renderedSeq) updateHeader(data);
+}
+
+function updateHeader(data) {
+  setStatusBadge(document.getElementById("run-status"), data.status, labels.run);
+  const reason = document.getElementById("run-stop-reason");
+  reason.dataset.stopReason = data.stop_reason || "";
+  reason.textContent = labels.stop[data.stop_reason] || "—";
+  document.getElementById("run-stop-detail").textContent = data.stop_detail || "";
+  document.getElementById("run-answer").textContent = data.answer || "";
+  const usage = data.usage || {};
+  setCounters({
+    iterations: data.iterations,
+    tokensIn: usage.tokens_in,
+    tokensOut: usage.tokens_out,
+    cost: usage.cost_usd,
+    wall: data.wall_seconds,
+  });
+  const finished = FINISHED.has(data.status);
+  const cancel = document.getElementById("cancel-form");
+  if (cancel) cancel.hidden = finished;
+  const rerun = document.getElementById("rerun-form");
+  if (rerun) rerun.hidden = !finished;
+}
+
+function setCounters({ iterations, tokensIn, tokensOut, cost, wall }) {
+  if (iterations !== undefined) document.getElementById("run-iterations").textContent = String(iterations);
+  if (tokensIn !== undefined) document.getElementById("run-tokens-in").textContent = String(tokensIn);
+  if (tokensOut !== undefined) document.getElementById("run-tokens-out").textContent = String(tokensOut);
+  if (cost !== undefined) document.getElementById("run-cost").textContent = Number(cost).toFixed(6);
+  if (wall !== undefined) document.getElementById("run-wall-seconds").textContent = Number(wall).toFixed(1);
+}
+
+function counter(id) {
+  return Number(document.getElementById(id).textContent) || 0;
+}
+
+function renderStepAndCounters(data, seq) {
+  renderStep(data, seq);
+  if (seq > renderedSeq) {
+    // "run" events come at the start, a pause and the end; between them, add up the steps.
+    setCounters({
+      iterations: Math.max(counter("run-iterations"), data.iteration || 0),
+      tokensIn: counter("run-tokens-in") + (data.tokens_in || 0),
+      tokensOut: counter("run-tokens-out") + (data.tokens_out || 0),
+      cost: counter("run-cost") + (data.cost_usd || 0),
+    });
+  }
+}
+
+const RENDERERS = {
+  run: renderRun,
+  step: renderStepAndCounters,
+  call: renderCall,
+  approval: renderApproval,
+  verification: renderVerification,
+};
+
+// --- the full result of a call -------------------------------------------------------------
+
+timeline.addEventListener("click", async (click) => {
+  const button = click.target.closest(".call-expand");
+  if (!button) return;
+  const li = button.closest(".call");
+  const full = li.querySelector(":scope > .call-full");
+  if (!full.hidden) {
+    full.hidden = true;
+    button.textContent = "Full result";
+    return;
+  }
+  button.disabled = true;
+  try {
+    const url = callResultUrl.replace(/\/calls\/0\/result\/$/, `/calls/${encodeURIComponent(li.dataset.callPk)}/result/`);
+    const response = await fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } });
+    if (!response.ok) throw new Error(`the server answered ${response.status}`);
+    const body = await response.json();
+    full.textContent = JSON.stringify(body.result, null, 2);
+  } catch (error) {
+    full.textContent = `Could not load the full result: ${error.message}`;
+  } finally {
+    full.hidden = false;
+    button.textContent = "Hide full result";
+    button.disabled = false;
+  }
+});
+
+connect();
+setInterval(() => {
+  if (!resumeInFlight && document.visibilityState === "visible") resume();
+}, CATCH_UP_MS);
