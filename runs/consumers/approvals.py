@@ -4,7 +4,11 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from runs.models import Approval
 from runs.roles import PERM_DECIDE
-from runs.selectors.approvals import approval_decision_text, approvals_pending_count
+from runs.selectors.approvals import (
+    approval_decision_text,
+    approval_with_decider,
+    approvals_pending_count,
+)
 from runs.services.approvals import AlreadyDecided, approval_decide
 from runs.services.events import APPROVALS_GROUP
 from runs.snapshots import approval_brief
@@ -29,11 +33,12 @@ def _decide(user, approval_id: int, approve: bool, reason: str) -> dict:
     except Approval.DoesNotExist:
         return {"type": "error", "error": "no such approval", "approval_id": approval_id}
     except AlreadyDecided as exc:
+        winner = approval_with_decider(exc.approval)
         return {
             "type": "error",
-            "error": f"already {approval_decision_text(exc.approval)}",
+            "error": f"already {approval_decision_text(winner)}",
             "approval_id": approval_id,
-            "approval": approval_brief(exc.approval),
+            "approval": approval_brief(winner),
         }
     return {"type": "decided", "approval_id": approval_id, "approval": approval_brief(approval)}
 

@@ -18,9 +18,11 @@ class AlreadyDecided(Exception):
 def approval_decide(*, approval_id: int, user, approve: bool, reason: str = "") -> Approval:
     """Record one decision; exactly one of two concurrent deciders wins (row lock + status check)."""
     with transaction.atomic():
-        approval = Approval.objects.select_for_update(of=("self",)).select_related("decided_by").get(pk=approval_id)
+        approval = Approval.objects.select_for_update().get(pk=approval_id)
         if approval.status != Approval.Status.PENDING:
-            raise AlreadyDecided(approval)
+            # Read again with the decider: after waiting on the lock, the row is re-read but a
+            # joined user would not be.
+            raise AlreadyDecided(Approval.objects.select_related("decided_by").get(pk=approval_id))
         if approval.expires_at and approval.expires_at <= timezone.now():
             approval.status = Approval.Status.EXPIRED
             approval.reason = "approval expired"

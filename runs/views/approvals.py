@@ -10,6 +10,7 @@ from runs.models import Approval
 from runs.roles import PERM_DECIDE
 from runs.selectors.approvals import (
     approval_decision_text,
+    approval_with_decider,
     approvals_pending,
     approvals_pending_count,
     approvals_recent_decisions,
@@ -70,9 +71,10 @@ def approval_decide_view(request, pk: int):
     except Approval.DoesNotExist:
         raise Http404("no such approval")
     except AlreadyDecided as exc:
-        text = f"Already {approval_decision_text(exc.approval)}."
+        winner = approval_with_decider(exc.approval)
+        text = f"Already {approval_decision_text(winner)}."
         if _wants_json(request):
-            return JsonResponse({"error": text, "approval": approval_brief(exc.approval)}, status=409)
+            return JsonResponse({"error": text, "approval": approval_brief(winner)}, status=409)
         messages.error(request, text)
         return redirect("approval_queue")
 

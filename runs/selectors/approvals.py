@@ -1,0 +1,269 @@
+"""Reads for the approval queue: what an operator needs to decide a call, and the recent decisions.
+
+The pure helpers at the top (masking, pretty-printing, spotting identifiers the model may have
+invented) take plain data and return plain data; the selectors below only gather that data
+in a fixed number of queries, however many approvals wait.
+"""
+import json
+import re
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.utils import timezone
+
+from runs.models import Approval, Run, Step, ToolCall
+from toolsapp.models import Tool
+
+MASK = "••••"
+AUDIT_LIMIT = 50
+
+# --- Identifiers the model may have made up ----------------------------------------------------
+
+_UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+# A whole value that is an identifier: ORD-1001, a UUID, a long number.
+_WHOLE_ID = re.compile(rf"{_UUID}|[A-Za-z]{{2,}}-\d+|\d{{5,}}")
+# Identifiers inside free text (a reason, an e-mail body). Stricter than a whole value, so
+# "UTF-8" or "the year 2024" in prose are not taken for identifiers.
+_EMBEDDED_ID = re.compile(rf"(?<![\w-])(?:{_UUID}|[A-Z]{{2,}}-\d{{3,}}|\d{{6,}})(?![\w-])")
+# id, order_id, ticket-id, ORDER_ID, orderId, order_ids: such a key's whole value is an
+# identifier. Not "paid" or "valid": the "id" must be a word of its own.
+_ID_KEY = re.compile(r"(?:^|[_-])ids?$", re.IGNORECASE)
+_ID_KEY_CAMEL = re.compile(r"[a-z]Ids?$")
+
+
+def is_id_key(key: str | None) -> bool:
+    return bool(key) and bool(_ID_KEY.search(key) or _ID_KEY_CAMEL.search(key))
+
+
+def identifiers_in(key: str | None, value: Any) -> list[str]:
+    """The identifiers one scalar argument value holds (`key` is its name, or its list's name)."""
+    if isinstance(value, bool) or value is None:
+        return []
+    if isinstance(value, int):
+        return [str(value)] if is_id_key(key) else []
+    if not isinstance(value, str):
+        return []
+    text = value.strip()
+    if not text:
+        return []
+    if is_id_key(key) and len(text) <= 100 and not any(c.isspace() for c in text):
+        return [text]
+    if _WHOLE_ID.fullmatch(text):
+        return [text]
+    return list(dict.fromkeys(_EMBEDDED_ID.findall(text)))
+
+
+def identifier_seen(identifier: str, known_text: str) -> bool:
+    """True when `identifier` appears in `known_text` as a whole token (ORD-10 is not in ORD-1001)."""
+    pattern = rf"(?<![A-Za-z0-9]){re.escape(identifier)}(?![A-Za-z0-9])"
+    return re.search(pattern, known_text, re.IGNORECASE) is not None
+
+
+def unseen_identifiers(key: str | None, value: Any, known_text: str) -> list[str]:
+    """Identifiers in one scalar value that never appeared in what the model was shown."""
+    return [i for i in identifiers_in(key, value) if not identifier_seen(i, known_text)]
+
+
+# --- Masked, pretty-printed arguments ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ArgumentLine:
+    """One line of pretty-printed JSON arguments, so a template can mark single values."""
+
+    indent: str
+    key: str  # JSON-encoded key, or "" for list items and brackets
+    text: str  # the JSON value, a bracket, or MASK
+    comma: bool = False
+    masked: bool = False
+    unseen: tuple[str, ...] = ()
+
+
+def argument_lines(
+    arguments: Any, *, sensitive_fields: Iterable[str], unseen: Callable[[str | None, Any], list[str]]
+) -> list[ArgumentLine]:
+    """Pretty-print `arguments` as JSON lines, masking sensitive keys and flagging unseen ids.
+
+    `unseen(key, value)` returns the unseen identifiers of one scalar value; masked values
+    are never passed to it (a flag next to a mask would hint at what it hides).
+    """
+    sensitive = {f.lower() for f in sensitive_fields}
+    lines: list[ArgumentLine] = []
+
+    def emit(value: Any, *, key: str | None, label: str, depth: int, comma: bool) -> None:
+        indent = "  " * depth
+        if key is not None and label and key.lower() in sensitive:
+            lines.append(ArgumentLine(indent, label, MASK, comma, masked=True))
+            return
+        if isinstance(value, dict) and value:
+            lines.append(ArgumentLine(indent, label, "{"))
+            items = list(value.items())
+            for n, (k, v) in enumerate(items):
+                emit(v, key=str(k), label=json.dumps(str(k), ensure_ascii=False), depth=depth + 1, comma=n < len(items) - 1)
+            lines.append(ArgumentLine(indent, "", "}", comma))
+        elif isinstance(value, list) and value:
+            lines.append(ArgumentLine(indent, label, "["))
+            for n, v in enumerate(value):
+                # Items of a list take the list's name: order_ids: ["ORD-1", ...] holds ids.
+                emit(v, key=key, label="", depth=depth + 1, comma=n < len(value) - 1)
+            lines.append(ArgumentLine(indent, "", "]", comma))
+        else:
+            text = json.dumps(value, ensure_ascii=False)
+            flagged = tuple(unseen(key, value)) if not isinstance(value, (dict, list)) else ()
+            lines.append(ArgumentLine(indent, label, text, comma, unseen=flagged))
+
+    emit(arguments, key=None, label="", depth=0, comma=False)
+    return lines
+
+
+def assistant_text(message: Any) -> str:
+    """The text of an assistant message (a string, or a list of content parts)."""
+    if not isinstance(message, dict):
+        return ""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content.strip()
+    if isinstance(content, list):
+        parts = [p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text"]
+        return "\n".join(p for p in parts if p).strip()
+    return ""
+
+
+def _message_text(message: Any) -> str:
+    if isinstance(message, dict):
+        content = message.get("content")
+        if isinstance(content, str):
+            return content
+        if content is not None:
+            return json.dumps(content, ensure_ascii=False)
+    return ""
+
+
+# --- Selectors ---------------------------------------------------------------------------------
+
+
+@dataclass
+class PendingApproval:
+    approval: Approval
+    run: Run
+    call: ToolCall
+    lines: list[ArgumentLine] = field(default_factory=list)
+    arguments_problem: str = ""  # set when the arguments are not JSON and cannot be shown
+    raw_arguments: str = ""  # shown only when unparsable and the tool masks nothing
+    unseen: list[str] = field(default_factory=list)
+    model_said: str = ""
+    expired: bool = False
+
+
+def approvals_pending_count() -> int:
+    return Approval.objects.filter(status=Approval.Status.PENDING).count()
+
+
+def approvals_pending() -> list[PendingApproval]:
+    """Every pending approval, oldest first, with what an operator needs to decide it (4 queries)."""
+    approvals = list(
+        Approval.objects.filter(status=Approval.Status.PENDING)
+        .select_related("run", "tool_call", "tool_call__step")
+        .order_by("requested_at", "pk")
+    )
+    if not approvals:
+        return []
+    run_ids = {a.run_id for a in approvals}
+    sensitive_by_tool = dict(
+        Tool.objects.filter(name__in={a.tool_call.tool_name for a in approvals}).values_list("name", "sensitive_fields")
+    )
+    # What each run's model was shown before each step: the preambles of its steps, its own
+    # words (by step index), and every tool result (by the index of the step that asked).
+    steps: dict[int, dict[int, tuple[list, Any]]] = defaultdict(dict)
+    for run_id, index, preamble, message in Step.objects.filter(run_id__in=run_ids).values_list(
+        "run_id", "index", "preamble", "message"
+    ):
+        steps[run_id][index] = (preamble or [], message)
+    results: dict[int, list[tuple[int, str]]] = defaultdict(list)
+    for run_id, step_index, text in (
+        ToolCall.objects.filter(run_id__in=run_ids).exclude(result_text="").values_list("run_id", "step__index", "result_text")
+    ):
+        results[run_id].append((step_index, text))
+
+    now = timezone.now()
+    pending = []
+    for approval in approvals:
+        run, call = approval.run, approval.tool_call
+        step_index = call.step.index
+        run_steps = steps.get(run.pk, {})
+        known = [run.config.get("system_prompt", ""), run.task]
+        for index, (preamble, _message) in run_steps.items():
+            if index <= step_index:
+                known.extend(_message_text(m) for m in preamble)
+        known.extend(text for index, text in results.get(run.pk, ()) if index < step_index)
+        known_text = "\n".join(known)
+
+        said = assistant_text(call.step.message)
+        if not said and step_index - 1 in run_steps:
+            said = assistant_text(run_steps[step_index - 1][1])
+
+        item = PendingApproval(
+            approval=approval,
+            run=run,
+            call=call,
+            model_said=said,
+            expired=approval.expires_at is not None and approval.expires_at <= now,
+        )
+        sensitive = sensitive_by_tool.get(call.tool_name) or []
+        try:
+            arguments = json.loads(call.arguments or "{}")
+        except ValueError:
+            if sensitive:
+                item.arguments_problem = "The arguments are not valid JSON; they are hidden because this tool has sensitive fields."
+            else:
+                item.arguments_problem = "The arguments are not valid JSON:"
+                item.raw_arguments = call.arguments
+        else:
+            item.lines = argument_lines(
+                arguments, sensitive_fields=sensitive, unseen=lambda k, v, known=known_text: unseen_identifiers(k, v, known)
+            )
+            item.unseen = list(dict.fromkeys(i for line in item.lines for i in line.unseen))
+        pending.append(item)
+    return pending
+
+
+def approvals_recent_decisions(*, limit: int = AUDIT_LIMIT) -> list[Approval]:
+    """The latest decisions (by people, policies or expiry), newest first: the audit trail."""
+    return list(
+        Approval.objects.exclude(status=Approval.Status.PENDING)
+        .select_related("decided_by", "tool_call")
+        .defer("tool_call__arguments", "tool_call__result", "tool_call__result_text")
+        .order_by("-decided_at", "-pk")[:limit]
+    )
+
+
+def approval_with_decider(approval: Approval) -> Approval:
+    """`approval` with the person who decided it loaded.
+
+    An AlreadyDecided raised after waiting on the row lock can carry a stale join (PostgreSQL
+    re-checks the locked row but not the joined user row), leaving decided_by empty while
+    decided_by_id is set: read it again rather than name the wrong decider.
+    """
+    if approval.decided_by_id and approval.decided_by is None:
+        return Approval.objects.select_related("decided_by").get(pk=approval.pk)
+    return approval
+
+
+def approval_decider(approval: Approval) -> str:
+    if approval.decided_by_id and approval.decided_by:
+        return approval.decided_by.get_username()
+    if approval.automatic:
+        return "the run's policy"
+    if approval.status == Approval.Status.EXPIRED:
+        return "expiry"
+    return "the system"
+
+
+def approval_decision_text(approval: Approval) -> str:
+    """ "approved by alice at 2025-01-02 10:00:00 UTC" (after "Already" in messages)."""
+    when = f" at {timezone.localtime(approval.decided_at):%Y-%m-%d %H:%M:%S %Z}" if approval.decided_at else ""
+    if approval.status == Approval.Status.EXPIRED and not approval.decided_by_id:
+        return f"expired{when}"
+    return f"{approval.status} by {approval_decider(approval)}{when}"

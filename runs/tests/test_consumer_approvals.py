@@ -1,0 +1,283 @@
+"""The approvals socket over the real ASGI stack and the channels-redis layer.
+
+pytest-asyncio is not installed: each test's async body runs through `async_to_sync`, and
+database work inside it goes through `database_sync_to_async` (the test's own thread).
+"""
+import asyncio
+
+import pytest
+from asgiref.sync import async_to_sync
+from channels.db import database_sync_to_async
+from channels.testing import WebsocketCommunicator
+from django.contrib.auth.models import Group, User
+from django.db import transaction
+from django.test import Client
+
+from agentsite.asgi import application
+from runs.models import Approval, RunEvent
+from runs.services.approvals import approval_decide
+
+DEMO_TASK = "Cancel order ORD-1001"
+PATH = "/ws/approvals/"
+LOCAL_ORIGIN = b"http://localhost"
+
+
+def make_user(name: str, group: str | None) -> User:
+    user = User.objects.create_user(name, password="pw-" + name)
+    if group:
+        user.groups.add(Group.objects.get(name=group))
+    return user
+
+
+def headers_for(user: User | None, origin: bytes = LOCAL_ORIGIN) -> list[tuple[bytes, bytes]]:
+    headers = [(b"origin", origin)]
+    if user is not None:
+        client = Client()
+        client.force_login(user)
+        headers.append((b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode()))
+    return headers
+
+
+def matches(message: dict, kind: str, where: dict) -> bool:
+    return message.get("type") == kind and all(message.get(k) == v for k, v in where.items())
+
+
+async def receive(communicator: WebsocketCommunicator, kind: str, timeout: float = 5.0, **where) -> dict:
+    """The next message of type `kind` (with these fields), skipping others.
+
+    Changes are published from a background thread after commit, so one made before this
+    socket joined (by this test's setup, or an earlier test) may still arrive: skip it.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            raise AssertionError(f"no {kind!r} message {where or ''} within {timeout} s")
+        message = await communicator.receive_json_from(timeout=remaining)
+        if matches(message, kind, where):
+            return message
+
+
+async def nothing_of(communicator: WebsocketCommunicator, kind: str, timeout: float = 1.0, **where) -> bool:
+    """True when no message of type `kind` (with these fields) arrives within `timeout`.
+
+    Uses receive_nothing: a receive that times out would cancel the consumer.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while (remaining := deadline - loop.time()) > 0:
+        if await communicator.receive_nothing(timeout=remaining):
+            return True
+        if matches(await communicator.receive_json_from(), kind, where):
+            return False
+    return True
+
+
+@pytest.fixture
+def no_dispatch(monkeypatch):
+    dispatched = []
+    monkeypatch.setattr("runs.services.approvals.run_dispatch", lambda run_id: dispatched.append(run_id))
+    return dispatched
+
+
+@pytest.fixture
+def alice(demo_data):
+    return make_user("alice", "operators")
+
+
+@pytest.fixture
+def bob(demo_data):
+    return make_user("bob", "operators")
+
+
+@pytest.fixture
+def viewer(demo_data):
+    return make_user("victor", "viewers")
+
+
+def pending_approval(run) -> Approval:
+    return Approval.objects.get(run=run, status=Approval.Status.PENDING)
+
+
+def connects(headers) -> bool:
+    async def body():
+        communicator = WebsocketCommunicator(application, PATH, headers=headers)
+        connected, _ = await communicator.connect()
+        await communicator.disconnect()
+        return connected
+
+    return async_to_sync(body)()
+
+
+# --- Who may connect ---------------------------------------------------------------------------
+
+
+def test_anonymous_users_are_refused(demo_data):
+    assert connects(headers_for(None)) is False
+
+
+def test_a_foreign_origin_is_refused(alice):
+    assert connects(headers_for(alice, origin=b"http://evil.example")) is False
+
+
+def test_users_without_view_approval_are_refused(demo_data):
+    assert connects(headers_for(make_user("nobody", None))) is False
+
+
+def test_viewers_and_operators_connect(viewer, alice):
+    assert connects(headers_for(viewer)) is True
+    assert connects(headers_for(alice)) is True
+
+
+# --- Decisions over the socket -------------------------------------------------------------------
+
+
+def test_a_viewers_decision_is_refused_and_changes_nothing(launch, viewer, no_dispatch):
+    approval = pending_approval(launch(DEMO_TASK, approval_policy="ask"))
+
+    headers = headers_for(viewer)
+
+    async def body():
+        communicator = WebsocketCommunicator(application, PATH, headers=headers)
+        assert (await communicator.connect())[0]
+        try:
+            await communicator.send_json_to({"type": "decide", "approval_id": approval.pk, "approve": True, "reason": ""})
+            reply = await receive(communicator, "error")
+        finally:
+            await communicator.disconnect()
+        return reply
+
+    assert async_to_sync(body)() == {"type": "error", "error": "permission denied"}
+    approval.refresh_from_db()
+    assert approval.status == Approval.Status.PENDING and approval.decided_by is None
+    assert not RunEvent.objects.filter(run=approval.run, kind="approval").exists()
+    assert no_dispatch == []
+
+
+def test_an_operators_decision_is_recorded_and_announced(launch, alice, no_dispatch):
+    run = launch(DEMO_TASK, approval_policy="ask")
+    approval = pending_approval(run)
+
+    headers = headers_for(alice)
+
+    async def body():
+        communicator = WebsocketCommunicator(application, PATH, headers=headers)
+        assert (await communicator.connect())[0]
+        try:
+            await communicator.send_json_to(
+                {"type": "decide", "approval_id": approval.pk, "approve": False, "reason": "wrong order"}
+            )
+            decided = await receive(communicator, "decided")
+            changed = await receive(communicator, "approvals.changed", pending=0)
+        finally:
+            await communicator.disconnect()
+        return decided, changed
+
+    decided, changed = async_to_sync(body)()
+    assert decided["approval_id"] == approval.pk
+    assert decided["approval"]["status"] == "rejected" and decided["approval"]["decided_by"] == "alice"
+    assert changed == {"type": "approvals.changed", "pending": 0, "run_id": run.pk}
+    approval.refresh_from_db()
+    assert approval.status == Approval.Status.REJECTED and approval.reason == "wrong order"
+    assert no_dispatch == [run.pk]
+
+
+def test_a_late_decision_names_the_winner(launch, alice, bob, no_dispatch):
+    approval = pending_approval(launch(DEMO_TASK, approval_policy="ask"))
+    approval_decide(approval_id=approval.pk, user=alice, approve=True)
+
+    headers = headers_for(bob)
+
+    async def body():
+        communicator = WebsocketCommunicator(application, PATH, headers=headers)
+        assert (await communicator.connect())[0]
+        try:
+            await communicator.send_json_to({"type": "decide", "approval_id": approval.pk, "approve": False, "reason": "no"})
+            return await receive(communicator, "error")
+        finally:
+            await communicator.disconnect()
+
+    reply = async_to_sync(body)()
+    assert reply["error"].startswith("already approved by alice at ")
+    approval.refresh_from_db()
+    assert approval.status == Approval.Status.APPROVED and approval.decided_by == alice
+
+
+def test_malformed_decisions_get_an_error(launch, alice, no_dispatch):
+    approval = pending_approval(launch(DEMO_TASK, approval_policy="ask"))
+
+    headers = headers_for(alice)
+
+    async def body():
+        communicator = WebsocketCommunicator(application, PATH, headers=headers)
+        assert (await communicator.connect())[0]
+        replies = []
+        try:
+            for message in (
+                {"type": "decide", "approval_id": str(approval.pk), "approve": True},
+                {"type": "decide", "approval_id": approval.pk, "approve": "yes"},
+                {"type": "decide", "approval_id": 999999, "approve": True},
+                {"type": "hello"},
+            ):
+                await communicator.send_json_to(message)
+                replies.append((await receive(communicator, "error"))["error"])
+        finally:
+            await communicator.disconnect()
+        return replies
+
+    replies = async_to_sync(body)()
+    assert replies[2] == "no such approval" and replies[3] == "unknown message type"
+    assert all(replies)
+    approval.refresh_from_db()
+    assert approval.status == Approval.Status.PENDING
+
+
+# --- Change notifications ------------------------------------------------------------------------
+
+
+def test_a_new_approval_is_announced(launch, viewer):
+    headers = headers_for(viewer)
+
+    async def body():
+        communicator = WebsocketCommunicator(application, PATH, headers=headers)
+        assert (await communicator.connect())[0]
+        try:
+            run = await database_sync_to_async(launch)(DEMO_TASK, approval_policy="ask")
+            return run, await receive(communicator, "approvals.changed", run_id=run.pk)
+        finally:
+            await communicator.disconnect()
+
+    run, changed = async_to_sync(body)()
+    assert changed == {"type": "approvals.changed", "pending": 1, "run_id": run.pk}
+
+
+def test_a_decision_is_announced_after_commit_only(launch, alice, viewer, no_dispatch):
+    def decide_then_roll_back(approval_id: int):
+        with pytest.raises(RuntimeError), transaction.atomic():
+            approval_decide(approval_id=approval_id, user=alice, approve=True)
+            raise RuntimeError("roll back")
+
+    headers = headers_for(viewer)
+
+    async def body():
+        communicator = WebsocketCommunicator(application, PATH, headers=headers)
+        assert (await communicator.connect())[0]
+        try:
+            # Launch with the socket open and take its announcement first, so that nothing
+            # from the setup can be mistaken for a leaked one below.
+            run = await database_sync_to_async(launch)(DEMO_TASK, approval_policy="ask")
+            await receive(communicator, "approvals.changed", run_id=run.pk)
+            approval = await database_sync_to_async(pending_approval)(run)
+
+            await database_sync_to_async(decide_then_roll_back)(approval.pk)
+            silent = await nothing_of(communicator, "approvals.changed", timeout=1.0, run_id=run.pk)
+
+            await database_sync_to_async(approval_decide)(approval_id=approval.pk, user=alice, approve=True)
+            return run, silent, await receive(communicator, "approvals.changed", run_id=run.pk)
+        finally:
+            await communicator.disconnect()
+
+    run, silent, changed = async_to_sync(body)()
+    assert silent, "a rolled-back decision must not be announced"
+    assert changed == {"type": "approvals.changed", "pending": 0, "run_id": run.pk}

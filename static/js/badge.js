@@ -1,0 +1,82 @@
+// The header badge of pending approvals, and the one approvals socket a page shares.
+//
+// Loaded on every page (base.html) for people who may see approvals. Other modules of the
+// page (approvals.js) import `subscribe` from here so the page keeps a single socket.
+// Listeners receive the server's messages ({type: "approvals.changed", pending}) and two
+// local ones: {type: "socket.open"} after every (re)connect, when changes may have been
+// missed, and {type: "socket.closed"}.
+
+const SOCKET_PATH = "/ws/approvals/";
+const MAX_DELAY_MS = 30000;
+
+const listeners = new Set();
+let socket = null;
+let attempts = 0;
+
+export function subscribe(listener) {
+  listeners.add(listener);
+  if (socket && socket.readyState === WebSocket.OPEN) listener({ type: "socket.open" });
+  return () => listeners.delete(listener);
+}
+
+function emit(message) {
+  for (const listener of listeners) {
+    try {
+      listener(message);
+    } catch (err) {
+      console.error(err);
+    }
+  }
+}
+
+function connect() {
+  const scheme = location.protocol === "https:" ? "wss" : "ws";
+  socket = new WebSocket(`${scheme}://${location.host}${SOCKET_PATH}`);
+  socket.addEventListener("open", () => {
+    attempts = 0;
+    emit({ type: "socket.open" });
+  });
+  socket.addEventListener("message", (event) => {
+    let message;
+    try {
+      message = JSON.parse(event.data);
+    } catch {
+      return;
+    }
+    emit(message);
+  });
+  socket.addEventListener("close", () => {
+    emit({ type: "socket.closed" });
+    // Exponential backoff with jitter, so a restarted server is not hit by every tab at once.
+    const delay = Math.min(MAX_DELAY_MS, 1000 * 2 ** attempts) * (0.5 + Math.random() / 2);
+    attempts += 1;
+    setTimeout(connect, delay);
+  });
+}
+
+const badge = document.getElementById("approval-badge");
+let latestRequest = 0;
+
+async function updateBadge() {
+  if (!badge || !badge.dataset.countUrl) return;
+  const request = ++latestRequest;
+  const response = await fetch(badge.dataset.countUrl, {
+    headers: { Accept: "application/json" },
+    credentials: "same-origin",
+    cache: "no-store",
+  });
+  // A later request may have answered first: only the newest count is shown.
+  if (request !== latestRequest || !response.ok || response.redirected) return;
+  const { pending } = await response.json();
+  if (request !== latestRequest || typeof pending !== "number") return;
+  badge.textContent = String(pending);
+  badge.classList.toggle("badge-zero", pending === 0);
+}
+
+subscribe((message) => {
+  if (message.type === "socket.open" || message.type === "approvals.changed") {
+    updateBadge().catch(() => {});
+  }
+});
+
+connect();
