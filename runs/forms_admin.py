@@ -1,0 +1,209 @@
+"""Forms of the history and metrics filters and of the agent editor."""
+import json
+from datetime import timedelta
+
+from django import forms
+from django.core.validators import URLValidator
+
+from runs.models import Agent, Run
+from runs.selectors.metrics import default_period
+from runs.services.guards import MAX_SAFE_INTEGER, InvalidLimit, check_positive_int, check_positive_number
+from toolsapp.models import Tool
+from toolsapp.registry import VERIFIERS
+
+MAX_METRICS_DAYS = 366
+
+
+def split_commas(value: str) -> list[str]:
+    return [part.strip() for part in (value or "").split(",") if part.strip()]
+
+
+class DateInput(forms.DateInput):
+    input_type = "date"
+
+
+class HistoryFilterForm(forms.Form):
+    """GET filters of the run history. Blank fields do not filter."""
+
+    q = forms.CharField(label="Task contains", required=False, max_length=200)
+    status = forms.ChoiceField(required=False, choices=[("", "any")] + Run.Status.choices)
+    stop_reason = forms.ChoiceField(required=False, choices=[("", "any")] + Run.StopReason.choices)
+    agent = forms.ModelChoiceField(required=False, queryset=Agent.objects.only("pk", "name"), empty_label="any")
+    model = forms.CharField(
+        required=False, max_length=200, widget=forms.TextInput(attrs={"list": "known-models"}),
+        help_text="Runs with a step answered by this model.",
+    )
+    tool = forms.CharField(
+        required=False, max_length=64, widget=forms.TextInput(attrs={"list": "known-tools"}),
+        help_text="Runs with a call to this tool.",
+    )
+    created_from = forms.DateField(label="From", required=False, widget=DateInput)
+    created_to = forms.DateField(label="To", required=False, widget=DateInput, help_text="Included.")
+
+    def clean(self):
+        cleaned = super().clean()
+        start, end = cleaned.get("created_from"), cleaned.get("created_to")
+        if start and end and start > end:
+            self.add_error("created_to", "The end date is before the start date.")
+        return cleaned
+
+    def filters(self) -> dict:
+        """Keyword arguments for runs.selectors.history.run_history."""
+        data = self.cleaned_data
+        return {
+            "text": data["q"].strip(),
+            "status": data["status"],
+            "stop_reason": data["stop_reason"],
+            "agent": data["agent"],
+            "model": data["model"].strip(),
+            "tool": data["tool"].strip(),
+            "created_from": data["created_from"],
+            "created_to": data["created_to"],
+        }
+
+
+class MetricsFilterForm(forms.Form):
+    date_from = forms.DateField(label="From", required=False, widget=DateInput)
+    date_to = forms.DateField(label="To", required=False, widget=DateInput, help_text="Included.")
+    agent = forms.ModelChoiceField(required=False, queryset=Agent.objects.only("pk", "name"), empty_label="all agents")
+
+    def __init__(self, data=None, *args, **kwargs):
+        if data is not None and not data.get("date_from") and not data.get("date_to"):
+            # Show the default period in the date inputs, not empty inputs.
+            start, end = default_period()
+            data = data.copy()
+            data["date_from"], data["date_to"] = start.isoformat(), end.isoformat()
+        super().__init__(data, *args, **kwargs)
+
+    def clean(self):
+        cleaned = super().clean()
+        if self.errors:
+            return cleaned
+        default_start, default_end = default_period()
+        end = cleaned.get("date_to") or default_end
+        start = cleaned.get("date_from") or (end - (default_end - default_start))
+        if start > end:
+            self.add_error("date_to", "The end date is before the start date.")
+        elif (end - start) >= timedelta(days=MAX_METRICS_DAYS):
+            self.add_error("date_from", f"Choose at most {MAX_METRICS_DAYS} days.")
+        cleaned["date_from"], cleaned["date_to"] = start, end
+        return cleaned
+
+
+class JSONObjectField(forms.CharField):
+    """A JSON object typed into a textarea, shown indented."""
+
+    widget = forms.Textarea
+
+    def prepare_value(self, value):
+        if isinstance(value, (dict, list)):
+            return json.dumps(value, indent=2, ensure_ascii=False)
+        return value
+
+    def to_python(self, value):
+        text = super().to_python(value).strip()
+        if not text:
+            return {}
+        try:
+            parsed = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise forms.ValidationError(
+                f"Not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})."
+            ) from None
+        if not isinstance(parsed, dict):
+            raise forms.ValidationError("This must be a JSON object ({...}).")
+        return parsed
+
+
+class CommaListField(forms.CharField):
+    """A list of names typed as "a, b, c"."""
+
+    def prepare_value(self, value):
+        if isinstance(value, (list, tuple)):
+            return ", ".join(str(v) for v in value)
+        return value
+
+    def to_python(self, value):
+        return split_commas(super().to_python(value))
+
+
+class AgentForm(forms.ModelForm):
+    model_list = CommaListField(
+        label="Models", required=False, help_text="Comma separated, tried in order; empty uses LLM_MODELS."
+    )
+    base_url = forms.URLField(
+        required=False,
+        validators=[URLValidator(schemes=["http", "https"])],
+        help_text="OpenAI-compatible endpoint (http or https); empty uses LLM_BASE_URL.",
+    )
+    tools = forms.ModelMultipleChoiceField(
+        required=False, queryset=Tool.objects.order_by("name"), widget=forms.CheckboxSelectMultiple
+    )
+    max_iterations = forms.IntegerField(min_value=1, max_value=MAX_SAFE_INTEGER)
+    repeat_limit = forms.IntegerField(min_value=1, max_value=MAX_SAFE_INTEGER)
+    max_tokens = forms.IntegerField(
+        min_value=1, max_value=MAX_SAFE_INTEGER, help_text="Token budget for the whole run."
+    )
+    max_output_tokens = forms.IntegerField(
+        required=False, min_value=1, max_value=MAX_SAFE_INTEGER, help_text="Per model call; empty uses the default."
+    )
+    max_wall_seconds = forms.FloatField()
+    max_cost_usd = forms.FloatField(label="Max cost (USD)")
+    approval_timeout_seconds = forms.IntegerField(
+        required=False, min_value=1, max_value=MAX_SAFE_INTEGER, help_text="Empty uses APPROVAL_TIMEOUT_SECONDS."
+    )
+    provider_options = JSONObjectField(
+        required=False, help_text="A JSON object passed through to the API, e.g. OpenRouter's models/provider."
+    )
+    verifier = forms.ChoiceField(required=False)
+
+    class Meta:
+        model = Agent
+        fields = [
+            "name", "description", "system_prompt", "model_list", "base_url", "tools",
+            "max_iterations", "repeat_limit", "max_wall_seconds", "max_tokens", "max_cost_usd", "max_output_tokens",
+            "first_tool_choice", "later_tool_choice", "parallel_tool_calls", "provider_options",
+            "verifier", "summarize_on_stop", "approval_timeout_seconds",
+        ]
+        widgets = {"description": forms.Textarea(attrs={"rows": 2}), "system_prompt": forms.Textarea(attrs={"rows": 6})}
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["verifier"].choices = [("", "none")] + [(name, name) for name in sorted(VERIFIERS)]
+        self.fields["tools"].label_from_instance = lambda tool: tool.name if tool.enabled else f"{tool.name} (disabled)"
+
+    def clean_model_list(self):
+        models = self.cleaned_data["model_list"]
+        if any(len(m) > 200 for m in models):
+            raise forms.ValidationError("A model name is longer than 200 characters.")
+        return models
+
+    def clean_tools(self):
+        tools = self.cleaned_data["tools"]
+        disabled = sorted(t.name for t in tools if not t.enabled)
+        if disabled:
+            # run_create refuses disabled tools, so every run of this agent would fail to start.
+            raise forms.ValidationError(f"These tools are disabled: {', '.join(disabled)}.")
+        return tools
+
+    def _check(self, name, check):
+        value = self.cleaned_data[name]
+        try:
+            return check(name, value)
+        except InvalidLimit as exc:
+            raise forms.ValidationError(str(exc)) from None
+
+    def clean_max_iterations(self):
+        return self._check("max_iterations", check_positive_int)
+
+    def clean_repeat_limit(self):
+        return self._check("repeat_limit", check_positive_int)
+
+    def clean_max_tokens(self):
+        return self._check("max_tokens", check_positive_int)
+
+    def clean_max_wall_seconds(self):
+        return self._check("max_wall_seconds", check_positive_number)
+
+    def clean_max_cost_usd(self):
+        return self._check("max_cost_usd", check_positive_number)

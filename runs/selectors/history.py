@@ -1,0 +1,129 @@
+"""Reads for the run history: filtered runs, newest first, a page at a time.
+
+Built to stay fast at 100,000 runs and a million steps: the model and tool filters are EXISTS
+subqueries answered by the Step(model, run) and ToolCall(run, tool_name, ...) indexes, every
+other filter has an index that also gives the order, and the total is counted only up to a cap.
+"""
+from dataclasses import dataclass
+from datetime import date, datetime, time, timedelta
+
+from django.conf import settings
+from django.db.models import Exists, OuterRef, QuerySet
+from django.db.models.functions import Substr
+from django.utils import timezone
+
+from runs.models import Agent, Run, Step, ToolCall
+from toolsapp.models import Tool
+
+PAGE_SIZE = 50
+TASK_PREVIEW_CHARS = 120
+# Counting every match of a model or text filter visits each run; beyond this many the page
+# says "more than" instead of counting on.
+COUNT_CAP = 10_000
+
+LIST_FIELDS = (
+    "id", "created_at", "agent__id", "agent__name", "status", "stop_reason",
+    "iterations", "tokens_in", "tokens_out", "cost_usd",
+)
+
+
+def day_start(day: date) -> datetime:
+    """Midnight at the start of `day` in the site's time zone."""
+    return timezone.make_aware(datetime.combine(day, time.min))
+
+
+def run_history(
+    *,
+    status: str = "",
+    stop_reason: str = "",
+    agent: Agent | None = None,
+    model: str = "",
+    tool: str = "",
+    created_from: date | None = None,
+    created_to: date | None = None,
+    text: str = "",
+) -> QuerySet[Run]:
+    """Runs matching every given filter, newest first; `created_to` includes its whole day."""
+    runs = Run.objects.all()
+    if status:
+        runs = runs.filter(status=status)
+    if stop_reason:
+        runs = runs.filter(stop_reason=stop_reason)
+    if agent is not None:
+        runs = runs.filter(agent=agent)
+    if model:
+        runs = runs.filter(Exists(Step.objects.filter(model=model, run_id=OuterRef("pk"))))
+    if tool:
+        runs = runs.filter(Exists(ToolCall.objects.filter(run_id=OuterRef("pk"), tool_name=tool)))
+    if created_from is not None:
+        runs = runs.filter(created_at__gte=day_start(created_from))
+    if created_to is not None:
+        runs = runs.filter(created_at__lt=day_start(created_to + timedelta(days=1)))
+    if text:
+        runs = runs.filter(task__icontains=text)
+    return runs.order_by("-created_at", "-pk")
+
+
+def runs_for_listing(runs: QuerySet[Run]) -> QuerySet[Run]:
+    """Only the columns a list shows: no config, answer or full task (they can be large)."""
+    return (
+        runs.select_related("agent")
+        .only(*LIST_FIELDS)
+        .annotate(task_preview=Substr("task", 1, TASK_PREVIEW_CHARS + 1))
+    )
+
+
+@dataclass(frozen=True)
+class HistoryPage:
+    runs: list[Run]
+    number: int
+    has_previous: bool
+    has_next: bool
+    total: int  # matching runs, counted up to COUNT_CAP + 1
+    page_size: int = PAGE_SIZE
+
+    @property
+    def total_is_exact(self) -> bool:
+        return self.total <= COUNT_CAP
+
+    @property
+    def num_pages(self) -> int | None:
+        if not self.total_is_exact:
+            return None
+        return max(1, -(-self.total // self.page_size))
+
+    @property
+    def first_index(self) -> int:
+        return (self.number - 1) * self.page_size + 1 if self.runs else 0
+
+    @property
+    def last_index(self) -> int:
+        return (self.number - 1) * self.page_size + len(self.runs)
+
+
+def run_history_page(runs: QuerySet[Run], *, number: int, page_size: int = PAGE_SIZE) -> HistoryPage:
+    """One page of `runs`; one row more than a page is read to know whether another follows."""
+    number = max(1, number)
+    offset = (number - 1) * page_size
+    rows = list(runs_for_listing(runs)[offset : offset + page_size + 1])
+    total = runs.order_by()[: COUNT_CAP + 1].count()
+    return HistoryPage(
+        runs=rows[:page_size],
+        number=number,
+        has_previous=number > 1,
+        has_next=len(rows) > page_size,
+        total=total,
+        page_size=page_size,
+    )
+
+
+def agent_recent_runs(*, agent: Agent, limit: int = 20) -> list[Run]:
+    return list(runs_for_listing(run_history(agent=agent))[:limit])
+
+
+def history_filter_suggestions() -> dict[str, list[str]]:
+    """Model and tool names offered while typing a filter (free text is allowed too)."""
+    models = set(settings.LLM_MODELS)
+    for model_list in Agent.objects.values_list("model_list", flat=True):
+        models.update(m for m in model_list or () if isinstance(m, str))
+    return {"models": sorted(models), "tools": list(Tool.objects.order_by("name").values_list("name", flat=True))}

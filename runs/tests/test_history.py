@@ -1,0 +1,238 @@
+"""The run history page: filters, pagination, bad filter values, query count."""
+import re
+from datetime import datetime, timedelta
+from datetime import timezone as dt_timezone
+
+import pytest
+from django.contrib.auth.models import Group, User
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+
+from runs.models import Agent, Run, Step, ToolCall
+from runs.selectors import history
+
+pytestmark = pytest.mark.django_db
+
+DAY = datetime(2026, 3, 10, 12, 0, tzinfo=dt_timezone.utc)
+
+
+def user_in(group: str | None, name: str) -> User:
+    user = User.objects.create_user(name)  # no password: force_login needs none, hashing is slow
+    if group:
+        user.groups.add(Group.objects.get(name=group))
+    return user
+
+
+@pytest.fixture
+def viewer_client(client):
+    client.force_login(user_in("viewers", "vera"))
+    return client
+
+
+@pytest.fixture
+def agents():
+    return Agent.objects.create(name="alpha"), Agent.objects.create(name="beta")
+
+
+def make_run(agent, task="look something up", *, status="succeeded", stop_reason="final_answer",
+             created=DAY, models=(), tools=(), iterations=1, tokens=(10, 5), cost=0.01) -> Run:
+    run = Run.objects.create(
+        agent=agent, task=task, status=status, stop_reason=stop_reason, iterations=iterations,
+        tokens_in=tokens[0], tokens_out=tokens[1], cost_usd=cost,
+    )
+    Run.objects.filter(pk=run.pk).update(created_at=created)  # created_at is auto_now_add
+    steps = [
+        Step.objects.create(run=run, index=i, iteration=i, model=model, message={"role": "assistant"})
+        for i, model in enumerate(models or (["m-default"] if tools else []), 1)
+    ]
+    for i, tool in enumerate(tools):
+        ToolCall.objects.create(
+            run=run, step=steps[0], index=i, call_id=f"c{i}", tool_name=tool, arguments="{}",
+            args_hash=f"h{i}", idempotency_key=f"k{run.pk}-{i}", status="succeeded",
+        )
+    return run
+
+
+def listed(response) -> list[int]:
+    assert response.status_code == 200
+    return [int(pk) for pk in re.findall(r'class="run-row" data-run-id="(\d+)"', response.content.decode())]
+
+
+def get(client, **params):
+    return client.get(reverse("run_list"), params)
+
+
+def test_home_redirects_to_history(viewer_client):
+    response = viewer_client.get(reverse("home"))
+    assert response.status_code == 302 and response.url == reverse("run_list")
+
+
+def test_anonymous_goes_to_login_and_a_user_without_permission_gets_403(client):
+    response = client.get(reverse("run_list"))
+    assert response.status_code == 302 and response.url.startswith(reverse("login"))
+    client.force_login(user_in(None, "nobody"))
+    assert client.get(reverse("run_list")).status_code == 403
+
+
+def test_newest_first_with_the_columns(viewer_client, agents):
+    alpha, _ = agents
+    old = make_run(alpha, created=DAY - timedelta(days=2))
+    new = make_run(alpha, "x" * 300, created=DAY, status="failed", stop_reason="iteration_limit",
+                   iterations=7, tokens=(1200, 34), cost=0.1234)
+    response = get(viewer_client)
+    assert listed(response) == [new.pk, old.pk]
+    html = response.content.decode()
+    for selector in ('id="history-filters"', 'id="history-table"'):
+        assert selector in html
+    row = html[html.index(f'data-run-id="{new.pk}"'):]
+    row = row[: row.index("</tr>")]
+    assert reverse("run_detail", args=[new.pk]) in row
+    assert "2026-03-10 12:00" in row and "alpha" in row
+    assert "x" * 119 + "…" in row and "x" * 121 not in row
+    assert 'status status-failed' in row and "Iteration limit" in row
+    assert ">7<" in row and ">1,234<" in row and "$0.1234" in row
+
+
+def test_status_and_stop_reason_filters(viewer_client, agents):
+    alpha, _ = agents
+    ok = make_run(alpha)
+    failed = make_run(alpha, status="failed", stop_reason="model_error")
+    cancelled = make_run(alpha, status="cancelled", stop_reason="cancelled")
+    assert listed(get(viewer_client, status="failed")) == [failed.pk]
+    assert listed(get(viewer_client, stop_reason="cancelled")) == [cancelled.pk]
+    assert listed(get(viewer_client, stop_reason="final_answer")) == [ok.pk]
+
+
+def test_agent_filter(viewer_client, agents):
+    alpha, beta = agents
+    a = make_run(alpha)
+    b = make_run(beta)
+    assert listed(get(viewer_client, agent=alpha.pk)) == [a.pk]
+    assert listed(get(viewer_client, agent=beta.pk)) == [b.pk]
+
+
+def test_model_filter_matches_any_step(viewer_client, agents):
+    alpha, _ = agents
+    mixed = make_run(alpha, models=["big", "small"], created=DAY)
+    only_small = make_run(alpha, models=["small"], created=DAY - timedelta(hours=1))
+    make_run(alpha, models=["other"])
+    assert listed(get(viewer_client, model="big")) == [mixed.pk]
+    assert listed(get(viewer_client, model="small")) == [mixed.pk, only_small.pk]
+    assert listed(get(viewer_client, model="nobody")) == []
+
+
+def test_tool_filter_matches_any_call(viewer_client, agents):
+    alpha, _ = agents
+    weather = make_run(alpha, tools=["get_weather", "get_weather"])
+    both = make_run(alpha, tools=["lookup_order", "get_weather"], created=DAY - timedelta(hours=1))
+    make_run(alpha, tools=["search_tickets"])
+    make_run(alpha)
+    assert listed(get(viewer_client, tool="get_weather")) == [weather.pk, both.pk]
+    assert listed(get(viewer_client, tool="lookup_order")) == [both.pk]
+
+
+def test_date_range_includes_both_days(viewer_client, agents):
+    alpha, _ = agents
+    day = datetime(2026, 3, 10, tzinfo=dt_timezone.utc)
+    before = make_run(alpha, created=day - timedelta(seconds=1))
+    first = make_run(alpha, created=day)
+    last = make_run(alpha, created=day + timedelta(days=1, hours=23, minutes=59))
+    after = make_run(alpha, created=day + timedelta(days=2))
+    assert listed(get(viewer_client, created_from="2026-03-10", created_to="2026-03-11")) == [last.pk, first.pk]
+    assert listed(get(viewer_client, created_from="2026-03-12")) == [after.pk]
+    assert listed(get(viewer_client, created_to="2026-03-09")) == [before.pk]
+
+
+def test_text_search_is_case_insensitive_contains(viewer_client, agents):
+    alpha, _ = agents
+    hit = make_run(alpha, "Cancel order ORD-1001 please")
+    make_run(alpha, "What's the weather in Lagos?")
+    assert listed(get(viewer_client, q="order ord-1001")) == [hit.pk]
+    assert listed(get(viewer_client, q="  CANCEL ")) == [hit.pk]
+
+
+def test_filters_combine(viewer_client, agents):
+    alpha, beta = agents
+    failed = {"status": "failed", "stop_reason": "model_error"}
+    target = make_run(alpha, "refund", **failed, models=["big"], tools=["cancel_order"])
+    make_run(beta, "refund", **failed, models=["big"], tools=["cancel_order"])
+    make_run(alpha, "refund", status="succeeded", models=["big"], tools=["cancel_order"])
+    make_run(alpha, "refund", **failed, models=["small"], tools=["cancel_order"])
+    params = {"q": "REFUND", "status": "failed", "agent": alpha.pk, "model": "big", "tool": "cancel_order",
+              "created_from": "2026-03-10", "created_to": "2026-03-10"}
+    assert listed(get(viewer_client, **params)) == [target.pk]
+
+
+def test_pages_of_fifty_keep_the_filters(viewer_client, agents):
+    alpha, beta = agents
+    failed = [make_run(alpha, status="failed", stop_reason="model_error", created=DAY - timedelta(minutes=i))
+              for i in range(120)]
+    make_run(beta, created=DAY + timedelta(hours=1))  # newest, but filtered out
+    first = get(viewer_client, status="failed")
+    assert listed(first) == [r.pk for r in failed[:50]]
+    html = first.content.decode()
+    assert "120 runs" in html and "Page 1 of 3" in html
+    next_href = re.search(r'href="([^"]+)" rel="next"', html).group(1).replace("&amp;", "&")
+    assert "status=failed" in next_href and "page=2" in next_href
+    second = viewer_client.get(reverse("run_list") + next_href)
+    assert listed(second) == [r.pk for r in failed[50:100]]
+    third = get(viewer_client, status="failed", page=3)
+    assert listed(third) == [r.pk for r in failed[100:]]
+    third_html = third.content.decode()
+    assert 'rel="next"' not in third_html
+    prev_href = re.search(r'href="([^"]+)" rel="prev"', third_html).group(1).replace("&amp;", "&")
+    assert "status=failed" in prev_href and "page=2" in prev_href
+    assert listed(get(viewer_client, status="failed", page=9)) == []
+    assert listed(get(viewer_client, status="failed", page="zzz")) == listed(first)
+
+
+def test_total_is_counted_up_to_a_cap(viewer_client, agents, monkeypatch):
+    monkeypatch.setattr(history, "COUNT_CAP", 5)
+    alpha, _ = agents
+    for i in range(8):
+        make_run(alpha, created=DAY - timedelta(minutes=i))
+    page = history.run_history_page(history.run_history(), number=1, page_size=3)
+    assert (page.total, page.total_is_exact, page.num_pages, page.has_next) == (6, False, None, True)
+    html = get(viewer_client).content.decode()
+    assert "More than 5 runs" in html
+    assert len(listed(get(viewer_client))) == 8
+
+
+@pytest.mark.parametrize("params, field", [
+    ({"status": "exploded"}, "status"),
+    ({"stop_reason": "bored"}, "stop_reason"),
+    ({"agent": "999999"}, "agent"),
+    ({"agent": "alpha"}, "agent"),
+    ({"created_from": "yesterday"}, "created_from"),
+    ({"created_to": "2026-02-30"}, "created_to"),
+    ({"created_from": "2026-03-11", "created_to": "2026-03-10"}, "created_to"),
+    ({"q": "x" * 201}, "q"),
+])
+def test_bad_filter_values_show_errors(viewer_client, agents, params, field):
+    make_run(agents[0])
+    response = get(viewer_client, **params)
+    assert response.status_code == 200
+    assert field in response.context["form"].errors
+    html = response.content.decode()
+    assert 'class="errorlist' in html and 'id="history-invalid"' in html
+    assert listed(response) == []
+
+
+def test_no_query_per_row(viewer_client, agents, django_assert_max_num_queries):
+    alpha, beta = agents
+    make_run(alpha)
+    with CaptureQueriesContext(connection) as few:
+        assert len(listed(get(viewer_client))) == 1
+    extra = [Agent.objects.create(name=f"agent-{i}") for i in range(10)]
+    for i in range(60):
+        make_run((alpha, beta, *extra)[i % 12], models=["big"], tools=["get_weather"])
+    with django_assert_max_num_queries(len(few.captured_queries)):
+        assert len(listed(get(viewer_client))) == 50
+    with django_assert_max_num_queries(len(few.captured_queries)):
+        assert len(listed(get(viewer_client, model="big", tool="get_weather", q="look"))) == 50
+
+
+def test_model_and_tool_filters_are_exists_subqueries(agents):
+    sql = str(history.run_history(model="big", tool="get_weather").query).upper()
+    assert sql.count("EXISTS") == 2 and " JOIN " not in sql
