@@ -1,0 +1,130 @@
+"""Delay from a step's commit in the loop to its arrival at a websocket client, through a real
+daphne server and the channels-redis layer. Prints p50 and p99.
+
+Run: .venv/bin/python bench/live_latency.py [--runs 10] [--iterations 30]
+Uses a temporary SQLite database (or DATABASE_URL) and REDIS_URL (db 11 by default).
+"""
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from datetime import datetime
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from bench._common import ROOT, free_port, setup_django, start_demo_model  # noqa: E402
+
+TOOL = {"repeat": True, "latency": 0.02, "tool_calls": [{"name": "get_weather", "arguments": {"city": "Lagos"}}]}
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--iterations", type=int, default=30)
+    args = parser.parse_args()
+    os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/11")
+    demo, url = start_demo_model()
+    os.environ["DEMO_MODEL_URL"] = url
+    tmp = tempfile.mkdtemp(prefix="bench-live-")
+    setup_django(os.path.join(tmp, "bench.sqlite3"))
+    import websockets
+    from django.conf import settings
+    from django.contrib.auth.models import Group, User
+    from django.core.management import call_command
+    from django.db import connection
+    from django.test import Client
+
+    from runs.models import Agent
+    from runs.services.loop import run_advance
+    from runs.services.runs import run_create
+
+    call_command("migrate", verbosity=0)
+    user = User.objects.create_user("bench", password="x")
+    user.groups.add(Group.objects.get(name="viewers"))
+    client = Client()
+    client.force_login(user)
+    session = client.cookies["sessionid"].value
+    port = free_port()
+    env = dict(os.environ, DJANGO_ALLOWED_HOSTS="127.0.0.1,localhost", LOG_LEVEL="WARNING")
+    if connection.vendor == "sqlite":
+        env["SQLITE_PATH"] = settings.DATABASES["default"]["NAME"]
+    web = subprocess.Popen(
+        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "agentsite.asgi:application"],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    from agentsite.processes import wait_for_port
+
+    wait_for_port("127.0.0.1", port)
+    delays: list[float] = []
+
+    def new_script() -> str:
+        req = urllib.request.Request(url + "/scripts", data=json.dumps({"responses": [TOOL], "record": False}).encode(),
+                                     headers={"Content-Type": "application/json"})
+        return json.loads(urllib.request.urlopen(req).read())["model"]
+
+    async def watch(run_id: int, ready: threading.Event, done: threading.Event):
+        headers = {"Cookie": f"sessionid={session}", "Origin": f"http://127.0.0.1:{port}"}
+        async with websockets.connect(f"ws://127.0.0.1:{port}/ws/runs/{run_id}/", additional_headers=headers) as ws:
+            await ws.send(json.dumps({"type": "resume", "after": 10**9}))  # live events only
+            await ws.recv()  # "resumed"
+            ready.set()
+            while True:
+                try:
+                    raw = await asyncio.wait_for(ws.recv(), timeout=1.0)
+                except asyncio.TimeoutError:
+                    if done.is_set():
+                        return
+                    continue
+                arrived = time.time()
+                message = json.loads(raw)
+                if message.get("kind") == "step":
+                    delays.append((arrived - commits[(run_id, message["data"]["index"])]) * 1000)
+
+    commits: dict[tuple[int, int], float] = {}
+    import runs.services.events as events
+
+    original_publish = events.publish
+
+    def timed_publish(group, message):
+        # Called from transaction.on_commit: the step's transaction has just committed.
+        if message.get("kind") == "step":
+            commits[(message["run_id"], message["data"]["index"])] = time.time()
+        original_publish(group, message)
+
+    events.publish = timed_publish
+    try:
+        agent = Agent.objects.get(name="demo")
+        for number in range(args.runs + 1):  # the first run warms up connections and is not counted
+            if number == 1:
+                delays.clear()
+            run = run_create(agent=agent, task="weather", overrides={
+                "models": [new_script()], "tools": ["get_weather"], "max_iterations": args.iterations,
+                "repeat_limit": 10**6, "summarize_on_stop": False})
+            ready, done = threading.Event(), threading.Event()
+            watcher = threading.Thread(target=lambda: asyncio.run(watch(run.pk, ready, done)))
+            watcher.start()
+            ready.wait(10)
+            run_advance(run_id=run.pk)
+            time.sleep(0.5)
+            done.set()
+            watcher.join()
+    finally:
+        web.terminate()
+        demo.terminate()
+    delays.sort()
+    if not delays:
+        raise SystemExit("no step event reached the client")
+    p50 = statistics.median(delays)
+    p99 = delays[min(len(delays) - 1, int(len(delays) * 0.99))]
+    print(f"database: {connection.vendor}; {len(delays)} step events over {args.runs} runs through daphne + channels-redis")
+    print(f"commit -> websocket client delay: p50 {p50:.1f} ms, p99 {p99:.1f} ms, max {delays[-1]:.1f} ms")
+
+
+if __name__ == "__main__":
+    main()
