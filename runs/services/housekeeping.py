@@ -5,10 +5,10 @@ from datetime import timedelta
 from pathlib import Path
 
 from django.conf import settings
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
-from runs.models import Run
+from runs.models import Approval, Run
 from runs.services.approvals import approvals_expire
 from runs.services.dispatch import run_dispatch
 from runs.snapshots import run_data
@@ -24,15 +24,17 @@ def runs_sweep() -> dict:
     run twice is harmless: the lease lets only one worker drive it.
     """
     now = timezone.now()
+    lease_free = Q(lease_owner="") | Q(lease_expires_at__lt=now)
+    waited = Q(created_at__lt=now - timedelta(seconds=settings.RUN_REQUEUE_AFTER_SECONDS))
+    pending = Approval.objects.filter(run=OuterRef("pk"), status=Approval.Status.PENDING)
     stranded = list(
         Run.objects.filter(
-            Q(status=Run.Status.RUNNING, lease_expires_at__lt=now)
-            | Q(status=Run.Status.RUNNING, lease_owner="")
-            | Q(
-                status=Run.Status.QUEUED,
-                lease_owner="",
-                created_at__lt=now - timedelta(seconds=settings.RUN_REQUEUE_AFTER_SECONDS),
-            )
+            # Its worker died (the lease ran out), or its task message was lost.
+            (Q(status=Run.Status.RUNNING) & lease_free)
+            | (Q(status=Run.Status.QUEUED) & Q(lease_expires_at__lt=now))
+            | (Q(status=Run.Status.QUEUED, lease_owner="") & waited)
+            # Every decision is in, but the task that should resume it never arrived.
+            | (Q(status=Run.Status.AWAITING_APPROVAL) & lease_free & ~Exists(pending))
         ).values_list("pk", flat=True)[:1000]
     )
     for run_id in stranded:

@@ -22,6 +22,7 @@ from runs.services import guards
 from runs.services.db import write_transaction
 from runs.services.events import approvals_changed, event_record, event_store
 from runs.services.history import build_messages
+from runs.services.leases import keeper
 from runs.services.tool_exec import check_call, execute_calls
 from runs.snapshots import call_data, run_summary, step_data
 from toolsapp.models import Tool
@@ -90,6 +91,11 @@ def _fenced_update(run: Run, owner: str, *, events: int = 0, lease_seconds: floa
     return row[0]
 
 
+def _model_wait_seconds(models: int) -> float:
+    """How long one model request may legitimately take, every fallback and retry included."""
+    return models * settings.LLM_TIMEOUT_SECONDS * (settings.LLM_MAX_RETRIES + 1) + 30
+
+
 def release_db_connection() -> None:
     """With a connection pool, hand the connection back while we wait seconds for a model, so
     the connections in use stay bounded by the pool, not by the runs in flight."""
@@ -111,6 +117,7 @@ def run_advance(*, run_id: int) -> Run | None:
         log.warning(json.dumps({"event": "lease_lost", "run": run_id}))
         return None
     finally:
+        keeper.forget(owner)
         lease_release(run_id, owner)
 
 
@@ -218,6 +225,7 @@ class _Driver:
         if self.messages is None:
             self.messages = build_messages(run)[: -len(run.pending_messages) or None]
         preamble = list(run.pending_messages)  # e.g. verification feedback, sent with this request
+        keeper.expect_wait(self.owner, _model_wait_seconds(len(self.config["models"] or [1])))
         release_db_connection()
         reply = llm.complete(
             endpoint=endpoint,
@@ -496,6 +504,7 @@ class _Driver:
 
         if parallel:
             mark_started(calls)
+        keeper.expect_wait(self.owner, self._lease_for(calls))
         # Tool threads take connections from the same pool: holding ours while we wait for
         # them could leave every connection waiting on a tool that waits for one.
         release_db_connection()

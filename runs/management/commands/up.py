@@ -43,6 +43,8 @@ class Command(BaseCommand):
                 [
                     py, "-m", "celery", "-A", "agentsite", "worker", "--pool", "threads",
                     "--concurrency", str(options["concurrency"]), "--loglevel", "INFO",
+                    # Gossip and mingle are not used, and they crash the worker when Redis restarts.
+                    "--without-gossip", "--without-mingle",
                     "-B", "--schedule", str(settings.DATA_DIR / "celerybeat-schedule"),
                 ],
                 env,
