@@ -141,7 +141,9 @@ CELERY_BEAT_SCHEDULE = {
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL], "capacity": 1000, "expiry": 60},
+        # channels-redis waits 5 s for a message; redis-py's own 5 s read timeout would fire
+        # first and kill every idle websocket consumer.
+        "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 30}], "capacity": 1000, "expiry": 60},
     }
 }
 

@@ -1,0 +1,52 @@
+"""Real-browser tests: headless Chromium, driven by Playwright, against a live daphne server and a
+real Celery worker (see conftest.py). Small page helpers shared by the test modules live here."""
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+ARTIFACTS = Path(__file__).resolve().parents[3] / "test-artifacts"
+TIMEOUT_MS = 30_000  # generous: auto-waiting expectations, never wall-clock assertions
+PASSWORD = "correct horse battery staple"
+
+WEATHER = "What's the weather in Lagos and London?"
+CANCEL_ORDER = "Cancel order ORD-1001"
+RUN_URL = re.compile(r"/runs/(\d+)/$")
+FINISHED = re.compile(r"^(succeeded|failed|cancelled)$")
+
+# Every module: `pytestmark = [pytest.mark.browser, requires_chromium]`. CI installs Chromium
+# (.ci/run), so there the tests always run.
+requires_chromium = pytest.mark.skipif(
+    not os.access(CHROMIUM, os.X_OK), reason=f"no Chromium at {CHROMIUM} (apt-get install chromium)"
+)
+
+
+def run_id_of(page) -> int:
+    """The run shown by a run page."""
+    return int(page.locator("#run-page").get_attribute("data-run-id"))
+
+
+def mark_page(page) -> None:
+    """Put a flag in the page's JavaScript state; a reload or navigation would lose it."""
+    page.evaluate("window.__sameDocument = true")
+
+
+def still_same_page(page) -> bool:
+    return page.evaluate("window.__sameDocument === true")
+
+
+def wait_for_seq(page, seq: int) -> None:
+    """Until the run page's timeline has applied every event up to `seq` (the run's event_seq)."""
+    page.wait_for_function("seq => document.body.dataset.lastSeq === String(seq)", arg=seq, timeout=TIMEOUT_MS)
+
+
+def screenshot(page, name: str) -> Path:
+    """A full-page PNG in test-artifacts/, named by the database so both passes keep theirs."""
+    from django.db import connection
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    path = ARTIFACTS / f"{name}-{connection.vendor}.png"
+    page.screenshot(path=str(path), full_page=True)
+    return path
