@@ -2,7 +2,13 @@
 from celery import shared_task
 
 
-@shared_task(acks_late=True, reject_on_worker_lost=True, ignore_result=True)
+# Early acknowledgement, on purpose. A run's durability comes from the database: the run is
+# driven under a lease, every iteration is committed, and the periodic sweep hands a run whose
+# worker died to another worker (ending it as worker_lost after RUN_MAX_TAKEOVERS). Late
+# acknowledgement would add nothing on Redis (an unacked message only returns after the
+# visibility timeout, an hour), and with Celery 5.7 a late ack after a Redis restart kills the
+# worker (AttributeError in kombu's _connparams), taking every run in flight with it.
+@shared_task(acks_late=False, ignore_result=True)
 def advance_run(run_id: int) -> None:
     from runs.services.loop import run_advance
 

@@ -215,6 +215,9 @@ class _Driver:
         except LeaseLost:
             raise
         except Exception as exc:
+            if not Run.objects.filter(pk=run.pk, lease_owner=self.owner).exists():
+                # Another worker took over while we were away (e.g. our step index is taken).
+                raise LeaseLost(run.pk) from exc
             log.exception("run %s failed", run.pk)
             return self._finish("internal_error", detail=f"{type(exc).__name__}: {exc}"[:500])
 

@@ -24,7 +24,7 @@ import pytest
 import redis as redis_lib
 from django.db import close_old_connections, connection
 
-from agentsite.processes import embedded_redis_binary, wait_for_port
+from agentsite.processes import embedded_redis_binary
 from runs.tests import worker_tools  # noqa: F401  (registers the test tools in this process too)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -127,6 +127,33 @@ def broker(redis_server):
 
 
 @pytest.fixture
+def redis_factory(tmp_path):
+    """make(*redis-server options) -> a started RedisServer of this test (killed at teardown)."""
+    servers: list[RedisServer] = []
+
+    def make(*extra: str) -> RedisServer:
+        server = RedisServer(tmp_path / f"redis-{len(servers)}", None, *extra).start()
+        servers.append(server)
+        return server
+
+    yield make
+    for server in servers:
+        server.kill()
+
+
+@pytest.fixture
+def own_redis(redis_factory, broker):
+    """A Redis of this test's own that it may kill and restart; this process publishes to it.
+
+    Pass `redis_url=own_redis.url(0)` to the workers that should use it.
+    """
+    server = redis_factory()
+    use_broker(server.url(0))
+    yield server
+    use_broker(broker)
+
+
+@pytest.fixture
 def tool_log(tmp_path, monkeypatch):
     """The file where the test tools record each execution (this process and the workers)."""
     path = tmp_path / "tool-executions.jsonl"
@@ -175,15 +202,34 @@ class WorkerProc:
         except FileNotFoundError:
             return ""
 
+    def wait_ready(self, timeout: float = 60.0) -> "WorkerProc":
+        """Until the worker logs that it is ready (consuming), or fail with its log."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self.alive:
+                pytest.fail(f"worker exited with status {self.proc.returncode} before it was ready:\n{self.log()[-4000:]}")
+            if " ready." in self.log():
+                return self
+            time.sleep(0.1)
+        pytest.fail(f"worker not ready after {timeout:g} s:\n{self.log()[-4000:]}")
+
     def kill(self) -> None:
         """kill -9: the worker dies in the middle of whatever it does."""
         if self.alive:
             os.kill(self.proc.pid, signal.SIGKILL)
             self.proc.wait(timeout=10)
 
+    def freeze(self) -> None:
+        """SIGSTOP: a hung worker (a long GC pause, a frozen VM); its threads stop, sockets stay."""
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        self.proc.send_signal(signal.SIGCONT)
+
     def stop(self, timeout: float = 20.0) -> None:
         """SIGTERM (warm shutdown), then SIGKILL if it does not exit in time."""
         if self.alive:
+            self.thaw()
             self.proc.send_signal(signal.SIGTERM)
             try:
                 self.proc.wait(timeout=timeout)
@@ -201,7 +247,10 @@ def celery_worker_proc(transactional_db, demo_server, broker, tool_log, tmp_path
     workers: list[WorkerProc] = []
     counter = itertools.count(1)
 
-    def start(*, concurrency: int = 8, redis_url: str | None = None, env: dict | None = None) -> WorkerProc:
+    def start(
+        *, concurrency: int = 8, redis_url: str | None = None, env: dict | None = None, wait: bool = True
+    ) -> WorkerProc:
+        """Start a worker; with wait=False call .wait_ready() later (to start several at once)."""
         n = next(counter)
         name = f"durable{n}-{os.getpid()}@%h"
         log_path = tmp_path / f"worker-{n}.log"
@@ -238,16 +287,17 @@ def celery_worker_proc(transactional_db, demo_server, broker, tool_log, tmp_path
         worker = WorkerProc(proc, log_path, name)
         workers.append(worker)
         _LIVE_WORKERS.append(worker)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if not worker.alive:
-                pytest.fail(f"worker exited with status {proc.returncode} before it was ready:\n{worker.log()[-4000:]}")
-            if " ready." in worker.log():
-                return worker
-            time.sleep(0.1)
-        pytest.fail(f"worker not ready after 60 s:\n{worker.log()[-4000:]}")
+        if wait:
+            worker.wait_ready()
+        return worker
 
+    start.lease_seconds = WORKER_LEASE_SECONDS
+    start.max_takeovers = WORKER_MAX_TAKEOVERS
     yield start
+    for worker in workers:  # all at once: each warm shutdown takes a second or two
+        if worker.alive:
+            worker.thaw()
+            worker.proc.send_signal(signal.SIGTERM)
     for worker in workers:
         worker.stop()
         if worker in _LIVE_WORKERS:
