@@ -18,8 +18,7 @@ import statistics
 import sys
 import tempfile
 import time
-from datetime import datetime, timedelta
-from datetime import timezone as dt_timezone
+from datetime import UTC, datetime, timedelta
 from urllib.parse import urlencode, urlsplit
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -165,7 +164,7 @@ def seed(args) -> dict:
     agent_ids = [Agent.objects.create(name=name, model_list=[list(MODELS)[i % len(MODELS)]]).pk
                  for i, name in enumerate(AGENTS)]
     counts = steps_per_run(rng, args.runs, args.steps)
-    now = datetime.now(dt_timezone.utc)
+    now = datetime.now(UTC)
     first = now - timedelta(days=DAYS)
     spacing = (now - first) / args.runs
     message = json.dumps({"role": "assistant", "content": "ok"})

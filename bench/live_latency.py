@@ -15,7 +15,6 @@ import tempfile
 import threading
 import time
 import urllib.request
-from datetime import datetime
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench._common import ROOT, free_port, setup_django, start_demo_model  # noqa: E402
@@ -77,7 +76,7 @@ def main():
             while True:
                 try:
                     raw = await asyncio.wait_for(ws.recv(), timeout=1.0)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     if done.is_set():
                         return
                     continue

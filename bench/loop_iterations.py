@@ -97,7 +97,7 @@ def main():
         gaps, plain = results[100]
         ours_first, ours_last = sum(gaps[:9]) / 9, sum(gaps[-9:]) / 9
         theirs_first, theirs_last = sum(plain[1:10]) / 9, sum(plain[-9:]) / 9
-        print(f"cost of one iteration early (2-10) and late (92-100) in the 100-iteration runs:")
+        print("cost of one iteration early (2-10) and late (92-100) in the 100-iteration runs:")
         print(f"  project loop:         {ours_first:6.2f} -> {ours_last:6.2f} ms")
         print(f"  straightforward loop: {theirs_first:6.2f} -> {theirs_last:6.2f} ms")
         print(f"  ratio at iterations 92-100: {ours_last / theirs_last:.2f} (target <= 0.20)")

@@ -1,6 +1,7 @@
 """How tools are executed: a registry of source kinds, and of named Python handlers and verifiers."""
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 
 class ToolError(Exception):

@@ -3,8 +3,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from runs.models import Approval
-from runs.services.events import approvals_changed, event_record
 from runs.services.dispatch import run_dispatch
+from runs.services.events import approvals_changed, event_record
 from runs.snapshots import approval_brief
 
 

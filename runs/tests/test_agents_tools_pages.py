@@ -1,8 +1,7 @@
 """Agent and tool pages: who may read and edit, and what the editors accept."""
 import json
 import re
-from datetime import datetime, timedelta
-from datetime import timezone as dt_timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.contrib.auth.models import Permission, User
@@ -212,7 +211,7 @@ def test_disabled_tools_are_refused(admin):
 def test_agent_detail_shows_fields_and_last_twenty_runs(viewer):
     agent = Agent.objects.get(name="demo")
     other = Agent.objects.create(name="other")
-    base = datetime(2026, 3, 1, tzinfo=dt_timezone.utc)
+    base = datetime(2026, 3, 1, tzinfo=UTC)
     runs = [make_run(agent, f"task {i}", created=base + timedelta(minutes=i)) for i in range(25)]
     make_run(other, "not mine", created=base + timedelta(days=1))
     html = viewer.get(reverse("agent_detail", args=[agent.pk])).content.decode()

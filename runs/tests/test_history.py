@@ -1,7 +1,6 @@
 """The run history page: filters, pagination, bad filter values, query count."""
 import re
-from datetime import datetime, timedelta
-from datetime import timezone as dt_timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.contrib.auth.models import Group, User
@@ -14,7 +13,7 @@ from runs.selectors import history
 
 pytestmark = pytest.mark.django_db
 
-DAY = datetime(2026, 3, 10, 12, 0, tzinfo=dt_timezone.utc)
+DAY = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
 
 
 def user_in(group: str | None, name: str) -> User:
@@ -134,7 +133,7 @@ def test_tool_filter_matches_any_call(viewer_client, agents):
 
 def test_date_range_includes_both_days(viewer_client, agents):
     alpha, _ = agents
-    day = datetime(2026, 3, 10, tzinfo=dt_timezone.utc)
+    day = datetime(2026, 3, 10, tzinfo=UTC)
     before = make_run(alpha, created=day - timedelta(seconds=1))
     first = make_run(alpha, created=day)
     last = make_run(alpha, created=day + timedelta(days=1, hours=23, minutes=59))

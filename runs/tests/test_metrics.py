@@ -1,6 +1,5 @@
 """The metrics page against a small hand-made dataset whose numbers are known."""
-from datetime import date, datetime, timedelta
-from datetime import timezone as dt_timezone
+from datetime import UTC, date, datetime, timedelta
 
 import pytest
 from django.urls import reverse
@@ -13,11 +12,11 @@ from runs.tests.test_history import user_in
 pytestmark = pytest.mark.django_db
 
 START, END = date(2026, 3, 1), date(2026, 3, 7)
-MIDNIGHT = datetime(2026, 3, 1, tzinfo=dt_timezone.utc)  # the period's first instant
+MIDNIGHT = datetime(2026, 3, 1, tzinfo=UTC)  # the period's first instant
 
 
 def at(day: int, hour: int = 12, second: int = 0) -> datetime:
-    return datetime(2026, 3, day, hour, 0, second, tzinfo=dt_timezone.utc)
+    return datetime(2026, 3, day, hour, 0, second, tzinfo=UTC)
 
 
 def run(agent, *, status="succeeded", stop_reason="final_answer", iterations=1, created=None, tokens=(0, 0), cost=0.0):
