@@ -5,10 +5,8 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
-from urllib.parse import urlparse
 
 import redis
 
@@ -136,15 +134,6 @@ class Supervisor:
             except subprocess.TimeoutExpired:
                 proc.kill()
         print("stopped", flush=True)
-
-
-def redis_host_port(url: str) -> tuple[str, int]:
-    parsed = urlparse(url)
-    return parsed.hostname or "127.0.0.1", parsed.port or 6379
-
-
-def python() -> str:
-    return sys.executable
 
 
 def child_env(**extra) -> dict:

@@ -1,4 +1,5 @@
 import os
+import sys
 
 from django.conf import settings
 from django.core.management import call_command
@@ -33,7 +34,7 @@ class Command(BaseCommand):
         call_command("migrate", verbosity=0)
         password = processes.ensure_admin()
         env = processes.child_env(REDIS_URL=redis_url)
-        py = processes.python()
+        py = sys.executable
         supervisor.start(
             "web", [py, "-m", "daphne", "-b", options["host"], "-p", str(options["port"]), "agentsite.asgi:application"], env
         )
