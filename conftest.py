@@ -4,6 +4,9 @@ from django.apps import apps as django_apps
 
 from runs.demo_model import start_server
 
+# alice, bob (operators), viewer and no_dispatch, for the approval tests.
+pytest_plugins = ["runs.tests.approval_fixtures"]
+
 
 @pytest.fixture(scope="session")
 def demo_server():

@@ -2,7 +2,6 @@
 from datetime import timedelta
 
 import pytest
-from django.contrib.auth.models import Group, User
 from django.urls import reverse
 from django.utils import timezone
 
@@ -16,6 +15,7 @@ from runs.selectors.approvals import (
     unseen_identifiers,
 )
 from runs.services.approvals import approvals_expire
+from runs.tests.approval_fixtures import make_user, pending_approval
 from toolsapp.models import Tool
 
 DEMO_TASK = "Cancel order ORD-1001"
@@ -103,40 +103,6 @@ def test_masked_values_are_never_checked_for_identifiers():
 
 
 # --- Fixtures ----------------------------------------------------------------------------------
-
-
-def make_user(name: str, group: str | None) -> User:
-    user = User.objects.create_user(name, password="pw-" + name)
-    if group:
-        user.groups.add(Group.objects.get(name=group))
-    return user
-
-
-@pytest.fixture
-def no_dispatch(monkeypatch):
-    """No worker here: a decision must not enqueue the run."""
-    dispatched = []
-    monkeypatch.setattr("runs.services.approvals.run_dispatch", lambda run_id: dispatched.append(run_id))
-    return dispatched
-
-
-@pytest.fixture
-def alice(demo_data):
-    return make_user("alice", "operators")
-
-
-@pytest.fixture
-def bob(demo_data):
-    return make_user("bob", "operators")
-
-
-@pytest.fixture
-def viewer(demo_data):
-    return make_user("victor", "viewers")
-
-
-def pending_approval(run) -> Approval:
-    return Approval.objects.get(run=run, status=Approval.Status.PENDING)
 
 
 def queue_html(client) -> str:

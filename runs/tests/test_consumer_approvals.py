@@ -9,24 +9,18 @@ import pytest
 from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.test import Client
 
 from agentsite.asgi import application
 from runs.models import Approval, RunEvent
 from runs.services.approvals import approval_decide
+from runs.tests.approval_fixtures import make_user, pending_approval
 
 DEMO_TASK = "Cancel order ORD-1001"
 PATH = "/ws/approvals/"
 LOCAL_ORIGIN = b"http://localhost"
-
-
-def make_user(name: str, group: str | None) -> User:
-    user = User.objects.create_user(name, password="pw-" + name)
-    if group:
-        user.groups.add(Group.objects.get(name=group))
-    return user
 
 
 def headers_for(user: User | None, origin: bytes = LOCAL_ORIGIN) -> list[tuple[bytes, bytes]]:
@@ -72,32 +66,6 @@ async def nothing_of(communicator: WebsocketCommunicator, kind: str, timeout: fl
         if matches(await communicator.receive_json_from(), kind, where):
             return False
     return True
-
-
-@pytest.fixture
-def no_dispatch(monkeypatch):
-    dispatched = []
-    monkeypatch.setattr("runs.services.approvals.run_dispatch", lambda run_id: dispatched.append(run_id))
-    return dispatched
-
-
-@pytest.fixture
-def alice(demo_data):
-    return make_user("alice", "operators")
-
-
-@pytest.fixture
-def bob(demo_data):
-    return make_user("bob", "operators")
-
-
-@pytest.fixture
-def viewer(demo_data):
-    return make_user("victor", "viewers")
-
-
-def pending_approval(run) -> Approval:
-    return Approval.objects.get(run=run, status=Approval.Status.PENDING)
 
 
 def connects(headers) -> bool:
