@@ -65,6 +65,7 @@ def batch(n: int, url: str) -> float:
     with transaction.atomic():
         for run_id in ids:
             run_dispatch(run_id=run_id)
+    dispatched = time.perf_counter() - started
     while True:
         open_ = Run.objects.filter(pk__in=ids).exclude(status__in=Run.FINISHED_STATUSES).count()
         if open_ == 0:
@@ -73,6 +74,11 @@ def batch(n: int, url: str) -> float:
             raise SystemExit(f"{open_} runs still open after 300 s")
         time.sleep(0.05)
     elapsed = time.perf_counter() - started
+    if os.environ.get("BENCH_VERBOSE"):
+        from django.db.models import Max, Min
+
+        span = Run.objects.filter(pk__in=ids).aggregate(first=Min("started_at"), last=Max("started_at"))
+        print(f"  dispatch took {dispatched:.2f} s; runs started over {(span['last'] - span['first']).total_seconds():.2f} s")
     ok = Run.objects.filter(pk__in=ids, status=Run.Status.SUCCEEDED).count()
     if ok != n:
         print(f"  warning: {n - ok} runs did not succeed")

@@ -17,7 +17,10 @@ from django.conf import settings
 
 log = logging.getLogger(__name__)
 
-_clients: dict[tuple, openai.OpenAI] = {}
+# One client (and so one connection pool) per thread. A worker drives up to a hundred runs in
+# threads; a pool shared by all of them spends its time under the pool's lock, probing every idle
+# connection on each request and each close (measured: half the threads waiting there).
+_thread_clients = threading.local()
 _clients_lock = threading.Lock()
 _demo_server = None
 
@@ -81,19 +84,18 @@ def resolve_endpoint(*, base_url: str = "", models: list[str] | None = None) -> 
 
 
 def client_for(base_url: str, api_key: str, timeout: float | None = None) -> openai.OpenAI:
+    clients = getattr(_thread_clients, "by_key", None)
+    if clients is None:
+        clients = _thread_clients.by_key = {}
     key = (base_url, api_key, timeout)
-    client = _clients.get(key)
+    client = clients.get(key)
     if client is None:
-        with _clients_lock:
-            client = _clients.get(key)
-            if client is None:
-                client = openai.OpenAI(
-                    base_url=base_url,
-                    api_key=api_key,
-                    timeout=timeout or settings.LLM_TIMEOUT_SECONDS,
-                    max_retries=settings.LLM_MAX_RETRIES,
-                )
-                _clients[key] = client
+        client = clients[key] = openai.OpenAI(
+            base_url=base_url,
+            api_key=api_key,
+            timeout=timeout or settings.LLM_TIMEOUT_SECONDS,
+            max_retries=settings.LLM_MAX_RETRIES,
+        )
     return client
 
 
