@@ -33,6 +33,8 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "channels",
     "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
     "toolsapp",
     "runs",
 ]
@@ -189,3 +191,40 @@ RUN_REQUEUE_AFTER_SECONDS = env_int("RUN_REQUEUE_AFTER_SECONDS", 60)
 RUN_RETENTION_DAYS = env_int("RUN_RETENTION_DAYS", 90)  # 0 keeps runs forever
 DEFAULT_CUSTOMER = env_str("DEFAULT_CUSTOMER", "acme")
 APPROVAL_TIMEOUT_SECONDS = env_int("APPROVAL_TIMEOUT_SECONDS", 0)  # 0: approvals never expire
+
+# --- Tools from other servers ----------------------------------------------------------------
+# HTTP tools and webhooks refuse loopback, private, link-local and metadata addresses unless
+# named here: hosts ("tools.internal"), host:port ("127.0.0.1:9000") or networks ("10.1.0.0/16").
+OUTBOUND_ALLOWLIST = env_list("OUTBOUND_ALLOWLIST", [])
+TOOL_HTTP_MAX_RESPONSE_BYTES = env_int("TOOL_HTTP_MAX_RESPONSE_BYTES", 1024 * 1024)
+TOOL_HTTP_MAX_REDIRECTS = env_int("TOOL_HTTP_MAX_REDIRECTS", 3)
+# MCP servers started as a stdio command get only these environment variables (plus the
+# server's own); secrets reach them from the environment, never from the database.
+MCP_STDIO_ENV_PASSTHROUGH = env_list("MCP_STDIO_ENV_PASSTHROUGH", ["PATH", "HOME", "LANG"])
+
+# --- Notifications -----------------------------------------------------------------------
+# Outgoing POSTs for new pending approvals and budget alerts (comma separated URLs), signed with
+# an HMAC of the body in X-Agentsite-Signature when WEBHOOK_SECRET is set.
+WEBHOOK_URLS = env_list("WEBHOOK_URLS", [])
+WEBHOOK_SECRET = env_str("WEBHOOK_SECRET")
+WEBHOOK_TIMEOUT_SECONDS = env_float("WEBHOOK_TIMEOUT_SECONDS", 5.0)
+SITE_URL = env_str("SITE_URL", "http://127.0.0.1:8000")  # links in notifications
+
+# --- REST API ----------------------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.SessionAuthentication",
+        "rest_framework.authentication.TokenAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
+    "PAGE_SIZE": 50,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Agentsite API",
+    "DESCRIPTION": "Runs, approvals, agents, tools and metrics: everything the dashboard does.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "COMPONENT_SPLIT_REQUEST": True,
+}

@@ -34,6 +34,12 @@ class Agent(models.Model):
         default=False, help_text="When a limit stops the run, make one last tools-free call for a summary."
     )
     approval_timeout_seconds = models.PositiveIntegerField(null=True, blank=True)
+    daily_token_alert = models.PositiveBigIntegerField(
+        null=True, blank=True, help_text="Notify when this agent's runs use more tokens in a day (UTC)."
+    )
+    daily_cost_alert_usd = models.FloatField(
+        null=True, blank=True, help_text="Notify when this agent's runs cost more in a day (UTC)."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -245,3 +251,25 @@ class RunEvent(models.Model):
     class Meta:
         ordering = ["run", "seq"]
         constraints = [models.UniqueConstraint(fields=["run", "seq"], name="unique_event_seq")]
+
+
+class BudgetAlert(models.Model):
+    """An agent crossed its daily token or cost threshold; one row per agent, day and kind."""
+
+    class Kind(models.TextChoices):
+        TOKENS = "tokens", "Tokens"
+        COST = "cost", "Cost"
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="budget_alerts")
+    day = models.DateField()
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    threshold = models.FloatField()
+    observed = models.FloatField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [models.UniqueConstraint(fields=["agent", "day", "kind"], name="one_budget_alert_per_day")]
+
+    def __str__(self):
+        return f"{self.agent} {self.kind} {self.day}"
