@@ -1,17 +1,21 @@
 """JSON Schema checks for tool definitions and tool arguments.
 
-Schemas are untrusted input: a remote `$ref` is never fetched, and size and depth are capped.
+Schemas are untrusted input (typed by an admin, or sent by an MCP server): a remote `$ref` is
+never fetched, size and depth are capped, and every `pattern` runs on RE2, whose matching time is
+linear in the input, so a pattern like "(a+)+$" cannot hang a worker.
 """
 import json
 from functools import lru_cache
 
-from jsonschema import Draft202012Validator, FormatChecker
+import re2
+from jsonschema import Draft202012Validator, FormatChecker, validators
 from jsonschema.exceptions import SchemaError, ValidationError
 from referencing import Registry
 from referencing.exceptions import NoSuchResource
 
 MAX_SCHEMA_BYTES = 64 * 1024
 MAX_SCHEMA_DEPTH = 32
+MAX_ERROR_CHARS = 500  # of a validation message sent back to the model (it may quote the argument)
 
 
 class InvalidSchema(ValueError):
@@ -48,6 +52,58 @@ def _refs(value):
             yield from _refs(item)
 
 
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False
+
+
+@lru_cache(maxsize=1024)
+def _compiled(pattern: str):
+    return re2.compile(pattern, _RE2_OPTIONS)
+
+
+def _patterns(value):
+    """Every regular expression in a schema: `pattern` values and `patternProperties` keys."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key == "pattern" and isinstance(item, str):
+                yield item
+            elif key == "patternProperties" and isinstance(item, dict):
+                yield from item.keys()
+                for sub in item.values():
+                    yield from _patterns(sub)
+                continue
+            if key not in ("const", "enum", "default", "examples"):
+                yield from _patterns(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _patterns(item)
+
+
+def _short(value: str, limit: int = 60) -> str:
+    return repr(value) if len(value) <= limit else repr(value[:limit]) + f"... ({len(value)} characters)"
+
+
+def _re2_pattern(validator, pattern, instance, schema):
+    if validator.is_type(instance, "string") and not _compiled(pattern).search(instance):
+        yield ValidationError(f"{_short(instance)} does not match {pattern!r}")
+
+
+def _re2_pattern_properties(validator, pattern_properties, instance, schema):
+    if not validator.is_type(instance, "object"):
+        return
+    for pattern, subschema in pattern_properties.items():
+        regex = _compiled(pattern)
+        for name, value in instance.items():
+            if regex.search(name):
+                yield from validator.descend(value, subschema, path=name, schema_path=pattern)
+
+
+# Draft 2020-12 with RE2 for the two keywords that run regular expressions on the arguments.
+_Validator = validators.extend(
+    Draft202012Validator, {"pattern": _re2_pattern, "patternProperties": _re2_pattern_properties}
+)
+
+
 def check_tool_schema(schema) -> list[str]:
     """Raise InvalidSchema for a schema we will not run; return warnings for OpenAI strict mode."""
     if not isinstance(schema, dict):
@@ -65,6 +121,15 @@ def check_tool_schema(schema) -> list[str]:
         Draft202012Validator.check_schema(schema)
     except SchemaError as exc:
         raise InvalidSchema(f"Not a valid Draft 2020-12 schema: {exc.message}") from None
+    for pattern in _patterns(schema):
+        try:
+            _compiled(pattern)
+        except re2.error as exc:
+            reason = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+            raise InvalidSchema(
+                f"The pattern {pattern!r} is not supported ({reason}); patterns use RE2 syntax, which has no "
+                "backreferences or lookaround, so matching can never take exponential time."
+            ) from None
     return strict_mode_warnings(schema)
 
 
@@ -92,7 +157,11 @@ def strict_mode_warnings(schema: dict) -> list[str]:
 
 @lru_cache(maxsize=512)
 def _validator_for(schema_json: str) -> Draft202012Validator:
-    return Draft202012Validator(json.loads(schema_json), registry=_NO_REMOTE, format_checker=FormatChecker())
+    return _Validator(json.loads(schema_json), registry=_NO_REMOTE, format_checker=_FORMATS)
+
+
+# The "regex" format would compile the argument with Python's re: leave it out.
+_FORMATS = FormatChecker([name for name in FormatChecker.checkers if name != "regex"])
 
 
 def validate_arguments(schema: dict, arguments) -> str | None:
@@ -100,12 +169,15 @@ def validate_arguments(schema: dict, arguments) -> str | None:
     validator = _validator_for(json.dumps(schema, sort_keys=True))
     try:
         error = next(iter(sorted(validator.iter_errors(arguments), key=lambda e: list(e.path))), None)
+    except re2.error:  # a stored schema from before patterns were checked
+        return "the tool's schema has a pattern that is not valid RE2 syntax; an admin must fix the tool"
     except Exception as exc:  # an unresolvable local $ref and the like: the schema's fault
         return f"the tool's schema could not be applied ({type(exc).__name__})"
     if error is None:
         return None
     location = "/".join(str(p) for p in error.absolute_path) or "(root)"
-    return f"invalid arguments at {location}: {error.message}"
+    message = error.message if len(error.message) <= MAX_ERROR_CHARS else error.message[:MAX_ERROR_CHARS] + "..."
+    return f"invalid arguments at {location}: {message}"
 
 
 __all__ = ["InvalidSchema", "ValidationError", "check_tool_schema", "validate_arguments"]

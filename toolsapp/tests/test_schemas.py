@@ -207,3 +207,52 @@ def test_broken_local_ref_is_an_error_not_a_crash():
     schema = {"type": "object", "properties": {"city": {"$ref": "#/$defs/missing"}}}
     error = validate_arguments(schema, {"city": "Lagos"})
     assert error and "could not be applied" in error
+
+
+# --- Regular expressions in schemas run on RE2 -------------------------------------------------
+
+EVIL = {"type": "object", "properties": {"name": {"type": "string", "pattern": "^(a+)+$"}}}
+
+
+def test_catastrophic_pattern_is_accepted_and_cannot_hang_validation():
+    # Python's re needs ~2^n steps for this input; RE2 answers in linear time. Run it in a
+    # thread so a regression fails the test instead of hanging the suite.
+    import threading
+
+    assert check_tool_schema(EVIL) is not None
+    outcome = []
+    worker = threading.Thread(
+        target=lambda: outcome.append(validate_arguments(EVIL, {"name": "a" * 100_000 + "!"})), daemon=True
+    )
+    worker.start()
+    worker.join(timeout=30)
+    assert outcome, "validation of a catastrophic pattern did not finish"
+    assert outcome[0].startswith("invalid arguments at name:")
+    assert "100001 characters" in outcome[0] and len(outcome[0]) < 300  # the argument is not echoed whole
+    assert validate_arguments(EVIL, {"name": "aaaa"}) is None
+
+
+@pytest.mark.parametrize("pattern", [r"(a)\1", r"(?=x)y", r"(?<!a)b"])
+def test_patterns_that_need_backtracking_are_refused_with_a_reason(pattern):
+    with pytest.raises(InvalidSchema, match="RE2 syntax"):
+        check_tool_schema({"type": "object", "properties": {"x": {"type": "string", "pattern": pattern}}})
+    with pytest.raises(InvalidSchema, match="not supported"):
+        check_tool_schema({"type": "object", "patternProperties": {pattern: {"type": "string"}}})
+
+
+def test_pattern_properties_are_matched_with_re2():
+    schema = {"type": "object", "patternProperties": {r"^n_\d+$": {"type": "integer"}}}
+    check_tool_schema(schema)
+    assert validate_arguments(schema, {"n_1": 3, "other": "x"}) is None
+    assert "n_2" in validate_arguments(schema, {"n_2": "three"})
+
+
+def test_a_property_named_pattern_is_not_mistaken_for_a_regex():
+    schema = {"type": "object", "properties": {"pattern": {"type": "string"}}, "examples": [{"pattern": "(a)\\1"}]}
+    check_tool_schema(schema)
+    assert validate_arguments(schema, {"pattern": "(a)\\1"}) is None
+
+
+def test_regex_format_does_not_compile_arguments_with_python_re():
+    schema = {"type": "object", "properties": {"r": {"type": "string", "format": "regex"}}}
+    assert validate_arguments(schema, {"r": "(a+)+$"}) is None
