@@ -5,6 +5,7 @@ import re
 from django import forms
 
 from runs.services.guards import MAX_SAFE_INTEGER
+from toolsapp.http_tools import SECRET_ENV_PREFIX, tool_config_errors
 from toolsapp.models import Tool
 from toolsapp.registry import EXECUTORS, PYTHON_HANDLERS
 from toolsapp.schemas import InvalidSchema, check_tool_schema
@@ -27,15 +28,25 @@ class ToolForm(forms.ModelForm):
         help_text="Identical calls allowed per run; empty uses the agent's.",
     )
     timeout_seconds = forms.FloatField(min_value=0.01, max_value=24 * 3600)
+    url = forms.URLField(
+        required=False, label="URL (HTTP tools)", assume_scheme="https",
+        help_text="The worker POSTs the validated arguments and the idempotency key here as JSON. "
+                  "Private and loopback addresses are refused unless OUTBOUND_ALLOWLIST names them.",
+    )
+    secret_env = forms.CharField(
+        required=False, label="Secret from environment (HTTP tools)", max_length=100,
+        help_text=f"Name of an environment variable starting with {SECRET_ENV_PREFIX}; its value is sent "
+                  "as a Bearer token. The secret itself is never stored.",
+    )
 
     class Meta:
         model = Tool
         fields = [
             "name", "description", "parameters", "destructive", "parallel_safe", "idempotent",
-            "timeout_seconds", "repeat_limit", "sensitive_fields", "kind", "handler", "enabled",
+            "timeout_seconds", "repeat_limit", "sensitive_fields", "kind", "handler", "url", "secret_env", "enabled",
         ]
         widgets = {"description": forms.Textarea(attrs={"rows": 3})}
-        help_texts = {"kind": "Only Python handlers can be executed by this installation today."}
+        help_texts = {"kind": "MCP tools are added by discovering an MCP server's tools."}
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -47,6 +58,15 @@ class ToolForm(forms.ModelForm):
                 indent=2, ensure_ascii=False,
             )
             self.initial["sensitive_fields"] = ", ".join(self.initial.get("sensitive_fields") or [])
+            config = self.instance.config or {}
+            self.initial.setdefault("url", config.get("url", ""))
+            self.initial.setdefault("secret_env", config.get("secret_env", ""))
+        if self.instance.pk and self.instance.kind == Tool.Kind.MCP:
+            # Where an MCP tool lives and what it is called there come from discovery.
+            for name in ("kind", "name", "url", "secret_env", "handler"):
+                self.fields[name].disabled = True
+        else:
+            self.fields["kind"].choices = [c for c in Tool.Kind.choices if c[0] != Tool.Kind.MCP]
 
     def clean_name(self):
         name = self.cleaned_data["name"].strip()
@@ -67,6 +87,15 @@ class ToolForm(forms.ModelForm):
         except InvalidSchema as exc:
             raise forms.ValidationError(str(exc)) from None
         return schema
+
+    def clean(self):
+        data = super().clean()
+        if data.get("kind") == Tool.Kind.HTTP:
+            config = {"url": data.get("url") or "", "secret_env": (data.get("secret_env") or "").strip()}
+            for problem in tool_config_errors(config):
+                self.add_error("secret_env" if "secret" in problem else "url", problem)
+            self.instance.config = {k: v for k, v in config.items() if v}
+        return data
 
     def clean_sensitive_fields(self):
         return [part.strip() for part in self.cleaned_data["sensitive_fields"].split(",") if part.strip()]

@@ -63,6 +63,13 @@ class PythonExecutor(Executor):
 EXECUTORS: dict[str, Executor] = {"python": PythonExecutor()}
 
 
+def register_executors() -> None:
+    """Add the remote sources (called once the app is ready: their modules import this one)."""
+    from toolsapp.http_tools import HttpExecutor
+
+    EXECUTORS.setdefault("http", HttpExecutor())
+
+
 def executor_for(kind: str) -> Executor:
     try:
         return EXECUTORS[kind]

@@ -313,7 +313,26 @@ def test_other_bad_tool_values(admin, changes, field):
     assert Tool.objects.count() == before
 
 
-def test_http_kind_is_kept_with_a_warning(admin):
-    response = admin.post(reverse("tool_create"), tool_post(kind="http", handler=""), follow=True)
-    assert Tool.objects.get(name="check_stock").kind == "http"
-    assert any("cannot be executed" in str(m) for m in response.context["messages"])
+def test_http_tool_needs_a_url_and_keeps_it_in_its_config(admin):
+    response = admin.post(reverse("tool_create"), tool_post(kind="http", handler=""))
+    assert "url" in response.context["form"].errors
+    assert not Tool.objects.filter(name="check_stock").exists()
+
+    admin.post(reverse("tool_create"), tool_post(
+        kind="http", handler="", url="https://stock.example.com/check", secret_env="TOOL_SECRET_STOCK"))
+    tool = Tool.objects.get(name="check_stock")
+    assert tool.kind == "http"
+    assert tool.config == {"url": "https://stock.example.com/check", "secret_env": "TOOL_SECRET_STOCK"}
+
+
+def test_http_tool_secret_must_name_a_tool_secret_variable(admin):
+    response = admin.post(reverse("tool_create"), tool_post(
+        kind="http", handler="", url="https://stock.example.com/check", secret_env="DJANGO_SECRET_KEY"))
+    assert "secret_env" in response.context["form"].errors
+    assert not Tool.objects.filter(name="check_stock").exists()
+
+
+def test_mcp_tools_cannot_be_made_by_hand(admin):
+    response = admin.post(reverse("tool_create"), tool_post(kind="mcp"))
+    assert "kind" in response.context["form"].errors
+    assert not Tool.objects.filter(name="check_stock").exists()

@@ -1,0 +1,64 @@
+"""HTTP tools: the worker POSTs the validated arguments to the URL an admin registered.
+
+Request body: {"tool", "arguments", "idempotency_key", "run_id", "call_id"}, and the key again in
+the Idempotency-Key header so a server can return the first outcome for a repeated call. A 2xx
+JSON answer is the result; anything else is an error the model reads.
+
+Tool config: {"url": "https://...", "secret_env": "TOOL_SECRET_CRM"}. A secret is never stored:
+`secret_env` names an environment variable (it must start with TOOL_SECRET_, so a tool cannot be
+pointed at the server's own secrets) whose value is sent as "Authorization: Bearer <value>".
+"""
+import os
+
+from toolsapp import net
+from toolsapp.registry import Executor, ToolContext, ToolError
+
+SECRET_ENV_PREFIX = "TOOL_SECRET_"
+ERROR_BODY_CHARS = 300
+
+
+def tool_config_errors(config: dict) -> list[str]:
+    """What is wrong with an HTTP tool's config (checked when an admin saves it)."""
+    errors = []
+    url = config.get("url")
+    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+        errors.append("An HTTP tool needs a URL starting with http:// or https://.")
+    secret_env = config.get("secret_env") or ""
+    if secret_env and not secret_env.startswith(SECRET_ENV_PREFIX):
+        errors.append(f"The secret's environment variable must start with {SECRET_ENV_PREFIX}.")
+    return errors
+
+
+class HttpExecutor(Executor):
+    def call(self, tool, arguments: dict, context: ToolContext):
+        config = tool.config or {}
+        problems = tool_config_errors(config)
+        if problems:
+            raise ToolError(f"the tool is misconfigured: {' '.join(problems)}")
+        headers = {"Idempotency-Key": context.idempotency_key}
+        secret_env = config.get("secret_env")
+        if secret_env:
+            secret = os.environ.get(secret_env)
+            if not secret:
+                raise ToolError(f"the tool's secret is not set on this worker ({secret_env})")
+            headers["Authorization"] = f"Bearer {secret}"
+        payload = {
+            "tool": tool.name,
+            "arguments": arguments,
+            "idempotency_key": context.idempotency_key,
+            "run_id": context.run_id,
+            "call_id": context.call_id,
+        }
+        try:
+            response = net.post_json(config["url"], payload, timeout=tool.timeout_seconds, headers=headers)
+        except net.Blocked as exc:
+            raise ToolError(f"the request was refused before sending: {exc}") from None
+        except net.OutboundError as exc:
+            raise ToolError(str(exc)) from None
+        if not 200 <= response.status < 300:
+            text = response.body[:ERROR_BODY_CHARS].decode(errors="replace")
+            raise ToolError(f"the tool's server answered HTTP {response.status}: {text}")
+        try:
+            return response.json()
+        except net.OutboundError as exc:
+            raise ToolError(str(exc)) from None

@@ -1,0 +1,201 @@
+"""Outgoing HTTP to addresses an admin typed (HTTP tools, webhooks), guarded against
+server-side request forgery.
+
+The host is resolved before connecting, and the request is refused when any address it resolves
+to is loopback, private, link-local (cloud metadata lives there), shared, multicast or otherwise
+not public, unless `OUTBOUND_ALLOWLIST` names it. The connection then goes to the address that was
+checked (so a second DNS answer cannot swap in another one), with the original name for the Host
+header and TLS. Redirects are followed only when they keep the method (307/308), each hop checked
+the same way; any other redirect is refused.
+"""
+import http.client
+import ipaddress
+import json
+import socket
+import ssl
+import time
+from dataclasses import dataclass
+from urllib.parse import urljoin, urlsplit
+
+from django.conf import settings
+
+USER_AGENT = "agentsite/1"
+
+
+class Blocked(ValueError):
+    """The URL may not be requested; nothing was sent."""
+
+
+class OutboundError(Exception):
+    """The request was allowed but did not produce a usable response."""
+
+
+@dataclass
+class Response:
+    url: str
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self):
+        try:
+            return json.loads(self.body)
+        except (ValueError, UnicodeDecodeError):
+            raise OutboundError(f"the response from {self.url} is not JSON") from None
+
+
+@dataclass(frozen=True)
+class Target:
+    scheme: str
+    host: str
+    port: int
+    path: str  # with the query
+    address: str  # the checked IP address to connect to
+
+
+def _allowlisted(host: str, port: int, ip, allowlist: list[str]) -> bool:
+    """Entries: a host name or IP ("tools.internal", "10.0.0.5", "::1"), the same with a port
+    ("127.0.0.1:9000", "[::1]:9000"), or a network ("10.1.0.0/16")."""
+    for entry in (e.strip().lower() for e in allowlist):
+        if "/" in entry:
+            try:
+                if ip in ipaddress.ip_network(entry, strict=False):
+                    return True
+            except ValueError:
+                pass
+            continue
+        name, entry_port = entry, None
+        if entry.startswith("["):
+            name, _, rest = entry[1:].partition("]")
+            entry_port = rest[1:] if rest.startswith(":") else None
+        elif entry.count(":") == 1:
+            name, entry_port = entry.split(":")
+        if entry_port is not None and entry_port != str(port):
+            continue
+        if name and name in (host.lower(), str(ip)):
+            return True
+    return False
+
+
+def _public(ip) -> bool:
+    if ip.version == 6 and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.is_global and not ip.is_multicast
+
+
+def check_url(url: str) -> Target:
+    """Resolve and check a URL; raise Blocked (with the reason) when it may not be requested."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise Blocked(f"not a valid URL: {exc}") from None
+    if parts.scheme not in ("http", "https"):
+        raise Blocked("only http and https URLs are allowed")
+    if parts.username or parts.password:
+        raise Blocked("credentials in the URL are not allowed")
+    host = parts.hostname
+    if not host:
+        raise Blocked("the URL has no host")
+    port = port or (443 if parts.scheme == "https" else 80)
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise Blocked(f"the host {host!r} could not be resolved ({exc})") from None
+    addresses = []
+    for info in infos:
+        ip = ipaddress.ip_address(info[4][0].split("%")[0])
+        if not _public(ip) and not _allowlisted(host, port, ip, settings.OUTBOUND_ALLOWLIST):
+            raise Blocked(
+                f"{host} resolves to {ip}, a private, loopback, link-local or reserved address; "
+                "add it to OUTBOUND_ALLOWLIST if this server is meant to be reached"
+            )
+        addresses.append(str(ip))
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    return Target(scheme=parts.scheme, host=host, port=port, path=path, address=addresses[0])
+
+
+class _PinnedHTTPConnection(http.client.HTTPConnection):
+    def __init__(self, target: Target, timeout: float):
+        super().__init__(target.host, target.port, timeout=timeout)
+        self._address = target.address
+
+    def connect(self):
+        self.sock = socket.create_connection((self._address, self.port), self.timeout)
+
+
+class _PinnedHTTPSConnection(http.client.HTTPSConnection):
+    def __init__(self, target: Target, timeout: float):
+        super().__init__(target.host, target.port, timeout=timeout, context=ssl.create_default_context())
+        self._address = target.address
+
+    def connect(self):
+        sock = socket.create_connection((self._address, self.port), self.timeout)
+        self.sock = self._context.wrap_socket(sock, server_hostname=self.host)
+
+
+def post_json(
+    url: str,
+    payload,
+    *,
+    timeout: float,
+    max_bytes: int | None = None,
+    headers: dict[str, str] | None = None,
+    max_redirects: int | None = None,
+) -> Response:
+    """POST `payload` as JSON. Raises Blocked before sending anything to a refused address, and
+    OutboundError for timeouts, oversized responses, refused redirects and network failures."""
+    max_bytes = settings.TOOL_HTTP_MAX_RESPONSE_BYTES if max_bytes is None else max_bytes
+    max_redirects = settings.TOOL_HTTP_MAX_REDIRECTS if max_redirects is None else max_redirects
+    body = json.dumps(payload, separators=(",", ":")).encode()
+    deadline = time.monotonic() + timeout
+    for _hop in range(max_redirects + 1):
+        target = check_url(url)
+        response = _send(target, url, body, headers or {}, deadline, max_bytes)
+        if response.status in (307, 308):
+            location = response.headers.get("location")
+            if not location:
+                raise OutboundError(f"{url} answered {response.status} without a Location")
+            url = urljoin(url, location)
+            continue
+        if 300 <= response.status < 400:
+            raise OutboundError(
+                f"{url} answered a {response.status} redirect, which would turn the POST into a GET; not followed"
+            )
+        return response
+    raise OutboundError(f"more than {max_redirects} redirects")
+
+
+def _send(target: Target, url: str, body: bytes, headers: dict, deadline: float, max_bytes: int) -> Response:
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        raise OutboundError(f"no answer from {url} within the timeout")
+    connection_class = _PinnedHTTPSConnection if target.scheme == "https" else _PinnedHTTPConnection
+    connection = connection_class(target, timeout=remaining)
+    try:
+        connection.request(
+            "POST", target.path, body=body,
+            headers={"Content-Type": "application/json", "Accept": "application/json", "User-Agent": USER_AGENT,
+                     **headers},
+        )
+        reply = connection.getresponse()
+        chunks, size = [], 0
+        while True:
+            if time.monotonic() > deadline:
+                raise OutboundError(f"no complete answer from {url} within the timeout")
+            chunk = reply.read1(65536) if hasattr(reply, "read1") else reply.read(65536)
+            if not chunk:
+                break
+            size += len(chunk)
+            if size > max_bytes:
+                raise OutboundError(f"the response from {url} is larger than {max_bytes} bytes")
+            chunks.append(chunk)
+        return Response(
+            url=url, status=reply.status, headers={k.lower(): v for k, v in reply.getheaders()}, body=b"".join(chunks)
+        )
+    except TimeoutError:
+        raise OutboundError(f"no answer from {url} within the timeout") from None
+    except (OSError, http.client.HTTPException) as exc:
+        raise OutboundError(f"could not reach {url}: {type(exc).__name__}: {exc}") from None
+    finally:
+        connection.close()
