@@ -139,6 +139,9 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BEAT_SCHEDULE = {
     "sweep-runs": {"task": "runs.tasks.sweep_runs", "schedule": env_float("SWEEP_INTERVAL_SECONDS", 15.0)},
     "prune-runs": {"task": "runs.tasks.prune_runs", "schedule": 6 * 3600.0},
+    "budget-alerts": {
+        "task": "runs.tasks.check_budget_alerts", "schedule": env_float("BUDGET_ALERT_INTERVAL_SECONDS", 60.0),
+    },
 }
 CHANNEL_LAYERS = {
     "default": {

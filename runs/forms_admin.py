@@ -163,7 +163,7 @@ class AgentForm(forms.ModelForm):
             "name", "description", "system_prompt", "model_list", "base_url", "tools",
             "max_iterations", "repeat_limit", "max_wall_seconds", "max_tokens", "max_cost_usd", "max_output_tokens",
             "first_tool_choice", "later_tool_choice", "parallel_tool_calls", "provider_options",
-            "verifier", "summarize_on_stop", "approval_timeout_seconds",
+            "verifier", "summarize_on_stop", "approval_timeout_seconds", "daily_token_alert", "daily_cost_alert_usd",
         ]
         widgets = {"description": forms.Textarea(attrs={"rows": 2}), "system_prompt": forms.Textarea(attrs={"rows": 6})}
 

@@ -73,6 +73,15 @@ def demo_model_url() -> str:
 
 def resolve_endpoint(*, base_url: str = "", models: list[str] | None = None) -> Endpoint:
     """Where to send requests. With no API key and no base URL, the offline demo model."""
+    if base_url and base_url != settings.LLM_BASE_URL:
+        # Typed in the dashboard, the API or a launch: the same guard as HTTP tools, so an
+        # agent's endpoint cannot be pointed at an internal service (LLM_BASE_URL is trusted).
+        from toolsapp.net import Blocked, check_url
+
+        try:
+            check_url(base_url)
+        except Blocked as exc:
+            raise ModelError(f"the model endpoint {base_url} was refused: {exc}") from None
     base_url = base_url or settings.LLM_BASE_URL
     models = list(models or settings.LLM_MODELS)
     if not base_url and not settings.LLM_API_KEY:

@@ -30,3 +30,25 @@ def prune_runs() -> None:
 
     if settings.RUN_RETENTION_DAYS:
         runs_prune(days=settings.RUN_RETENTION_DAYS)
+
+
+@shared_task(ignore_result=True, bind=True, max_retries=5)
+def send_webhook(self, url: str, event: str, body: dict) -> None:
+    from runs.services.notifications import webhook_send
+    from toolsapp.net import Blocked, OutboundError
+
+    try:
+        webhook_send(url=url, event=event, body=body)
+    except Blocked as exc:  # configuration error: retrying cannot help
+        import logging
+
+        logging.getLogger(__name__).error("webhook %s to %s refused: %s", event, url, exc)
+    except OutboundError as exc:
+        raise self.retry(exc=exc, countdown=min(300, 5 * 2**self.request.retries)) from None
+
+
+@shared_task(ignore_result=True)
+def check_budget_alerts() -> None:
+    from runs.services.budget_alerts import budget_alerts_check
+
+    budget_alerts_check()

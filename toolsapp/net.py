@@ -134,6 +134,11 @@ class _PinnedHTTPSConnection(http.client.HTTPSConnection):
         self.sock = self._context.wrap_socket(sock, server_hostname=self.host)
 
 
+def encode_json(payload) -> bytes:
+    """The exact bytes post_json sends (so a caller can sign them)."""
+    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
+
+
 def post_json(
     url: str,
     payload,
@@ -147,7 +152,7 @@ def post_json(
     OutboundError for timeouts, oversized responses, refused redirects and network failures."""
     max_bytes = settings.TOOL_HTTP_MAX_RESPONSE_BYTES if max_bytes is None else max_bytes
     max_redirects = settings.TOOL_HTTP_MAX_REDIRECTS if max_redirects is None else max_redirects
-    body = json.dumps(payload, separators=(",", ":")).encode()
+    body = encode_json(payload)
     deadline = time.monotonic() + timeout
     for _hop in range(max_redirects + 1):
         target = check_url(url)

@@ -20,7 +20,7 @@ from django.db.models import Aggregate, Count, F, FloatField, Func, Q, QuerySet,
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
-from runs.models import Agent, Approval, Run, Step, ToolCall
+from runs.models import Agent, Approval, BudgetAlert, Run, Step, ToolCall
 from runs.selectors.history import day_start
 
 DEFAULT_PERIOD_DAYS = 7
@@ -296,3 +296,8 @@ class SecondsBetween(Func):
         if connection.vendor not in ("sqlite", "postgresql"):
             raise NotImplementedError(f"SecondsBetween is not written for {connection.vendor}")
         return super().as_sql(compiler, connection, **extra_context)
+
+
+def budget_alerts_recent(*, limit: int = 20) -> list[BudgetAlert]:
+    """The latest daily budget alerts, newest first."""
+    return list(BudgetAlert.objects.select_related("agent")[:limit])

@@ -23,6 +23,7 @@ from runs.services.db import write_transaction
 from runs.services.events import approvals_changed, event_record, event_store
 from runs.services.history import build_messages
 from runs.services.leases import keeper
+from runs.services.notifications import approval_pending_data, notify
 from runs.services.tool_exec import check_call, execute_calls
 from runs.snapshots import call_data, run_summary, step_data
 from toolsapp.models import Tool
@@ -470,6 +471,7 @@ class _Driver:
         call.save(update_fields=["status"])
         event_record(run_id=self.run.pk, kind="call", data=call_data(call))
         approvals_changed(run_id=self.run.pk)
+        notify("approval.pending", lambda: approval_pending_data(approval))
         return "wait"
 
     def _reject(self, call: ToolCall, approval: Approval) -> None:

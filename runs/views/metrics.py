@@ -3,7 +3,7 @@ from django.shortcuts import render
 
 from runs.forms_admin import MetricsFilterForm
 from runs.roles import PERM_VIEW
-from runs.selectors.metrics import metrics_summary
+from runs.selectors.metrics import budget_alerts_recent, metrics_summary
 
 
 @login_required
@@ -14,7 +14,10 @@ def metrics(request):
     if form.is_valid():
         data = form.cleaned_data
         summary = metrics_summary(start=data["date_from"], end=data["date_to"], agent=data["agent"])
-    return render(request, "runs/metrics.html", {"form": form, "m": summary, "charts": _charts(summary)})
+    return render(
+        request, "runs/metrics.html",
+        {"form": form, "m": summary, "charts": _charts(summary), "alerts": budget_alerts_recent()},
+    )
 
 
 def _charts(summary) -> dict:

@@ -1,0 +1,60 @@
+"""Daily budget alerts: an agent whose runs used more tokens or cost than its threshold today.
+
+Checked by a periodic task (CELERY_BEAT_SCHEDULE, every BUDGET_ALERT_INTERVAL_SECONDS), not in the
+loop, so iterations pay nothing for it. A run counts toward the UTC day it was created. One alert
+per agent, day and kind (a unique constraint makes concurrent checks harmless); each new alert is
+logged, shown on the metrics page and sent to the webhooks.
+"""
+import logging
+from datetime import UTC, datetime, time
+
+from django.db import IntegrityError, transaction
+from django.db.models import F, Q, Sum
+from django.utils import timezone
+
+from runs.models import Agent, BudgetAlert, Run
+from runs.services.notifications import budget_alert_data, notify
+
+log = logging.getLogger(__name__)
+
+
+def budget_alerts_check(*, now: datetime | None = None) -> list[BudgetAlert]:
+    """Create (and notify) the alerts crossed today that do not exist yet."""
+    now = now or timezone.now()
+    day = now.astimezone(UTC).date()
+    day_start = datetime.combine(day, time.min, tzinfo=UTC)
+    watched = Agent.objects.filter(Q(daily_token_alert__isnull=False) | Q(daily_cost_alert_usd__isnull=False))
+    usage = {
+        row["agent_id"]: row
+        for row in Run.objects.filter(agent__in=watched, created_at__gte=day_start)
+        .values("agent_id")
+        .annotate(tokens=Sum(F("tokens_in") + F("tokens_out")), cost=Sum("cost_usd"))
+    }
+    existing = set(BudgetAlert.objects.filter(day=day).values_list("agent_id", "kind"))
+    created = []
+    for agent in watched:
+        used = usage.get(agent.pk)
+        if not used:
+            continue
+        crossed = []
+        if agent.daily_token_alert is not None and (used["tokens"] or 0) > agent.daily_token_alert:
+            crossed.append((BudgetAlert.Kind.TOKENS, agent.daily_token_alert, used["tokens"] or 0))
+        if agent.daily_cost_alert_usd is not None and (used["cost"] or 0) > agent.daily_cost_alert_usd:
+            crossed.append((BudgetAlert.Kind.COST, agent.daily_cost_alert_usd, float(used["cost"] or 0)))
+        for kind, threshold, observed in crossed:
+            if (agent.pk, kind) in existing:
+                continue
+            try:
+                with transaction.atomic():
+                    alert = BudgetAlert.objects.create(
+                        agent=agent, day=day, kind=kind, threshold=threshold, observed=observed
+                    )
+                    notify("budget.alert", budget_alert_data(alert))
+            except IntegrityError:  # another worker created it first
+                continue
+            log.warning(
+                "budget alert: agent %s used %s %s today, above its threshold of %s",
+                agent.name, observed, kind, threshold,
+            )
+            created.append(alert)
+    return created
