@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from .models import Order, Ticket, Tool, WeatherReport
+from .models import McpServer, Order, Ticket, Tool, WeatherReport
 
 
 @admin.register(Tool)
@@ -13,3 +13,11 @@ class ToolAdmin(admin.ModelAdmin):
 admin.site.register(WeatherReport)
 admin.site.register(Ticket)
 admin.site.register(Order)
+
+
+@admin.register(McpServer)
+class McpServerAdmin(admin.ModelAdmin):
+    list_display = ("name", "transport", "enabled", "last_discovered_at")
+    list_filter = ("transport", "enabled")
+    search_fields = ("name", "command", "url")
+    readonly_fields = ("last_discovered_at", "last_error")

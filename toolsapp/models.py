@@ -1,4 +1,8 @@
-from django.core.validators import MinValueValidator
+import json
+import shlex
+
+from django.core.exceptions import ValidationError
+from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 
 
@@ -40,6 +44,62 @@ class Tool(models.Model):
             "type": "function",
             "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
         }
+
+
+class McpServer(models.Model):
+    """An MCP server whose tools are discovered into the registry (as Tool rows of kind "mcp")."""
+
+    class Transport(models.TextChoices):
+        STDIO = "stdio", "stdio (a local command)"
+        HTTP = "http", "Streamable HTTP (a URL)"
+
+    # Short enough that "<server>__<tool>" still fits the API's 64-character function names.
+    name = models.CharField(
+        max_length=32, unique=True,
+        validators=[RegexValidator(r"^[a-z0-9][a-z0-9_-]*$", "Lower-case letters, digits, _ and -.")],
+        help_text="Prefix of its tools' names: <name>__<tool>.",
+    )
+    transport = models.CharField(max_length=8, choices=Transport.choices, default=Transport.STDIO)
+    command = models.TextField(
+        blank=True,
+        help_text="stdio: the command line, split like a shell does (no shell runs it), "
+        'or a JSON list such as ["python", "-m", "my_server"].',
+    )
+    url = models.URLField(max_length=500, blank=True, help_text="Streamable HTTP: the endpoint, e.g. https://host/mcp.")
+    enabled = models.BooleanField(default=True)
+    last_discovered_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name = "MCP server"
+
+    def __str__(self):
+        return self.name
+
+    def argv(self) -> list[str]:
+        """The stdio command as an argument list; ValueError when it cannot be parsed."""
+        text = self.command.strip()
+        if text.startswith("["):
+            argv = json.loads(text)
+            if not isinstance(argv, list) or not all(isinstance(part, str) for part in argv):
+                raise ValueError("a JSON command must be a list of strings")
+        else:
+            argv = shlex.split(text)
+        if not argv or not argv[0]:
+            raise ValueError("the command is empty")
+        return argv
+
+    def clean(self):
+        if self.transport == self.Transport.STDIO:
+            try:
+                self.argv()
+            except ValueError as exc:
+                raise ValidationError({"command": f"Not a usable command: {exc}"}) from None
+        elif not self.url:
+            raise ValidationError({"url": "A Streamable HTTP server needs its URL."})
 
 
 # --- Data of the built-in demo tools -----------------------------------------------------------

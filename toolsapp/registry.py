@@ -66,8 +66,10 @@ EXECUTORS: dict[str, Executor] = {"python": PythonExecutor()}
 def register_executors() -> None:
     """Add the remote sources (called once the app is ready: their modules import this one)."""
     from toolsapp.http_tools import HttpExecutor
+    from toolsapp.mcp.executor import McpExecutor
 
     EXECUTORS.setdefault("http", HttpExecutor())
+    EXECUTORS.setdefault("mcp", McpExecutor())
 
 
 def executor_for(kind: str) -> Executor:

@@ -1,0 +1,8 @@
+"""Tools from MCP servers: the client, discovery into the registry, the executor and a demo server.
+
+Nothing here may import Django at module level: `demo_server` runs as a plain subprocess.
+"""
+
+# Where the executor puts a call's idempotency key in the request `_meta` (a vendor-prefixed key,
+# as the MCP spec asks); servers that know it can make retried side effects harmless.
+IDEMPOTENCY_META_KEY = "io.agentsite/idempotency-key"

@@ -1,0 +1,42 @@
+"""Executes tools of kind "mcp" through the MCP client (one session per call)."""
+import mcp.types as mcp_types
+
+from toolsapp.mcp import IDEMPOTENCY_META_KEY
+from toolsapp.mcp.client import McpFailure, call_tool
+from toolsapp.models import McpServer
+from toolsapp.registry import Executor, ToolContext, ToolError
+
+
+def _blocks(content: list[mcp_types.ContentBlock]):
+    """Text blocks as their text (one block: just the string); others as their JSON form."""
+    items = [
+        block.text if isinstance(block, mcp_types.TextContent)
+        else block.model_dump(mode="json", by_alias=True, exclude_none=True)
+        for block in content
+    ]
+    return items[0] if len(items) == 1 else items
+
+
+def _error_text(result: mcp_types.CallToolResult) -> str:
+    texts = [block.text for block in result.content if isinstance(block, mcp_types.TextContent)]
+    return " ".join(texts).strip() or "the MCP tool reported an error"
+
+
+class McpExecutor(Executor):
+    def call(self, tool, arguments: dict, context: ToolContext):
+        server = McpServer.objects.filter(pk=tool.config.get("server")).first()
+        remote_name = tool.config.get("remote_name")
+        if server is None or not remote_name:
+            raise ToolError(f"tool {tool.name} is not linked to an MCP server")
+        try:
+            result = call_tool(
+                server, remote_name, arguments,
+                meta={IDEMPOTENCY_META_KEY: context.idempotency_key}, timeout=tool.timeout_seconds,
+            )
+        except McpFailure as exc:
+            raise ToolError(str(exc)) from None
+        if result.is_error:
+            raise ToolError(_error_text(result))
+        if result.structured_content is not None:
+            return result.structured_content
+        return _blocks(result.content)

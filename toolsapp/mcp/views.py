@@ -1,0 +1,63 @@
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required, permission_required
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from runs.roles import PERM_MANAGE_TOOLS
+from toolsapp.mcp.discovery import mcp_server_discover
+from toolsapp.mcp.forms import McpServerForm
+from toolsapp.models import McpServer, Tool
+
+PERM_VIEW_TOOL = "toolsapp.view_tool"
+
+
+@login_required
+@permission_required(PERM_VIEW_TOOL, raise_exception=True)
+def mcp_server_list(request):
+    return render(request, "toolsapp/mcp_server_list.html", {"servers": McpServer.objects.all()})
+
+
+@login_required
+@permission_required(PERM_MANAGE_TOOLS, raise_exception=True)
+def mcp_server_detail(request, pk: int):
+    server = get_object_or_404(McpServer, pk=pk)
+    tools = Tool.objects.filter(kind=Tool.Kind.MCP, config__server=server.pk).order_by("name")
+    return render(request, "toolsapp/mcp_server_detail.html", {"server": server, "tools": tools})
+
+
+@login_required
+@permission_required(PERM_MANAGE_TOOLS, raise_exception=True)
+def mcp_server_create(request):
+    return _server_form(request, McpServer())
+
+
+@login_required
+@permission_required(PERM_MANAGE_TOOLS, raise_exception=True)
+def mcp_server_edit(request, pk: int):
+    return _server_form(request, get_object_or_404(McpServer, pk=pk))
+
+
+@login_required
+@permission_required(PERM_MANAGE_TOOLS, raise_exception=True)
+@require_POST
+def mcp_server_discover_view(request, pk: int):
+    result = mcp_server_discover(server=get_object_or_404(McpServer, pk=pk))
+    if not result.ok:
+        messages.error(request, result.summary())
+        return redirect("mcp_server_detail", pk=pk)
+    messages.success(request, result.summary())
+    for label, names in (("Added", result.added), ("Updated", result.updated), ("Disabled", result.disabled)):
+        if names:
+            messages.info(request, f"{label}: {', '.join(names)}")
+    for remote_name, reason in result.refused:
+        messages.warning(request, f"Refused {remote_name}: {reason}")
+    return redirect("mcp_server_detail", pk=pk)
+
+
+def _server_form(request, server: McpServer):
+    form = McpServerForm(request.POST if request.method == "POST" else None, instance=server)
+    if request.method == "POST" and form.is_valid():
+        server = form.save()
+        messages.success(request, f"MCP server {server.name} saved. Discover its tools to use them.")
+        return redirect("mcp_server_detail", pk=server.pk)
+    return render(request, "toolsapp/mcp_server_form.html", {"form": form, "server": server})
