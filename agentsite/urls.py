@@ -7,5 +7,6 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("tools/", include("toolsapp.urls")),
+    path("api/", include("runs.api.urls")),
     path("", include("runs.urls")),
 ]

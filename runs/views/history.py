@@ -22,8 +22,15 @@ def run_list(request):
         request,
         "runs/run_list.html",
         {"form": form, "page": page, "filtered": any(v for k, v in request.GET.items() if k != "page"),
-         **history_filter_suggestions()},
+         "export_query": _without_page(request.GET), **history_filter_suggestions()},
     )
+
+
+def _without_page(query) -> str:
+    """The filters of this page as a query string, for the export links (all pages, not this one)."""
+    query = query.copy()
+    query.pop("page", None)
+    return query.urlencode()
 
 
 def _page_number(raw: str | None) -> int:

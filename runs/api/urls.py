@@ -1,0 +1,34 @@
+"""/api/schema/ (OpenAPI 3) and /api/v1/... (resources); unknown /api/ paths answer JSON 404s."""
+from django.http import JsonResponse
+from django.urls import include, path, re_path
+from django.views.decorators.csrf import csrf_exempt
+from drf_spectacular.views import SpectacularAPIView
+from rest_framework.routers import SimpleRouter
+
+from runs.api import views
+
+router = SimpleRouter()
+router.register("agents", views.AgentViewSet, basename="api-agent")
+router.register("tools", views.ToolViewSet, basename="api-tool")
+
+
+@csrf_exempt  # an unknown path is a 404 whatever the method, never a CSRF page
+def not_found(request, *args, **kwargs):
+    return JsonResponse({"detail": "No such API endpoint."}, status=404)
+
+
+urlpatterns = [
+    path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("v1/token/", views.TokenView.as_view(), name="api-token"),
+    path("v1/runs/", views.RunListView.as_view(), name="api-run-list"),
+    path("v1/runs/export.jsonl", views.RunExportJsonlView.as_view(), name="api-run-export-jsonl"),
+    path("v1/runs/export.csv", views.RunExportCsvView.as_view(), name="api-run-export-csv"),
+    path("v1/runs/<int:pk>/", views.RunDetailView.as_view(), name="api-run-detail"),
+    path("v1/runs/<int:pk>/cancel/", views.RunCancelView.as_view(), name="api-run-cancel"),
+    path("v1/approvals/", views.ApprovalListView.as_view(), name="api-approval-list"),
+    path("v1/approvals/<int:pk>/approve/", views.ApprovalApproveView.as_view(), name="api-approval-approve"),
+    path("v1/approvals/<int:pk>/reject/", views.ApprovalRejectView.as_view(), name="api-approval-reject"),
+    path("v1/metrics/", views.MetricsView.as_view(), name="api-metrics"),
+    path("v1/", include(router.urls)),
+    re_path(r"^", not_found),
+]

@@ -1,0 +1,183 @@
+"""Runs with their steps and calls as JSON Lines or CSV, streamed a batch of runs at a time.
+
+An export leaves the system (a file on someone's laptop, a spreadsheet, a ticket), so it holds
+less than the run page: a call's arguments only as their keyed hash (args_hash), and no tool
+results, result previews, error texts (a schema error quotes the argument it refused), model
+messages or final answers (the demo's answer quotes a tool result). Whoever needs those opens
+the run page, where the permissions and masking of the dashboard apply.
+"""
+import csv
+import io
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+
+from django.db.models import QuerySet
+
+from runs.models import Run, Step, ToolCall
+
+BATCH = 200
+
+RUN_FIELDS = ("id", "created_at", "finished_at", "agent__name", "task", "customer", "status", "stop_reason",
+              "stop_detail", "iterations", "tokens_in", "tokens_out", "cost_usd")
+
+CSV_COLUMNS = (
+    "run_id", "created_at", "finished_at", "agent", "task", "customer", "status", "stop_reason", "stop_detail",
+    "iterations", "run_tokens_in", "run_tokens_out", "run_cost_usd",
+    "step_index", "step_iteration", "step_kind", "model", "finish_reason", "step_latency_ms",
+    "step_tokens_in", "step_tokens_out", "step_cost_usd",
+    "call_index", "call_id", "tool", "args_hash", "call_status", "call_ok", "call_truncated", "call_latency_ms",
+    "approval_status", "approval_decided_by",
+)
+# A spreadsheet runs a cell starting with one of these as a formula (CSV injection).
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _iso(value) -> str | None:
+    return value.isoformat() if value else None
+
+
+def _runs_in_batches(runs: QuerySet[Run]) -> Iterator[list[dict]]:
+    """The runs as plain dicts, BATCH at a time, each with its steps and calls (3 queries a batch).
+
+    Keyset pages over (created_at, pk), the history's order: no long-lived cursor, so a slow
+    client does not hold a database transaction open for the whole download.
+    """
+    runs = runs.order_by("-created_at", "-pk")
+    last = None
+    while True:
+        page = runs
+        if last is not None:
+            created, pk = last
+            page = page.filter(created_at__lte=created).exclude(created_at=created, pk__gte=pk)
+        rows = list(page.values(*RUN_FIELDS)[:BATCH])
+        if not rows:
+            return
+        last = (rows[-1]["created_at"], rows[-1]["id"])
+        yield _with_steps(rows)
+        if len(rows) < BATCH:
+            return
+
+
+def _with_steps(rows: list[dict]) -> list[dict]:
+    run_ids = [row["id"] for row in rows]
+    calls_by_step: dict[int, list[dict]] = defaultdict(list)
+    calls = (
+        ToolCall.objects.filter(run_id__in=run_ids)
+        .select_related("approval", "approval__decided_by")
+        .only("pk", "step_id", "index", "call_id", "tool_name", "args_hash", "status", "truncated", "latency_ms",
+              "approval__status", "approval__decided_by__username")
+        .order_by("step_id", "index")
+    )
+    for call in calls:
+        approval = getattr(call, "approval", None) if _approval_loaded(call) else None
+        calls_by_step[call.step_id].append({
+            "index": call.index,
+            "id": call.call_id,
+            "tool": call.tool_name,
+            "args_hash": call.args_hash,
+            "status": call.status,
+            "ok": call.ok,
+            "truncated": call.truncated,
+            "latency_ms": round(call.latency_ms, 2) if call.latency_ms is not None else None,
+            "approval": None if approval is None else {
+                "status": approval.status,
+                "decided_by": approval.decided_by.get_username() if approval.decided_by else None,
+            },
+        })
+    steps_by_run: dict[int, list[dict]] = defaultdict(list)
+    steps = Step.objects.filter(run_id__in=run_ids).order_by("run_id", "index").values(
+        "pk", "run_id", "index", "iteration", "kind", "model", "finish_reason", "latency_ms",
+        "tokens_in", "tokens_out", "cost_usd",
+    )
+    for step in steps:
+        steps_by_run[step["run_id"]].append({
+            "index": step["index"],
+            "iteration": step["iteration"],
+            "kind": step["kind"],
+            "model": step["model"],
+            "finish_reason": step["finish_reason"],
+            "latency_ms": round(step["latency_ms"], 2),
+            "tokens_in": step["tokens_in"],
+            "tokens_out": step["tokens_out"],
+            "cost_usd": step["cost_usd"],
+            "calls": calls_by_step.get(step["pk"], []),
+        })
+    return [
+        {
+            "run_id": row["id"],
+            "created_at": _iso(row["created_at"]),
+            "finished_at": _iso(row["finished_at"]),
+            "agent": row["agent__name"],
+            "task": row["task"],
+            "customer": row["customer"],
+            "status": row["status"],
+            "stop_reason": row["stop_reason"] or None,
+            "stop_detail": row["stop_detail"],
+            "iterations": row["iterations"],
+            "tokens_in": row["tokens_in"],
+            "tokens_out": row["tokens_out"],
+            "cost_usd": row["cost_usd"],
+            "steps": steps_by_run.get(row["id"], []),
+        }
+        for row in rows
+    ]
+
+
+def _approval_loaded(call: ToolCall) -> bool:
+    # select_related on a reverse one-to-one caches None when there is no approval.
+    return "approval" in call._state.fields_cache
+
+
+def runs_export_records(runs: QuerySet[Run]) -> Iterator[dict]:
+    """One dict per run, newest first, with its steps and their calls."""
+    for batch in _runs_in_batches(runs):
+        yield from batch
+
+
+def runs_jsonl(runs: QuerySet[Run]) -> Iterator[str]:
+    for record in runs_export_records(runs):
+        yield json.dumps(record, ensure_ascii=False) + "\n"
+
+
+def _csv_rows(record: dict) -> Iterable[list]:
+    """One row per call; a step without calls, or a run without steps, still gets one row."""
+    run = [
+        record["run_id"], record["created_at"], record["finished_at"], record["agent"], record["task"],
+        record["customer"], record["status"], record["stop_reason"], record["stop_detail"], record["iterations"],
+        record["tokens_in"], record["tokens_out"], record["cost_usd"],
+    ]
+    if not record["steps"]:
+        yield run + [None] * (len(CSV_COLUMNS) - len(run))
+    for step in record["steps"]:
+        step_cells = [
+            step["index"], step["iteration"], step["kind"], step["model"], step["finish_reason"], step["latency_ms"],
+            step["tokens_in"], step["tokens_out"], step["cost_usd"],
+        ]
+        if not step["calls"]:
+            yield run + step_cells + [None] * (len(CSV_COLUMNS) - len(run) - len(step_cells))
+        for call in step["calls"]:
+            approval = call["approval"] or {}
+            yield run + step_cells + [
+                call["index"], call["id"], call["tool"], call["args_hash"], call["status"], call["ok"],
+                call["truncated"], call["latency_ms"], approval.get("status"), approval.get("decided_by"),
+            ]
+
+
+def _cell(value):
+    if isinstance(value, str) and value.startswith(_FORMULA_START):
+        return "'" + value
+    return value
+
+
+def runs_csv(runs: QuerySet[Run]) -> Iterator[str]:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(CSV_COLUMNS)
+    for record in runs_export_records(runs):
+        for row in _csv_rows(record):
+            writer.writerow([_cell(value) for value in row])
+        yield buffer.getvalue()
+        buffer.seek(0)
+        buffer.truncate()
+    yield buffer.getvalue()
