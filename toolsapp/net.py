@@ -174,7 +174,7 @@ def post_json(
 def _send(target: Target, url: str, body: bytes, headers: dict, deadline: float, max_bytes: int) -> Response:
     remaining = deadline - time.monotonic()
     if remaining <= 0:
-        raise OutboundError(f"no answer from {url} within the timeout")
+        raise OutboundError(f"timed out: no answer from {url} within the timeout")
     connection_class = _PinnedHTTPSConnection if target.scheme == "https" else _PinnedHTTPConnection
     connection = connection_class(target, timeout=remaining)
     try:
@@ -187,7 +187,7 @@ def _send(target: Target, url: str, body: bytes, headers: dict, deadline: float,
         chunks, size = [], 0
         while True:
             if time.monotonic() > deadline:
-                raise OutboundError(f"no complete answer from {url} within the timeout")
+                raise OutboundError(f"timed out: no complete answer from {url} within the timeout")
             chunk = reply.read1(65536) if hasattr(reply, "read1") else reply.read(65536)
             if not chunk:
                 break
@@ -199,7 +199,7 @@ def _send(target: Target, url: str, body: bytes, headers: dict, deadline: float,
             url=url, status=reply.status, headers={k.lower(): v for k, v in reply.getheaders()}, body=b"".join(chunks)
         )
     except TimeoutError:
-        raise OutboundError(f"no answer from {url} within the timeout") from None
+        raise OutboundError(f"timed out: no answer from {url} within the timeout") from None
     except (OSError, http.client.HTTPException) as exc:
         raise OutboundError(f"could not reach {url}: {type(exc).__name__}: {exc}") from None
     finally:
