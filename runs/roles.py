@@ -19,6 +19,13 @@ PERM_CANCEL = "runs.cancel_run"
 PERM_DECIDE = "runs.decide_approval"
 PERM_MANAGE_AGENTS = "runs.change_agent"
 PERM_MANAGE_TOOLS = "toolsapp.change_tool"
+PERM_VIEW_AGENT = "runs.view_agent"
+PERM_ADD_AGENT = "runs.add_agent"
+PERM_DELETE_AGENT = "runs.delete_agent"
+PERM_VIEW_APPROVAL = "runs.view_approval"
+PERM_VIEW_TOOL = "toolsapp.view_tool"
+PERM_ADD_TOOL = "toolsapp.add_tool"
+PERM_DELETE_TOOL = "toolsapp.delete_tool"
 
 
 def ensure_roles(Group, Permission) -> None:

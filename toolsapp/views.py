@@ -5,12 +5,9 @@ from django.contrib.auth.decorators import login_required, permission_required
 from django.db.models import Count
 from django.shortcuts import get_object_or_404, redirect, render
 
-from runs.roles import PERM_MANAGE_TOOLS
+from runs.roles import PERM_ADD_TOOL, PERM_MANAGE_TOOLS, PERM_VIEW_TOOL
 from toolsapp.forms import ToolForm
 from toolsapp.models import Tool
-
-PERM_VIEW_TOOL = "toolsapp.view_tool"
-PERM_ADD_TOOL = "toolsapp.add_tool"
 
 
 @login_required

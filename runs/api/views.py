@@ -27,7 +27,21 @@ from runs.api.schema import errors, form_parameters
 from runs.forms import LaunchForm
 from runs.forms_admin import HistoryFilterForm, MetricsFilterForm
 from runs.models import Agent, Approval, Run
-from runs.roles import PERM_CANCEL, PERM_DECIDE, PERM_LAUNCH, PERM_MANAGE_AGENTS, PERM_MANAGE_TOOLS, PERM_VIEW
+from runs.roles import (
+    PERM_ADD_AGENT,
+    PERM_ADD_TOOL,
+    PERM_CANCEL,
+    PERM_DECIDE,
+    PERM_DELETE_AGENT,
+    PERM_DELETE_TOOL,
+    PERM_LAUNCH,
+    PERM_MANAGE_AGENTS,
+    PERM_MANAGE_TOOLS,
+    PERM_VIEW,
+    PERM_VIEW_AGENT,
+    PERM_VIEW_APPROVAL,
+    PERM_VIEW_TOOL,
+)
 from runs.selectors.approvals import approval_decision_text, approval_with_decider, approvals_pending
 from runs.selectors.exports import runs_csv, runs_jsonl
 from runs.selectors.history import run_history, run_history_page
@@ -38,10 +52,6 @@ from runs.services.dispatch import run_dispatch
 from runs.services.runs import InvalidRun, run_cancel, run_create
 from runs.snapshots import approval_brief, run_data, run_summary
 from toolsapp.models import Tool
-
-PERM_VIEW_AGENT = "runs.view_agent"
-PERM_VIEW_APPROVAL = "runs.view_approval"
-PERM_VIEW_TOOL = "toolsapp.view_tool"
 
 
 class ApiMixin:
@@ -368,7 +378,7 @@ class CrudViewSet(ApiMixin, viewsets.ModelViewSet):
 class AgentViewSet(CrudViewSet):
     queryset = Agent.objects.prefetch_related("tools").order_by("name")
     serializer_class = api.AgentSerializer
-    view_perm, manage_perm, add_perm, delete_perm = PERM_VIEW_AGENT, PERM_MANAGE_AGENTS, "runs.add_agent", "runs.delete_agent"
+    view_perm, manage_perm, add_perm, delete_perm = PERM_VIEW_AGENT, PERM_MANAGE_AGENTS, PERM_ADD_AGENT, PERM_DELETE_AGENT
 
     def perform_destroy(self, instance):
         try:
@@ -381,7 +391,7 @@ class AgentViewSet(CrudViewSet):
 class ToolViewSet(CrudViewSet):
     queryset = Tool.objects.order_by("name")
     serializer_class = api.ToolSerializer
-    view_perm, manage_perm, add_perm, delete_perm = PERM_VIEW_TOOL, PERM_MANAGE_TOOLS, "toolsapp.add_tool", "toolsapp.delete_tool"
+    view_perm, manage_perm, add_perm, delete_perm = PERM_VIEW_TOOL, PERM_MANAGE_TOOLS, PERM_ADD_TOOL, PERM_DELETE_TOOL
 
 
 # --- Metrics ----------------------------------------------------------------------------------------

@@ -3,7 +3,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from runs.models import Approval
-from runs.roles import PERM_DECIDE
+from runs.roles import PERM_DECIDE, PERM_VIEW_APPROVAL
 from runs.selectors.approvals import (
     approval_decision_text,
     approval_with_decider,
@@ -12,8 +12,6 @@ from runs.selectors.approvals import (
 from runs.services.approvals import AlreadyDecided, approval_decide
 from runs.services.events import APPROVALS_GROUP
 from runs.snapshots import approval_brief
-
-PERM_VIEW_APPROVAL = "runs.view_approval"
 
 
 @database_sync_to_async

@@ -7,11 +7,8 @@ from django.shortcuts import get_object_or_404, redirect, render
 
 from runs.forms_admin import AgentForm
 from runs.models import Agent
-from runs.roles import PERM_MANAGE_AGENTS
+from runs.roles import PERM_ADD_AGENT, PERM_MANAGE_AGENTS, PERM_VIEW_AGENT
 from runs.selectors.history import agent_recent_runs
-
-PERM_VIEW_AGENT = "runs.view_agent"
-PERM_ADD_AGENT = "runs.add_agent"
 
 
 @login_required

@@ -7,7 +7,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from runs.models import Approval
-from runs.roles import PERM_DECIDE
+from runs.roles import PERM_DECIDE, PERM_VIEW_APPROVAL
 from runs.selectors.approvals import (
     approval_decision_text,
     approval_with_decider,
@@ -17,8 +17,6 @@ from runs.selectors.approvals import (
 )
 from runs.services.approvals import AlreadyDecided, approval_decide
 from runs.snapshots import approval_brief
-
-PERM_VIEW_APPROVAL = "runs.view_approval"
 
 
 class ApprovalDecisionForm(forms.Form):

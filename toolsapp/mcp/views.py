@@ -3,12 +3,10 @@ from django.contrib.auth.decorators import login_required, permission_required
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from runs.roles import PERM_MANAGE_TOOLS
+from runs.roles import PERM_MANAGE_TOOLS, PERM_VIEW_TOOL
 from toolsapp.mcp.discovery import mcp_server_discover
 from toolsapp.mcp.forms import McpServerForm
 from toolsapp.models import McpServer, Tool
-
-PERM_VIEW_TOOL = "toolsapp.view_tool"
 
 
 @login_required
