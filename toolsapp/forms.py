@@ -5,7 +5,7 @@ import re
 from django import forms
 
 from runs.services.guards import MAX_SAFE_INTEGER
-from toolsapp.http_tools import SECRET_ENV_PREFIX, tool_config_errors
+from toolsapp.http_tools import SECRET_ENV_PREFIX, http_tool_config
 from toolsapp.models import Tool
 from toolsapp.registry import EXECUTORS, PYTHON_HANDLERS
 from toolsapp.schemas import InvalidSchema, check_tool_schema
@@ -91,10 +91,10 @@ class ToolForm(forms.ModelForm):
     def clean(self):
         data = super().clean()
         if data.get("kind") == Tool.Kind.HTTP:
-            config = {"url": data.get("url") or "", "secret_env": (data.get("secret_env") or "").strip()}
-            for problem in tool_config_errors(config):
-                self.add_error("secret_env" if "secret" in problem else "url", problem)
-            self.instance.config = {k: v for k, v in config.items() if v}
+            config, problems = http_tool_config(url=data.get("url"), secret_env=data.get("secret_env"))
+            for field, problem in problems.items():
+                self.add_error(field, problem)
+            self.instance.config = config
         return data
 
     def clean_sensitive_fields(self):

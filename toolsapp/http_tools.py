@@ -17,16 +17,22 @@ SECRET_ENV_PREFIX = "TOOL_SECRET_"
 ERROR_BODY_CHARS = 300
 
 
-def tool_config_errors(config: dict) -> list[str]:
-    """What is wrong with an HTTP tool's config (checked when an admin saves it)."""
-    errors = []
+def tool_config_errors(config: dict) -> dict[str, str]:
+    """What is wrong with an HTTP tool's config, by field ("url", "secret_env")."""
+    errors = {}
     url = config.get("url")
     if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-        errors.append("An HTTP tool needs a URL starting with http:// or https://.")
+        errors["url"] = "An HTTP tool needs a URL starting with http:// or https://."
     secret_env = config.get("secret_env") or ""
     if secret_env and not secret_env.startswith(SECRET_ENV_PREFIX):
-        errors.append(f"The secret's environment variable must start with {SECRET_ENV_PREFIX}.")
+        errors["secret_env"] = f"The secret's environment variable must start with {SECRET_ENV_PREFIX}."
     return errors
+
+
+def http_tool_config(*, url: str, secret_env: str) -> tuple[dict, dict[str, str]]:
+    """(the config to store, the errors by field) for what an admin typed (form or API)."""
+    config = {"url": (url or "").strip(), "secret_env": (secret_env or "").strip()}
+    return {key: value for key, value in config.items() if value}, tool_config_errors(config)
 
 
 class HttpExecutor(Executor):
@@ -34,7 +40,7 @@ class HttpExecutor(Executor):
         config = tool.config or {}
         problems = tool_config_errors(config)
         if problems:
-            raise ToolError(f"the tool is misconfigured: {' '.join(problems)}")
+            raise ToolError(f"the tool is misconfigured: {' '.join(problems.values())}")
         headers = {"Idempotency-Key": context.idempotency_key}
         secret_env = config.get("secret_env")
         if secret_env:

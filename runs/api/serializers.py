@@ -14,7 +14,7 @@ from rest_framework.validators import UniqueValidator
 from runs.models import Agent, Approval, Run, ToolCall, ToolChoice
 from runs.services.guards import MAX_SAFE_INTEGER, InvalidLimit, check_positive_int, check_positive_number
 from toolsapp.forms import TOOL_NAME
-from toolsapp.http_tools import tool_config_errors
+from toolsapp.http_tools import http_tool_config
 from toolsapp.models import Tool
 from toolsapp.registry import VERIFIERS
 from toolsapp.schemas import InvalidSchema, check_tool_schema, strict_mode_warnings
@@ -407,16 +407,13 @@ class ToolSerializer(serializers.ModelSerializer):
             raise serializers.ValidationError({"name": "An MCP tool keeps the name discovery gave it."})
         if kind == Tool.Kind.HTTP:
             old = (instance.config or {}) if instance and was == Tool.Kind.HTTP else {}
-            config = {
-                "url": old.get("url", "") if url is None else url,
-                "secret_env": old.get("secret_env", "") if secret_env is None else secret_env.strip(),
-            }
-            problems = tool_config_errors(config)
+            config, problems = http_tool_config(
+                url=old.get("url", "") if url is None else url,
+                secret_env=old.get("secret_env", "") if secret_env is None else secret_env,
+            )
             if problems:
-                raise serializers.ValidationError(
-                    {"secret_env" if "secret" in p else "url": p for p in problems}
-                )
-            attrs["config"] = {k: v for k, v in config.items() if v}
+                raise serializers.ValidationError(problems)
+            attrs["config"] = config
         elif kind == Tool.Kind.PYTHON and was == Tool.Kind.HTTP:
             attrs["config"] = {}
         return attrs
