@@ -204,6 +204,7 @@ TOOL_HTTP_MAX_REDIRECTS = env_int("TOOL_HTTP_MAX_REDIRECTS", 3)
 # MCP servers started as a stdio command get only these environment variables (plus the
 # server's own); secrets reach them from the environment, never from the database.
 MCP_STDIO_ENV_PASSTHROUGH = env_list("MCP_STDIO_ENV_PASSTHROUGH", ["PATH", "HOME", "LANG"])
+MCP_DISCOVERY_TIMEOUT_SECONDS = env_float("MCP_DISCOVERY_TIMEOUT_SECONDS", 30.0)
 
 # --- Notifications -----------------------------------------------------------------------
 # Outgoing POSTs for new pending approvals and budget alerts (comma separated URLs), signed with

@@ -70,7 +70,8 @@ def _with_steps(rows: list[dict]) -> list[dict]:
         .order_by("step_id", "index")
     )
     for call in calls:
-        approval = getattr(call, "approval", None) if _approval_loaded(call) else None
+        # Selected above: no query; a call without one raises DoesNotExist, an AttributeError.
+        approval = getattr(call, "approval", None)
         calls_by_step[call.step_id].append({
             "index": call.index,
             "id": call.call_id,
@@ -122,11 +123,6 @@ def _with_steps(rows: list[dict]) -> list[dict]:
         }
         for row in rows
     ]
-
-
-def _approval_loaded(call: ToolCall) -> bool:
-    # select_related on a reverse one-to-one caches None when there is no approval.
-    return "approval" in call._state.fields_cache
 
 
 def runs_export_records(runs: QuerySet[Run]) -> Iterator[dict]:

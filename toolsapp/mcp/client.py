@@ -26,7 +26,7 @@ class McpFailure(Exception):
 
 def _stdio_env() -> dict[str, str]:
     # Only the variables named in settings: the server must not see the app's secrets.
-    names = getattr(settings, "MCP_STDIO_ENV_PASSTHROUGH", ["PATH", "HOME", "LANG"])
+    names = settings.MCP_STDIO_ENV_PASSTHROUGH
     return {name: os.environ[name] for name in names if name in os.environ}
 
 

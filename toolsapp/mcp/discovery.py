@@ -69,7 +69,7 @@ def _flags_for_new_tool(annotations: mcp_types.ToolAnnotations | None) -> dict:
 
 def mcp_server_discover(*, server: McpServer) -> DiscoveryResult:
     result = DiscoveryResult(server=server)
-    timeout = float(getattr(settings, "MCP_DISCOVERY_TIMEOUT_SECONDS", 30))
+    timeout = settings.MCP_DISCOVERY_TIMEOUT_SECONDS
     try:
         listed = list_tools(server, timeout=timeout)
     except McpFailure as exc:
