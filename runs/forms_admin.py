@@ -207,3 +207,11 @@ class AgentForm(forms.ModelForm):
 
     def clean_max_cost_usd(self):
         return self._check("max_cost_usd", check_positive_number)
+
+    def clean_daily_token_alert(self):
+        return None if self.cleaned_data["daily_token_alert"] is None else self._check("daily_token_alert", check_positive_int)
+
+    def clean_daily_cost_alert_usd(self):
+        if self.cleaned_data["daily_cost_alert_usd"] is None:
+            return None
+        return self._check("daily_cost_alert_usd", check_positive_number)

@@ -172,6 +172,15 @@ def test_thresholds_are_set_on_the_agent_form(demo_data):
     from runs.forms_admin import AgentForm
 
     assert {"daily_token_alert", "daily_cost_alert_usd"} <= set(AgentForm().fields)
+    base = {"name": "ops", "system_prompt": "Be brief.", "max_iterations": 5, "repeat_limit": 2,
+            "max_wall_seconds": 60, "max_tokens": 1000, "max_cost_usd": 1, "first_tool_choice": "auto",
+            "later_tool_choice": "auto"}
+    form = AgentForm({**base, "daily_token_alert": "5000", "daily_cost_alert_usd": "2.5"})
+    assert form.is_valid(), form.errors
+    agent = form.save()
+    assert (agent.daily_token_alert, agent.daily_cost_alert_usd) == (5000, 2.5)
+    bad = AgentForm({**base, "name": "ops2", "daily_token_alert": "0", "daily_cost_alert_usd": "-1"})
+    assert set(bad.errors) == {"daily_token_alert", "daily_cost_alert_usd"}
 
 
 # --- an agent's model endpoint gets the same guard ---------------------------------------------
