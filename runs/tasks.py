@@ -1,5 +1,9 @@
 """Celery tasks: thin wrappers that pass ids to services."""
+import logging
+
 from celery import shared_task
+
+log = logging.getLogger(__name__)
 
 
 # Early acknowledgement, on purpose. A run's durability comes from the database: the run is
@@ -40,9 +44,7 @@ def send_webhook(self, url: str, event: str, body: dict) -> None:
     try:
         webhook_send(url=url, event=event, body=body)
     except Blocked as exc:  # configuration error: retrying cannot help
-        import logging
-
-        logging.getLogger(__name__).error("webhook %s to %s refused: %s", event, url, exc)
+        log.error("webhook %s to %s refused: %s", event, url, exc)
     except OutboundError as exc:
         raise self.retry(exc=exc, countdown=min(300, 5 * 2**self.request.retries)) from None
 

@@ -135,24 +135,27 @@ class _PinnedHTTPSConnection(http.client.HTTPSConnection):
 
 
 def encode_json(payload) -> bytes:
-    """The exact bytes post_json sends (so a caller can sign them)."""
     return json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-def post_json(
+def post_json(url: str, payload, **options) -> Response:
+    """POST `payload` as JSON (see post_bytes)."""
+    return post_bytes(url, encode_json(payload), **options)
+
+
+def post_bytes(
     url: str,
-    payload,
+    body: bytes,
     *,
     timeout: float,
     max_bytes: int | None = None,
     headers: dict[str, str] | None = None,
     max_redirects: int | None = None,
 ) -> Response:
-    """POST `payload` as JSON. Raises Blocked before sending anything to a refused address, and
+    """POST a JSON body. Raises Blocked before sending anything to a refused address, and
     OutboundError for timeouts, oversized responses, refused redirects and network failures."""
     max_bytes = settings.TOOL_HTTP_MAX_RESPONSE_BYTES if max_bytes is None else max_bytes
     max_redirects = settings.TOOL_HTTP_MAX_REDIRECTS if max_redirects is None else max_redirects
-    body = encode_json(payload)
     deadline = time.monotonic() + timeout
     for _hop in range(max_redirects + 1):
         target = check_url(url)
@@ -188,7 +191,7 @@ def _send(target: Target, url: str, body: bytes, headers: dict, deadline: float,
         while True:
             if time.monotonic() > deadline:
                 raise OutboundError(f"timed out: no complete answer from {url} within the timeout")
-            chunk = reply.read1(65536) if hasattr(reply, "read1") else reply.read(65536)
+            chunk = reply.read1(65536)
             if not chunk:
                 break
             size += len(chunk)

@@ -47,11 +47,12 @@ def signature(body: bytes, secret: str) -> str:
 def webhook_send(*, url: str, event: str, body: dict) -> int:
     """POST one notification. Returns the status; raises net.OutboundError for a retry, and
     net.Blocked (never retried) for an address the SSRF guard refuses."""
+    data = net.encode_json(body)
     headers = {"X-Agentsite-Event": event}
     if settings.WEBHOOK_SECRET:
-        headers["X-Agentsite-Signature"] = signature(net.encode_json(body), settings.WEBHOOK_SECRET)
-    response = net.post_json(
-        url, body, timeout=settings.WEBHOOK_TIMEOUT_SECONDS, headers=headers, max_bytes=64 * 1024
+        headers["X-Agentsite-Signature"] = signature(data, settings.WEBHOOK_SECRET)  # of the exact bytes sent
+    response = net.post_bytes(
+        url, data, timeout=settings.WEBHOOK_TIMEOUT_SECONDS, headers=headers, max_bytes=64 * 1024
     )
     if response.status >= 500 or response.status == 429:
         raise net.OutboundError(f"{url} answered HTTP {response.status}")
