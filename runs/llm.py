@@ -23,6 +23,7 @@ log = logging.getLogger(__name__)
 _thread_clients = threading.local()
 _clients_lock = threading.Lock()
 _demo_server = None
+_shared_ssl_context = None
 
 
 class ModelError(Exception):
@@ -92,20 +93,40 @@ def resolve_endpoint(*, base_url: str = "", models: list[str] | None = None) -> 
     return Endpoint(base_url=base_url or "https://api.openai.com/v1", api_key=settings.LLM_API_KEY or "none", models=models)
 
 
-def client_for(base_url: str, api_key: str, timeout: float | None = None) -> openai.OpenAI:
+def client_for(base_url: str, api_key: str, timeout: float | None = None, *, retries: bool = True) -> openai.OpenAI:
+    """This thread's client for an endpoint; retries=False gives one that never retries (it
+    shares the connection pool; kept rather than copied per request, which costs a client)."""
     clients = getattr(_thread_clients, "by_key", None)
     if clients is None:
         clients = _thread_clients.by_key = {}
-    key = (base_url, api_key, timeout)
+    key = (base_url, api_key, timeout, retries)
     client = clients.get(key)
     if client is None:
+        if not retries:
+            client = clients[key] = client_for(base_url, api_key, timeout).with_options(max_retries=0)
+            return client
         client = clients[key] = openai.OpenAI(
             base_url=base_url,
             api_key=api_key,
             timeout=timeout or settings.LLM_TIMEOUT_SECONDS,
             max_retries=settings.LLM_MAX_RETRIES,
+            http_client=openai.DefaultHttpxClient(verify=_ssl_context()),
         )
     return client
+
+
+def _ssl_context():
+    """One TLS context for every client of the process. Building one loads the CA bundle: 32 ms
+    of CPU, paid by each new thread's client, which under a burst of new runs cost more than
+    the iterations themselves. A context is safe to share between threads."""
+    global _shared_ssl_context
+    if _shared_ssl_context is None:
+        with _clients_lock:
+            if _shared_ssl_context is None:
+                import httpx2
+
+                _shared_ssl_context = httpx2.create_ssl_context()
+    return _shared_ssl_context
 
 
 def price(model: str, tokens_in: int, tokens_out: int) -> float:
@@ -206,7 +227,10 @@ def complete(
                 body.update(provider_options)
             # A server that refuses "required" refuses it every time: do not spend the client's
             # retries on it, ask again with "auto" straight away.
-            sender = client.with_options(max_retries=0) if choice_used == "required" and tools else client
+            if choice_used == "required" and tools:
+                sender = client_for(endpoint.base_url, endpoint.api_key, timeout, retries=False)
+            else:
+                sender = client
             try:
                 data = sender.post(
                     "/chat/completions",
