@@ -41,3 +41,31 @@ def start_demo_model(latency: float = 0.0) -> tuple[subprocess.Popen, str]:
         except OSError:
             time.sleep(0.05)
     return proc, f"http://127.0.0.1:{port}/v1"
+
+
+def cpu_seconds(pids, *, system: bool | None = None) -> float:
+    """CPU seconds used so far by the given processes (Linux /proc): user + system, or only
+    system time (system=True) or only user time (system=False)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        user, kernel = int(fields[11]), int(fields[12])
+        total += {None: user + kernel, True: kernel, False: user}[system] / tick
+    return total
+
+
+def pids_named(*names: str) -> list[int]:
+    """Processes whose command name is one of `names` (e.g. postgres, redis-server)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if (entry / "comm").read_text().strip() in names:
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found

@@ -2,12 +2,15 @@
 
 Prints the completion time with 1 s of simulated model latency against the ideal (5 s: five
 model calls in a row), and the runs per second with zero latency.
-Run: .venv/bin/python bench/concurrent_runs.py [--runs 200] [--workers 2] [--threads 100]
+Run: .venv/bin/python bench/concurrent_runs.py [--runs 200] [--workers 2] [--threads 100] [--latency 1]
 Uses DATABASE_URL when set (PostgreSQL), else a temporary SQLite file; REDIS_URL (db 13 by default).
+BENCH_VERBOSE=1 also prints, per batch, the CPU milliseconds per iteration of the workers, the
+demo model, PostgreSQL and Redis (from /proc), and how many runs started in each second.
 """
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -15,7 +18,7 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from bench._common import ROOT, setup_django, start_demo_model  # noqa: E402
+from bench._common import ROOT, cpu_seconds, pids_named, setup_django, start_demo_model  # noqa: E402
 
 ITERATIONS = 5
 
@@ -44,7 +47,7 @@ def start_workers(count: int, threads: int, env: dict) -> list[subprocess.Popen]
     return procs
 
 
-def batch(n: int, url: str) -> float:
+def batch(n: int, url: str, watch: dict | None = None) -> float:
     """Create n runs, dispatch them all, return seconds until the last one finished."""
     from django.db import transaction
 
@@ -61,6 +64,9 @@ def batch(n: int, url: str) -> float:
             for m in models
         ]
     ids = [r.pk for r in runs]
+    watch = dict(watch or {}, postgres=pids_named("postgres"), redis=pids_named("redis-server"))
+    cpu_before = {name: cpu_seconds(pids) for name, pids in watch.items()}
+    kernel_before = cpu_seconds(watch.get("workers", []), system=True)
     started = time.perf_counter()
     with transaction.atomic():
         for run_id in ids:
@@ -75,10 +81,20 @@ def batch(n: int, url: str) -> float:
         time.sleep(0.05)
     elapsed = time.perf_counter() - started
     if os.environ.get("BENCH_VERBOSE"):
+        used = {name: cpu_seconds(pids) - cpu_before[name] for name, pids in watch.items()}
+        per_iteration = ", ".join(f"{name} {1000 * s / (n * ITERATIONS):.1f}" for name, s in used.items())
+        kernel = cpu_seconds(watch.get("workers", []), system=True) - kernel_before
+        print(f"  CPU ms per iteration: {per_iteration} (workers in the kernel: {1000 * kernel / (n * ITERATIONS):.1f})")
         from django.db.models import Max, Min
 
         span = Run.objects.filter(pk__in=ids).aggregate(first=Min("started_at"), last=Max("started_at"))
         print(f"  dispatch took {dispatched:.2f} s; runs started over {(span['last'] - span['first']).total_seconds():.2f} s")
+        starts = sorted(Run.objects.filter(pk__in=ids).values_list("started_at", flat=True))
+        per_second: dict[int, int] = {}
+        for at in starts:
+            second = int((at - starts[0]).total_seconds())
+            per_second[second] = per_second.get(second, 0) + 1
+        print("  runs started per second:", " ".join(f"{per_second.get(i, 0)}" for i in range(max(per_second) + 1)))
     ok = Run.objects.filter(pk__in=ids, status=Run.Status.SUCCEEDED).count()
     if ok != n:
         print(f"  warning: {n - ok} runs did not succeed")
@@ -92,6 +108,9 @@ def main():
     parser.add_argument("--threads", type=int, default=100)
     parser.add_argument("--latency", type=float, default=1.0)
     args = parser.parse_args()
+    # Stopped from outside (timeout, Ctrl-C): still stop the workers, or they would keep taking
+    # the next benchmark's tasks from Redis.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
 
     tmp = tempfile.mkdtemp(prefix="bench-concurrent-")
     os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/13")
@@ -114,7 +133,7 @@ def main():
         print(f"database: {connection.vendor}; {args.workers} worker processes x {args.threads} threads; "
               f"{args.runs} runs x {ITERATIONS} iterations")
         batch(min(20, args.runs), url_slow)  # warm-up: connections, imports
-        elapsed = batch(args.runs, url_slow)
+        elapsed = batch(args.runs, url_slow, {"workers": [p.pid for p in procs], "model": [demo_slow.pid]})
         ideal = ITERATIONS * args.latency
         print(f"with {args.latency:g} s model latency: {elapsed:.2f} s for {args.runs} runs "
               f"(ideal {ideal:.1f} s, {elapsed / ideal:.2f}x ideal; target <= 1.5x)")
@@ -128,7 +147,7 @@ def main():
     procs = start_workers(args.workers, args.threads, env)
     try:
         batch(min(20, args.runs), url_fast)
-        elapsed = batch(args.runs, url_fast)
+        elapsed = batch(args.runs, url_fast, {"workers": [p.pid for p in procs], "model": [demo_fast.pid]})
         print(f"with zero latency: {args.runs} runs in {elapsed:.2f} s = {args.runs / elapsed:.1f} runs/s "
               f"({args.runs * ITERATIONS / elapsed:.0f} iterations/s)")
     finally:
