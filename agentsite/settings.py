@@ -130,6 +130,10 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = False  # see runs/tasks.py: durability comes from leases and the sweep
 
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# A worker takes a run only when one of its threads is free: with early acknowledgement a busy
+# worker would otherwise keep taking runs into its own queue while another worker sits idle
+# (measured: a few runs of a burst of 200 started 8 s late, behind runs of the busy worker).
+CELERY_WORKER_DISABLE_PREFETCH = True
 CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 900)
 CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 960)
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600)}
@@ -187,6 +191,10 @@ LOGGING = {
 # A worker renews its lease on a run every iteration; a lease older than this is free to take.
 # Longer than one model call with its retries, so a slow model does not look like a dead worker.
 RUN_LEASE_SECONDS = env_int("RUN_LEASE_SECONDS", 300)
+# How many runs one worker process lets work at the same moment; the others wait on their
+# model or tool, or for a slot (see runs/services/throttle.py). Runs in flight are bounded by
+# the worker's threads, not by this.
+RUN_WORKING_SLOTS = env_int("RUN_WORKING_SLOTS", 4)
 # A run taken over from a dead worker this many times is ended as failed (worker_lost).
 RUN_MAX_TAKEOVERS = env_int("RUN_MAX_TAKEOVERS", 5)
 # Queued runs with no worker after this long are handed out again (their message may be lost).

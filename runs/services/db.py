@@ -18,3 +18,10 @@ def write_transaction():
     else:
         with transaction.atomic():
             yield
+
+
+def release_db_connection() -> None:
+    """With a connection pool, hand the connection back before waiting (on a model, a tool, a
+    working slot), so the connections in use stay bounded by the pool, not by the runs in flight."""
+    if getattr(connection, "pool", None) is not None and not connection.in_atomic_block:
+        connection.close()

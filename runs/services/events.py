@@ -38,6 +38,20 @@ def event_store(*, run_id: int, seq: int, kind: str, data: dict) -> RunEvent:
     return event
 
 
+def events_store(*, run_id: int, first_seq: int, events: list[tuple[str, dict]]) -> None:
+    """Store events numbered first_seq, first_seq + 1, ... in one statement (the loop's commits)."""
+    if not events:
+        return
+    RunEvent.objects.bulk_create(
+        [RunEvent(run_id=run_id, seq=first_seq + i, kind=kind, data=data) for i, (kind, data) in enumerate(events)]
+    )
+    messages = [
+        {"type": "run.event", "run_id": run_id, "seq": first_seq + i, "kind": kind, "data": data}
+        for i, (kind, data) in enumerate(events)
+    ]
+    transaction.on_commit(lambda: publish_many(f"run-{run_id}", messages))
+
+
 def approvals_changed(*, run_id: int) -> None:
     """Tell every open approval queue and header badge to refresh."""
     transaction.on_commit(lambda: publish(APPROVALS_GROUP, {"type": "approvals.changed", "run_id": run_id}))
@@ -52,12 +66,16 @@ class _Publisher:
         self.lock = threading.Lock()
 
     def submit(self, group: str, message: dict) -> None:
+        self.submit_many([(group, message)])
+
+    def submit_many(self, items: list[tuple[str, dict]]) -> None:
         if self.thread is None or not self.thread.is_alive():
             with self.lock:
                 if self.thread is None or not self.thread.is_alive():
                     self.thread = threading.Thread(target=self._serve, name="event-publisher", daemon=True)
                     self.thread.start()
-        self.queue.put((group, message))
+        for item in items:
+            self.queue.put(item)
 
     def _serve(self):
         # A plain blocking get in a daemon thread: an executor thread here would keep the
@@ -67,13 +85,38 @@ class _Publisher:
         layer = get_channel_layer()
         loop = asyncio.new_event_loop()
         while True:
-            group, message = self.queue.get()
+            batch = [self.queue.get()]
+            # Everything queued meanwhile goes out in one turn of the event loop: under load,
+            # starting the loop once per message cost more than the sends.
+            while len(batch) < 500:
+                try:
+                    batch.append(self.queue.get_nowait())
+                except queue.Empty:
+                    break
             if layer is None:
                 continue
-            try:
-                loop.run_until_complete(layer.group_send(group, message))
-            except Exception as exc:  # Redis down: the client replays from the database later
-                log.debug("could not publish to %s: %s", group, exc)
+            loop.run_until_complete(self._send(layer, batch))
+
+    @staticmethod
+    async def _send(layer, batch):
+        # In order within a group (a client applies events by sequence number, and asks for a
+        # gap it sees); groups are independent of each other.
+        by_group: dict[str, list[dict]] = {}
+        for group, message in batch:
+            by_group.setdefault(group, []).append(message)
+
+        connections = asyncio.Semaphore(8)  # each concurrent send holds a Redis connection
+
+        async def send_group(group, messages):
+            async with connections:
+                for message in messages:
+                    try:
+                        await layer.group_send(group, message)
+                    except Exception as exc:  # Redis down: the client replays from the database later
+                        log.debug("could not publish to %s: %s", group, exc)
+                        return
+
+        await asyncio.gather(*(send_group(g, m) for g, m in by_group.items()))
 
 
 _publisher = _Publisher()
@@ -81,3 +124,7 @@ _publisher = _Publisher()
 
 def publish(group: str, message: dict) -> None:
     _publisher.submit(group, message)
+
+
+def publish_many(group: str, messages: list[dict]) -> None:
+    _publisher.submit_many([(group, m) for m in messages])

@@ -2,12 +2,17 @@
 from runs.models import Run, Step, ToolCall
 
 
-def build_messages(run: Run) -> list[dict]:
-    """System prompt, task, then per step: its preamble, the assistant message, one result per call."""
+def build_messages(run: Run, *, rows: bool = True) -> list[dict]:
+    """System prompt, task, then per step: its preamble, the assistant message, one result per call.
+
+    rows=False skips reading steps and calls, for a run known to have none yet.
+    """
     messages = [
         {"role": "system", "content": run.config["system_prompt"]},
         {"role": "user", "content": run.task},
     ]
+    if not rows:
+        return messages + list(run.pending_messages)
     results: dict[int, list[tuple[str, str]]] = {}
     for step_id, call_id, content in (
         ToolCall.objects.filter(run=run).order_by("step_id", "index").values_list("step_id", "call_id", "result_text")

@@ -19,8 +19,9 @@ from django.utils import timezone
 from runs import llm
 from runs.models import Approval, Run, Step, ToolCall
 from runs.services import guards
-from runs.services.db import write_transaction
-from runs.services.events import approvals_changed, event_record, event_store
+from runs.services import throttle
+from runs.services.db import release_db_connection, write_transaction
+from runs.services.events import approvals_changed, event_record, events_store
 from runs.services.history import build_messages
 from runs.services.leases import keeper
 from runs.services.notifications import approval_pending_data, notify
@@ -97,29 +98,24 @@ def _model_wait_seconds(models: int) -> float:
     return models * settings.LLM_TIMEOUT_SECONDS * (settings.LLM_MAX_RETRIES + 1) + 30
 
 
-def release_db_connection() -> None:
-    """With a connection pool, hand the connection back while we wait seconds for a model, so
-    the connections in use stay bounded by the pool, not by the runs in flight."""
-    if getattr(connection, "pool", None) is not None and not connection.in_atomic_block:
-        connection.close()
-
-
 # --- Entry point ---------------------------------------------------------------------------------
 
 
 def run_advance(*, run_id: int) -> Run | None:
     """Drive a run until it ends or waits for a person. Returns None if another worker holds it."""
     owner = uuid.uuid4().hex
-    if not lease_claim(run_id, owner):
-        return None
-    try:
-        return _Driver(run_id, owner).drive()
-    except LeaseLost:
-        log.warning(json.dumps({"event": "lease_lost", "run": run_id}))
-        return None
-    finally:
-        keeper.forget(owner)
-        lease_release(run_id, owner)
+    with throttle.working():
+        if not lease_claim(run_id, owner):
+            return None
+        try:
+            return _Driver(run_id, owner).drive()
+        except LeaseLost:
+            log.warning(json.dumps({"event": "lease_lost", "run": run_id}))
+            return None
+        finally:
+            keeper.forget(owner)
+            lease_release(run_id, owner)
+            release_db_connection()
 
 
 def run_end(*, run_id: int, owner: str, reason: str, detail: str = "") -> Run:
@@ -147,6 +143,12 @@ class _Driver:
         self.repeat_limits = {"*": self.config["repeat_limit"]}
         self.repeat_limits.update({t.name: t.repeat_limit for t in tools if t.repeat_limit})
         self.messages: list[dict] | None = None  # built from the rows at the first model call
+        self.step_calls: list[ToolCall] = []
+        if self.run.iterations == 0:
+            # A run that has not had an iteration has no steps and no calls (they are committed
+            # together with the iteration count): nothing to read back.
+            self.step_count, self.seen, self.open_calls = 0, {}, []
+            return
         self.step_count = Step.objects.filter(run_id=run_id).count()
         self.seen: dict[tuple[str, str], int] = {
             (row["tool_name"], row["args_hash"]): row["n"]
@@ -159,7 +161,6 @@ class _Driver:
             .select_related("approval")
             .order_by("step_id", "index")
         )
-        self.step_calls: list[ToolCall] = []
 
     def elapsed(self) -> float:
         return self.active_before + time.monotonic() - self.started
@@ -172,10 +173,11 @@ class _Driver:
         for name, value in fields.items():
             setattr(self.run, name, value)
         last = _fenced_update(self.run, self.owner, events=len(events), lease_seconds=lease_seconds, **fields)
-        for offset, (kind, data) in enumerate(events):
-            event_store(
-                run_id=self.run.pk, seq=last - len(events) + 1 + offset, kind=kind, data=data() if callable(data) else data
-            )
+        events_store(
+            run_id=self.run.pk,
+            first_seq=last - len(events) + 1,
+            events=[(kind, data() if callable(data) else data) for kind, data in events],
+        )
 
     # --- the loop ------------------------------------------------------------------------------
 
@@ -227,19 +229,19 @@ class _Driver:
         run, config = self.run, self.config
         iteration = run.iterations + 1
         if self.messages is None:
-            self.messages = build_messages(run)[: -len(run.pending_messages) or None]
+            self.messages = build_messages(run, rows=self.step_count > 0)[: -len(run.pending_messages) or None]
         preamble = list(run.pending_messages)  # e.g. verification feedback, sent with this request
         keeper.expect_wait(self.owner, _model_wait_seconds(len(self.config["models"] or [1])))
-        release_db_connection()
-        reply = llm.complete(
-            endpoint=endpoint,
-            messages=self.messages + preamble,
-            tools=self.definitions,
-            tool_choice=guards.tool_choice_for(iteration, config),
-            parallel_tool_calls=config["parallel_tool_calls"],
-            provider_options=config["provider_options"],
-            max_output_tokens=config.get("max_output_tokens") or settings.LLM_MAX_OUTPUT_TOKENS,
-        )
+        with throttle.waiting():
+            reply = llm.complete(
+                endpoint=endpoint,
+                messages=self.messages + preamble,
+                tools=self.definitions,
+                tool_choice=guards.tool_choice_for(iteration, config),
+                parallel_tool_calls=config["parallel_tool_calls"],
+                provider_options=config["provider_options"],
+                max_output_tokens=config.get("max_output_tokens") or settings.LLM_MAX_OUTPUT_TOKENS,
+            )
         planned = [
             guards.PlannedCall(
                 index=i,
@@ -505,6 +507,7 @@ class _Driver:
             if self.run.cancel_requested:
                 return False
             mark_started([calls[position]])
+            release_db_connection()  # the tool's thread may need one while we wait for it
             return True
 
         if parallel:
@@ -514,7 +517,13 @@ class _Driver:
         # them could leave every connection waiting on a tool that waits for one.
         release_db_connection()
         finished = 0
-        for position, payload, latency_ms in execute_calls(jobs, parallel=parallel, on_start=before_each):
+        results = execute_calls(jobs, parallel=parallel, on_start=before_each)
+        while True:
+            with throttle.waiting():
+                item = next(results, None)
+            if item is None:
+                break
+            position, payload, latency_ms = item
             call = calls[position]
             status = ToolCall.Status.SUCCEEDED if payload["ok"] else ToolCall.Status.FAILED
             self._set_result(call, payload, status)
@@ -605,15 +614,17 @@ class _Driver:
     def _summarise(self, endpoint) -> None:
         """The opt-in last, tools-free call: a summary the user can read instead of a bare limit."""
         instruction = {"role": "user", "content": SUMMARY_PROMPT.format(detail=self.run.stop_detail)}
+        messages = build_messages(self.run) + [instruction]
         try:
-            reply = llm.complete(
-                endpoint=endpoint,
-                messages=build_messages(self.run) + [instruction],
-                tools=self.definitions,
-                tool_choice="none",
-                parallel_tool_calls=self.config["parallel_tool_calls"],
-                provider_options=self.config["provider_options"],
-            )
+            with throttle.waiting():
+                reply = llm.complete(
+                    endpoint=endpoint,
+                    messages=messages,
+                    tools=self.definitions,
+                    tool_choice="none",
+                    parallel_tool_calls=self.config["parallel_tool_calls"],
+                    provider_options=self.config["provider_options"],
+                )
         except llm.ModelError as exc:
             log.warning("summary for run %s failed: %s", self.run.pk, exc)
             return
@@ -645,6 +656,8 @@ class _Driver:
             )
 
     def _log(self, step: Step | None, planned, stop: str | None) -> None:
+        if not log.isEnabledFor(logging.INFO):
+            return
         log.info(
             json.dumps(
                 {

@@ -30,6 +30,7 @@ class Recorder:
         self.release = threading.Event()  # lets a stuck handler go at the end of a test
         self.b_started = threading.Event()
         self.m_done = threading.Event()
+        self.waiter_started = threading.Event()
         self.barrier = threading.Barrier(2, timeout=5)
 
     def record(self, name, args, ctx):
@@ -105,6 +106,7 @@ def _seq_b(args, ctx):
 @python_handler("contract_waiter")
 def _waiter(args, ctx):
     # Finishes only after the signaller: completion order differs from call order.
+    REC.waiter_started.set()
     return {"saw_signal": REC.m_done.wait(5)}
 
 
@@ -419,6 +421,38 @@ def test_timeout_becomes_an_error_result(launch, script):
 def test_success_is_ok_true_with_the_result(launch, script):
     _, _, result = one_call(launch, script, "get_weather", {"city": "Lagos"}, tools=["get_weather"])
     assert result == {"ok": True, "result": {"city": "Lagos", "temperature_c": 31, "conditions": "sunny"}}
+
+
+def test_a_run_waiting_on_its_tool_lets_another_run_of_the_worker_work(launch, script, settings):
+    """With a single working slot, run A waits on a tool that only run B can release: A must
+    give its slot back while it waits, or B could not start before A's tool gave up."""
+    from django.db import connection
+
+    from runs.services import throttle
+
+    settings.RUN_WORKING_SLOTS = 1
+    throttle._semaphore = None
+    try:
+        model_a = script(calls(call("waiter", {}, "call_w")), {"content": "A done"})
+        model_b = script(calls(call("signaller", {}, "call_s")), {"content": "B done"})
+        runs = {}
+
+        def run_a():
+            try:
+                runs["a"] = launch("A", models=[model_a], tools=["waiter"])
+            finally:
+                connection.close()
+
+        thread = threading.Thread(target=run_a)
+        thread.start()
+        assert REC.waiter_started.wait(10)  # A holds its tool now
+        run_b = launch("B", models=[model_b], tools=["signaller"])
+        thread.join(15)
+        assert run_b.stop_reason == "final_answer"
+        assert runs["a"].stop_reason == "final_answer"
+        assert ToolCall.objects.get(run=runs["a"]).result == {"ok": True, "result": {"saw_signal": True}}
+    finally:
+        throttle._semaphore = None
 
 
 # --- 6. message order: assistant, then one result per call id, in call order ---------------------
