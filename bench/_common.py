@@ -43,9 +43,9 @@ def start_demo_model(latency: float = 0.0) -> tuple[subprocess.Popen, str]:
     return proc, f"http://127.0.0.1:{port}/v1"
 
 
-def cpu_seconds(pids, *, system: bool | None = None) -> float:
-    """CPU seconds used so far by the given processes (Linux /proc): user + system, or only
-    system time (system=True) or only user time (system=False)."""
+def cpu_seconds(pids, *, kernel_only: bool = False) -> float:
+    """CPU seconds used so far by the given processes (Linux /proc): user + system time, or only
+    the time spent in the kernel."""
     tick = os.sysconf("SC_CLK_TCK")
     total = 0.0
     for pid in pids:
@@ -54,7 +54,7 @@ def cpu_seconds(pids, *, system: bool | None = None) -> float:
         except OSError:
             continue
         user, kernel = int(fields[11]), int(fields[12])
-        total += {None: user + kernel, True: kernel, False: user}[system] / tick
+        total += (kernel if kernel_only else user + kernel) / tick
     return total
 
 

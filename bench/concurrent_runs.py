@@ -67,7 +67,7 @@ def batch(n: int, url: str, watch: dict | None = None) -> float:
     ids = [r.pk for r in runs]
     watch = dict(watch or {}, postgres=pids_named("postgres"), redis=pids_named("redis-server"))
     cpu_before = {name: cpu_seconds(pids) for name, pids in watch.items()}
-    kernel_before = cpu_seconds(watch.get("workers", []), system=True)
+    kernel_before = cpu_seconds(watch.get("workers", []), kernel_only=True)
     started = time.perf_counter()
     with transaction.atomic():
         for run_id in ids:
@@ -84,7 +84,7 @@ def batch(n: int, url: str, watch: dict | None = None) -> float:
     if os.environ.get("BENCH_VERBOSE"):
         used = {name: cpu_seconds(pids) - cpu_before[name] for name, pids in watch.items()}
         per_iteration = ", ".join(f"{name} {1000 * s / (n * ITERATIONS):.1f}" for name, s in used.items())
-        kernel = cpu_seconds(watch.get("workers", []), system=True) - kernel_before
+        kernel = cpu_seconds(watch.get("workers", []), kernel_only=True) - kernel_before
         print(f"  CPU ms per iteration: {per_iteration} (workers in the kernel: {1000 * kernel / (n * ITERATIONS):.1f})")
         from django.db.models import Max, Min
 

@@ -102,16 +102,17 @@ def client_for(base_url: str, api_key: str, timeout: float | None = None, *, ret
     key = (base_url, api_key, timeout, retries)
     client = clients.get(key)
     if client is None:
-        if not retries:
-            client = clients[key] = client_for(base_url, api_key, timeout).with_options(max_retries=0)
-            return client
-        client = clients[key] = openai.OpenAI(
-            base_url=base_url,
-            api_key=api_key,
-            timeout=timeout or settings.LLM_TIMEOUT_SECONDS,
-            max_retries=settings.LLM_MAX_RETRIES,
-            http_client=openai.DefaultHttpxClient(verify=_ssl_context()),
-        )
+        if retries:
+            client = openai.OpenAI(
+                base_url=base_url,
+                api_key=api_key,
+                timeout=timeout or settings.LLM_TIMEOUT_SECONDS,
+                max_retries=settings.LLM_MAX_RETRIES,
+                http_client=openai.DefaultHttpxClient(verify=_ssl_context()),
+            )
+        else:
+            client = client_for(base_url, api_key, timeout).with_options(max_retries=0)
+        clients[key] = client
     return client
 
 

@@ -323,7 +323,7 @@ class ApprovalDecisionView(ApiView):
 _DECISION_RESPONSES = {
     200: api.DecisionResultSerializer,
     409: OpenApiResponse(api.DecisionResultSerializer, description="Already decided: `detail` says by whom and when."),
-    **{code: response for code, response in errors(400, 404).items()},
+    **errors(400, 404),
 }
 
 

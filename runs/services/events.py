@@ -27,29 +27,19 @@ def event_record(*, run_id: int, kind: str, data: dict) -> RunEvent:
             f"UPDATE {Run._meta.db_table} SET event_seq = event_seq + 1 WHERE id = %s RETURNING event_seq", [run_id]
         )
         (seq,) = cursor.fetchone()
-    return event_store(run_id=run_id, seq=seq, kind=kind, data=data)
+    return events_store(run_id=run_id, first_seq=seq, events=[(kind, data)])[0]
 
 
-def event_store(*, run_id: int, seq: int, kind: str, data: dict) -> RunEvent:
-    """Store an event whose number the caller already took (see loop._fenced_update)."""
-    event = RunEvent.objects.create(run_id=run_id, seq=seq, kind=kind, data=data)
-    message = {"type": "run.event", "run_id": run_id, "seq": seq, "kind": kind, "data": data}
-    transaction.on_commit(lambda: publish(f"run-{run_id}", message))
-    return event
-
-
-def events_store(*, run_id: int, first_seq: int, events: list[tuple[str, dict]]) -> None:
-    """Store events numbered first_seq, first_seq + 1, ... in one statement (the loop's commits)."""
-    if not events:
-        return
-    RunEvent.objects.bulk_create(
+def events_store(*, run_id: int, first_seq: int, events: list[tuple[str, dict]]) -> list[RunEvent]:
+    """Store events numbered first_seq, first_seq + 1, ... in one statement, whose numbers the
+    caller already took (event_record, loop._fenced_update); publish them after commit."""
+    stored = RunEvent.objects.bulk_create(
         [RunEvent(run_id=run_id, seq=first_seq + i, kind=kind, data=data) for i, (kind, data) in enumerate(events)]
     )
-    messages = [
-        {"type": "run.event", "run_id": run_id, "seq": first_seq + i, "kind": kind, "data": data}
-        for i, (kind, data) in enumerate(events)
-    ]
-    transaction.on_commit(lambda: publish_many(f"run-{run_id}", messages))
+    if stored:
+        messages = [{"type": "run.event", "run_id": run_id, "seq": e.seq, "kind": e.kind, "data": e.data} for e in stored]
+        transaction.on_commit(lambda: publish_many(f"run-{run_id}", messages))
+    return stored
 
 
 def approvals_changed(*, run_id: int) -> None:
@@ -65,10 +55,7 @@ class _Publisher:
         self.thread: threading.Thread | None = None
         self.lock = threading.Lock()
 
-    def submit(self, group: str, message: dict) -> None:
-        self.submit_many([(group, message)])
-
-    def submit_many(self, items: list[tuple[str, dict]]) -> None:
+    def submit(self, items: list[tuple[str, dict]]) -> None:
         if self.thread is None or not self.thread.is_alive():
             with self.lock:
                 if self.thread is None or not self.thread.is_alive():
@@ -123,8 +110,8 @@ _publisher = _Publisher()
 
 
 def publish(group: str, message: dict) -> None:
-    _publisher.submit(group, message)
+    publish_many(group, [message])
 
 
 def publish_many(group: str, messages: list[dict]) -> None:
-    _publisher.submit_many([(group, m) for m in messages])
+    _publisher.submit([(group, m) for m in messages])

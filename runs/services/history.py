@@ -2,16 +2,15 @@
 from runs.models import Run, Step, ToolCall
 
 
-def build_messages(run: Run, *, rows: bool = True) -> list[dict]:
-    """System prompt, task, then per step: its preamble, the assistant message, one result per call.
-
-    rows=False skips reading steps and calls, for a run known to have none yet.
-    """
+def build_messages(run: Run) -> list[dict]:
+    """System prompt, task, then per step: its preamble, the assistant message, one result per call."""
     messages = [
         {"role": "system", "content": run.config["system_prompt"]},
         {"role": "user", "content": run.task},
     ]
-    if not rows:
+    if run.iterations == 0:
+        # Steps and calls are committed together with the iteration count: a run that has not
+        # had an iteration has none to read.
         return messages + list(run.pending_messages)
     results: dict[int, list[tuple[str, str]]] = {}
     for step_id, call_id, content in (

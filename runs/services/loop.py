@@ -145,8 +145,7 @@ class _Driver:
         self.messages: list[dict] | None = None  # built from the rows at the first model call
         self.step_calls: list[ToolCall] = []
         if self.run.iterations == 0:
-            # A run that has not had an iteration has no steps and no calls (they are committed
-            # together with the iteration count): nothing to read back.
+            # No steps and no calls yet (they are committed with the iteration count).
             self.step_count, self.seen, self.open_calls = 0, {}, []
             return
         self.step_count = Step.objects.filter(run_id=run_id).count()
@@ -229,7 +228,7 @@ class _Driver:
         run, config = self.run, self.config
         iteration = run.iterations + 1
         if self.messages is None:
-            self.messages = build_messages(run, rows=self.step_count > 0)[: -len(run.pending_messages) or None]
+            self.messages = build_messages(run)[: -len(run.pending_messages) or None]
         preamble = list(run.pending_messages)  # e.g. verification feedback, sent with this request
         keeper.expect_wait(self.owner, _model_wait_seconds(len(self.config["models"] or [1])))
         with throttle.waiting():
@@ -513,12 +512,11 @@ class _Driver:
         if parallel:
             mark_started(calls)
         keeper.expect_wait(self.owner, self._lease_for(calls))
-        # Tool threads take connections from the same pool: holding ours while we wait for
-        # them could leave every connection waiting on a tool that waits for one.
-        release_db_connection()
         finished = 0
         results = execute_calls(jobs, parallel=parallel, on_start=before_each)
         while True:
+            # Waiting also hands our connection back: tool threads take connections from the
+            # same pool, and holding ours could leave every one waiting on a tool that needs one.
             with throttle.waiting():
                 item = next(results, None)
             if item is None:

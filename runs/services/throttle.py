@@ -56,12 +56,11 @@ def working():
 
 @contextmanager
 def waiting():
-    """Give this thread's slot back while it waits on I/O; a no-op for a thread without one."""
+    """Hand back this thread's pooled connection and its slot (if it has one) while it waits on I/O."""
+    release_db_connection()
     if not getattr(_held, "slot", False):
-        release_db_connection()
         yield
         return
-    release_db_connection()
     _release()
     try:
         yield

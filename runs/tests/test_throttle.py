@@ -30,7 +30,8 @@ def _most_working_at_once(threads: int) -> int:
             with lock:
                 state["now"] -= 1
 
-    started = [threading.Thread(target=body) for _ in range(threads)]
+    # Daemon threads: a lost slot fails the assertion instead of hanging the test process.
+    started = [threading.Thread(target=body, daemon=True) for _ in range(threads)]
     for t in started:
         t.start()
     for t in started:
@@ -52,7 +53,7 @@ def test_a_waiting_thread_gives_its_slot_to_another(slots):
             other_worked.set()
 
     with throttle.working():
-        thread = threading.Thread(target=other)
+        thread = threading.Thread(target=other, daemon=True)
         with throttle.waiting():
             thread.start()
             assert other_worked.wait(5)
@@ -61,14 +62,20 @@ def test_a_waiting_thread_gives_its_slot_to_another(slots):
 
 def test_a_nested_working_block_keeps_the_slot_it_has(slots):
     slots(1)
-    with throttle.working():
-        with throttle.working():  # would wait forever for its own slot otherwise
-            pass
-        with throttle.waiting():
-            pass
-    # Every slot is free again: two sequential holders do not block.
-    with throttle.working():
-        pass
+    done = threading.Event()
+
+    def nested():
+        with throttle.working():
+            with throttle.working():  # would wait forever for its own slot otherwise
+                pass
+            with throttle.waiting():
+                pass
+        done.set()
+
+    threading.Thread(target=nested, daemon=True).start()
+    assert done.wait(5)
+    # Exactly one slot again: none lost, none added by the nested exits.
+    assert _most_working_at_once(3) == 1
 
 
 def test_waiting_without_a_slot_does_not_create_one(slots):
