@@ -96,6 +96,9 @@ def batch(n: int, url: str, watch: dict | None = None) -> float:
             second = int((at - starts[0]).total_seconds())
             per_second[second] = per_second.get(second, 0) + 1
         print("  runs started per second:", " ".join(f"{per_second.get(i, 0)}" for i in range(max(per_second) + 1)))
+        took = sorted((f - s).total_seconds() for s, f in Run.objects.filter(pk__in=ids).values_list("started_at", "finished_at"))
+        print(f"  each run from its start to its end: median {statistics.median(took):.2f} s, "
+              f"90th percentile {took[int(len(took) * 0.9)]:.2f} s, longest {took[-1]:.2f} s")
     ok = Run.objects.filter(pk__in=ids, status=Run.Status.SUCCEEDED).count()
     if ok != n:
         print(f"  warning: {n - ok} runs did not succeed")
@@ -109,6 +112,7 @@ def main():
     parser.add_argument("--threads", type=int, default=100)
     parser.add_argument("--latency", type=float, default=1.0)
     parser.add_argument("--repeat", type=int, default=3, help="measured batches per phase (the machine is noisy)")
+    parser.add_argument("--only", choices=["latency", "zero"], help="measure one phase only")
     args = parser.parse_args()
     # Stopped from outside (timeout, Ctrl-C): still stop the workers, or they would keep taking
     # the next benchmark's tasks from Redis.
@@ -130,14 +134,15 @@ def main():
     redis.Redis.from_url(settings.REDIS_URL).flushdb()
     env = dict(os.environ, BENCH_DIR=tmp, LOG_LEVEL="WARNING", SQLITE_PATH=settings.DATABASES["default"]["NAME"]
                if connection.vendor == "sqlite" else "", DEMO_MODEL_URL=url_slow)
-    procs = start_workers(args.workers, args.threads, env)
+    procs = start_workers(args.workers, args.threads, env) if args.only != "zero" else []
     try:
         print(f"database: {connection.vendor}; {args.workers} worker processes x {args.threads} threads; "
               f"{args.runs} runs x {ITERATIONS} iterations")
-        batch(min(20, args.runs), url_slow)  # warm-up: connections, imports
+        if procs:
+            batch(min(20, args.runs), url_slow)  # warm-up: connections, imports
         ideal = ITERATIONS * args.latency
         times = []
-        for _ in range(args.repeat):
+        for _ in range(args.repeat if args.only != "zero" else 0):
             times.append(batch(args.runs, url_slow, {"workers": [p.pid for p in procs], "model": [demo_slow.pid]}))
             print(f"with {args.latency:g} s model latency: {times[-1]:.2f} s for {args.runs} runs "
                   f"(ideal {ideal:.1f} s, {times[-1] / ideal:.2f}x ideal; target <= 1.5x)")
@@ -151,10 +156,11 @@ def main():
             p.wait(timeout=20)
     # Zero latency: the same workers against the instant demo model.
     env["DEMO_MODEL_URL"] = url_fast
-    procs = start_workers(args.workers, args.threads, env)
+    procs = start_workers(args.workers, args.threads, env) if args.only != "latency" else []
     try:
-        batch(min(20, args.runs), url_fast)
-        for _ in range(args.repeat):
+        if procs:
+            batch(min(20, args.runs), url_fast)
+        for _ in range(args.repeat if procs else 0):
             elapsed = batch(args.runs, url_fast, {"workers": [p.pid for p in procs], "model": [demo_fast.pid]})
             print(f"with zero latency: {args.runs} runs in {elapsed:.2f} s = {args.runs / elapsed:.1f} runs/s "
                   f"({args.runs * ITERATIONS / elapsed:.0f} iterations/s)")

@@ -88,15 +88,16 @@ def main():
     commits: dict[tuple[int, int], float] = {}
     import runs.services.events as events
 
-    original_publish = events.publish
+    original_publish = events.publish_many
 
-    def timed_publish(group, message):
+    def timed_publish(group, messages):
         # Called from transaction.on_commit: the step's transaction has just committed.
-        if message.get("kind") == "step":
-            commits[(message["run_id"], message["data"]["index"])] = time.time()
-        original_publish(group, message)
+        for message in messages:
+            if message.get("kind") == "step":
+                commits[(message["run_id"], message["data"]["index"])] = time.time()
+        original_publish(group, messages)
 
-    events.publish = timed_publish
+    events.publish_many = timed_publish
     try:
         agent = Agent.objects.get(name="demo")
         for number in range(args.runs + 1):  # the first run warms up connections and is not counted
