@@ -21,12 +21,25 @@ Handler = Callable[[dict, ToolContext], Any]
 Verifier = Callable[..., "tuple[bool, str]"]
 
 PYTHON_HANDLERS: dict[str, Handler] = {}
+READ_ONLY_HANDLERS: set[str] = set()
 VERIFIERS: dict[str, Verifier] = {}
 
 
-def python_handler(name: str):
+def python_handler(name: str, *, read_only: bool = False):
+    """Register a handler for Python tools named `name` (or whose handler field says so).
+
+    read_only=True promises that the handler changes nothing anywhere (a lookup): the loop may
+    then run its calls before it records the step that asked for them, in one commit with their
+    results. A handler with any effect, idempotent or not, must not say so: its idempotency key
+    comes from a call id that only exists once the step is recorded.
+    """
+
     def register(fn: Handler) -> Handler:
         PYTHON_HANDLERS[name] = fn
+        if read_only:
+            READ_ONLY_HANDLERS.add(name)
+        else:
+            READ_ONLY_HANDLERS.discard(name)
         return fn
 
     return register

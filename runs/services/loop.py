@@ -25,7 +25,7 @@ from runs.services.events import approvals_changed, event_record, events_store
 from runs.services.history import build_messages
 from runs.services.leases import keeper
 from runs.services.notifications import approval_pending_data, notify
-from runs.services.tool_exec import check_call, execute_calls
+from runs.services.tool_exec import check_call, execute_calls, reads_only
 from runs.snapshots import call_data, run_summary, step_data
 from toolsapp.models import Tool
 from toolsapp.registry import VERIFIERS, ToolContext
@@ -252,8 +252,13 @@ class _Driver:
             for i, c in enumerate(reply.tool_calls)
         ]
         stop, detail, skip_note = self._decide(reply, planned, iteration)
+        checks = [
+            (None, None) if skip_note else check_call(tool_name=p.tool_name, raw_arguments=p.arguments, tools=self.tools)
+            for p in planned
+        ]
+        early = self._run_reads_first(planned, checks) if planned and not stop else {}
         with write_transaction():
-            step, fields, events = self._record_step(reply, iteration, preamble, planned, skip_note)
+            step, fields, events = self._record_step(reply, iteration, preamble, planned, skip_note, checks, early)
             if stop == "verify":
                 stop, detail = self._verify(reply.content, fields, events)
             if stop:
@@ -291,7 +296,54 @@ class _Driver:
             )
         return None, "", ""
 
-    def _record_step(self, reply, iteration, preamble, planned, skip_note):
+    def _run_reads_first(self, planned, checks) -> dict[int, tuple[dict, float]]:
+        """Results of calls that only read, run before their step is recorded: {index: (payload, ms)}.
+
+        When every valid call of the answer is to a read-only tool, running them first lets the
+        step, its calls and their results go to the database in one commit instead of two (a
+        crash meanwhile loses only the model's answer, as a crash during the request would).
+        Any other call, or a cancel that arrived while the model answered, takes the usual path:
+        the step is recorded first, and the calls run after it.
+        """
+        runnable = [(p, arguments) for p, (arguments, error) in zip(planned, checks) if error is None and arguments is not None]
+        if not runnable or not all(reads_only(self.tools[p.tool_name]) for p, _ in runnable):
+            return {}
+        parallel = len(runnable) > 1
+        if parallel and not all(p.tool_name in self.tools and self.tools[p.tool_name].parallel_safe for p in planned):
+            return {}
+        if self._cancel_requested():
+            return {}
+        jobs = [
+            (
+                self.tools[p.tool_name],
+                arguments,
+                ToolContext(
+                    run_id=self.run.pk,
+                    call_id=p.call_id,
+                    idempotency_key=guards.idempotency_key(self.run.pk, p.call_id),
+                    customer=self.run.customer,
+                ),
+            )
+            for p, arguments in runnable
+        ]
+        keeper.expect_wait(self.owner, self._lease_for([p for p, _ in runnable]))
+        with throttle.waiting():
+            return {
+                runnable[position][0].index: (payload, latency_ms)
+                for position, payload, latency_ms in execute_calls(jobs, parallel=parallel)
+            }
+
+    def _cancel_requested(self) -> bool:
+        """Read the cancel flag again (an operator may have set it since the last commit).
+
+        A plain statement: this runs before tool calls, and the ORM's query building cost more
+        than the query itself."""
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT cancel_requested FROM {Run._meta.db_table} WHERE id = %s", [self.run.pk])
+            self.run.cancel_requested = bool(cursor.fetchone()[0])
+        return self.run.cancel_requested
+
+    def _record_step(self, reply, iteration, preamble, planned, skip_note, checks, early):
         """Insert the step and its calls; return it with the run fields and events to commit."""
         run = self.run
         self.step_count += 1
@@ -312,7 +364,7 @@ class _Driver:
             model_errors=reply.errors,
         )
         calls = []
-        for p in planned:
+        for p, (_, error) in zip(planned, checks):
             call = ToolCall(
                 run=run,
                 step=step,
@@ -325,10 +377,11 @@ class _Driver:
             )
             if skip_note:
                 self._set_result(call, {"ok": False, "error": f"not executed: {skip_note}"}, ToolCall.Status.SKIPPED)
-            else:
-                _, error = check_call(tool_name=p.tool_name, raw_arguments=p.arguments, tools=self.tools)
-                if error:  # errors are data: the model reads them and may correct itself
-                    self._set_result(call, {"ok": False, "error": error}, ToolCall.Status.FAILED)
+            elif error:  # errors are data: the model reads them and may correct itself
+                self._set_result(call, {"ok": False, "error": error}, ToolCall.Status.FAILED)
+            elif p.index in early:
+                payload, call.latency_ms = early[p.index]
+                self._set_result(call, payload, ToolCall.Status.SUCCEEDED if payload["ok"] else ToolCall.Status.FAILED)
             key = (p.tool_name, p.args_hash)
             self.seen[key] = self.seen.get(key, 0) + 1
             calls.append(call)
@@ -502,7 +555,7 @@ class _Driver:
 
         def before_each(position):
             if position > 0:
-                self.run.cancel_requested = Run.objects.filter(pk=self.run.pk).values_list("cancel_requested", flat=True).get()
+                self._cancel_requested()
             if self.run.cancel_requested:
                 return False
             mark_started([calls[position]])

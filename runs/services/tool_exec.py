@@ -11,7 +11,7 @@ from django.db import DatabaseError, connection
 
 from runs.services.guards import parse_arguments
 from toolsapp.models import Tool
-from toolsapp.registry import ToolContext, ToolError, executor_for
+from toolsapp.registry import READ_ONLY_HANDLERS, ToolContext, ToolError, executor_for
 from toolsapp.schemas import validate_arguments
 
 log = logging.getLogger(__name__)
@@ -34,6 +34,13 @@ def check_call(*, tool_name: str, raw_arguments: str, tools: dict[str, Tool]) ->
     if error:
         return None, error
     return arguments, None
+
+
+def reads_only(tool: Tool) -> bool:
+    """A tool whose calls change nothing: an in-process handler registered read-only, and not
+    marked destructive by an operator. Remote tools never count: their latency is unknown, and
+    the timeline should show them running."""
+    return tool.kind == Tool.Kind.PYTHON and not tool.destructive and (tool.handler or tool.name) in READ_ONLY_HANDLERS
 
 
 def _invoke(tool: Tool, arguments: dict, context: ToolContext):

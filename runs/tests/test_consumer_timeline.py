@@ -131,7 +131,7 @@ def test_viewer_reads_the_whole_timeline(finished_run, session_cookie):
     events, end = async_to_sync(go)()
     assert events == expected
     assert [e["seq"] for e in events] == list(range(1, len(expected) + 1))
-    assert {"run", "step", "call"} <= {e["kind"] for e in events}
+    assert {"run", "step"} <= {e["kind"] for e in events}
     assert end == {"type": "resumed", "last": expected[-1]["seq"]}
 
 

@@ -24,7 +24,7 @@ def _order_data(order: Order) -> dict:
     }
 
 
-@python_handler("lookup_order")
+@python_handler("lookup_order", read_only=True)
 def lookup_order(args, ctx):
     return _order_data(_order_for(args["order_id"], ctx.customer))
 

@@ -11,7 +11,7 @@ def _ticket_data(ticket: Ticket) -> dict:
     return {"ticket_id": ticket.pk, "title": ticket.title, "body": ticket.body, "priority": ticket.priority}
 
 
-@python_handler("search_tickets")
+@python_handler("search_tickets", read_only=True)
 def search_tickets(args, ctx):
     words = [w for w in re.findall(r"\w+", args["query"]) if len(w) > 2][:8]
     query = Q()
@@ -49,7 +49,7 @@ def create_ticket(args, ctx):
     return {**_ticket_data(ticket), "created": True}
 
 
-@python_handler("get_ticket")
+@python_handler("get_ticket", read_only=True)
 def get_ticket(args, ctx):
     ticket = Ticket.objects.filter(pk=args["ticket_id"]).first()
     if ticket is None:

@@ -2,7 +2,7 @@ from toolsapp.models import WeatherReport
 from toolsapp.registry import ToolError, python_handler
 
 
-@python_handler("get_weather")
+@python_handler("get_weather", read_only=True)
 def get_weather(args, ctx):
     report = WeatherReport.objects.filter(city__iexact=args["city"].strip()).first()
     if report is None:
