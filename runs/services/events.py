@@ -8,6 +8,7 @@ import asyncio
 import logging
 import queue
 import threading
+import time
 
 from django.db import connection, transaction
 
@@ -16,6 +17,10 @@ from runs.models import Run, RunEvent
 log = logging.getLogger(__name__)
 
 APPROVALS_GROUP = "approvals"
+# The publisher waits this long after a first event for more to send with it. Every wake of its
+# event loop costs CPU the loop's threads then lack (0.6-1 ms a message when it woke per message,
+# 200 concurrent runs); 25 ms, which nobody watching a timeline notices, cut that by about a third.
+PUBLISH_LINGER_SECONDS = 0.025
 
 
 def event_record(*, run_id: int, kind: str, data: dict) -> RunEvent:
@@ -73,6 +78,7 @@ class _Publisher:
         loop = asyncio.new_event_loop()
         while True:
             batch = [self.queue.get()]
+            time.sleep(PUBLISH_LINGER_SECONDS)
             # Everything queued meanwhile goes out in one turn of the event loop: under load,
             # starting the loop once per message cost more than the sends.
             while len(batch) < 500:
