@@ -194,7 +194,7 @@ RUN_LEASE_SECONDS = env_int("RUN_LEASE_SECONDS", 300)
 # How many runs one worker process lets work at the same moment; the others wait on their
 # model or tool, or for a slot (see runs/services/throttle.py). Runs in flight are bounded by
 # the worker's threads, not by this.
-RUN_WORKING_SLOTS = env_int("RUN_WORKING_SLOTS", 2)
+RUN_WORKING_SLOTS = env_int("RUN_WORKING_SLOTS", 4)
 # A run taken over from a dead worker this many times is ended as failed (worker_lost).
 RUN_MAX_TAKEOVERS = env_int("RUN_MAX_TAKEOVERS", 5)
 # Queued runs with no worker after this long are handed out again (their message may be lost).

@@ -5,9 +5,7 @@ model or a tool at any moment. But replies come in bursts, and a hundred threads
 once spend CPU passing the GIL around instead of working. So a driver works only while it
 holds one of RUN_WORKING_SLOTS slots and gives it back whenever it waits; the runs in flight
 are still bounded only by the worker's threads. Measured with bench/concurrent_runs.py (2
-processes x 100 threads, zero model latency): 94-98 iterations/s with 4 slots, 75-80 without;
-later, with one commit per iteration, 2 slots against 4 in alternate runs: 119-129 against
-118-124 iterations/s, and 8.8-9.3 against 9.1-10.2 s with 1 s of model latency.
+processes x 100 threads, zero model latency): 94-98 iterations/s with 4 slots, 75-80 without.
 """
 import threading
 from contextlib import contextmanager
