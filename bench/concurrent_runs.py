@@ -90,15 +90,20 @@ def batch(n: int, url: str, watch: dict | None = None) -> float:
 
         span = Run.objects.filter(pk__in=ids).aggregate(first=Min("started_at"), last=Max("started_at"))
         print(f"  dispatch took {dispatched:.2f} s; runs started over {(span['last'] - span['first']).total_seconds():.2f} s")
-        starts = sorted(Run.objects.filter(pk__in=ids).values_list("started_at", flat=True))
+        starts = sorted(Run.objects.filter(pk__in=ids, started_at__isnull=False).values_list("started_at", flat=True))
         per_second: dict[int, int] = {}
         for at in starts:
             second = int((at - starts[0]).total_seconds())
             per_second[second] = per_second.get(second, 0) + 1
         print("  runs started per second:", " ".join(f"{per_second.get(i, 0)}" for i in range(max(per_second) + 1)))
-        took = sorted((f - s).total_seconds() for s, f in Run.objects.filter(pk__in=ids).values_list("started_at", "finished_at"))
-        print(f"  each run from its start to its end: median {statistics.median(took):.2f} s, "
-              f"90th percentile {took[int(len(took) * 0.9)]:.2f} s, longest {took[-1]:.2f} s")
+        took = sorted(
+            (f - s).total_seconds()
+            for s, f in Run.objects.filter(pk__in=ids, started_at__isnull=False, finished_at__isnull=False)
+            .values_list("started_at", "finished_at")
+        )
+        if took:
+            print(f"  each run from its start to its end: median {statistics.median(took):.2f} s, "
+                  f"90th percentile {took[int(len(took) * 0.9)]:.2f} s, longest {took[-1]:.2f} s")
     ok = Run.objects.filter(pk__in=ids, status=Run.Status.SUCCEEDED).count()
     if ok != n:
         print(f"  warning: {n - ok} runs did not succeed")

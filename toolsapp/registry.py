@@ -30,8 +30,9 @@ def python_handler(name: str, *, read_only: bool = False):
 
     read_only=True promises that the handler changes nothing anywhere (a lookup): the loop may
     then run its calls before it records the step that asked for them, in one commit with their
-    results. A handler with any effect, idempotent or not, must not say so: its idempotency key
-    comes from a call id that only exists once the step is recorded.
+    results. A handler with any effect, idempotent or not, must not say so: after a crash before
+    that commit the model is asked again and answers with a new call id, hence a new
+    idempotency key, and the effect would happen twice.
     """
 
     def register(fn: Handler) -> Handler:

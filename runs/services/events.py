@@ -5,6 +5,7 @@ describes, and published only after that commits. Publishing is best effort (a c
 misses one asks for it again by sequence number), so it never slows or breaks the loop.
 """
 import asyncio
+import atexit
 import logging
 import queue
 import threading
@@ -60,6 +61,8 @@ class _Publisher:
         self.queue: queue.SimpleQueue = queue.SimpleQueue()
         self.thread: threading.Thread | None = None
         self.lock = threading.Lock()
+        self.unsent = 0  # submitted and not sent yet (under self.lock)
+        self.exiting = threading.Event()
 
     def submit(self, items: list[tuple[str, dict]]) -> None:
         if self.thread is None or not self.thread.is_alive():
@@ -67,8 +70,19 @@ class _Publisher:
                 if self.thread is None or not self.thread.is_alive():
                     self.thread = threading.Thread(target=self._serve, name="event-publisher", daemon=True)
                     self.thread.start()
+                    atexit.register(self.flush)
+        with self.lock:
+            self.unsent += len(items)
         for item in items:
             self.queue.put(item)
+
+    def flush(self, timeout: float = 2.0) -> None:
+        """Send what is queued without waiting for more; at exit, so that a process that ends
+        right after a commit (run_agent, a worker shutting down) does not take its events along."""
+        self.exiting.set()
+        deadline = time.monotonic() + timeout
+        while self.unsent > 0 and time.monotonic() < deadline and self.thread is not None and self.thread.is_alive():
+            time.sleep(0.005)
 
     def _serve(self):
         # A plain blocking get in a daemon thread: an executor thread here would keep the
@@ -79,7 +93,7 @@ class _Publisher:
         loop = asyncio.new_event_loop()
         while True:
             batch = [self.queue.get()]
-            time.sleep(PUBLISH_LINGER_SECONDS)
+            self.exiting.wait(PUBLISH_LINGER_SECONDS)
             # Everything queued meanwhile goes out in one turn of the event loop: under load,
             # starting the loop once per message cost more than the sends.
             while len(batch) < 500:
@@ -87,9 +101,12 @@ class _Publisher:
                     batch.append(self.queue.get_nowait())
                 except queue.Empty:
                     break
-            if layer is None:
-                continue
-            loop.run_until_complete(self._send(layer, batch))
+            try:
+                if layer is not None:
+                    loop.run_until_complete(self._send(layer, batch))
+            finally:
+                with self.lock:
+                    self.unsent -= len(batch)
 
     @staticmethod
     async def _send(layer, batch):
@@ -98,11 +115,7 @@ class _Publisher:
         by_group: dict[str, list[dict]] = {}
         for group, message in batch:
             by_group.setdefault(group, []).append(message)
-        try:
-            listened = await _groups_with_members(layer, list(by_group))
-        except Exception as exc:  # Redis down: the client replays from the database later
-            log.debug("could not publish: %s", exc)
-            return
+        listened = await _groups_with_members(layer, list(by_group))
 
         connections = asyncio.Semaphore(8)  # each concurrent send holds a Redis connection
 
@@ -122,10 +135,13 @@ async def _groups_with_members(layer, groups: list[str]) -> set[str]:
     """The groups that someone has joined, asked in one round trip per Redis host.
 
     Most runs have nobody watching their timeline, and a group_send costs two Redis commands
-    even to an empty group (about a millisecond of a busy worker's CPU each). group_send itself
-    reads the same member list when it is called, so skipping a group found empty here loses
-    nothing that group_send would have delivered: a client that joins afterwards reads the
-    event from the database when it asks to resume. Other layers get every message.
+    even to an empty group (about a millisecond of a busy worker's CPU each). A client that
+    joins just after this check misses the live message, as it would have missed one sent just
+    before it joined: both consumers join their group before they accept the socket, and the
+    client then reads what it missed (the timeline resumes from the database by sequence
+    number, the approval queue reloads), so nobody misses an event for good. A host that cannot
+    be asked counts as listened to: group_send then tries, and fails, on its own. Other layers
+    get every message.
     """
     if not isinstance(layer, RedisChannelLayer):
         return set(groups)
@@ -134,12 +150,17 @@ async def _groups_with_members(layer, groups: list[str]) -> set[str]:
         by_host.setdefault(layer.consistent_hash(group), []).append(group)
     listened = set()
     for index, names in by_host.items():
-        async with layer.connection(index).pipeline(transaction=False) as pipe:
-            for name in names:
-                # channels-redis 4.3 (pinned) keeps a group's members in this sorted set;
-                # test_consumer_approvals fails if that changes.
-                pipe.zcard(layer._group_key(name))
-            counts = await pipe.execute()
+        try:
+            async with layer.connection(index).pipeline(transaction=False) as pipe:
+                for name in names:
+                    # channels-redis 4.3 (pinned) keeps a group's members in this sorted set;
+                    # test_consumer_approvals fails if that changes.
+                    pipe.zcard(layer._group_key(name))
+                counts = await pipe.execute()
+        except Exception as exc:
+            log.debug("could not read the members of %d groups: %s", len(names), exc)
+            listened.update(names)
+            continue
         listened.update(name for name, count in zip(names, counts) if count)
     return listened
 
