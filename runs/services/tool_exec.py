@@ -37,10 +37,15 @@ def check_call(*, tool_name: str, raw_arguments: str, tools: dict[str, Tool]) ->
 
 
 def reads_only(tool: Tool) -> bool:
-    """A tool whose calls change nothing: an in-process handler registered read-only, and not
-    marked destructive by an operator. Remote tools never count: their latency is unknown, and
-    the timeline should show them running."""
-    return tool.kind == Tool.Kind.PYTHON and not tool.destructive and (tool.handler or tool.name) in READ_ONLY_HANDLERS
+    """A tool whose calls change nothing: an in-process handler registered read-only, which an
+    operator has not marked destructive or unsafe to re-run. Remote tools never count: their
+    latency is unknown, and the timeline should show them running."""
+    return (
+        tool.kind == Tool.Kind.PYTHON
+        and not tool.destructive
+        and tool.idempotent
+        and (tool.handler or tool.name) in READ_ONLY_HANDLERS
+    )
 
 
 def _invoke(tool: Tool, arguments: dict, context: ToolContext):

@@ -119,3 +119,12 @@ def test_a_cancel_that_arrives_while_the_model_answers_stops_a_read_only_call(la
     call = ToolCall.objects.get(run=run)
     assert call.status == ToolCall.Status.SKIPPED
     assert len(script.requests(model)) == 1
+
+
+def test_a_read_only_tool_an_operator_marked_unsafe_to_re_run_is_recorded_before_it_runs(launch, script):
+    Tool.objects.filter(name="reader").update(idempotent=False)
+    model = script({"tool_calls": [{"name": "reader", "arguments": {"n": 1}, "id": "c1"}]}, {"content": "done"})
+    run = launch("marked", models=[model], tools=["reader"], summarize_on_stop=False)
+    assert run.stop_reason == "final_answer"
+    assert [kind for kind, _ in timeline(run)] == ["run", "run", "step", "call", "step", "run"]
+    assert READS == ["c1"]
