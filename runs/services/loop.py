@@ -309,21 +309,12 @@ class _Driver:
         if not runnable or not all(reads_only(self.tools[p.tool_name]) for p, _ in runnable):
             return {}
         parallel = len(runnable) > 1
-        if parallel and not all(p.tool_name in self.tools and self.tools[p.tool_name].parallel_safe for p in planned):
+        if parallel and not self._may_run_together([p.tool_name for p in planned]):
             return {}
         if self._cancel_requested():
             return {}
         jobs = [
-            (
-                self.tools[p.tool_name],
-                arguments,
-                ToolContext(
-                    run_id=self.run.pk,
-                    call_id=p.call_id,
-                    idempotency_key=guards.idempotency_key(self.run.pk, p.call_id),
-                    customer=self.run.customer,
-                ),
-            )
+            self._job(p.tool_name, arguments, p.call_id, guards.idempotency_key(self.run.pk, p.call_id))
             for p, arguments in runnable
         ]
         keeper.expect_wait(self.owner, self._lease_for([p for p, _ in runnable]))
@@ -332,6 +323,15 @@ class _Driver:
                 runnable[position][0].index: (payload, latency_ms)
                 for position, payload, latency_ms in execute_calls(jobs, parallel=parallel)
             }
+
+    def _may_run_together(self, names: list[str]) -> bool:
+        """Calls of one answer run in parallel only when every tool it names is parallel-safe."""
+        return all(n in self.tools and self.tools[n].parallel_safe for n in names)
+
+    def _job(self, tool_name: str, arguments: dict, call_id: str, idempotency_key: str):
+        """What execute_calls takes for one call."""
+        context = ToolContext(run_id=self.run.pk, call_id=call_id, idempotency_key=idempotency_key, customer=self.run.customer)
+        return self.tools[tool_name], arguments, context
 
     def _cancel_requested(self) -> bool:
         """Read the cancel flag again (an operator may have set it since the last commit).
@@ -447,7 +447,7 @@ class _Driver:
                 self._commit(lease_seconds=self._lease_for(runnable))
         if runnable:
             names = [c.tool_name for c in (self.step_calls or calls) if c.step_id == runnable[0].step_id]
-            parallel = len(runnable) > 1 and all(n in self.tools and self.tools[n].parallel_safe for n in names)
+            parallel = len(runnable) > 1 and self._may_run_together(names)
             if self._execute(runnable, parallel=parallel) == "cancelled":
                 return "cancelled"
         if waiting:
@@ -535,14 +535,7 @@ class _Driver:
         event_record(run_id=self.run.pk, kind="call", data=call_data(call))
 
     def _execute(self, calls: list[ToolCall], *, parallel: bool) -> str | None:
-        jobs = [
-            (
-                self.tools[c.tool_name],
-                json.loads(c.arguments or "{}"),
-                ToolContext(run_id=self.run.pk, call_id=c.call_id, idempotency_key=c.idempotency_key, customer=self.run.customer),
-            )
-            for c in calls
-        ]
+        jobs = [self._job(c.tool_name, json.loads(c.arguments or "{}"), c.call_id, c.idempotency_key) for c in calls]
 
         def mark_started(batch):
             # Only a call that is not safe to repeat needs "started" on disk before it runs: after a

@@ -9,6 +9,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from django.conf import settings
 from django.db import DatabaseError, connection
 
+from runs.services.db import release_db_connection
 from runs.services.guards import parse_arguments
 from toolsapp.models import Tool
 from toolsapp.registry import READ_ONLY_HANDLERS, ToolContext, ToolError, executor_for
@@ -57,8 +58,7 @@ def _invoke(tool: Tool, arguments: dict, context: ToolContext):
         connection.close()
         raise
     finally:
-        if getattr(connection, "pool", None) is not None:
-            connection.close()  # back to the pool
+        release_db_connection()  # back to the pool, if there is one
 
 
 def _outcome(future, tool: Tool, timeout: float) -> dict:
