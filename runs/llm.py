@@ -40,6 +40,7 @@ class Endpoint:
     api_key: str
     models: list[str]
     is_demo: bool = False
+    guarded: bool = False  # typed by a user: every connection goes through the outbound guard
 
 
 @dataclass
@@ -80,7 +81,7 @@ def resolve_endpoint(*, base_url: str = "", models: list[str] | None = None) -> 
         from toolsapp.net import Blocked, check_url
 
         try:
-            check_url(base_url)
+            check_url(base_url)  # a clear reason before any request; each connection is checked again
         except Blocked as exc:
             raise ModelError(f"the model endpoint {base_url} was refused: {exc}") from None
     base_url = base_url or settings.LLM_BASE_URL
@@ -90,28 +91,47 @@ def resolve_endpoint(*, base_url: str = "", models: list[str] | None = None) -> 
     if not models:
         raise ModelError("no model configured: set LLM_MODELS or the agent's model list")
     # Local servers (llama.cpp, Ollama, vLLM) accept any key; the client insists on one.
-    return Endpoint(base_url=base_url or "https://api.openai.com/v1", api_key=settings.LLM_API_KEY or "none", models=models)
+    return Endpoint(
+        base_url=base_url or "https://api.openai.com/v1",
+        api_key=settings.LLM_API_KEY or "none",
+        models=models,
+        guarded=base_url != settings.LLM_BASE_URL,
+    )
 
 
-def client_for(base_url: str, api_key: str, timeout: float | None = None, *, retries: bool = True) -> openai.OpenAI:
+def client_for(
+    base_url: str, api_key: str, timeout: float | None = None, *, retries: bool = True, guarded: bool = False
+) -> openai.OpenAI:
     """This thread's client for an endpoint; retries=False gives one that never retries (it
-    shares the connection pool; kept rather than copied per request, which costs a client)."""
+    shares the connection pool; kept rather than copied per request, which costs a client).
+
+    guarded=True: each connection resolves and checks the host when it opens and connects to the
+    address it checked, so a DNS answer that changes after resolve_endpoint's check (rebinding)
+    or a redirect cannot reach an internal address."""
     clients = getattr(_thread_clients, "by_key", None)
     if clients is None:
         clients = _thread_clients.by_key = {}
-    key = (base_url, api_key, timeout, retries)
+    key = (base_url, api_key, timeout, retries, guarded)
     client = clients.get(key)
     if client is None:
         if retries:
+            if guarded:
+                from toolsapp.net import checked_transport
+
+                # No proxy from the environment either (it would resolve the name itself), as for
+                # HTTP tools and webhooks.
+                http_client = openai.DefaultHttpxClient(transport=checked_transport(_ssl_context()), trust_env=False)
+            else:
+                http_client = openai.DefaultHttpxClient(verify=_ssl_context())
             client = openai.OpenAI(
                 base_url=base_url,
                 api_key=api_key,
                 timeout=timeout or settings.LLM_TIMEOUT_SECONDS,
                 max_retries=settings.LLM_MAX_RETRIES,
-                http_client=openai.DefaultHttpxClient(verify=_ssl_context()),
+                http_client=http_client,
             )
         else:
-            client = client_for(base_url, api_key, timeout).with_options(max_retries=0)
+            client = client_for(base_url, api_key, timeout, guarded=guarded).with_options(max_retries=0)
         clients[key] = client
     return client
 
@@ -210,7 +230,7 @@ def complete(
     timeout: float | None = None,
 ) -> ModelReply:
     """Ask each model in order until one answers; raise ModelError with every failure otherwise."""
-    client = client_for(endpoint.base_url, endpoint.api_key, timeout)
+    client = client_for(endpoint.base_url, endpoint.api_key, timeout, guarded=endpoint.guarded)
     errors: list[str] = []
     for model in endpoint.models:
         choice_used, fallback = tool_choice, False
@@ -229,7 +249,7 @@ def complete(
             # A server that refuses "required" refuses it every time: do not spend the client's
             # retries on it, ask again with "auto" straight away.
             if choice_used == "required" and tools:
-                sender = client_for(endpoint.base_url, endpoint.api_key, timeout, retries=False)
+                sender = client_for(endpoint.base_url, endpoint.api_key, timeout, retries=False, guarded=endpoint.guarded)
             else:
                 sender = client
             try:

@@ -1,5 +1,5 @@
-"""Outgoing HTTP to addresses an admin typed (HTTP tools, webhooks), guarded against
-server-side request forgery.
+"""Outgoing HTTP to addresses an admin typed (HTTP tools, webhooks, MCP servers), guarded
+against server-side request forgery.
 
 The host is resolved before connecting, and the request is refused when any address it resolves
 to is loopback, private, link-local (cloud metadata lives there), shared, multicast or otherwise
@@ -17,6 +17,8 @@ import time
 from dataclasses import dataclass
 from urllib.parse import urljoin, urlsplit
 
+import httpcore2
+import httpx2
 from django.conf import settings
 
 USER_AGENT = "agentsite/1"
@@ -98,6 +100,12 @@ def check_url(url: str) -> Target:
     if not host:
         raise Blocked("the URL has no host")
     port = port or (443 if parts.scheme == "https" else 80)
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    return Target(scheme=parts.scheme, host=host, port=port, path=path, address=checked_addresses(host, port)[0])
+
+
+def checked_addresses(host: str, port: int) -> list[str]:
+    """Resolve `host`; its addresses if every one may be reached, else raise Blocked."""
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError) as exc:
@@ -111,8 +119,7 @@ def check_url(url: str) -> Target:
                 "add it to OUTBOUND_ALLOWLIST if this server is meant to be reached"
             )
         addresses.append(str(ip))
-    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    return Target(scheme=parts.scheme, host=host, port=port, path=path, address=addresses[0])
+    return addresses
 
 
 class _PinnedHTTPConnection(http.client.HTTPConnection):
@@ -132,6 +139,80 @@ class _PinnedHTTPSConnection(http.client.HTTPSConnection):
     def connect(self):
         sock = socket.create_connection((self._address, self.port), self.timeout)
         self.sock = self._context.wrap_socket(sock, server_hostname=self.host)
+
+
+class _CheckedNetwork(httpcore2.NetworkBackend):
+    """Resolves and checks every host when it connects, and connects to the address it checked.
+
+    For long-lived clients (a thread's model client): the check cannot go stale, redirects to
+    another host are checked too, and a second DNS answer cannot swap in another address.
+    """
+
+    def __init__(self):
+        self._network = httpcore2.SyncBackend()
+
+    def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
+        try:
+            address = checked_addresses(host, port)[0]
+        except Blocked as exc:
+            raise httpcore2.ConnectError(f"refused: {exc}") from None
+        return self._network.connect_tcp(
+            address, port, timeout=timeout, local_address=local_address, socket_options=socket_options
+        )
+
+    def connect_unix_socket(self, path, timeout=None, socket_options=None):
+        raise httpcore2.ConnectError("unix sockets are not allowed")
+
+    def sleep(self, seconds: float) -> None:
+        self._network.sleep(seconds)
+
+
+def checked_transport(ssl_context: ssl.SSLContext) -> httpx2.HTTPTransport:
+    """An httpx transport whose every connection goes through the guard (see _CheckedNetwork)."""
+    transport = httpx2.HTTPTransport(verify=ssl_context, trust_env=False)
+    # httpx2 (pinned in requirements.txt) takes no network backend, so its pool is swapped for one
+    # that has ours; the rest of the transport (request mapping, errors) stays the library's.
+    transport._pool = httpcore2.ConnectionPool(ssl_context=ssl_context, network_backend=_CheckedNetwork())
+    return transport
+
+
+class _PinnedNetwork(httpcore2.AsyncNetworkBackend):
+    """Connects an async HTTP client only to the address `check_url` approved, whatever a
+    second DNS answer would say (DNS rebinding), and to no other host or port."""
+
+    def __init__(self, target: Target):
+        self._target = target
+        try:
+            self._host = target.host.encode("idna").decode("ascii").lower()
+        except UnicodeError:
+            self._host = target.host.lower()
+        self._network = httpcore2.AnyIOBackend()
+
+    async def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
+        if host.lower() != self._host or port != self._target.port:
+            raise httpcore2.ConnectError(f"{host}:{port} is not the checked address of {self._target.host}")
+        return await self._network.connect_tcp(
+            self._target.address, port, timeout=timeout, local_address=local_address, socket_options=socket_options
+        )
+
+    async def connect_unix_socket(self, path, timeout=None, socket_options=None):
+        raise httpcore2.ConnectError("unix sockets are not allowed")
+
+    async def sleep(self, seconds: float) -> None:
+        await self._network.sleep(seconds)
+
+
+def pinned_async_client(url: str, *, timeout: float) -> httpx2.AsyncClient:
+    """An async HTTP client for `url` (checked first; raises Blocked) that can reach nothing else.
+
+    For libraries that bring their own HTTP calls (the MCP SDK): a check of the URL alone would
+    let them resolve the name again when they connect.
+    """
+    target = check_url(url)
+    context = ssl.create_default_context()
+    transport = httpx2.AsyncHTTPTransport(verify=context, trust_env=False)
+    transport._pool = httpcore2.AsyncConnectionPool(ssl_context=context, network_backend=_PinnedNetwork(target))  # as above
+    return httpx2.AsyncClient(transport=transport, timeout=timeout, trust_env=False)
 
 
 def encode_json(payload) -> bytes:

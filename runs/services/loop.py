@@ -18,8 +18,7 @@ from django.utils import timezone
 
 from runs import llm
 from runs.models import Approval, Run, Step, ToolCall
-from runs.services import guards
-from runs.services import throttle
+from runs.services import guards, throttle
 from runs.services.db import release_db_connection, write_transaction
 from runs.services.events import approvals_changed, event_record, events_store
 from runs.services.history import build_messages

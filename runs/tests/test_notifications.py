@@ -21,7 +21,7 @@ DEMO_TASK = "Please cancel order ORD-1001, the customer asked."
 class Receiver:
     """Records every POST; answers with the statuses in `script`, then 200."""
 
-    def __init__(self, script=()):
+    def __init__(self, script=(), host="127.0.0.1"):
         self.requests: list[dict] = []
         self.script = list(script)
         receiver = self
@@ -39,9 +39,9 @@ class Receiver:
                 self.end_headers()
                 self.wfile.write(b"{}")
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = ThreadingHTTPServer((host, 0), Handler)
         self.port = self.httpd.server_address[1]
-        self.url = f"http://127.0.0.1:{self.port}/hook"
+        self.url = f"http://{host}:{self.port}/hook"
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
     def events(self) -> list[dict]:
@@ -200,3 +200,32 @@ def test_an_agent_endpoint_on_a_private_address_is_refused_before_any_request(la
         assert internal.requests  # now it is asked (and answers nonsense, which is another failure)
     finally:
         internal.stop()
+
+
+def test_an_agent_endpoint_whose_name_resolves_elsewhere_after_the_check_reaches_nothing(
+    launch, script, settings, monkeypatch
+):
+    # DNS rebinding: the first answer (the check when the run starts) is an allowlisted address,
+    # every later one an internal address (127.0.0.2, a receiver that records what reaches it).
+    import socket
+
+    internal = Receiver(host="127.0.0.2")
+    settings.OUTBOUND_ALLOWLIST = [f"127.0.0.1:{internal.port}"]
+    real_getaddrinfo, answers = socket.getaddrinfo, []
+
+    def rebinding_getaddrinfo(host, *args, **kwargs):
+        if host not in ("models.rebind.test", b"models.rebind.test"):
+            return real_getaddrinfo(host, *args, **kwargs)
+        answers.append("127.0.0.1" if not answers else "127.0.0.2")
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (answers[-1], internal.port))]
+
+    monkeypatch.setattr(socket, "getaddrinfo", rebinding_getaddrinfo)
+    try:
+        run = launch("hello", models=["gpt-x"], base_url=f"http://models.rebind.test:{internal.port}/v1")
+    finally:
+        internal.stop()
+    assert (run.status, run.stop_reason) == ("failed", "model_error")
+    assert "127.0.0.2" in run.stop_detail and "refused" in run.stop_detail
+    assert internal.requests == []
+    assert len(answers) >= 2  # the connection did ask again, and was refused on the second answer
+

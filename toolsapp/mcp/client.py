@@ -7,12 +7,14 @@ but keeps no state between calls that could go stale, leak or be shared between 
 """
 import os
 from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
 from typing import Any
 
 import anyio
 import mcp.types as mcp_types
 from django.conf import settings
 from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
 
 from toolsapp.models import McpServer
 
@@ -30,14 +32,17 @@ def _stdio_env() -> dict[str, str]:
     return {name: os.environ[name] for name in names if name in os.environ}
 
 
-def _target(server: McpServer):
+def _target(server: McpServer, timeout: float):
+    """What the SDK's Client connects to, and the HTTP client to close afterwards (or None)."""
     if server.transport == McpServer.Transport.HTTP:
-        from toolsapp.net import check_url
+        from toolsapp.net import pinned_async_client
 
-        check_url(server.url)  # raises toolsapp.net.Blocked (a ValueError) before any request
-        return server.url
+        # Checked before any request (raises toolsapp.net.Blocked, a ValueError), and the SDK's
+        # requests can then reach only the checked address: no second DNS answer swaps it.
+        http_client = pinned_async_client(server.url, timeout=timeout)
+        return streamable_http_client(server.url, http_client=http_client), http_client
     argv = server.argv()
-    return StdioServerParameters(command=argv[0], args=argv[1:], env=_stdio_env(), cwd=str(settings.BASE_DIR))
+    return StdioServerParameters(command=argv[0], args=argv[1:], env=_stdio_env(), cwd=str(settings.BASE_DIR)), None
 
 
 def _first_leaf(exc: BaseException) -> BaseException:
@@ -61,13 +66,16 @@ def with_session(server: McpServer, operation: Callable[[Client], Awaitable[Any]
     if not server.enabled:
         raise McpFailure(f"MCP server {server.name} is disabled")
     try:
-        target = _target(server)
+        target, http_client = _target(server, timeout)
     except ValueError as exc:  # a blocked URL or an unusable command: nothing was started or requested
         raise McpFailure(f"MCP server {server.name} refused: {exc}") from exc
 
     async def main():
         with anyio.fail_after(timeout):
-            async with Client(target, cache=None) as client:
+            async with AsyncExitStack() as stack:
+                if http_client is not None:  # the SDK leaves a client it was given open
+                    await stack.enter_async_context(http_client)
+                client = await stack.enter_async_context(Client(target, cache=None))
                 return await operation(client)
 
     try:

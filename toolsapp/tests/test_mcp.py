@@ -190,6 +190,36 @@ def test_a_private_http_url_without_allowlist_is_refused_before_any_request(demo
     assert not Tool.objects.filter(name__startswith="internal__").exists()
 
 
+def test_a_server_name_that_resolves_elsewhere_after_the_check_still_reaches_only_the_checked_address(
+    demo_data, http_demo, settings, monkeypatch
+):
+    # DNS rebinding: the name answers with the allowlisted address to the check (made in the
+    # caller's thread), and with an internal one to any later lookup (the SDK's event loop
+    # resolves in a worker thread): 127.0.0.2 here, a listener that records whether anything came.
+    _, port = http_demo
+    settings.OUTBOUND_ALLOWLIST = [f"127.0.0.1:{port}"]
+    real_getaddrinfo = socket.getaddrinfo
+    caller = threading.get_ident()
+
+    def rebinding_getaddrinfo(host, *args, **kwargs):
+        if host not in ("localhost", b"localhost"):  # anyio asks with bytes
+            return real_getaddrinfo(host, *args, **kwargs)
+        address = "127.0.0.1" if threading.get_ident() == caller else "127.0.0.2"
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (address, port))]
+
+    monkeypatch.setattr(socket, "getaddrinfo", rebinding_getaddrinfo)
+    with socket.socket() as internal:
+        internal.bind(("127.0.0.2", port))
+        internal.listen()
+        internal.settimeout(0.5)
+        server = McpServer.objects.create(name="rebind", transport="http", url=f"http://localhost:{port}/mcp")
+        assert mcp_server_discover(server=server).ok
+        tool = Tool.objects.get(name="rebind__add")
+        assert McpExecutor().call(tool, {"a": 1, "b": 2}, ToolContext(1, "c", "k")) == {"result": 3.0}
+        with pytest.raises(TimeoutError):
+            internal.accept()  # nobody came
+
+
 # --- management command ----------------------------------------------------------------------------
 
 
