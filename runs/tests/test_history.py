@@ -151,6 +151,23 @@ def test_text_search_is_case_insensitive_contains(viewer_client, agents):
     assert listed(get(viewer_client, q="  CANCEL ")) == [hit.pk]
 
 
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="a PostgreSQL trigram index")
+def test_text_search_can_use_the_trigram_index_on_postgresql(agents):
+    # The index must be on exactly the expression Django's icontains produces, or the planner
+    # can never use it and every search reads the whole table. Sequential scans are switched
+    # off here so the plan shows whether the index can serve the search at all.
+    alpha, _ = agents
+    hit = make_run(alpha, "Cancel order ORD-1001 please")
+    runs = history.run_history(text="ord-1001")
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        sql, params = runs.query.sql_with_params()
+        cursor.execute("EXPLAIN " + sql, params)
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "runs_run_task_trgm" in plan, plan
+    assert list(runs) == [hit]
+
+
 def test_filters_combine(viewer_client, agents):
     alpha, beta = agents
     failed = {"status": "failed", "stop_reason": "model_error"}
