@@ -153,12 +153,17 @@ class _CheckedNetwork(httpcore2.NetworkBackend):
 
     def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
         try:
-            address = checked_addresses(host, port)[0]
+            addresses = checked_addresses(host, port)
         except Blocked as exc:
             raise httpcore2.ConnectError(f"refused: {exc}") from None
-        return self._network.connect_tcp(
-            address, port, timeout=timeout, local_address=local_address, socket_options=socket_options
-        )
+        for position, address in enumerate(addresses):  # e.g. an IPv6 address first on an IPv4-only host
+            try:
+                return self._network.connect_tcp(
+                    address, port, timeout=timeout, local_address=local_address, socket_options=socket_options
+                )
+            except httpcore2.ConnectError:
+                if position == len(addresses) - 1:
+                    raise
 
     def connect_unix_socket(self, path, timeout=None, socket_options=None):
         raise httpcore2.ConnectError("unix sockets are not allowed")
