@@ -75,9 +75,10 @@ def demo_model_url() -> str:
 
 def resolve_endpoint(*, base_url: str = "", models: list[str] | None = None) -> Endpoint:
     """Where to send requests. With no API key and no base URL, the offline demo model."""
-    if base_url and base_url != settings.LLM_BASE_URL:
-        # Typed in the dashboard, the API or a launch: the same guard as HTTP tools, so an
-        # agent's endpoint cannot be pointed at an internal service (LLM_BASE_URL is trusted).
+    # Typed in the dashboard, the API or a launch: the same guard as HTTP tools, so an agent's
+    # endpoint cannot be pointed at an internal service (LLM_BASE_URL is trusted).
+    guarded = bool(base_url) and base_url != settings.LLM_BASE_URL
+    if guarded:
         from toolsapp.net import Blocked, check_url
 
         try:
@@ -95,7 +96,7 @@ def resolve_endpoint(*, base_url: str = "", models: list[str] | None = None) -> 
         base_url=base_url or "https://api.openai.com/v1",
         api_key=settings.LLM_API_KEY or "none",
         models=models,
-        guarded=base_url != settings.LLM_BASE_URL,
+        guarded=guarded,
     )
 
 
@@ -115,25 +116,27 @@ def client_for(
     client = clients.get(key)
     if client is None:
         if retries:
-            if guarded:
-                from toolsapp.net import checked_transport
-
-                # No proxy from the environment either (it would resolve the name itself), as for
-                # HTTP tools and webhooks.
-                http_client = openai.DefaultHttpxClient(transport=checked_transport(_ssl_context()), trust_env=False)
-            else:
-                http_client = openai.DefaultHttpxClient(verify=_ssl_context())
             client = openai.OpenAI(
                 base_url=base_url,
                 api_key=api_key,
                 timeout=timeout or settings.LLM_TIMEOUT_SECONDS,
                 max_retries=settings.LLM_MAX_RETRIES,
-                http_client=http_client,
+                http_client=_http_client(guarded),
             )
         else:
             client = client_for(base_url, api_key, timeout, guarded=guarded).with_options(max_retries=0)
         clients[key] = client
     return client
+
+
+def _http_client(guarded: bool):
+    if guarded:
+        from toolsapp.net import checked_transport
+
+        # No proxy from the environment either (it would resolve the name itself), as for HTTP
+        # tools and webhooks.
+        return openai.DefaultHttpxClient(transport=checked_transport(_ssl_context()), trust_env=False)
+    return openai.DefaultHttpxClient(verify=_ssl_context())
 
 
 def _ssl_context():

@@ -172,13 +172,25 @@ class _CheckedNetwork(httpcore2.NetworkBackend):
         self._network.sleep(seconds)
 
 
+def _transport_over(network, ssl_context: ssl.SSLContext):
+    """An httpx transport (sync or async, as `network` is) whose connections all go through `network`.
+
+    httpx2 (pinned in requirements.txt) takes no network backend, so the transport's pool is
+    swapped for one that has ours; the rest (request mapping, errors) stays the library's. No
+    proxy from the environment: a proxy would resolve the name itself, past the guard.
+    """
+    if isinstance(network, httpcore2.AsyncNetworkBackend):
+        transport_class, pool_class = httpx2.AsyncHTTPTransport, httpcore2.AsyncConnectionPool
+    else:
+        transport_class, pool_class = httpx2.HTTPTransport, httpcore2.ConnectionPool
+    transport = transport_class(verify=ssl_context, trust_env=False)
+    transport._pool = pool_class(ssl_context=ssl_context, network_backend=network)
+    return transport
+
+
 def checked_transport(ssl_context: ssl.SSLContext) -> httpx2.HTTPTransport:
     """An httpx transport whose every connection goes through the guard (see _CheckedNetwork)."""
-    transport = httpx2.HTTPTransport(verify=ssl_context, trust_env=False)
-    # httpx2 (pinned in requirements.txt) takes no network backend, so its pool is swapped for one
-    # that has ours; the rest of the transport (request mapping, errors) stays the library's.
-    transport._pool = httpcore2.ConnectionPool(ssl_context=ssl_context, network_backend=_CheckedNetwork())
-    return transport
+    return _transport_over(_CheckedNetwork(), ssl_context)
 
 
 class _PinnedNetwork(httpcore2.AsyncNetworkBackend):
@@ -213,10 +225,8 @@ def pinned_async_client(url: str, *, timeout: float) -> httpx2.AsyncClient:
     For libraries that bring their own HTTP calls (the MCP SDK): a check of the URL alone would
     let them resolve the name again when they connect.
     """
-    target = check_url(url)
-    context = ssl.create_default_context()
-    transport = httpx2.AsyncHTTPTransport(verify=context, trust_env=False)
-    transport._pool = httpcore2.AsyncConnectionPool(ssl_context=context, network_backend=_PinnedNetwork(target))  # as above
+    # httpx's own CA bundle, as the SDK's default client had.
+    transport = _transport_over(_PinnedNetwork(check_url(url)), httpx2.create_ssl_context())
     return httpx2.AsyncClient(transport=transport, timeout=timeout, trust_env=False)
 
 
