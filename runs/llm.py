@@ -153,6 +153,24 @@ def _ssl_context():
     return _shared_ssl_context
 
 
+_odd_usage_logged: set[tuple[str, str]] = set()
+
+
+def _reported(usage: dict, name: str, model: str):
+    """A usage figure the provider reported, or 0 when it makes no sense (negative, not a finite
+    number): a budget must never be lowered or switched off by what a server says. Tokens are
+    whole numbers; the cost stays a float. Each odd figure is logged once per model and name."""
+    value = usage.get(name)
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
+        if (model, name) not in _odd_usage_logged:
+            _odd_usage_logged.add((model, name))
+            log.warning("model %s reported usage.%s = %.60r; counted as 0", model, name, value)
+        return 0
+    return float(value) if name == "cost" else int(value)
+
+
 def price(model: str, tokens_in: int, tokens_out: int) -> float:
     prices = settings.LLM_PRICES
     rates = prices.get(model) or prices.get(model.split(":")[0]) or prices.get("*") or [0, 0]
@@ -284,10 +302,10 @@ def complete(
             content = message.get("content") or ""
             if not isinstance(content, str):
                 content = json.dumps(content)
-            usage = data.get("usage") or {}
-            tokens_in = int(usage.get("prompt_tokens") or 0)
-            tokens_out = int(usage.get("completion_tokens") or 0)
-            cost = usage.get("cost")
+            usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+            tokens_in = _reported(usage, "prompt_tokens", model)
+            tokens_out = _reported(usage, "completion_tokens", model)
+            cost = None if usage.get("cost") is None else _reported(usage, "cost", model)
             return ModelReply(
                 model=data.get("model") or model,
                 message=_assistant_message(content, tool_calls),
@@ -297,7 +315,7 @@ def complete(
                 refusal=message.get("refusal") or None,
                 tokens_in=tokens_in,
                 tokens_out=tokens_out,
-                cost_usd=float(cost) if isinstance(cost, (int, float)) else price(model, tokens_in, tokens_out),
+                cost_usd=price(model, tokens_in, tokens_out) if cost is None else cost,
                 latency_ms=latency_ms,
                 tool_choice=choice_used if tools else "",
                 tool_choice_fallback=fallback,

@@ -182,8 +182,8 @@ class ToolCall(models.Model):
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="tool_calls")
     step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="tool_calls")
     index = models.PositiveIntegerField()
-    call_id = models.CharField(max_length=200)
-    tool_name = models.CharField(max_length=200, db_index=True)
+    call_id = models.TextField(help_text="The model's id of the call, as sent (any length).")
+    tool_name = models.CharField(max_length=200, db_index=True, help_text="As the model named it, at most 200 characters.")
     arguments = models.TextField(help_text="Arguments exactly as the model sent them.")
     args_hash = models.CharField(max_length=64, db_index=True, help_text="HMAC-SHA256 of canonical arguments.")
     idempotency_key = models.CharField(max_length=64)
@@ -196,6 +196,11 @@ class ToolCall(models.Model):
     attempts = models.PositiveSmallIntegerField(default=0)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # The decision that counts now. A call asked about again (after a crash) keeps every earlier
+    # decision in its `approvals`; this points at the newest.
+    approval = models.ForeignKey(
+        "Approval", null=True, blank=True, on_delete=models.SET_NULL, related_name="+", editable=False
+    )
 
     class Meta:
         ordering = ["step_id", "index"]
@@ -219,7 +224,7 @@ class Approval(models.Model):
         REJECTED = "rejected", "Rejected"
         EXPIRED = "expired", "Expired"
 
-    tool_call = models.OneToOneField(ToolCall, on_delete=models.CASCADE, related_name="approval")
+    tool_call = models.ForeignKey(ToolCall, on_delete=models.CASCADE, related_name="approvals")
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="approvals")
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING, db_index=True)
     note = models.TextField(blank=True, help_text="Why approval is needed (e.g. interrupted by a crash).")

@@ -1,11 +1,27 @@
-"""Operators' decisions on destructive calls."""
+"""The approval lifecycle of destructive calls: request, automatic policy, expiry, decision,
+asking again after a crash, and closing what is still open when a run ends.
+
+The loop calls `approval_gate` for each call that may not simply run, and `approvals_close` when
+a run ends; people decide through `approval_decide` (row lock, state checked under it); the
+periodic sweep calls `approvals_expire`. A decision is never deleted: a call asked about again
+gets a new approval, and points at it.
+"""
+from datetime import timedelta
+
 from django.db import transaction
 from django.utils import timezone
 
-from runs.models import Approval
+from runs.models import Approval, ToolCall
 from runs.services.dispatch import run_dispatch
 from runs.services.events import approvals_changed, event_record
+from runs.services.notifications import approval_pending_data, notify
 from runs.snapshots import approval_brief
+
+EXPIRED = "approval expired"
+CRASH_NOTE = "Interrupted by a crash while running; it may already have taken effect."
+
+# What the loop does with a call once its gate is passed.
+RUN, WAIT, DONE = "run", "wait", "done"
 
 
 class AlreadyDecided(Exception):
@@ -13,6 +29,108 @@ class AlreadyDecided(Exception):
         self.approval = approval
         who = approval.decided_by.get_username() if approval.decided_by else "a policy"
         super().__init__(f"already {approval.status} by {who} at {approval.decided_at:%Y-%m-%d %H:%M:%S}")
+
+
+def expired_reason(run_ended: str | None = None) -> str:
+    """The one text of an expiry: a timeout, or the run ending first."""
+    return f"{EXPIRED}: the run ended ({run_ended})" if run_ended else EXPIRED
+
+
+# --- the loop's side ------------------------------------------------------------------------------
+
+
+def approval_gate(*, call: ToolCall, tool, config: dict, recorder) -> str:
+    """Bring one open call of a run (`recorder.run`) to RUN, WAIT (for a person) or DONE.
+
+    `tool` is the call's tool as it is now (None when disabled or removed while the run waited).
+    """
+    if tool is None:
+        recorder.call_update(
+            call, ToolCall.Status.FAILED, payload={"ok": False, "error": f"tool {call.tool_name!r} is no longer available"}
+        )
+        return DONE
+    status = call.status
+    if status == ToolCall.Status.STARTED:
+        # Started before a crash, with no result recorded: its effect may or may not exist.
+        if tool.idempotent:
+            return RUN
+        return approval_request(call=call, config=config, recorder=recorder, note=CRASH_NOTE)
+    if status == ToolCall.Status.PENDING:
+        return approval_request(call=call, config=config, recorder=recorder) if tool.destructive else RUN
+    if status == ToolCall.Status.APPROVED:
+        return RUN
+    if status != ToolCall.Status.AWAITING_APPROVAL:
+        return DONE
+    approval = call.approval
+    if approval.status == Approval.Status.PENDING and approval.expires_at and approval.expires_at <= timezone.now():
+        approval = _expire(approval, EXPIRED, recorder=recorder) or Approval.objects.get(pk=approval.pk)
+        call.approval = approval
+    return _apply(call, approval, recorder)
+
+
+def approval_request(*, call: ToolCall, config: dict, recorder, note: str = "") -> str:
+    """Ask for a decision on `call`, or take it from the run's automatic policy."""
+    policy = config.get("approval_policy", "ask")
+    timeout = config.get("approval_timeout_seconds")
+    now = timezone.now()
+    approval = Approval(
+        tool_call=call, run=recorder.run, note=note, expires_at=now + timedelta(seconds=timeout) if timeout else None
+    )
+    if policy in ("approve", "reject"):
+        approval.status = Approval.Status.APPROVED if policy == "approve" else Approval.Status.REJECTED
+        approval.automatic = True
+        approval.decided_at = now
+        approval.reason = f"automatic: {policy}-all policy of this run"
+    approval.save()
+    call.approval = approval
+    if approval.status != Approval.Status.PENDING:
+        return _apply(call, approval, recorder)
+    recorder.call_update(call, ToolCall.Status.AWAITING_APPROVAL, approval=approval)
+    approvals_changed(run_id=recorder.run.pk)
+    notify("approval.pending", lambda: approval_pending_data(approval))
+    return WAIT
+
+
+def _apply(call: ToolCall, approval: Approval, recorder) -> str:
+    """What a call becomes under its approval's current status."""
+    if approval.status == Approval.Status.PENDING:
+        return WAIT
+    if approval.status == Approval.Status.APPROVED:
+        recorder.call_update(call, ToolCall.Status.APPROVED, approval=approval)
+        return RUN
+    reason = approval.reason or ("approval expired" if approval.status == Approval.Status.EXPIRED else "no reason given")
+    recorder.call_update(
+        call, ToolCall.Status.REJECTED, payload={"ok": False, "error": f"rejected by operator: {reason}"}, approval=approval
+    )
+    return DONE
+
+
+def approvals_close(*, recorder, reason: str) -> None:
+    """A run that ends: its pending approvals expire, each with its event."""
+    pending = Approval.objects.filter(run=recorder.run, status=Approval.Status.PENDING)
+    for approval in pending:
+        _expire(approval, expired_reason(reason), recorder=recorder)
+
+
+def _expire(approval: Approval, reason: str, *, recorder=None) -> Approval | None:
+    """Expire a pending approval in one statement; None when a decision landed first."""
+    now = timezone.now()
+    changed = Approval.objects.filter(pk=approval.pk, status=Approval.Status.PENDING).update(
+        status=Approval.Status.EXPIRED, decided_at=now, reason=reason
+    )
+    if not changed:
+        return None
+    approval.status, approval.decided_at, approval.reason = Approval.Status.EXPIRED, now, reason
+    data = {"call_pk": approval.tool_call_id, **approval_brief(approval)}
+    if recorder is not None:
+        recorder.event("approval", data)
+    else:
+        event_record(run_id=approval.run_id, kind="approval", data=data)
+    approvals_changed(run_id=approval.run_id)
+    return approval
+
+
+# --- people's side ---------------------------------------------------------------------------------
 
 
 def approval_decide(*, approval_id: int, user, approve: bool, reason: str = "") -> Approval:
@@ -25,7 +143,7 @@ def approval_decide(*, approval_id: int, user, approve: bool, reason: str = "") 
             raise AlreadyDecided(Approval.objects.select_related("decided_by").get(pk=approval_id))
         if approval.expires_at and approval.expires_at <= timezone.now():
             approval.status = Approval.Status.EXPIRED
-            approval.reason = "approval expired"
+            approval.reason = EXPIRED
         else:
             approval.status = Approval.Status.APPROVED if approve else Approval.Status.REJECTED
             approval.reason = reason.strip() or ("" if approve else "no reason given")
@@ -46,11 +164,8 @@ def approvals_expire() -> int:
     count = 0
     for approval_id in Approval.objects.filter(status=Approval.Status.PENDING, expires_at__lte=now).values_list("pk", flat=True):
         try:
-            approval_decide(approval_id=approval_id, user=None, approve=False, reason="approval expired")
+            approval_decide(approval_id=approval_id, user=None, approve=False, reason=EXPIRED)
             count += 1
         except AlreadyDecided:
             pass
     return count
-
-
-

@@ -1,6 +1,7 @@
-"""Handing runs to workers: after the transaction that made them ready commits."""
+"""Handing work to workers: after the transaction that made it ready commits."""
 import logging
 
+from celery import current_app
 from django.db import transaction
 
 log = logging.getLogger(__name__)
@@ -10,11 +11,18 @@ def run_dispatch(*, run_id: int) -> None:
     transaction.on_commit(lambda: _send(run_id))
 
 
-def _send(run_id: int) -> None:
-    from runs.tasks import advance_run
+def task_send(name: str, *args) -> None:
+    """Queue the task registered as `name` now; raises when the broker is away.
 
+    Tasks are looked up by name in Celery's registry, so that services never import the tasks
+    module (which imports services).
+    """
+    current_app.tasks[name].delay(*args)
+
+
+def _send(run_id: int) -> None:
     try:
-        advance_run.delay(run_id)
+        task_send("runs.tasks.advance_run", run_id)
     except Exception as exc:
         # Redis is down: the change is committed, and the periodic sweep hands the run out
         # once the broker is back. Never fail the request that made the run ready.

@@ -4,6 +4,9 @@ import hmac
 import json
 from dataclasses import dataclass
 
+from runs.models import Run
+
+StopReason = Run.StopReason
 MAX_SAFE_INTEGER = 2**53 - 1
 
 # Limits an agent or a launch may set, with what each must be.
@@ -53,6 +56,8 @@ def parse_arguments(raw: str) -> tuple[dict | None, str | None]:
         value = json.loads(raw)
     except (TypeError, ValueError) as exc:
         return None, f"arguments are not valid JSON ({exc.__class__.__name__}: {exc})"
+    except RecursionError:
+        return None, "arguments are nested too deeply to be read"
     if not isinstance(value, dict):
         return None, f"arguments must be a JSON object, got {type(value).__name__}"
     return value, None
@@ -62,16 +67,18 @@ def canonical_arguments(raw: str) -> str:
     """Sorted-key compact JSON, so reformatted but equal arguments compare equal."""
     try:
         return json.dumps(json.loads(raw), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    except (TypeError, ValueError):
-        return raw or ""
+    except (TypeError, ValueError, RecursionError):  # unreadable arguments: hashed as sent
+        return raw if isinstance(raw, str) else ""
 
 
 def args_hash(raw: str, key: str) -> str:
     return hmac.new(key.encode(), canonical_arguments(raw).encode(), hashlib.sha256).hexdigest()
 
 
-def idempotency_key(run_id: int, call_id: str) -> str:
-    return hashlib.sha256(f"run:{run_id}:call:{call_id}".encode()).hexdigest()[:40]
+def idempotency_key(run_id: int, step_index: int, call_index: int) -> str:
+    """One key per call of a run: its place in the run, never the model's id for it (some servers
+    number calls per answer, so `call_0` comes back in every answer)."""
+    return hashlib.sha256(f"run:{run_id}:step:{step_index}:call:{call_index}".encode()).hexdigest()[:40]
 
 
 # --- Per-response decisions ----------------------------------------------------------------------
@@ -107,11 +114,11 @@ def tool_choice_for(iteration: int, config: dict) -> str:
 def budget_exceeded(*, config: dict, tokens: int, cost: float, elapsed: float) -> str | None:
     """The stop reason of the first budget used up, or None."""
     if elapsed >= config["max_wall_seconds"]:
-        return "time_budget"
+        return StopReason.TIME_BUDGET
     if tokens >= config["max_tokens"]:
-        return "token_budget"
+        return StopReason.TOKEN_BUDGET
     if cost >= config["max_cost_usd"]:
-        return "cost_budget"
+        return StopReason.COST_BUDGET
     return None
 
 
@@ -130,20 +137,20 @@ def tool_result_content(payload: dict, *, max_chars: int, preview_chars: int) ->
 def stop_message(reason: str, config: dict, detail: str = "") -> str:
     """Why the run ended, in words an operator understands at a glance."""
     texts = {
-        "final_answer": "The model gave its final answer.",
-        "iteration_limit": f"Stopped after {config.get('max_iterations')} iterations, the agent's limit; "
+        StopReason.FINAL_ANSWER: "The model gave its final answer.",
+        StopReason.ITERATION_LIMIT: f"Stopped after {config.get('max_iterations')} iterations, the agent's limit; "
         "the model still wanted to call tools, and those calls were not run.",
-        "repeated_call": "Stopped because the model kept making the same call with the same arguments "
+        StopReason.REPEATED_CALL: "Stopped because the model kept making the same call with the same arguments "
         f"({detail}); that call was not run again.",
-        "model_error": f"Every model failed to answer: {detail}",
-        "max_tokens": "The model's answer was cut off at its output token limit.",
-        "content_filter": f"The model refused or its answer was filtered. {detail}".strip(),
-        "time_budget": f"Stopped at the time budget of {config.get('max_wall_seconds')} seconds.",
-        "token_budget": f"Stopped at the token budget of {config.get('max_tokens')} tokens.",
-        "cost_budget": f"Stopped at the cost budget of ${config.get('max_cost_usd')}.",
-        "verification_failed": f"The final answer failed verification twice: {detail}",
-        "cancelled": detail or "Cancelled by an operator.",
-        "worker_lost": f"The worker running this run was lost too many times. {detail}".strip(),
-        "internal_error": f"The run failed on an internal error: {detail}",
+        StopReason.MODEL_ERROR: f"Every model failed to answer: {detail}",
+        StopReason.MAX_TOKENS: "The model's answer was cut off at its output token limit.",
+        StopReason.CONTENT_FILTER: f"The model refused or its answer was filtered. {detail}".strip(),
+        StopReason.TIME_BUDGET: f"Stopped at the time budget of {config.get('max_wall_seconds')} seconds.",
+        StopReason.TOKEN_BUDGET: f"Stopped at the token budget of {config.get('max_tokens')} tokens.",
+        StopReason.COST_BUDGET: f"Stopped at the cost budget of ${config.get('max_cost_usd')}.",
+        StopReason.VERIFICATION_FAILED: f"The final answer failed verification twice: {detail}",
+        StopReason.CANCELLED: detail or "Cancelled by an operator.",
+        StopReason.WORKER_LOST: f"The worker running this run was lost too many times. {detail}".strip(),
+        StopReason.INTERNAL_ERROR: f"The run failed on an internal error: {detail}",
     }
     return texts.get(reason, detail or reason)

@@ -18,10 +18,16 @@ def build_messages(run: Run) -> list[dict]:
     ):
         results.setdefault(step_id, []).append((call_id, content))
     for step_id, preamble, message in Step.objects.filter(run=run).order_by("index").values_list("pk", "preamble", "message"):
-        messages.extend(preamble)
-        messages.append(message)
-        # Results must directly follow their assistant message, in the order of its calls.
-        for call_id, content in results.get(step_id, ()):
-            messages.append({"role": "tool", "tool_call_id": call_id, "content": content})
+        messages.extend(_step_messages(preamble, message, results.get(step_id, ())))
     messages.extend(run.pending_messages)
     return messages
+
+
+def step_messages(preamble: list[dict], message: dict, calls: list[ToolCall]) -> list[dict]:
+    """What one recorded step adds to the conversation."""
+    return _step_messages(preamble, message, [(c.call_id, c.result_text) for c in calls])
+
+
+def _step_messages(preamble, message, results) -> list[dict]:
+    # Results must directly follow their assistant message, one per call id, in call order.
+    return [*preamble, message, *({"role": "tool", "tool_call_id": i, "content": text} for i, text in results)]

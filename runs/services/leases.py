@@ -1,4 +1,8 @@
-"""Keeping the leases of runs this process drives alive while they wait on a model or a tool.
+"""Leases: which worker drives a run, and keeping them alive while a driver waits.
+
+A worker drives a run only while it holds the run's lease (`lease_claim`, one conditional
+UPDATE), and every write of the driver is fenced by it (`fenced_update`): a worker that lost its
+lease to another writes nothing more.
 
 A lease shorter than the slowest model call would let a second worker take over a run that is
 merely waiting; a lease as long as that would leave a crashed worker's runs stranded for as
@@ -13,9 +17,63 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import connection
+from django.db.models import F
 from django.utils import timezone
 
+from runs.models import Run
+
 log = logging.getLogger(__name__)
+
+
+class LeaseLost(Exception):
+    """Another worker took this run over; stop without writing anything more."""
+
+
+def lease_claim(run_id: int, owner: str, seconds: float | None = None) -> bool:
+    """Atomically take the run if nobody holds a live lease on it."""
+    now = timezone.now()
+    until = now + timedelta(seconds=seconds or settings.RUN_LEASE_SECONDS)
+    active = Run.objects.filter(pk=run_id, status__in=Run.ACTIVE_STATUSES)
+    if active.filter(lease_owner="").update(lease_owner=owner, lease_expires_at=until) == 1:
+        return True
+    # A lease that ran out belongs to a worker that died (or hung): take over, and count it.
+    taken = (
+        active.filter(lease_expires_at__lt=now)
+        .exclude(lease_owner="")
+        .update(lease_owner=owner, lease_expires_at=until, takeovers=F("takeovers") + 1)
+    )
+    return taken == 1
+
+
+def lease_release(run_id: int, owner: str) -> None:
+    Run.objects.filter(pk=run_id, lease_owner=owner).update(lease_owner="", lease_expires_at=None)
+
+
+def fenced_update(run: Run, owner: str, *, events: int = 0, lease_seconds: float | None = None, **fields) -> int:
+    """Write run fields only while `owner` still holds the lease: the fence against a second worker.
+
+    One statement also renews the lease, takes `events` sequence numbers and reads the cancel
+    flag, because this runs several times per iteration. Returns the last sequence number taken.
+    """
+    fields["lease_expires_at"] = timezone.now() + timedelta(seconds=lease_seconds or settings.RUN_LEASE_SECONDS)
+    sets, params = [], []
+    for name, value in fields.items():
+        field = Run._meta.get_field(name)
+        sets.append(f"{connection.ops.quote_name(field.column)} = %s")
+        params.append(field.get_db_prep_save(value, connection))
+    sql = (
+        f"UPDATE {Run._meta.db_table} SET {', '.join(sets)}, event_seq = event_seq + %s "
+        "WHERE id = %s AND lease_owner = %s RETURNING event_seq, cancel_requested"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*params, events, run.pk, owner])
+        row = cursor.fetchone()
+    if row is None:
+        raise LeaseLost(run.pk)
+    for name, value in fields.items():
+        setattr(run, name, value)
+    run.event_seq, run.cancel_requested = row[0], bool(row[1])
+    return row[0]
 
 
 class LeaseKeeper:
@@ -36,8 +94,6 @@ class LeaseKeeper:
             self._until.pop(owner, None)
 
     def _serve(self) -> None:
-        from runs.models import Run
-
         while True:
             time.sleep(max(0.2, settings.RUN_LEASE_SECONDS / 3))
             now = time.monotonic()

@@ -15,6 +15,7 @@ from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
 
+from runs.services.dispatch import task_send
 from toolsapp import net
 
 log = logging.getLogger(__name__)
@@ -31,11 +32,9 @@ def notify(event: str, data) -> None:
 
 
 def _enqueue(event: str, body: dict) -> None:
-    from runs.tasks import send_webhook
-
     for url in settings.WEBHOOK_URLS:
         try:
-            send_webhook.delay(url, event, body)
+            task_send("runs.tasks.send_webhook", url, event, body)
         except Exception as exc:  # the broker is down: a notification is not worth failing a run
             log.warning("webhook %s for %s not queued: %s", event, url, exc)
 

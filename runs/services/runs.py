@@ -6,6 +6,8 @@ from django.utils import timezone
 from runs.models import Agent, Run
 from runs.services import guards
 from runs.services.events import event_record
+from runs.services.leases import lease_claim, lease_release
+from runs.services.loop import run_end
 from runs.snapshots import run_summary
 from toolsapp.models import Tool
 from toolsapp.registry import VERIFIERS
@@ -113,14 +115,12 @@ def run_create(
 
 def run_cancel(*, run: Run, user=None) -> Run:
     """Ask a run to stop. A run nobody is driving stops now; a driven one at its next check."""
-    from runs.services.loop import lease_claim, lease_release, run_end
-
     who = user.get_username() if user is not None and getattr(user, "is_authenticated", False) else "an operator"
     Run.objects.filter(pk=run.pk, status__in=Run.ACTIVE_STATUSES).update(cancel_requested=True)
     owner = f"cancel-{run.pk}-{timezone.now().timestamp()}"
     if lease_claim(run.pk, owner):
         try:
-            run_end(run_id=run.pk, owner=owner, reason="cancelled", detail=f"Cancelled by {who}.")
+            run_end(run_id=run.pk, owner=owner, reason=Run.StopReason.CANCELLED, detail=f"Cancelled by {who}.")
         finally:
             lease_release(run.pk, owner)
     run.refresh_from_db()

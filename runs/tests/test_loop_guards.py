@@ -129,22 +129,24 @@ def test_invalid_json_arguments_still_get_a_stable_hash():
 # --- idempotency keys ----------------------------------------------------------------------------
 
 
-def test_idempotency_key_is_stable_for_the_same_run_and_call():
-    assert guards.idempotency_key(7, "call_1") == guards.idempotency_key(7, "call_1")
+def test_idempotency_key_is_stable_for_the_same_call_of_a_run():
+    assert guards.idempotency_key(7, 2, 1) == guards.idempotency_key(7, 2, 1)
 
 
-def test_idempotency_key_differs_across_runs_and_call_ids():
+def test_idempotency_key_differs_across_runs_steps_and_call_positions():
     keys = {
-        guards.idempotency_key(7, "call_1"),
-        guards.idempotency_key(8, "call_1"),
-        guards.idempotency_key(7, "call_2"),
-        guards.idempotency_key(71, "call_1"),
+        guards.idempotency_key(7, 1, 1),
+        guards.idempotency_key(8, 1, 1),
+        guards.idempotency_key(7, 2, 1),
+        guards.idempotency_key(7, 1, 2),
+        guards.idempotency_key(71, 1, 1),
+        guards.idempotency_key(7, 11, 1),
     }
-    assert len(keys) == 4
+    assert len(keys) == 6
 
 
 def test_idempotency_key_fits_the_stored_column():
-    key = guards.idempotency_key(2**53 - 1, "x" * 200)
+    key = guards.idempotency_key(2**53 - 1, 2**31, 2**31)
     assert 0 < len(key) <= 64
 
 

@@ -126,5 +126,7 @@ def test_a_read_only_tool_an_operator_marked_unsafe_to_re_run_is_recorded_before
     model = script({"tool_calls": [{"name": "reader", "arguments": {"n": 1}, "id": "c1"}]}, {"content": "done"})
     run = launch("marked", models=[model], tools=["reader"], summarize_on_stop=False)
     assert run.stop_reason == "final_answer"
-    assert [kind for kind, _ in timeline(run)] == ["run", "run", "step", "call", "step", "run"]
+    # The step first, then the call marked started, then its result.
+    assert [kind for kind, _ in timeline(run)] == ["run", "run", "step", "call", "call", "step", "run"]
+    assert [data["status"] for kind, data in timeline(run) if kind == "call"] == ["started", "succeeded"]
     assert READS == ["c1"]

@@ -120,7 +120,7 @@ def stranded_run(agent, model, *, calls, takeovers=0, status=Run.Status.RUNNING,
             tool_name=tool,
             arguments=raw,
             args_hash=guards.args_hash(raw, django_settings.ARGS_HASH_KEY),
-            idempotency_key=guards.idempotency_key(run.pk, cid),
+            idempotency_key=guards.idempotency_key(run.pk, step.index, index),
             status=call_status,
         )
         if call_status == ToolCall.Status.STARTED:
@@ -272,7 +272,7 @@ def test_idempotent_call_left_started_is_run_again_once(
             ("s1", SLOW, {"n": 1, "seconds": 0.1}, ToolCall.Status.STARTED),
         ],
     )
-    key = guards.idempotency_key(run.pk, "t1")
+    key = guards.idempotency_key(run.pk, 1, 0)  # step 1, its first call (t1)
     if effect_happened:  # the side effect was made, the crash came before its result was recorded
         before = Ticket.objects.create(**ticket_args, idempotency_key=key, created_by_run=run.pk)
 

@@ -18,8 +18,10 @@ const labels = {
   call: readJson("call-status-labels"),
   stop: readJson("stop-reason-labels"),
 };
-const FINISHED = new Set(["succeeded", "failed", "cancelled"]);
-const CALL_DONE = new Set(["rejected", "succeeded", "failed", "skipped"]);
+// Every state change of a run, a call or an approval arrives as an event of its own, so the
+// page shows what the events say; which statuses are final comes from the server too.
+const groups = readJson("status-groups");
+const FINISHED = new Set(groups.run_finished || []);
 const HASH_CHARS = 12;
 // A dropped live event is noticed at the next one (a gap); a dropped LAST event has no next one,
 // so the page also asks for anything new now and then.
@@ -198,10 +200,8 @@ function fillCall(li, data) {
     el("span", { class: "call-tool mono" }, data.tool),
     el("code", { class: "call-hash", title: `arguments hash ${data.args_hash}` }, (data.args_hash || "").slice(0, HASH_CHARS)),
   );
-  // A run that ends gives every open call a "not executed" result, with no event of its own.
-  const closedByEnd = FINISHED.has(runStatus) && !CALL_DONE.has(data.status);
   const badge = el("span", { class: "call-status status" });
-  li.dataset.status = closedByEnd ? "skipped" : data.status;
+  li.dataset.status = data.status;
   setStatusBadge(badge, li.dataset.status, labels.call);
   line.append(badge);
   if (data.latency_ms !== null && data.latency_ms !== undefined) line.append(el("span", { class: "call-latency muted" }, ms(data.latency_ms)));
@@ -217,21 +217,16 @@ function fillCall(li, data) {
   const approval = approvalNode(data.approval);
   if (approval) li.append(approval);
   if (data.error) li.append(el("div", { class: "call-error error" }, data.error));
-  else if (closedByEnd) li.append(el("div", { class: "call-error error" }, "not executed: the run ended"));
   if (data.result_preview) li.append(el("pre", { class: "call-preview mono" }, data.result_preview));
   li.append(full);
 }
 
 function approvalNode(approval) {
   if (!approval) return null;
-  let status = approval.status;
+  const status = approval.status;
   const node = el("div", { class: "call-approval" });
   const who = approval.decided_by || "someone";
-  if (status === "pending" && FINISHED.has(runStatus)) {
-    // A run that ends expires its open approvals (no event of their own says so).
-    status = "expired";
-    node.textContent = "Approval expired: the run ended.";
-  } else if (status === "pending") {
+  if (status === "pending") {
     node.append("Waiting for approval — ", el("a", { href: approvalsUrl }, "open the approval queue"));
   } else if (status === "approved") {
     node.textContent = approval.automatic ? `Approved automatically (${approval.reason || "policy"})` : `Approved by ${who}`;
@@ -287,9 +282,6 @@ function renderRun(data, seq) {
     const old = timeline.querySelector(":scope > .run-end");
     if (old) old.replaceWith(end);
     else timeline.append(end);
-    if (!FINISHED.has(before)) {
-      for (const { li, data: call } of calls.values()) if (!CALL_DONE.has(call.status)) fillCall(li, call);
-    }
   } else if (data.status !== before) {
     append(el("div", { class: "run-note", dataset: { status: data.status } }, `Status: ${labels.run[data.status] || data.status}`));
   }

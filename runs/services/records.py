@@ -1,0 +1,148 @@
+"""The one place a driver writes: steps, every change of a call's state, and the run row.
+
+Each change writes its row and queues its timeline event together; `Recorder.transaction`
+commits the run's fields and the queued events in one fenced statement (the lease is the fence)
+with the rows, so the timeline can always be rebuilt from events alone.
+"""
+from contextlib import contextmanager
+
+from django.conf import settings
+from django.utils import timezone
+
+from runs.models import Run, Step, ToolCall
+from runs.services import guards
+from runs.services.approvals import approvals_close
+from runs.services.db import write_transaction
+from runs.services.decisions import ending_status
+from runs.services.events import events_store
+from runs.services.leases import fenced_update
+from runs.snapshots import call_data, run_summary, step_data
+
+RESULT_FIELDS = ["status", "result", "result_text", "truncated", "error", "finished_at", "latency_ms"]
+# What a column can hold: a model may send any length; the row keeps a bounded copy.
+NAME_CHARS = 200
+SHORT_CHARS = 32
+
+
+def bounded(text, limit: int) -> str:
+    text = "" if text is None else str(text)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def set_result(call: ToolCall, payload: dict, status: str) -> None:
+    """Fill a call's result fields (in memory) from a tool's payload."""
+    content, truncated = guards.tool_result_content(
+        payload, max_chars=settings.TOOL_RESULT_MAX_CHARS, preview_chars=settings.TOOL_RESULT_PREVIEW_CHARS
+    )
+    call.status = status
+    call.result = payload
+    call.result_text = content
+    call.truncated = truncated
+    call.error = "" if payload.get("ok") else str(payload.get("error", ""))
+    call.finished_at = timezone.now()
+
+
+class Recorder:
+    """Writes of one run by the driver holding its lease `owner`."""
+
+    def __init__(self, run: Run, owner: str):
+        self.run = run
+        self.owner = owner
+        self._events: list[tuple[str, object]] = []
+        self._fields: dict = {}
+
+    @contextmanager
+    def transaction(self, lease_seconds: float | None = None):
+        """Rows written inside, then the run's fields and the queued events, all in one commit."""
+        with write_transaction():
+            self._events, self._fields = [], {}
+            yield self
+            events, fields = self._events, self._fields
+            self._events, self._fields = [], {}
+            for name, value in fields.items():
+                setattr(self.run, name, value)
+            last = fenced_update(self.run, self.owner, events=len(events), lease_seconds=lease_seconds, **fields)
+            events_store(
+                run_id=self.run.pk,
+                first_seq=last - len(events) + 1,
+                # Data may be a callable, evaluated once the run's new fields are set.
+                events=[(kind, data() if callable(data) else data) for kind, data in events],
+            )
+
+    def event(self, kind: str, data) -> None:
+        self._events.append((kind, data))
+
+    def run_update(self, **fields) -> None:
+        """Change the run row; its "run" event carries the new state."""
+        self._fields.update(fields)
+        if not any(kind == "run" for kind, _ in self._events):
+            self.event("run", lambda: run_summary(self.run))
+
+    def counters_update(self, **fields) -> None:
+        """Change the run's counters only (they travel with the step event, not a run event)."""
+        self._fields.update(fields)
+
+    # --- steps and calls -------------------------------------------------------------------------
+
+    def step_create(self, *, index: int, iteration: int, reply, preamble: list, kind: str = Step.Kind.TURN,
+                    calls: list[ToolCall] = (), message: dict | None = None,
+                    tool_choice: str | None = None) -> tuple[Step, list[ToolCall]]:
+        """Insert a step with its calls (already carrying their first state) and queue its event."""
+        step = Step.objects.create(
+            run=self.run,
+            index=index,
+            iteration=iteration,
+            kind=kind,
+            preamble=preamble,
+            model=bounded(reply.model, NAME_CHARS),
+            tool_choice=reply.tool_choice if tool_choice is None else tool_choice,
+            tool_choice_fallback=reply.tool_choice_fallback,
+            finish_reason=bounded(reply.finish_reason, SHORT_CHARS),
+            message=reply.message if message is None else message,
+            latency_ms=reply.latency_ms,
+            tokens_in=reply.tokens_in,
+            tokens_out=reply.tokens_out,
+            cost_usd=reply.cost_usd,
+            model_errors=reply.errors,
+        )
+        calls = list(calls)
+        for call in calls:
+            call.step = step
+        ToolCall.objects.bulk_create(calls)
+        if any(c.pk is None for c in calls):  # backends that cannot return ids from a bulk insert
+            calls = list(ToolCall.objects.filter(step=step).order_by("index"))
+        self.event("step", step_data(step, calls))
+        return step, calls
+
+    def call_update(self, call: ToolCall, status: str, *, payload: dict | None = None, **fields) -> None:
+        """Change one call's state: its row and its event."""
+        if payload is not None:
+            set_result(call, payload, status)
+        call.status = status
+        for name, value in fields.items():
+            setattr(call, name, value)
+        update = RESULT_FIELDS if payload is not None else ["status"]
+        call.save(update_fields=sorted({*update, *fields}))
+        self.event("call", call_data(call))
+
+
+def run_close(recorder: Recorder, reason: str, *, detail: str = "", elapsed: float, answer: str | None = None) -> None:
+    """End the run: its pending approvals expire, every open call gets a result (one result per
+    call id, always), and the run its status, stop reason and plain-words detail."""
+    run = recorder.run
+    approvals_close(recorder=recorder, reason=reason)
+    open_calls = ToolCall.objects.filter(run=run).exclude(status__in=ToolCall.DONE_STATUSES)
+    for call in open_calls.select_related("approval", "approval__decided_by"):
+        recorder.call_update(
+            call, ToolCall.Status.SKIPPED, payload={"ok": False, "error": f"not executed: the run ended ({reason})"}
+        )
+    fields = {
+        "status": ending_status(reason),
+        "stop_reason": reason,
+        "stop_detail": guards.stop_message(reason, run.config, detail),
+        "finished_at": timezone.now(),
+        "active_seconds": elapsed,
+    }
+    if answer is not None:
+        fields["answer"] = answer
+    recorder.run_update(**fields)

@@ -1,0 +1,76 @@
+"""Rebuild runs and calls from their timeline events alone, as the live page does, and compare
+them with the rows: the proof that every state change has its event."""
+from runs.models import Run, RunEvent, ToolCall
+from runs.snapshots import PREVIEW_CHARS
+
+RUN_FIELDS = ("status", "stop_reason", "stop_detail", "answer", "iterations")
+CALL_FIELDS = ("status", "ok", "error", "truncated", "result_preview", "latency_ms")
+
+
+def replay(run_id: int) -> tuple[dict, dict[int, dict]]:
+    """(the run's last state, {call pk: call state}) from the run's events, in sequence order."""
+    run: dict = {}
+    calls: dict[int, dict] = {}
+    for kind, data in RunEvent.objects.filter(run_id=run_id).order_by("seq").values_list("kind", "data"):
+        if kind == "run":
+            run = data
+        elif kind == "step":
+            for call in data["calls"]:
+                _apply_call(calls, call)
+        elif kind == "call":
+            _apply_call(calls, data)
+        elif kind == "approval":
+            approval = {k: v for k, v in data.items() if k != "call_pk"}
+            calls.setdefault(data["call_pk"], {})["approval"] = approval
+    return run, calls
+
+
+def _apply_call(calls: dict, data: dict) -> None:
+    known = calls.get(data["pk"], {})
+    if not data.get("approval") and known.get("approval"):
+        data = {**data, "approval": known["approval"]}  # a call event need not repeat its approval
+    calls[data["pk"]] = data
+
+
+def mismatches(run_id: int) -> list[str]:
+    """Where the replayed state differs from the rows (empty when they agree)."""
+    replayed_run, replayed_calls = replay(run_id)
+    row = Run.objects.get(pk=run_id)
+    problems = []
+    expected_run = {
+        "status": row.status, "stop_reason": row.stop_reason or None, "stop_detail": row.stop_detail,
+        "answer": row.answer, "iterations": row.iterations,
+        "usage": {"tokens_in": row.tokens_in, "tokens_out": row.tokens_out, "cost_usd": round(row.cost_usd, 6)},
+    }
+    for name, value in expected_run.items():
+        got = replayed_run.get(name)
+        if name == "usage":
+            got = {k: (got or {}).get(k) for k in value}
+        if got != value:
+            problems.append(f"run {run_id} {name}: events say {got!r}, the row says {value!r}")
+    rows = ToolCall.objects.filter(run_id=run_id).select_related("approval", "approval__decided_by")
+    for call in rows:
+        seen = replayed_calls.get(call.pk)
+        if seen is None:
+            problems.append(f"call {call.pk} ({call.tool_name}) has no event")
+            continue
+        expected = {
+            "status": call.status, "ok": call.ok, "error": call.error, "truncated": call.truncated,
+            "result_preview": call.result_text[:PREVIEW_CHARS],
+            "latency_ms": round(call.latency_ms, 2) if call.latency_ms is not None else None,
+        }
+        for name, value in expected.items():
+            if seen.get(name) != value:
+                problems.append(f"call {call.pk} {name}: events say {seen.get(name)!r}, the row says {value!r}")
+        approval = call.approval
+        got = seen.get("approval") or {}
+        if approval is None:
+            if got:
+                problems.append(f"call {call.pk}: events show an approval, the row has none")
+            continue
+        decider = approval.decided_by.get_username() if approval.decided_by else None
+        for name, value in (("id", approval.pk), ("status", approval.status), ("reason", approval.reason),
+                            ("decided_by", decider), ("automatic", approval.automatic)):
+            if got.get(name) != value:
+                problems.append(f"call {call.pk} approval {name}: events say {got.get(name)!r}, the row says {value!r}")
+    return problems
