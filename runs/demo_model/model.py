@@ -1,0 +1,143 @@
+"""What the offline demo model answers: one request in, one :class:`~.answers.Reply` out.
+
+This is NOT a language model: it is a script.  It answers the OpenAI chat
+completions API either from a *script* posted by a test (exact responses, in
+order; the entry format is in :mod:`runs.demo_model.scripts`) or from the
+built-in "demo" model (a few keyword scenarios, see :mod:`runs.demo_model.scenarios`).
+No sockets here: :mod:`runs.demo_model.server` is the HTTP layer.
+
+Endpoints (all JSON; errors use OpenAI's ``{"error": {"message", "type",
+"param", "code"}}`` shape with the HTTP status):
+
+``POST /v1/chat/completions``
+    Non-streaming only (``"stream": true`` -> 400).  ``model`` ``script:<id>``
+    is answered from that script (unknown id -> 404 "model not found"); any
+    other model name is the stateless demo model.
+``GET /v1/models``, ``GET /v1/models/<id>``
+    Lists the ``demo`` model (owned_by says it is a script).
+``POST /v1/scripts``  body ``{"responses": [entry, ...], "latency": 0.0, "record": true}``
+    -> ``{"id": "<hex>", "model": "script:<id>"}``.  ``latency`` (optional) is
+    the default delay, in seconds, of every entry of that script.  Every
+    chat request to the script is kept (as its raw bytes) for ``/requests``;
+    long benchmarks can pass ``"record": false`` to keep memory flat.
+``GET /v1/scripts/<id>/requests``
+    -> list of the full request bodies received for that script, in order
+    (including requests answered 400 for ``stream``, which consume no entry).
+"""
+
+from __future__ import annotations
+
+import json
+
+from . import scenarios
+from .answers import Reply, answer, error_reply, json_reply
+from .scripts import ScriptBook, is_number, validate_entries
+
+OWNED_BY = scenarios.OWNED_BY
+
+_MODEL_OBJECT = {"id": "demo", "object": "model", "created": 0, "owned_by": OWNED_BY}
+_MODELS_BODY = json.dumps({"object": "list", "data": [_MODEL_OBJECT]}).encode()
+_NO_STREAMING = (
+    "streaming is not supported by the offline demo model (a script, not a language model); "
+    "send \"stream\": false"
+)
+
+
+class DemoModel:
+    """The demo model and the scripts posted to it. ``latency`` (seconds) is added to the
+    delay of every chat reply."""
+
+    def __init__(self, latency: float = 0.0):
+        self.latency = float(latency)
+        self.scripts = ScriptBook()
+
+    # -- scripts (also usable directly from Python) -------------------------
+
+    def create_script(self, responses: list, latency: float = 0.0, record: bool = True) -> dict:
+        """Same as ``POST /v1/scripts``; returns ``{"id": ..., "model": "script:<id>"}``."""
+        problem = validate_entries(responses)
+        if problem:
+            raise ValueError(problem)
+        sid = self.scripts.add(responses, float(latency), record)
+        return {"id": sid, "model": f"script:{sid}"}
+
+    def script_requests(self, script_id: str) -> list:
+        """Same as ``GET /v1/scripts/<id>/requests``, parsed (KeyError if unknown)."""
+        reqs = self.scripts.requests(script_id)
+        if reqs is None:
+            raise KeyError(script_id)
+        return [json.loads(r) for r in reqs]
+
+    # -- HTTP requests --------------------------------------------------------
+
+    def handle(self, method: str, target: str, raw: bytes = b"") -> Reply:
+        """The reply to one HTTP request (``target`` as in the request line, ``raw`` its body)."""
+        path = target.split("?", 1)[0].rstrip("/")
+        try:
+            if method == "GET":
+                return self._get(path)
+            if method != "POST":
+                return error_reply(501, f"unsupported method: {method}", "not_implemented")
+            if path not in ("/v1/chat/completions", "/v1/scripts"):
+                return error_reply(404, f"unknown endpoint: POST {path}", "not_found")
+            try:
+                body = json.loads(raw)
+            except ValueError as exc:
+                return error_reply(400, f"request body is not valid JSON: {exc}")
+            if not isinstance(body, dict):
+                return error_reply(400, "request body must be a JSON object")
+            if path == "/v1/chat/completions":
+                return self.chat(body, raw)
+            return self._post_script(body)
+        except Exception as exc:  # noqa: BLE001 - answer 500 instead of dropping the connection
+            return error_reply(500, f"demo model server error: {exc!r}")
+
+    def _get(self, path: str) -> Reply:
+        if path == "/v1/models":
+            return Reply(200, _MODELS_BODY)
+        if path.startswith("/v1/models/"):
+            model = path[len("/v1/models/"):]
+            if model.startswith("script:") and self.scripts.get(model[7:]) is None:
+                return error_reply(404, f"model not found: {model}", "model_not_found")
+            return json_reply(200, dict(_MODEL_OBJECT, id=model))
+        if path.startswith("/v1/scripts/") and path.endswith("/requests"):
+            sid = path[len("/v1/scripts/"): -len("/requests")]
+            reqs = self.scripts.requests(sid)
+            if reqs is None:
+                return error_reply(404, f"script not found: {sid}", "script_not_found")
+            return Reply(200, b"[" + b",".join(reqs) + b"]")
+        return error_reply(404, f"unknown endpoint: GET {path}", "not_found")
+
+    def _post_script(self, body: dict) -> Reply:
+        responses = body.get("responses")
+        problem = validate_entries(responses)
+        latency = body.get("latency", 0.0)
+        if problem is None and not is_number(latency):
+            problem = "'latency' must be a number"
+        if problem:
+            return error_reply(400, problem)
+        sid = self.scripts.add(responses, float(latency), bool(body.get("record", True)))
+        return json_reply(200, {"id": sid, "model": f"script:{sid}"})
+
+    def chat(self, body: dict, raw: bytes = b"") -> Reply:
+        """``POST /v1/chat/completions`` with this (parsed) body; ``raw`` is what a script records."""
+        model = body.get("model")
+        if not isinstance(model, str) or not model:
+            model = "demo"
+        messages = body.get("messages")
+        if not isinstance(messages, list):
+            return error_reply(400, "'messages' must be a list", type_="invalid_request_error")
+        script = None
+        if model.startswith("script:"):
+            script = self.scripts.record(model[7:], raw)
+            if script is None:
+                return error_reply(404, f"model not found: {model} (unknown script id)", "model_not_found")
+        if body.get("stream"):
+            return error_reply(400, _NO_STREAMING, "unsupported_parameter")
+        if script is not None:
+            entry, delay = self.scripts.take(script, body.get("tool_choice")), script.latency
+        else:
+            entry, delay = scenarios.respond(body), 0.0
+        reply = answer(entry, model, messages)
+        reply.delay = self.latency + entry.get("latency", delay)
+        return reply
