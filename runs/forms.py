@@ -2,22 +2,22 @@
 from django import forms
 
 from runs.models import Agent, ToolChoice
-from runs.selectors.runs import agent_defaults, agents_for_launch, enabled_tool_names
-from runs.services.guards import MAX_SAFE_INTEGER
+from runs.selectors.runs import agents_for_launch, enabled_tool_names
+from runs.services.guards import MAX_SAFE_INTEGER, POSITIVE_INT_LIMITS
+from runs.services.launch import LIMIT_SETTINGS, TOOL_CHOICE_SETTINGS, launch_overrides
+from runs.services.runs import launch_errors
 
-LIMIT_FIELDS = ("max_iterations", "repeat_limit", "max_wall_seconds", "max_tokens", "max_cost_usd")
-TOOL_CHOICE_FIELDS = ("first_tool_choice", "later_tool_choice")
 AGENT_DEFAULT = [("", "the agent's setting")]
+LABELS = {"max_cost_usd": "Max cost (USD)"}
 
 
-def _positive_float(name: str):
-    def clean(self):
-        value = self.cleaned_data.get(name)
-        if value is not None and value <= 0:
-            raise forms.ValidationError("Enter a number greater than 0.")
-        return value
-
-    return clean
+def setting_field(name: str) -> forms.Field:
+    """The launch page's field for one limit or tool choice; left empty, the agent's setting applies."""
+    if name in TOOL_CHOICE_SETTINGS:
+        return forms.ChoiceField(required=False, choices=AGENT_DEFAULT + list(ToolChoice.choices))
+    if name in POSITIVE_INT_LIMITS:
+        return forms.IntegerField(required=False, min_value=1, max_value=MAX_SAFE_INTEGER)
+    return forms.FloatField(required=False, label=LABELS.get(name))
 
 
 class LaunchForm(forms.Form):
@@ -38,25 +38,18 @@ class LaunchForm(forms.Form):
     tools = forms.MultipleChoiceField(
         required=False, choices=(), help_text="Enabled tools this run may call; none selected uses the agent's."
     )
-    max_iterations = forms.IntegerField(required=False, min_value=1, max_value=MAX_SAFE_INTEGER)
-    repeat_limit = forms.IntegerField(required=False, min_value=1, max_value=MAX_SAFE_INTEGER)
-    max_wall_seconds = forms.FloatField(required=False, label="Max wall seconds")
-    max_tokens = forms.IntegerField(required=False, min_value=1, max_value=MAX_SAFE_INTEGER)
-    max_cost_usd = forms.FloatField(required=False, label="Max cost (USD)")
-    first_tool_choice = forms.ChoiceField(required=False, choices=AGENT_DEFAULT + list(ToolChoice.choices))
-    later_tool_choice = forms.ChoiceField(required=False, choices=AGENT_DEFAULT + list(ToolChoice.choices))
-
-    clean_max_wall_seconds = _positive_float("max_wall_seconds")
-    clean_max_cost_usd = _positive_float("max_cost_usd")
+    # ...then one field per limit and tool choice (LIMIT_SETTINGS, TOOL_CHOICE_SETTINGS), added below.
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        for name in LIMIT_SETTINGS + TOOL_CHOICE_SETTINGS:
+            self.fields[name] = setting_field(name)
         self.fields["agent"].queryset = agents_for_launch()
         self.fields["tools"].choices = [(name, name) for name in enabled_tool_names()]
         self.fields["tools"].widget.attrs["size"] = min(10, max(3, len(self.fields["tools"].choices)))
 
     def limit_fields(self) -> list[forms.BoundField]:
-        return [self[name] for name in LIMIT_FIELDS + TOOL_CHOICE_FIELDS]
+        return [self[name] for name in LIMIT_SETTINGS + TOOL_CHOICE_SETTINGS]
 
     def clean_models(self) -> list[str] | None:
         text = self.cleaned_data["models"].strip()
@@ -67,16 +60,20 @@ class LaunchForm(forms.Form):
             raise forms.ValidationError("Enter model names separated by commas, or leave this empty.")
         return names
 
+    def clean(self):
+        cleaned = super().clean()
+        if cleaned.get("agent") is not None:
+            for setting, messages in launch_errors(agent=cleaned["agent"], overrides=self.overrides()).items():
+                self.add_error(setting, messages)
+        return cleaned
+
     def overrides(self) -> dict:
-        """The settings that differ from the agent's: a field left empty, or set to what the
-        agent already has, is not an override (so a later change to the agent still applies
-        to re-runs of this launch for everything the user did not choose)."""
+        """The settings that differ from the agent's (launch_overrides); empty fields are not chosen."""
         data = self.cleaned_data
-        defaults = agent_defaults(agents=[data["agent"]])[str(data["agent"].pk)]
         chosen = {
-            "models": data["models"],
-            "tools": sorted(data["tools"]) or None,
-            **{name: data[name] for name in LIMIT_FIELDS},
-            **{name: data[name] or None for name in TOOL_CHOICE_FIELDS},
+            "models": data.get("models"),
+            "tools": data.get("tools") or None,
+            **{name: data.get(name) for name in LIMIT_SETTINGS},
+            **{name: data.get(name) or None for name in TOOL_CHOICE_SETTINGS},
         }
-        return {name: value for name, value in chosen.items() if value is not None and value != defaults[name]}
+        return launch_overrides(agent=data["agent"], chosen=chosen)

@@ -3,11 +3,10 @@ import json
 from datetime import timedelta
 
 from django import forms
-from django.core.validators import URLValidator
 
 from runs.models import Agent, Run
 from runs.selectors.metrics import default_period
-from runs.services.guards import MAX_SAFE_INTEGER, InvalidLimit, check_positive_int, check_positive_number
+from runs.services.agents import AGENT_FIELDS, agent_errors, agent_save
 from toolsapp.models import Tool
 from toolsapp.registry import VERIFIERS
 
@@ -128,29 +127,16 @@ class CommaListField(forms.CharField):
 
 
 class AgentForm(forms.ModelForm):
+    """The agent editor. It reads the fields' text; every rule on the values is agent_save's."""
+
     model_list = CommaListField(
         label="Models", required=False, help_text="Comma separated, tried in order; empty uses LLM_MODELS."
     )
     base_url = forms.URLField(
-        required=False,
-        validators=[URLValidator(schemes=["http", "https"])],
-        help_text="OpenAI-compatible endpoint (http or https); empty uses LLM_BASE_URL.",
+        required=False, help_text="OpenAI-compatible endpoint (http or https); empty uses LLM_BASE_URL."
     )
     tools = forms.ModelMultipleChoiceField(
         required=False, queryset=Tool.objects.order_by("name"), widget=forms.CheckboxSelectMultiple
-    )
-    max_iterations = forms.IntegerField(min_value=1, max_value=MAX_SAFE_INTEGER)
-    repeat_limit = forms.IntegerField(min_value=1, max_value=MAX_SAFE_INTEGER)
-    max_tokens = forms.IntegerField(
-        min_value=1, max_value=MAX_SAFE_INTEGER, help_text="Token budget for the whole run."
-    )
-    max_output_tokens = forms.IntegerField(
-        required=False, min_value=1, max_value=MAX_SAFE_INTEGER, help_text="Per model call; empty uses the default."
-    )
-    max_wall_seconds = forms.FloatField()
-    max_cost_usd = forms.FloatField(label="Max cost (USD)")
-    approval_timeout_seconds = forms.IntegerField(
-        required=False, min_value=1, max_value=MAX_SAFE_INTEGER, help_text="Empty uses APPROVAL_TIMEOUT_SECONDS."
     )
     provider_options = JSONObjectField(
         required=False, help_text="A JSON object passed through to the API, e.g. OpenRouter's models/provider."
@@ -159,12 +145,12 @@ class AgentForm(forms.ModelForm):
 
     class Meta:
         model = Agent
-        fields = [
-            "name", "description", "system_prompt", "model_list", "base_url", "tools",
-            "max_iterations", "repeat_limit", "max_wall_seconds", "max_tokens", "max_cost_usd", "max_output_tokens",
-            "first_tool_choice", "later_tool_choice", "parallel_tool_calls", "provider_options",
-            "verifier", "summarize_on_stop", "approval_timeout_seconds", "daily_token_alert", "daily_cost_alert_usd",
-        ]
+        fields = list(AGENT_FIELDS)
+        labels = {"max_cost_usd": "Max cost (USD)"}
+        help_texts = {
+            "max_output_tokens": "Per model call; empty uses the default.",
+            "approval_timeout_seconds": "Empty uses APPROVAL_TIMEOUT_SECONDS.",
+        }
         widgets = {"description": forms.Textarea(attrs={"rows": 2}), "system_prompt": forms.Textarea(attrs={"rows": 6})}
 
     def __init__(self, *args, **kwargs):
@@ -172,46 +158,16 @@ class AgentForm(forms.ModelForm):
         self.fields["verifier"].choices = [("", "none")] + [(name, name) for name in sorted(VERIFIERS)]
         self.fields["tools"].label_from_instance = lambda tool: tool.name if tool.enabled else f"{tool.name} (disabled)"
 
-    def clean_model_list(self):
-        models = self.cleaned_data["model_list"]
-        if any(len(m) > 200 for m in models):
-            raise forms.ValidationError("A model name is longer than 200 characters.")
-        return models
+    def _post_clean(self):
+        # Instead of ModelForm's model validation: the service's, which includes the model's.
+        errors = agent_errors(agent=self._agent(), data=self.cleaned_data)
+        for name, messages in errors.items():
+            if name not in self.errors:  # a field whose text could not be read already says so
+                self.add_error(name if name in self.fields else None, messages)
 
-    def clean_tools(self):
-        tools = self.cleaned_data["tools"]
-        disabled = sorted(t.name for t in tools if not t.enabled)
-        if disabled:
-            # run_create refuses disabled tools, so every run of this agent would fail to start.
-            raise forms.ValidationError(f"These tools are disabled: {', '.join(disabled)}.")
-        return tools
+    def _agent(self) -> Agent | None:
+        return self.instance if self.instance.pk is not None else None
 
-    def _check(self, name, check):
-        value = self.cleaned_data[name]
-        try:
-            return check(name, value)
-        except InvalidLimit as exc:
-            raise forms.ValidationError(str(exc)) from None
-
-    def clean_max_iterations(self):
-        return self._check("max_iterations", check_positive_int)
-
-    def clean_repeat_limit(self):
-        return self._check("repeat_limit", check_positive_int)
-
-    def clean_max_tokens(self):
-        return self._check("max_tokens", check_positive_int)
-
-    def clean_max_wall_seconds(self):
-        return self._check("max_wall_seconds", check_positive_number)
-
-    def clean_max_cost_usd(self):
-        return self._check("max_cost_usd", check_positive_number)
-
-    def clean_daily_token_alert(self):
-        return None if self.cleaned_data["daily_token_alert"] is None else self._check("daily_token_alert", check_positive_int)
-
-    def clean_daily_cost_alert_usd(self):
-        if self.cleaned_data["daily_cost_alert_usd"] is None:
-            return None
-        return self._check("daily_cost_alert_usd", check_positive_number)
+    def save(self, commit: bool = True) -> Agent:
+        self.instance = agent_save(agent=self._agent(), data=self.cleaned_data)
+        return self.instance

@@ -2,6 +2,7 @@
 from django.db.models import QuerySet
 
 from runs.models import Agent, Run, RunEvent, ToolCall
+from runs.services.launch import launch_defaults
 from toolsapp.models import Tool
 
 EVENT_BATCH = 500
@@ -16,20 +17,7 @@ def agent_defaults(*, agents) -> dict[str, dict]:
     tools_by_agent: dict[int, list[str]] = {}
     for agent_id, name in Agent.tools.through.objects.filter(agent__in=agents).values_list("agent_id", "tool__name"):
         tools_by_agent.setdefault(agent_id, []).append(name)
-    return {
-        str(agent.pk): {
-            "models": list(agent.model_list),
-            "tools": sorted(tools_by_agent.get(agent.pk, [])),
-            "max_iterations": agent.max_iterations,
-            "repeat_limit": agent.repeat_limit,
-            "max_wall_seconds": agent.max_wall_seconds,
-            "max_tokens": agent.max_tokens,
-            "max_cost_usd": agent.max_cost_usd,
-            "first_tool_choice": agent.first_tool_choice,
-            "later_tool_choice": agent.later_tool_choice,
-        }
-        for agent in agents
-    }
+    return {str(agent.pk): launch_defaults(agent=agent, tools=tools_by_agent.get(agent.pk, [])) for agent in agents}
 
 
 def enabled_tool_names() -> list[str]:

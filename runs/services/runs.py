@@ -6,32 +6,23 @@ from django.utils import timezone
 from runs.models import Agent, Run
 from runs.services import guards
 from runs.services.events import event_record
+from runs.services.launch import OVERRIDABLE, TOOL_CHOICE_SETTINGS, launch_defaults
 from runs.services.leases import lease_claim, lease_release
 from runs.services.loop import run_end
 from runs.snapshots import run_summary
 from toolsapp.models import Tool
 from toolsapp.registry import VERIFIERS
 
-OVERRIDABLE = (
-    "models",
-    "base_url",
-    "tools",
-    "max_iterations",
-    "repeat_limit",
-    "max_wall_seconds",
-    "max_tokens",
-    "max_cost_usd",
-    "first_tool_choice",
-    "later_tool_choice",
-    "parallel_tool_calls",
-    "summarize_on_stop",
-)
 TOOL_CHOICES = ("auto", "required", "none")
 APPROVAL_POLICIES = ("ask", "approve", "reject")
 
 
 class InvalidRun(ValueError):
-    pass
+    """A launch that cannot start. `setting` names the overridden setting at fault, when one is."""
+
+    def __init__(self, message: str, setting: str | None = None):
+        super().__init__(message)
+        self.setting = setting
 
 
 def run_config(*, agent: Agent, overrides: dict, approval_policy: str = "ask") -> dict:
@@ -39,49 +30,63 @@ def run_config(*, agent: Agent, overrides: dict, approval_policy: str = "ask") -
     unknown = sorted(set(overrides) - set(OVERRIDABLE))
     if unknown:
         raise InvalidRun(f"these settings cannot be overridden: {', '.join(unknown)}")
-    config = {
+    config = _config(agent=agent, overrides=overrides, approval_policy=approval_policy)
+    for setting, message in _config_problems(config):
+        raise InvalidRun(message, setting if setting in overrides else None)
+    return config
+
+
+def launch_errors(*, agent: Agent, overrides: dict) -> dict[str, list[str]]:
+    """What run_create would refuse in the settings this launch overrides, by setting. Problems
+    of the agent's own settings are left to run_create, which refuses the launch as a whole."""
+    config = _config(agent=agent, overrides=overrides)
+    errors: dict[str, list[str]] = {}
+    for setting, message in _config_problems(config):
+        if setting in overrides:
+            errors.setdefault(setting, []).append(message)
+    return errors
+
+
+def _config(*, agent: Agent, overrides: dict, approval_policy: str = "ask") -> dict:
+    return {
         "agent_name": agent.name,
         "system_prompt": agent.system_prompt,
-        "models": list(agent.model_list),
-        "base_url": agent.base_url,
-        "tools": sorted(agent.tools.values_list("name", flat=True)),
-        "max_iterations": agent.max_iterations,
-        "repeat_limit": agent.repeat_limit,
-        "max_wall_seconds": agent.max_wall_seconds,
-        "max_tokens": agent.max_tokens,
-        "max_cost_usd": agent.max_cost_usd,
+        **launch_defaults(agent=agent),
         "max_output_tokens": agent.max_output_tokens,
-        "first_tool_choice": agent.first_tool_choice,
-        "later_tool_choice": agent.later_tool_choice,
-        "parallel_tool_calls": agent.parallel_tool_calls,
         "provider_options": dict(agent.provider_options or {}),
         "verifier": agent.verifier,
-        "summarize_on_stop": agent.summarize_on_stop,
         "approval_timeout_seconds": agent.approval_timeout_seconds or settings.APPROVAL_TIMEOUT_SECONDS or None,
         "approval_policy": approval_policy,
+        **overrides,
     }
-    config.update(overrides)
-    try:
-        guards.check_limits(config)
-    except guards.InvalidLimit as exc:
-        raise InvalidRun(str(exc)) from None
+
+
+def _config_problems(config: dict):
+    """(setting, message) for each thing wrong with a run's config, in the order they are reported."""
+    for name in guards.POSITIVE_INT_LIMITS + guards.POSITIVE_NUMBER_LIMITS:
+        check = guards.check_positive_int if name in guards.POSITIVE_INT_LIMITS else guards.check_positive_number
+        try:
+            check(name, config[name])
+        except guards.InvalidLimit as exc:
+            yield name, str(exc)
     if not isinstance(config["models"], list) or not all(isinstance(m, str) and m for m in config["models"]):
-        raise InvalidRun("models must be a list of model names")
+        yield "models", "models must be a list of model names"
     if not isinstance(config["tools"], list) or not all(isinstance(t, str) for t in config["tools"]):
-        raise InvalidRun("tools must be a list of tool names")
-    missing = sorted(set(config["tools"]) - set(Tool.objects.filter(enabled=True).values_list("name", flat=True)))
-    if missing:
-        raise InvalidRun(f"unknown or disabled tools: {', '.join(missing)}")
-    for key in ("first_tool_choice", "later_tool_choice"):
+        yield "tools", "tools must be a list of tool names"
+    else:
+        enabled = set(Tool.objects.filter(enabled=True).values_list("name", flat=True))
+        missing = sorted(set(config["tools"]) - enabled)
+        if missing:
+            yield "tools", f"unknown or disabled tools: {', '.join(missing)}"
+    for key in TOOL_CHOICE_SETTINGS:
         if config[key] not in TOOL_CHOICES:
-            raise InvalidRun(f"{key} must be one of {', '.join(TOOL_CHOICES)}")
+            yield key, f"{key} must be one of {', '.join(TOOL_CHOICES)}"
     if not isinstance(config["parallel_tool_calls"], bool):
-        raise InvalidRun("parallel_tool_calls must be true or false")
-    if approval_policy not in APPROVAL_POLICIES:
-        raise InvalidRun(f"approval_policy must be one of {', '.join(APPROVAL_POLICIES)}")
+        yield "parallel_tool_calls", "parallel_tool_calls must be true or false"
+    if config["approval_policy"] not in APPROVAL_POLICIES:
+        yield "approval_policy", f"approval_policy must be one of {', '.join(APPROVAL_POLICIES)}"
     if config["verifier"] and config["verifier"] not in VERIFIERS:
-        raise InvalidRun(f"no verifier named {config['verifier']!r}")
-    return config
+        yield "verifier", f"no verifier named {config['verifier']!r}"
 
 
 def run_create(

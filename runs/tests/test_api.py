@@ -38,7 +38,7 @@ def admin(demo_data):
 def dispatched(monkeypatch):
     """No worker here: launches are recorded instead of handed to Celery."""
     sent = []
-    monkeypatch.setattr("runs.api.views.run_dispatch", lambda run_id: sent.append(run_id))
+    monkeypatch.setattr("runs.api.views.runs.run_dispatch", lambda run_id: sent.append(run_id))
     return sent
 
 
@@ -161,7 +161,8 @@ def test_launch_then_detail_shows_steps_and_calls_with_hashes(alice, dispatched)
         ({"max_iterations": 0}, "max_iterations"),
         ({"max_cost_usd": -1}, "max_cost_usd"),
         ({"first_tool_choice": "always"}, "first_tool_choice"),
-        ({"models": ["a,b"]}, "models"),
+        ({"models": ["demo", ""]}, "models"),
+        ({"models": ["demo\x00"]}, "models"),
     ],
 )
 def test_launch_refuses_bad_input_with_a_400_naming_the_field(alice, dispatched, body, field):
@@ -170,6 +171,15 @@ def test_launch_refuses_bad_input_with_a_400_naming_the_field(alice, dispatched,
     data = response.json()
     assert field in data["errors"] and data["detail"].startswith(f"{field}:")
     assert not Run.objects.exists() and dispatched == []
+
+
+def test_a_model_name_may_contain_a_comma(alice, dispatched):
+    # Providers allow any character in a model name; the launch keeps the list exactly as given.
+    models = ["vendor/model,v2", "demo"]
+    response = launch_via_api(api(alice), models=models)
+    assert response.status_code == 201, response.json()
+    run = Run.objects.get(pk=response.json()["run_id"])
+    assert run.config["models"] == models and run.overrides["models"] == models
 
 
 def test_unknown_ids_and_paths_are_json_404s(alice):
@@ -285,6 +295,28 @@ def test_admin_manages_agents_with_budget_alert_fields(admin):
     bad = client.patch(f"/api/v1/agents/{agent.pk}/", {"max_wall_seconds": 0}, format="json")
     assert bad.status_code == 400 and "max_wall_seconds" in bad.json()["errors"]
     assert client.delete(f"/api/v1/agents/{agent.pk}/").status_code == 204
+
+
+@pytest.mark.parametrize("changes, field", [
+    ({"provider_options": {"provider": "a\x00b"}}, "provider_options"),
+    ({"daily_token_alert": 0}, "daily_token_alert"),
+    ({"daily_cost_alert_usd": -1}, "daily_cost_alert_usd"),
+    ({"max_iterations": 2**53}, "max_iterations"),
+    ({"verifier": "no_such_verifier"}, "verifier"),
+    ({"tools": ["lookup_order"]}, "tools"),
+    ({"name": "demo"}, "name"),
+    ({"name": "x\x00"}, "name"),
+    ({"model_list": ["gpt-a", " "]}, "model_list"),
+    ({"base_url": "ftp://llm.example.com/v1"}, "base_url"),
+])
+def test_bad_agent_values_are_400s_naming_the_field(admin, changes, field):
+    # The same rules as the dashboard's editor (test_agents_tools_pages): both call agent_save.
+    Tool.objects.filter(name="lookup_order").update(enabled=False)
+    before = Agent.objects.count()
+    response = api(admin).post("/api/v1/agents/", {"name": "triage", **changes}, format="json")
+    assert response.status_code == 400, response.json()
+    assert field in response.json()["errors"] and response.json()["detail"].startswith(f"{field}:")
+    assert Agent.objects.count() == before
 
 
 def test_an_agent_with_runs_cannot_be_deleted(launch, admin):

@@ -31,7 +31,7 @@ def run_launch(request):
                 customer=data["customer"].strip() or None,
             )
         except InvalidRun as exc:
-            form.add_error(None, str(exc))
+            form.add_error(exc.setting if exc.setting in form.fields else None, str(exc))
         else:
             run_dispatch(run_id=run.pk)
             return redirect("run_detail", pk=run.pk)

@@ -6,6 +6,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from runs.models import Agent, Run
 from runs.services.guards import InvalidLimit, check_positive_int
+from runs.services.launch import launch_overrides
 from runs.services.loop import run_advance
 from runs.services.runs import InvalidRun, run_create
 from runs.snapshots import run_data
@@ -39,7 +40,7 @@ class Command(BaseCommand):
         if agent is None:
             names = ", ".join(Agent.objects.values_list("name", flat=True)) or "none"
             raise _bad(f"no agent named {options['agent']!r} (agents: {names})")
-        overrides = self._overrides(options)
+        overrides = self._overrides(agent, options)
         if options["api_key"]:
             if options["enqueue"]:
                 raise _bad("--api-key cannot be handed to workers; set LLM_API_KEY in their environment")
@@ -61,19 +62,20 @@ class Command(BaseCommand):
         run.refresh_from_db()
         self.stdout.write(render(run, as_json=options["json"]))
 
-    def _overrides(self, options) -> dict:
-        overrides = {}
+    def _overrides(self, agent: Agent, options) -> dict:
+        """The flags' settings that differ from the agent's (the launch page's rule, launch_overrides)."""
+        chosen = {}
         if options["base_url"]:
             url = urlparse(options["base_url"])
             if url.scheme not in ("http", "https") or not url.netloc:
                 raise _bad(f"--base-url must be an http(s) URL, got {options['base_url']!r}")
-            overrides["base_url"] = options["base_url"]
+            chosen["base_url"] = options["base_url"]
         if options["models"]:
             if not all(m.strip() for m in options["models"]):
                 raise _bad("--model must not be empty")
-            overrides["models"] = [m.strip() for m in options["models"]]
+            chosen["models"] = [m.strip() for m in options["models"]]
         if options["tools"] is not None:
-            overrides["tools"] = [t.strip() for t in options["tools"].split(",") if t.strip()]
+            chosen["tools"] = [t.strip() for t in options["tools"].split(",") if t.strip()]
         if options["max_iterations"] is not None:
             raw = options["max_iterations"].strip()
             try:
@@ -81,12 +83,12 @@ class Command(BaseCommand):
             except ValueError:
                 raise _bad(f"--max-iterations must be a positive integer, got {raw!r}") from None
             try:
-                overrides["max_iterations"] = check_positive_int("--max-iterations", value)
+                chosen["max_iterations"] = check_positive_int("--max-iterations", value)
             except InvalidLimit as exc:
                 raise _bad(str(exc)) from None
         if options["first_tool_choice"]:
-            overrides["first_tool_choice"] = options["first_tool_choice"]
-        return overrides
+            chosen["first_tool_choice"] = options["first_tool_choice"]
+        return launch_overrides(agent=agent, chosen=chosen)
 
 
 def render(run: Run, *, as_json: bool) -> str:

@@ -106,3 +106,19 @@ def test_an_idle_run_page_stays_connected(live, browser, users, launch):
     page.wait_for_timeout(12_000)
     expect(page.locator("#live-state")).to_have_text("live")
     assert new_sockets == [], "the page had to reconnect while idle"
+
+
+def test_the_launch_page_shows_the_agents_settings_in_its_empty_fields(live, browser, users):
+    from runs.models import Agent
+
+    agent = Agent.objects.get(name="demo")
+    tools = ", ".join(sorted(agent.tools.values_list("name", flat=True))) or "none"
+    page = browser.login(users["operator"])
+    page.goto("/runs/new/")
+    page.locator("#id_agent").select_option(label="demo")
+    expect(page.locator("#id_models")).to_have_attribute("placeholder", ", ".join(agent.model_list) or "the default models")
+    expect(page.locator("#id_max_iterations")).to_have_attribute("placeholder", str(agent.max_iterations))
+    expect(page.locator("#id_first_tool_choice option").first).to_have_text(
+        f"the agent's setting ({agent.first_tool_choice})"
+    )
+    expect(page.locator("#agent-tools")).to_have_text(f"The agent's: {tools}.")

@@ -1,0 +1,35 @@
+"""Request and response shapes of the API, one module per resource.
+
+Input serializers read types and text; the rules stay in the services (agent_save, the launch's
+overrides and run_config, the limit guards, check_tool_schema). Output serializers describe the
+plain dicts of runs.snapshots, shared with the CLI's JSON, for the schema.
+"""
+from runs.api.serializers.agents import AgentSerializer
+from runs.api.serializers.approvals import (
+    ApprovalBriefSerializer,
+    DecisionResultSerializer,
+    DecisionSerializer,
+    PendingApprovalSerializer,
+)
+from runs.api.serializers.fields import NameRelatedField, StorableUniqueValidator, choice
+from runs.api.serializers.runs import (
+    CallSerializer,
+    RunActionSerializer,
+    RunCreateSerializer,
+    RunDetailSerializer,
+    RunListItemSerializer,
+    RunPageSerializer,
+    RunSummarySerializer,
+    StepSerializer,
+    UsageSerializer,
+)
+from runs.api.serializers.tools import ToolSerializer
+from runs.text import check_storable_json, storable_text
+
+__all__ = [
+    "AgentSerializer", "ApprovalBriefSerializer", "CallSerializer", "DecisionResultSerializer", "DecisionSerializer",
+    "NameRelatedField", "PendingApprovalSerializer", "RunActionSerializer", "RunCreateSerializer",
+    "RunDetailSerializer", "RunListItemSerializer", "RunPageSerializer", "RunSummarySerializer",
+    "StepSerializer", "StorableUniqueValidator", "ToolSerializer", "UsageSerializer", "check_storable_json",
+    "choice", "storable_text",
+]

@@ -1,0 +1,47 @@
+"""Approvals in the API: the pending queue, a decision and its answer."""
+from rest_framework import serializers
+
+from runs.api.serializers.fields import choice
+from runs.models import Approval
+
+
+class ApprovalBriefSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    status = choice(Approval.Status.choices, "ApprovalStatus")
+    decided_by = serializers.CharField(allow_null=True)
+    decided_at = serializers.DateTimeField(allow_null=True)
+    reason = serializers.CharField(allow_blank=True)
+    automatic = serializers.BooleanField()
+    expires_at = serializers.DateTimeField(allow_null=True)
+
+
+class PendingApprovalSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    run_id = serializers.IntegerField()
+    agent = serializers.CharField()
+    task = serializers.CharField()
+    tool = serializers.CharField()
+    call_id = serializers.CharField()
+    args_hash = serializers.CharField()
+    arguments = serializers.CharField(
+        allow_blank=True, help_text="Pretty-printed JSON; fields the tool marks sensitive are shown as ••••."
+    )
+    arguments_problem = serializers.CharField(allow_blank=True)
+    raw_arguments = serializers.CharField(allow_blank=True, help_text="Only for unparsable arguments of a tool that masks nothing.")
+    unseen_identifiers = serializers.ListField(
+        child=serializers.CharField(), help_text="Identifiers the model never saw in the task or a tool result."
+    )
+    model_said = serializers.CharField(allow_blank=True)
+    note = serializers.CharField(allow_blank=True)
+    requested_at = serializers.DateTimeField()
+    expires_at = serializers.DateTimeField(allow_null=True)
+    expired = serializers.BooleanField()
+
+
+class DecisionSerializer(serializers.Serializer):
+    reason = serializers.CharField(required=False, allow_blank=True, max_length=2000)
+
+
+class DecisionResultSerializer(serializers.Serializer):
+    detail = serializers.CharField()
+    approval = ApprovalBriefSerializer()

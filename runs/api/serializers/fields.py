@@ -1,0 +1,55 @@
+"""Fields and validators the API's serializers share: names that are looked up, choices that are
+named schema components, and no text the database cannot store."""
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+from rest_framework.settings import api_settings
+from rest_framework.validators import UniqueValidator
+
+from runs.text import storable_text
+
+
+class StorableUniqueValidator(UniqueValidator):
+    # DRF runs every validator of a field even after one failed: without this, text with a NUL
+    # would reach the uniqueness query (and PostgreSQL) next to the "Null characters" error.
+    def __call__(self, value, serializer_field):
+        if isinstance(value, str) and not storable_text(value):
+            return
+        super().__call__(value, serializer_field)
+
+
+class NameRelatedField(serializers.SlugRelatedField):
+    """An object given by its unique name; text that cannot be stored is never looked up."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, str) and not storable_text(data):
+            self.fail("does_not_exist", slug_name=self.slug_field, value="(unstorable text)")
+        return super().to_internal_value(data)
+
+
+_CHOICE_FIELDS: dict[str, type[serializers.ChoiceField]] = {}
+
+
+def choice(choices, component: str, **kwargs) -> serializers.ChoiceField:
+    """A ChoiceField whose enum is the named schema component: the same choices under several
+    field names (first and later tool choice), or several choice sets under one field name
+    (status of runs, calls and approvals), would otherwise leave drf-spectacular guessing names."""
+    if component not in _CHOICE_FIELDS:
+        values = [value for value, _ in choices]
+        schema = {"type": "string", "enum": values}
+        if kwargs.get("allow_null"):
+            schema = {"type": "string", "enum": [*values, None], "nullable": True}
+
+        # One class per component (the schema's identity of it); a class, not an annotated
+        # instance, because serializers deep-copy their fields, which rebuilds them.
+        @extend_schema_field(schema, component_name=component)
+        class NamedChoiceField(serializers.ChoiceField):
+            pass
+
+        _CHOICE_FIELDS[component] = NamedChoiceField
+    return _CHOICE_FIELDS[component](choices=choices, **kwargs)
+
+
+def service_errors(errors: dict[str, list[str]]) -> serializers.ValidationError:
+    """A service's messages by field as DRF's 400 ("__all__" as DRF's non-field key)."""
+    key = api_settings.NON_FIELD_ERRORS_KEY
+    return serializers.ValidationError({key if name == "__all__" else name: messages for name, messages in errors.items()})

@@ -1,0 +1,144 @@
+"""Runs in the API: a launch, and the shapes of runs.snapshots' plain dicts (shared with the CLI's JSON)."""
+from rest_framework import serializers
+
+from runs.api.serializers.approvals import ApprovalBriefSerializer
+from runs.api.serializers.fields import NameRelatedField, choice, service_errors
+from runs.models import Agent, Run, ToolCall, ToolChoice
+from runs.services.guards import MAX_SAFE_INTEGER, POSITIVE_INT_LIMITS
+from runs.services.launch import LAUNCH_CHOICES, LIMIT_SETTINGS, TOOL_CHOICE_SETTINGS, launch_overrides
+from runs.services.runs import launch_errors
+
+
+def setting_field(name: str) -> serializers.Field:
+    """The API's field for one limit or tool choice of a launch; omitted, the agent's setting applies."""
+    if name in TOOL_CHOICE_SETTINGS:
+        return choice(ToolChoice.choices, "ToolChoice", required=False)
+    if name in POSITIVE_INT_LIMITS:
+        return serializers.IntegerField(required=False, min_value=1, max_value=MAX_SAFE_INTEGER)
+    return serializers.FloatField(required=False)
+
+
+class RunCreateSerializer(serializers.Serializer):
+    """A launch, as on the dashboard's launch form: omitted settings are the agent's."""
+
+    agent = NameRelatedField(slug_field="name", queryset=Agent.objects.all(), help_text="The agent's name.")
+    task = serializers.CharField(max_length=20_000)
+    customer = serializers.CharField(required=False, allow_blank=True, max_length=100,
+                                     help_text="Whose data the tools may touch; empty uses the default.")
+    models = serializers.ListField(
+        child=serializers.CharField(max_length=200), required=False, allow_empty=True,
+        help_text="Models tried in this order; empty or omitted uses the agent's.",
+    )
+    tools = serializers.ListField(
+        child=serializers.CharField(max_length=64), required=False, allow_empty=True,
+        help_text="Enabled tools this run may call; empty or omitted uses the agent's.",
+    )
+    # ...then one field per limit and tool choice (LIMIT_SETTINGS, TOOL_CHOICE_SETTINGS), in get_fields.
+
+    def get_fields(self):
+        fields = super().get_fields()
+        for name in LIMIT_SETTINGS + TOOL_CHOICE_SETTINGS:
+            fields[name] = setting_field(name)
+        return fields
+
+    def validate(self, attrs):
+        """The data, with `overrides`: the settings that differ from the agent's, for run_create."""
+        chosen = {name: attrs.get(name) for name in LAUNCH_CHOICES}
+        # An empty list of models or tools, like an omitted setting, keeps the agent's.
+        chosen["models"], chosen["tools"] = attrs.get("models") or None, attrs.get("tools") or None
+        overrides = launch_overrides(agent=attrs["agent"], chosen=chosen)
+        errors = launch_errors(agent=attrs["agent"], overrides=overrides)
+        if errors:
+            raise service_errors(errors)
+        return {**attrs, "overrides": overrides}
+
+
+class RunListItemSerializer(serializers.Serializer):
+    run_id = serializers.IntegerField()
+    created_at = serializers.DateTimeField()
+    agent_id = serializers.IntegerField()
+    agent = serializers.CharField()
+    task_preview = serializers.CharField(help_text="The task's first 120 characters.")
+    status = choice(Run.Status.choices, "RunStatus")
+    stop_reason = choice(Run.StopReason.choices, "StopReason", allow_null=True)
+    iterations = serializers.IntegerField()
+    tokens_in = serializers.IntegerField()
+    tokens_out = serializers.IntegerField()
+    cost_usd = serializers.FloatField()
+
+
+class RunPageSerializer(serializers.Serializer):
+    count = serializers.IntegerField(help_text="Matching runs, counted up to a cap (see count_is_exact).")
+    count_is_exact = serializers.BooleanField(help_text="False when more runs match than were counted.")
+    next = serializers.URLField(allow_null=True)
+    previous = serializers.URLField(allow_null=True)
+    results = RunListItemSerializer(many=True)
+
+
+class CallSerializer(serializers.Serializer):
+    id = serializers.CharField(help_text="The model's id of the call.")
+    pk = serializers.IntegerField()
+    index = serializers.IntegerField()
+    tool = serializers.CharField()
+    args_hash = serializers.CharField(help_text="HMAC-SHA256 of the canonical arguments; arguments are never shown.")
+    status = choice(ToolCall.Status.choices, "CallStatus")
+    ok = serializers.BooleanField(allow_null=True)
+    error = serializers.CharField(allow_blank=True)
+    truncated = serializers.BooleanField()
+    latency_ms = serializers.FloatField(allow_null=True)
+    result_preview = serializers.CharField(allow_blank=True)
+    approval = ApprovalBriefSerializer(allow_null=True)
+
+
+class StepSerializer(serializers.Serializer):
+    index = serializers.IntegerField()
+    iteration = serializers.IntegerField()
+    kind = serializers.CharField()
+    model = serializers.CharField()
+    finish_reason = serializers.CharField(allow_blank=True)
+    latency_ms = serializers.FloatField()
+    tokens_in = serializers.IntegerField()
+    tokens_out = serializers.IntegerField()
+    cost_usd = serializers.FloatField()
+    tool_choice = serializers.CharField(allow_blank=True)
+    tool_choice_fallback = serializers.BooleanField()
+    model_errors = serializers.JSONField()
+    content = serializers.JSONField(help_text="What the model said (text, or content parts).")
+    calls = CallSerializer(many=True)
+
+
+class UsageSerializer(serializers.Serializer):
+    tokens_in = serializers.IntegerField()
+    tokens_out = serializers.IntegerField()
+    total_tokens = serializers.IntegerField()
+    cost_usd = serializers.FloatField()
+
+
+class RunSummarySerializer(serializers.Serializer):
+    run_id = serializers.IntegerField()
+    agent = serializers.CharField()
+    task = serializers.CharField()
+    status = choice(Run.Status.choices, "RunStatus")
+    stop_reason = choice(Run.StopReason.choices, "StopReason", allow_null=True)
+    stop_detail = serializers.CharField(allow_blank=True)
+    answer = serializers.CharField(allow_blank=True)
+    iterations = serializers.IntegerField()
+    usage = UsageSerializer()
+    wall_seconds = serializers.FloatField()
+    created_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
+
+
+class RunDetailSerializer(RunSummarySerializer):
+    agent_id = serializers.IntegerField()
+    customer = serializers.CharField(allow_blank=True)
+    created_by = serializers.CharField(allow_null=True)
+    rerun_of = serializers.IntegerField(allow_null=True)
+    cancel_requested = serializers.BooleanField()
+    overrides = serializers.JSONField()
+    steps = StepSerializer(many=True)
+
+
+class RunActionSerializer(serializers.Serializer):
+    detail = serializers.CharField()
+    run = RunSummarySerializer()

@@ -1,0 +1,20 @@
+"""The REST API: thin views over the same forms, services and selectors as the dashboard, one
+module per resource."""
+from runs.api.views.agents import AgentViewSet
+from runs.api.views.approvals import ApprovalApproveView, ApprovalListView, ApprovalRejectView
+from runs.api.views.metrics import MetricsView
+from runs.api.views.runs import (
+    RunCancelView,
+    RunDetailView,
+    RunExportCsvView,
+    RunExportJsonlView,
+    RunListView,
+)
+from runs.api.views.tokens import TokenView
+from runs.api.views.tools import ToolViewSet
+
+__all__ = [
+    "AgentViewSet", "ApprovalApproveView", "ApprovalListView", "ApprovalRejectView", "MetricsView",
+    "RunCancelView", "RunDetailView", "RunExportCsvView", "RunExportJsonlView", "RunListView", "TokenView",
+    "ToolViewSet",
+]

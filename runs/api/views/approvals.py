@@ -1,0 +1,97 @@
+"""Approvals: the pending queue and the decisions."""
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import status
+from rest_framework.exceptions import NotFound
+from rest_framework.response import Response
+
+from runs.api import serializers as api
+from runs.api.schema import errors
+from runs.api.views.base import ApiView
+from runs.models import Approval
+from runs.roles import PERM_DECIDE, PERM_VIEW_APPROVAL
+from runs.selectors.approvals import approval_decision_text, approval_with_decider, approvals_pending
+from runs.services.approvals import AlreadyDecided, approval_decide
+from runs.snapshots import approval_brief
+
+
+def _arguments_text(lines) -> str:
+    return "\n".join(f"{line.indent}{line.key + ': ' if line.key else ''}{line.text}{',' if line.comma else ''}"
+                     for line in lines)
+
+
+class ApprovalListView(ApiView):
+    required_perms = {"GET": (PERM_VIEW_APPROVAL,)}
+
+    @extend_schema(operation_id="approvals_pending", summary="Pending approvals, oldest first", responses={200: api.PendingApprovalSerializer(many=True), **errors()})
+    def get(self, request):
+        return Response([
+            {
+                "id": item.approval.pk,
+                "run_id": item.run.pk,
+                "agent": item.run.config.get("agent_name", ""),
+                "task": item.run.task,
+                "tool": item.call.tool_name,
+                "call_id": item.call.call_id,
+                "args_hash": item.call.args_hash,
+                "arguments": _arguments_text(item.lines),
+                "arguments_problem": item.arguments_problem,
+                "raw_arguments": item.raw_arguments,
+                "unseen_identifiers": item.unseen,
+                "model_said": item.model_said,
+                "note": item.approval.note,
+                "requested_at": item.approval.requested_at,
+                "expires_at": item.approval.expires_at,
+                "expired": item.expired,
+            }
+            for item in approvals_pending()
+        ])
+
+
+class ApprovalDecisionView(ApiView):
+    required_perms = {"POST": (PERM_DECIDE,)}
+    approve = True
+
+    def post(self, request, pk: int):
+        decision = api.DecisionSerializer(data=request.data)
+        decision.is_valid(raise_exception=True)
+        reason = decision.validated_data.get("reason", "")
+        try:
+            approval = approval_decide(approval_id=pk, user=request.user, approve=self.approve, reason=reason)
+        except Approval.DoesNotExist:
+            raise NotFound("No such approval.")
+        except AlreadyDecided as exc:
+            winner = approval_with_decider(exc.approval)
+            return Response(
+                {"detail": f"Already {approval_decision_text(winner)}.", "approval": approval_brief(winner)},
+                status=status.HTTP_409_CONFLICT,
+            )
+        if approval.status == Approval.Status.EXPIRED:
+            text = "Too late: this approval had expired and was recorded as expired, which counts as a rejection."
+        else:
+            text = f"{approval.get_status_display()} {approval.tool_call.tool_name} in run {approval.run_id}."
+        return Response({"detail": text, "approval": approval_brief(approval)})
+
+
+_DECISION_RESPONSES = {
+    200: api.DecisionResultSerializer,
+    409: OpenApiResponse(api.DecisionResultSerializer, description="Already decided: `detail` says by whom and when."),
+    **errors(400, 404),
+}
+
+
+class ApprovalApproveView(ApprovalDecisionView):
+    approve = True
+
+    @extend_schema(operation_id="approvals_approve", summary="Approve a pending call; the run resumes",
+                   request=api.DecisionSerializer, responses=_DECISION_RESPONSES)
+    def post(self, request, pk: int):
+        return super().post(request, pk)
+
+
+class ApprovalRejectView(ApprovalDecisionView):
+    approve = False
+
+    @extend_schema(operation_id="approvals_reject", summary="Reject a pending call, with a reason the model is told",
+                   request=api.DecisionSerializer, responses=_DECISION_RESPONSES)
+    def post(self, request, pk: int):
+        return super().post(request, pk)

@@ -1,0 +1,53 @@
+"""Metrics of a period, as on the metrics page."""
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
+from rest_framework.response import Response
+
+from runs.api.schema import errors, form_parameters
+from runs.api.views.base import ApiView, form_or_400
+from runs.forms_admin import MetricsFilterForm
+from runs.roles import PERM_VIEW
+from runs.selectors.metrics import metrics_summary
+
+
+class MetricsView(ApiView):
+    required_perms = {"GET": (PERM_VIEW,)}
+
+    @extend_schema(
+        operation_id="metrics_retrieve", summary="Outcomes, iterations, tool errors, model latency, usage per day and approval waits",
+        parameters=form_parameters(MetricsFilterForm),
+        responses={200: OpenApiTypes.OBJECT, **errors(400)},
+    )
+    def get(self, request):
+        data = form_or_400(MetricsFilterForm(request.query_params))
+        m = metrics_summary(start=data["date_from"], end=data["date_to"], agent=data["agent"])
+        counts = lambda rows: [{"value": r.value, "label": r.label, "count": r.count} for r in rows]  # noqa: E731
+        return Response({
+            "start": m.start,
+            "end": m.end,
+            "agent_id": m.agent.pk if m.agent else None,
+            "runs_total": m.runs_total,
+            "finished_runs": m.finished_runs,
+            "succeeded_runs": m.succeeded_runs,
+            "success_rate": m.success_rate,
+            "by_status": counts(m.by_status),
+            "by_stop_reason": counts(m.by_stop_reason),
+            "iterations": {"count": m.iterations.count, "p50": m.iterations.p50, "p95": m.iterations.p95},
+            "tool_errors": [
+                {"tool": r.tool, "finished": r.finished, "failed": r.failed, "rejected": r.rejected,
+                 "error_rate": r.error_rate}
+                for r in m.tool_errors
+            ],
+            "model_latency": [
+                {"model": r.model, "steps": r.steps, "p50_ms": r.p50_ms, "p95_ms": r.p95_ms} for r in m.model_latency
+            ],
+            "per_day": [{"day": d.day, "runs": d.runs, "tokens": d.tokens, "cost_usd": d.cost_usd} for d in m.per_day],
+            "approvals": {
+                "approved": m.approvals.approved,
+                "rejected": m.approvals.rejected,
+                "expired": m.approvals.expired,
+                "pending": m.approvals.pending,
+                "wait_seconds": {"count": m.approvals.wait_seconds.count, "p50": m.approvals.wait_seconds.p50,
+                                 "p95": m.approvals.wait_seconds.p95},
+            },
+        })

@@ -1,0 +1,156 @@
+"""Creating and changing agents: every rule on an agent's settings, for the dashboard and the API.
+
+The dashboard's form and the API's serializer only read their input (text, numbers, lists,
+tool ids or names); what the values must be is decided here, once, by field.
+"""
+import copy
+from collections.abc import Callable
+
+from django.core.exceptions import ValidationError
+from django.core.validators import URLValidator
+from django.db import transaction
+
+from runs.models import Agent
+from runs.services.guards import (
+    POSITIVE_INT_LIMITS,
+    POSITIVE_NUMBER_LIMITS,
+    InvalidLimit,
+    check_positive_int,
+    check_positive_number,
+)
+from runs.text import check_storable_json, storable_text
+from toolsapp.registry import VERIFIERS
+
+# Every setting of an agent that a person chooses, in the editor's order.
+AGENT_FIELDS = (
+    "name", "description", "system_prompt", "model_list", "base_url", "tools",
+    "max_iterations", "repeat_limit", "max_wall_seconds", "max_tokens", "max_cost_usd", "max_output_tokens",
+    "first_tool_choice", "later_tool_choice", "parallel_tool_calls", "provider_options",
+    "verifier", "summarize_on_stop", "approval_timeout_seconds", "daily_token_alert", "daily_cost_alert_usd",
+)
+MAX_MODEL_NAME = 200
+_HTTP_URL = URLValidator(schemes=["http", "https"])
+
+
+class InvalidAgent(ValueError):
+    """Settings an agent cannot have; `errors` holds the messages by field ("__all__" for none)."""
+
+    def __init__(self, errors: dict[str, list[str]]):
+        super().__init__("; ".join(f"{field}: {' '.join(messages)}" for field, messages in errors.items()))
+        self.errors = errors
+
+
+def _text(value):
+    if isinstance(value, str) and not storable_text(value):
+        raise ValidationError("Text with a NUL or an unpaired surrogate character cannot be stored.")
+
+
+def _model_list(models):
+    if not isinstance(models, list) or not all(isinstance(name, str) for name in models):
+        raise ValidationError("A list of model names.")
+    if any(not name.strip() for name in models):
+        raise ValidationError("A model name cannot be empty.")
+    if any(len(name) > MAX_MODEL_NAME for name in models):
+        raise ValidationError(f"A model name is longer than {MAX_MODEL_NAME} characters.")
+    check_storable_json(models, "A model name")
+
+
+def _base_url(url):
+    _text(url)
+    if url:
+        _HTTP_URL(url)
+
+
+def _tools(tools):
+    disabled = sorted(tool.name for tool in tools if not tool.enabled)
+    if disabled:
+        # run_create refuses disabled tools, so every run of this agent would fail to start.
+        raise ValidationError(f"These tools are disabled: {', '.join(disabled)}.")
+
+
+def _provider_options(options):
+    if not isinstance(options, dict):
+        raise ValidationError("This must be a JSON object ({...}).")
+    check_storable_json(options, "provider_options")
+
+
+def _verifier(name):
+    _text(name)
+    if name and name not in VERIFIERS:
+        raise ValidationError(f"No verifier named {name!r}.")
+
+
+def _limit(check, name: str, optional: bool = False) -> Callable:
+    def rule(value):
+        if value is None and optional:
+            return
+        try:
+            check(name, value)
+        except InvalidLimit as exc:
+            raise ValidationError(str(exc)) from None
+
+    return rule
+
+
+# One rule per field; the model's own checks (lengths, choices, ranges its column can hold, a
+# unique name) run after these, on the fields that passed them.
+_RULES: dict[str, Callable] = {
+    "name": _text,
+    "description": _text,
+    "system_prompt": _text,
+    "model_list": _model_list,
+    "base_url": _base_url,
+    "tools": _tools,
+    "provider_options": _provider_options,
+    "verifier": _verifier,
+    **{name: _limit(check_positive_int, name) for name in POSITIVE_INT_LIMITS},
+    **{name: _limit(check_positive_number, name) for name in POSITIVE_NUMBER_LIMITS},
+    **{name: _limit(check_positive_int, name, optional=True)
+       for name in ("max_output_tokens", "approval_timeout_seconds", "daily_token_alert")},
+    "daily_cost_alert_usd": _limit(check_positive_number, "daily_cost_alert_usd", optional=True),
+}
+
+
+def agent_errors(*, agent: Agent | None, data: dict) -> dict[str, list[str]]:
+    """What is wrong with `data` as new settings of `agent` (None: a new agent), by field; {} when
+    nothing is. Fields left out of `data` keep the agent's values (a new agent's defaults)."""
+    unknown = sorted(set(data) - set(AGENT_FIELDS))
+    if unknown:
+        raise TypeError(f"not settings of an agent: {', '.join(unknown)}")
+    errors: dict[str, list[str]] = {}
+    for name, value in data.items():
+        rule = _RULES.get(name)
+        try:
+            if rule is not None:
+                rule(value)
+        except ValidationError as exc:
+            errors[name] = list(exc.messages)
+    candidate = copy.copy(agent) if agent is not None else Agent()
+    _assign(candidate, {name: value for name, value in data.items() if name not in errors})
+    try:
+        # Never with text that failed above: the uniqueness query would carry it to the database.
+        candidate.full_clean(exclude=list(errors))
+    except ValidationError as exc:
+        for name, messages in exc.message_dict.items():
+            errors.setdefault(name, []).extend(messages)
+    return errors
+
+
+def agent_save(*, agent: Agent | None, data: dict) -> Agent:
+    """Create an agent (agent=None) or change the given settings of one, after every rule above."""
+    errors = agent_errors(agent=agent, data=data)
+    if errors:
+        raise InvalidAgent(errors)
+    agent = agent if agent is not None else Agent()
+    with transaction.atomic():
+        _assign(agent, data)
+        agent.save()
+        if "tools" in data:
+            agent.tools.set(data["tools"])
+    return agent
+
+
+def _assign(agent: Agent, data: dict) -> None:
+    for name, value in data.items():
+        if name != "tools":  # many-to-many: set after saving
+            setattr(agent, name, value)
