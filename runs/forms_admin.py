@@ -9,7 +9,7 @@ from runs.models import Agent, Run
 from runs.selectors.metrics import default_period
 from runs.services.guards import MAX_SAFE_INTEGER, InvalidLimit, check_positive_int, check_positive_number
 from toolsapp.models import Tool
-from toolsapp.registry import VERIFIERS
+from toolsapp.verifiers import VERIFIERS
 
 MAX_METRICS_DAYS = 366
 

@@ -5,9 +5,10 @@ import re
 from django import forms
 
 from runs.services.guards import MAX_SAFE_INTEGER
-from toolsapp.http_tools import SECRET_ENV_PREFIX, http_tool_config
+from toolsapp.executors import EXECUTORS
+from toolsapp.executors.http import SECRET_ENV_PREFIX, http_tool_config
+from toolsapp.executors.python import PYTHON_HANDLERS
 from toolsapp.models import Tool
-from toolsapp.registry import EXECUTORS, PYTHON_HANDLERS
 from toolsapp.schemas import InvalidSchema, check_tool_schema
 
 # What the chat completions API accepts as a function name.

@@ -13,11 +13,11 @@ from rest_framework.validators import UniqueValidator
 
 from runs.models import Agent, Approval, Run, ToolCall, ToolChoice
 from runs.services.guards import MAX_SAFE_INTEGER, InvalidLimit, check_positive_int, check_positive_number
+from toolsapp.executors.http import http_tool_config
 from toolsapp.forms import TOOL_NAME
-from toolsapp.http_tools import http_tool_config
 from toolsapp.models import Tool
-from toolsapp.registry import VERIFIERS
 from toolsapp.schemas import InvalidSchema, check_tool_schema, strict_mode_warnings
+from toolsapp.verifiers import VERIFIERS
 
 # --- Text the database cannot store ----------------------------------------------------------------
 

@@ -8,7 +8,7 @@ from runs.services import guards
 from runs.services.events import event_record
 from runs.snapshots import run_summary
 from toolsapp.models import Tool
-from toolsapp.registry import VERIFIERS
+from toolsapp.verifiers import VERIFIERS
 
 OVERRIDABLE = (
     "models",

@@ -13,18 +13,17 @@ from django.urls import reverse
 
 from runs.models import Run, ToolCall
 from runs.tests.approval_fixtures import make_user
-from toolsapp import registry
+from toolsapp.executors import ToolContext, ToolError, executor_for
+from toolsapp.executors.mcp import McpExecutor
 from toolsapp.mcp.discovery import mcp_server_discover
-from toolsapp.mcp.executor import McpExecutor
 from toolsapp.models import McpServer, Tool
-from toolsapp.registry import ToolContext, ToolError
 
 DEMO = [sys.executable, "-m", "toolsapp.mcp.demo_server"]
 ODD = [sys.executable, "-m", "toolsapp.tests.mcp_odd_server"]
 
 
 def test_mcp_tools_are_executed_by_the_mcp_client():
-    assert isinstance(registry.executor_for("mcp"), McpExecutor)
+    assert isinstance(executor_for("mcp"), McpExecutor)
 
 
 @pytest.fixture

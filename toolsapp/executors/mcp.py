@@ -1,10 +1,10 @@
 """Executes tools of kind "mcp" through the MCP client (one session per call)."""
 import mcp.types as mcp_types
 
+from toolsapp.executors.base import Executor, ToolContext, ToolError
 from toolsapp.mcp import IDEMPOTENCY_META_KEY
 from toolsapp.mcp.client import McpFailure, call_tool
 from toolsapp.models import McpServer
-from toolsapp.registry import Executor, ToolContext, ToolError
 
 
 def _blocks(content: list[mcp_types.ContentBlock]):
