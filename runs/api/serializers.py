@@ -387,12 +387,8 @@ class ToolSerializer(serializers.ModelSerializer):
         return data
 
     def get_mcp_server(self, tool) -> str | None:
-        if tool.kind != Tool.Kind.MCP:
-            return None
-        from toolsapp.models import McpServer
-
-        server = McpServer.objects.filter(pk=(tool.config or {}).get("server")).first()
-        return server.name if server else None
+        # None for an MCP tool whose server was deleted (the tool is disabled then).
+        return tool.mcp_server.name if tool.kind == Tool.Kind.MCP and tool.mcp_server else None
 
     def validate(self, attrs):
         attrs = super().validate(attrs)
