@@ -4,8 +4,6 @@ Input serializers check types and text; the rules themselves stay where the dash
 them (the launch form, run_config, the limit guards, check_tool_schema). Output serializers
 describe the plain dicts of runs.snapshots, shared with the CLI's JSON, for the schema.
 """
-import re
-
 from django.core.validators import URLValidator
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
@@ -13,34 +11,21 @@ from rest_framework.validators import UniqueValidator
 
 from runs.models import Agent, Approval, Run, ToolCall, ToolChoice
 from runs.services.guards import MAX_SAFE_INTEGER, InvalidLimit, check_positive_int, check_positive_number
-from toolsapp.executors.http import http_tool_config
-from toolsapp.forms import TOOL_NAME
 from toolsapp.models import Tool
-from toolsapp.schemas import InvalidSchema, check_tool_schema, strict_mode_warnings
+from toolsapp.schemas import strict_mode_warnings
+from toolsapp.services import MAX_SENSITIVE_FIELD_CHARS, MAX_TIMEOUT_SECONDS, ToolInvalid, tool_save, tool_validate
+from toolsapp.text import storable_json, storable_text
 from toolsapp.verifiers import VERIFIERS
 
 # --- Text the database cannot store ----------------------------------------------------------------
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def storable_text(text: str) -> bool:
-    """False for NUL and lone surrogates: PostgreSQL refuses both (in text and in jsonb)."""
-    return "\x00" not in text and not _SURROGATE.search(text)
+# storable_text and storable_json live in toolsapp.text (the tool service needs them too).
 
 
 def check_storable_json(value, where: str = "value"):
     """Raise a ValidationError when a string anywhere in `value` (keys too) cannot be stored."""
-    if isinstance(value, str):
-        if not storable_text(value):
-            raise serializers.ValidationError(f"{where} contains a NUL or an unpaired surrogate character.")
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            check_storable_json(key, where)
-            check_storable_json(item, where)
-    elif isinstance(value, list):
-        for item in value:
-            check_storable_json(item, where)
+    if not storable_json(value):
+        raise serializers.ValidationError(f"{where} contains a NUL or an unpaired surrogate character.")
     return value
 
 
@@ -349,9 +334,12 @@ class AgentSerializer(serializers.ModelSerializer):
 
 
 class ToolSerializer(serializers.ModelSerializer):
+    """Types and documentation of a tool's fields; toolsapp.services owns the rules and the write."""
+
     parameters = serializers.DictField(help_text='Draft 2020-12 JSON Schema with root {"type": "object"}; only local $ref.')
     sensitive_fields = serializers.ListField(
-        child=serializers.CharField(max_length=200), required=False, help_text="Argument names masked in the UI."
+        child=serializers.CharField(max_length=MAX_SENSITIVE_FIELD_CHARS), required=False,
+        help_text="Argument names masked in the UI.",
     )
     kind = choice(Tool.Kind.choices, "ToolKind", required=False)
     url = serializers.URLField(
@@ -374,8 +362,8 @@ class ToolSerializer(serializers.ModelSerializer):
         ]
         read_only_fields = ["created_at", "updated_at"]
         extra_kwargs = {
-            "name": {"validators": [StorableUniqueValidator(queryset=Tool.objects.all())]},
-            "timeout_seconds": {"max_value": 24 * 3600},
+            "name": {"validators": []},  # the service checks that it is free, once it is known to be storable
+            "timeout_seconds": {"max_value": MAX_TIMEOUT_SECONDS},
             "repeat_limit": {"min_value": 1},
         }
 
@@ -390,42 +378,24 @@ class ToolSerializer(serializers.ModelSerializer):
         # None for an MCP tool whose server was deleted (the tool is disabled then).
         return tool.mcp_server.name if tool.kind == Tool.Kind.MCP and tool.mcp_server else None
 
-    def validate(self, attrs):
-        attrs = super().validate(attrs)
-        instance = self.instance
-        url = attrs.pop("url", None)
-        secret_env = attrs.pop("secret_env", None)
-        was = instance.kind if instance else None
-        kind = attrs.get("kind", was or Tool.Kind.PYTHON)
-        if (kind == Tool.Kind.MCP) != (was == Tool.Kind.MCP):
-            raise serializers.ValidationError({"kind": "MCP tools are added by discovering an MCP server's tools."})
-        if was == Tool.Kind.MCP and "name" in attrs and attrs["name"] != instance.name:
-            raise serializers.ValidationError({"name": "An MCP tool keeps the name discovery gave it."})
-        if kind == Tool.Kind.HTTP:
-            old = (instance.config or {}) if instance and was == Tool.Kind.HTTP else {}
-            config, problems = http_tool_config(
-                url=old.get("url", "") if url is None else url,
-                secret_env=old.get("secret_env", "") if secret_env is None else secret_env,
-            )
-            if problems:
-                raise serializers.ValidationError(problems)
-            attrs["config"] = config
-        elif kind == Tool.Kind.PYTHON and was == Tool.Kind.HTTP:
-            attrs["config"] = {}
-        return attrs
-
     def get_schema_warnings(self, tool) -> list[str]:
         return strict_mode_warnings(tool.parameters) if isinstance(tool.parameters, dict) else []
 
-    def validate_name(self, value):
-        if not TOOL_NAME.match(value):
-            raise serializers.ValidationError("Use 1-64 letters, digits, underscores or hyphens (the API's rule).")
-        return value
-
-    def validate_parameters(self, value):
-        check_storable_json(value, "parameters")
+    def validate(self, attrs):
         try:
-            check_tool_schema(value)
-        except InvalidSchema as exc:
-            raise serializers.ValidationError(str(exc)) from None
-        return value
+            tool_validate(tool=self.instance, data=attrs)
+        except ToolInvalid as exc:
+            raise serializers.ValidationError(exc.errors) from None
+        return attrs
+
+    def create(self, validated_data):
+        return self._save(None, validated_data)
+
+    def update(self, instance, validated_data):
+        return self._save(instance, validated_data)
+
+    def _save(self, tool, data) -> Tool:
+        try:
+            return tool_save(tool=tool, data=data)
+        except ToolInvalid as exc:  # changed by someone else since validate()
+            raise serializers.ValidationError(exc.errors) from None
