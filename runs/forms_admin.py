@@ -8,7 +8,7 @@ from runs.models import Agent, Run
 from runs.selectors.metrics import default_period
 from runs.services.agents import AGENT_FIELDS, agent_errors, agent_save
 from toolsapp.models import Tool
-from toolsapp.registry import VERIFIERS
+from toolsapp.verifiers import VERIFIERS
 
 MAX_METRICS_DAYS = 366
 

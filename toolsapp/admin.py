@@ -1,13 +1,23 @@
-from django.contrib import admin
+from django.contrib import admin, messages
 
+from .forms import ToolForm
+from .mcp.services import deletion_summary, mcp_server_delete
 from .models import McpServer, Order, Ticket, Tool, WeatherReport
+from .services import tool_save
 
 
 @admin.register(Tool)
 class ToolAdmin(admin.ModelAdmin):
-    list_display = ("name", "kind", "destructive", "parallel_safe", "idempotent", "enabled")
+    # The dashboard's editor and its one write path, so the admin keeps the same rules.
+    form = ToolForm
+    readonly_fields = ("mcp_server",)
+    list_display = ("name", "kind", "mcp_server", "destructive", "parallel_safe", "idempotent", "enabled")
     list_filter = ("kind", "destructive", "enabled")
+    list_select_related = ("mcp_server",)
     search_fields = ("name", "description")
+
+    def save_model(self, request, obj, form, change):
+        tool_save(tool=obj, data=form.cleaned_data)
 
 
 admin.site.register(WeatherReport)
@@ -21,3 +31,12 @@ class McpServerAdmin(admin.ModelAdmin):
     list_filter = ("transport", "enabled")
     search_fields = ("name", "command", "url")
     readonly_fields = ("last_discovered_at", "last_error")
+
+    # Deleting here does what the dashboard's delete does: the server's tools are disabled, and
+    # the admin is told which.
+    def delete_model(self, request, obj):
+        messages.warning(request, deletion_summary(obj.name, mcp_server_delete(server=obj)))
+
+    def delete_queryset(self, request, queryset):
+        for server in queryset:
+            self.delete_model(request, server)

@@ -14,9 +14,6 @@ class ToolsappConfig(AppConfig):
         from django.conf import settings
 
         from . import builtin  # noqa: F401
-        from .registry import register_executors
-
-        register_executors()
 
         for module in settings.TOOL_MODULES:
             import_module(module)

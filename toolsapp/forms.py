@@ -1,17 +1,12 @@
-"""The tool editor. The parameters schema is checked before anything is saved."""
+"""The tool editor: turns what was typed into values (the schema's JSON text, a comma list);
+toolsapp.services owns the rules, so the form and the API refuse the same things."""
 import json
-import re
 
 from django import forms
 
-from runs.services.guards import MAX_SAFE_INTEGER
-from toolsapp.http_tools import SECRET_ENV_PREFIX, http_tool_config
+from toolsapp.executors.http import SECRET_ENV_PREFIX
 from toolsapp.models import Tool
-from toolsapp.registry import EXECUTORS, PYTHON_HANDLERS
-from toolsapp.schemas import InvalidSchema, check_tool_schema
-
-# What the chat completions API accepts as a function name.
-TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+from toolsapp.services import ToolInvalid, tool_validate
 
 
 class ToolForm(forms.ModelForm):
@@ -23,11 +18,8 @@ class ToolForm(forms.ModelForm):
     sensitive_fields = forms.CharField(
         required=False, help_text="Comma separated argument names masked in the UI."
     )
-    repeat_limit = forms.IntegerField(
-        required=False, min_value=1, max_value=MAX_SAFE_INTEGER,
-        help_text="Identical calls allowed per run; empty uses the agent's.",
-    )
-    timeout_seconds = forms.FloatField(min_value=0.01, max_value=24 * 3600)
+    repeat_limit = forms.IntegerField(required=False, help_text="Identical calls allowed per run; empty uses the agent's.")
+    timeout_seconds = forms.FloatField()
     url = forms.URLField(
         required=False, label="URL (HTTP tools)", assume_scheme="https",
         help_text="The worker POSTs the validated arguments and the idempotency key here as JSON. "
@@ -50,7 +42,8 @@ class ToolForm(forms.ModelForm):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.schema_warnings: list[str] = []
+        # The stored tool, before this form changes its instance: the rules compare with it.
+        self.stored = self.instance if self.instance.pk else None
         if not self.is_bound:
             self.initial["parameters"] = json.dumps(
                 self.initial.get("parameters") or {"type": "object", "properties": {}, "required": [],
@@ -68,44 +61,31 @@ class ToolForm(forms.ModelForm):
         else:
             self.fields["kind"].choices = [c for c in Tool.Kind.choices if c[0] != Tool.Kind.MCP]
 
-    def clean_name(self):
-        name = self.cleaned_data["name"].strip()
-        if not TOOL_NAME.match(name):
-            raise forms.ValidationError("Use 1-64 letters, digits, underscores or hyphens (the API's rule).")
-        return name
-
     def clean_parameters(self):
         text = self.cleaned_data["parameters"]
         try:
-            schema = json.loads(text)
+            return json.loads(text)
         except json.JSONDecodeError as exc:
             raise forms.ValidationError(
                 f"Not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})."
             ) from None
-        try:
-            self.schema_warnings = check_tool_schema(schema)
-        except InvalidSchema as exc:
-            raise forms.ValidationError(str(exc)) from None
-        return schema
-
-    def clean(self):
-        data = super().clean()
-        if data.get("kind") == Tool.Kind.HTTP:
-            config, problems = http_tool_config(url=data.get("url"), secret_env=data.get("secret_env"))
-            for field, problem in problems.items():
-                self.add_error(field, problem)
-            self.instance.config = config
-        return data
 
     def clean_sensitive_fields(self):
         return [part.strip() for part in self.cleaned_data["sensitive_fields"].split(",") if part.strip()]
 
-    def notices(self) -> list[str]:
-        """Things worth knowing after saving that do not stop the tool from being saved."""
-        data = self.cleaned_data
-        notices = [f"Strict mode: {warning}" for warning in self.schema_warnings]
-        if data["kind"] not in EXECUTORS:
-            notices.append(f"Tools of kind {data['kind']!r} cannot be executed by this installation yet.")
-        elif data["kind"] == "python" and (data["handler"] or data["name"]) not in PYTHON_HANDLERS:
-            notices.append(f"No Python handler named {data['handler'] or data['name']!r} is registered.")
-        return notices
+    def clean(self):
+        data = super().clean()
+        try:
+            tool_validate(tool=self.stored, data=data)
+        except ToolInvalid as exc:
+            self.add_tool_errors(exc)
+        return data
+
+    def add_tool_errors(self, exc: ToolInvalid) -> None:
+        """The service's errors on their fields; a field that already has an error (it could not
+        even be read) keeps just that one."""
+        for field, messages in exc.errors.items():
+            if field in self.errors:
+                continue
+            for message in messages:
+                self.add_error(field if field in self.fields else None, message)

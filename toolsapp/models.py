@@ -27,7 +27,13 @@ class Tool(models.Model):
     sensitive_fields = models.JSONField(default=list, blank=True, help_text="Argument names masked in the UI.")
     kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.PYTHON)
     handler = models.CharField(max_length=200, blank=True, help_text="Registered handler name (python tools).")
-    config = models.JSONField(default=dict, blank=True, help_text="Source settings (URL, MCP server).")
+    config = models.JSONField(default=dict, blank=True, help_text="Source settings (URL, the MCP server's tool name).")
+    # Deleting a server keeps its tools (agents and past runs name them): mcp_server_delete
+    # disables them first, and the pages show that their server is gone.
+    mcp_server = models.ForeignKey(
+        "McpServer", null=True, blank=True, on_delete=models.SET_NULL, related_name="tools",
+        help_text="MCP tools: the server they were discovered on.",
+    )
     enabled = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

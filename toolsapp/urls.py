@@ -12,5 +12,6 @@ urlpatterns = [
     path("mcp/new/", mcp_views.mcp_server_create, name="mcp_server_create"),
     path("mcp/<int:pk>/", mcp_views.mcp_server_detail, name="mcp_server_detail"),
     path("mcp/<int:pk>/edit/", mcp_views.mcp_server_edit, name="mcp_server_edit"),
+    path("mcp/<int:pk>/delete/", mcp_views.mcp_server_delete_view, name="mcp_server_delete"),
     path("mcp/<int:pk>/discover/", mcp_views.mcp_server_discover_view, name="mcp_server_discover"),
 ]

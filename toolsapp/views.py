@@ -8,6 +8,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from runs.roles import PERM_ADD_TOOL, PERM_MANAGE_TOOLS, PERM_VIEW_TOOL
 from toolsapp.forms import ToolForm
 from toolsapp.models import Tool
+from toolsapp.services import ToolInvalid, tool_notices, tool_save
 
 
 @login_required
@@ -40,10 +41,14 @@ def tool_edit(request, pk: int):
 def _tool_form(request, tool: Tool):
     form = ToolForm(request.POST if request.method == "POST" else None, instance=tool)
     if request.method == "POST" and form.is_valid():
-        tool = form.save()
-        messages.success(request, f"Tool {tool.name} saved.")
-        for notice in form.notices():
-            # Worth fixing, but the tool works as saved: shown, never blocking.
-            messages.warning(request, notice)
-        return redirect("tool_detail", pk=tool.pk)
+        try:
+            tool = tool_save(tool=form.instance, data=form.cleaned_data)
+        except ToolInvalid as exc:  # changed by someone else since the form was checked
+            form.add_tool_errors(exc)
+        else:
+            messages.success(request, f"Tool {tool.name} saved.")
+            for notice in tool_notices(tool=tool):
+                # Worth fixing, but the tool works as saved: shown, never blocking.
+                messages.warning(request, notice)
+            return redirect("tool_detail", pk=tool.pk)
     return render(request, "toolsapp/tool_form.html", {"form": form, "tool": tool})

@@ -19,7 +19,7 @@ from runs.services.guards import (
     check_positive_number,
 )
 from runs.text import check_storable_json, storable_text
-from toolsapp.registry import VERIFIERS
+from toolsapp.verifiers import VERIFIERS
 
 # Every setting of an agent that a person chooses, in the editor's order.
 AGENT_FIELDS = (

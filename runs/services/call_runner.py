@@ -12,7 +12,7 @@ from runs.services import guards, throttle
 from runs.services.db import release_db_connection
 from runs.services.leases import keeper
 from runs.services.tool_exec import execute_calls
-from toolsapp.registry import ToolContext
+from toolsapp.executors.base import ToolContext
 
 
 class CallRunner:

@@ -29,7 +29,7 @@ from runs.services.leases import LeaseLost, keeper, lease_claim, lease_release
 from runs.services.records import NAME_CHARS, Recorder, bounded, run_close, set_result
 from runs.services.tool_exec import check_call, reads_only
 from toolsapp.models import Tool
-from toolsapp.registry import VERIFIERS
+from toolsapp.verifiers import VERIFIERS
 
 log = logging.getLogger("runs.loop")
 

@@ -11,7 +11,7 @@ from runs.services.leases import lease_claim, lease_release
 from runs.services.loop import run_end
 from runs.snapshots import run_summary
 from toolsapp.models import Tool
-from toolsapp.registry import VERIFIERS
+from toolsapp.verifiers import VERIFIERS
 
 TOOL_CHOICES = ("auto", "required", "none")
 APPROVAL_POLICIES = ("ask", "approve", "reject")

@@ -12,7 +12,9 @@ from django.db import DatabaseError, connection
 from runs.services.db import release_db_connection
 from runs.services.guards import parse_arguments
 from toolsapp.models import Tool
-from toolsapp.registry import READ_ONLY_HANDLERS, ToolContext, ToolError, executor_for
+from toolsapp.executors import executor_for
+from toolsapp.executors.base import ToolContext, ToolError
+from toolsapp.executors.python import READ_ONLY_HANDLERS
 from toolsapp.schemas import validate_arguments
 
 log = logging.getLogger(__name__)

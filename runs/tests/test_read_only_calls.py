@@ -9,8 +9,8 @@ import pytest
 
 from runs.models import Run, RunEvent, ToolCall
 from runs.services.runs import run_cancel
+from toolsapp.executors.python import READ_ONLY_HANDLERS, python_handler
 from toolsapp.models import Tool
-from toolsapp.registry import READ_ONLY_HANDLERS, python_handler
 
 SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}}
 READS = []

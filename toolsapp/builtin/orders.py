@@ -3,8 +3,10 @@ import re
 from django.db import transaction
 from django.utils import timezone
 
+from toolsapp.executors.base import ToolError
+from toolsapp.executors.python import python_handler
 from toolsapp.models import Order
-from toolsapp.registry import ToolError, python_handler, verifier
+from toolsapp.verifiers import verifier
 
 
 def _order_for(order_id: str, customer: str) -> Order:

@@ -3,8 +3,10 @@ import re
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 
+from toolsapp.executors.base import ToolError
+from toolsapp.executors.python import python_handler
 from toolsapp.models import Ticket
-from toolsapp.registry import ToolError, python_handler, verifier
+from toolsapp.verifiers import verifier
 
 
 def _ticket_data(ticket: Ticket) -> dict:

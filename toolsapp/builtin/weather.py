@@ -1,5 +1,6 @@
+from toolsapp.executors.base import ToolError
+from toolsapp.executors.python import python_handler
 from toolsapp.models import WeatherReport
-from toolsapp.registry import ToolError, python_handler
 
 
 @python_handler("get_weather", read_only=True)

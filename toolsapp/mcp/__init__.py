@@ -1,4 +1,5 @@
-"""Tools from MCP servers: the client, discovery into the registry, the executor and a demo server.
+"""Tools from MCP servers: the client, discovery into the registry and a demo server (the executor
+is toolsapp.executors.mcp).
 
 Nothing here may import Django at module level: `demo_server` runs as a plain subprocess.
 """

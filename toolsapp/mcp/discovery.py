@@ -86,7 +86,7 @@ def mcp_server_discover(*, server: McpServer) -> DiscoveryResult:
         McpServer.objects.select_for_update().filter(pk=server.pk).first()
         existing = {
             tool.config.get("remote_name"): tool
-            for tool in Tool.objects.select_for_update().filter(kind=Tool.Kind.MCP, config__server=server.pk)
+            for tool in Tool.objects.select_for_update().filter(kind=Tool.Kind.MCP, mcp_server=server)
         }
         taken = set(Tool.objects.values_list("name", flat=True))
         seen: set[str] = set()
@@ -123,7 +123,7 @@ def _store(server: McpServer, remote: mcp_types.Tool, tool: Tool | None, taken: 
         taken.add(name)
         Tool.objects.create(
             name=name, kind=Tool.Kind.MCP, description=description, parameters=schema,
-            config={"server": server.pk, "remote_name": remote.name}, **_flags_for_new_tool(remote.annotations),
+            mcp_server=server, config={"remote_name": remote.name}, **_flags_for_new_tool(remote.annotations),
         )
         result.added.append(name)
         return

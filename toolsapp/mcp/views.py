@@ -6,7 +6,8 @@ from django.views.decorators.http import require_POST
 from runs.roles import PERM_MANAGE_TOOLS, PERM_VIEW_TOOL
 from toolsapp.mcp.discovery import mcp_server_discover
 from toolsapp.mcp.forms import McpServerForm
-from toolsapp.models import McpServer, Tool
+from toolsapp.mcp.services import deletion_summary, mcp_server_delete
+from toolsapp.models import McpServer
 
 
 @login_required
@@ -19,7 +20,7 @@ def mcp_server_list(request):
 @permission_required(PERM_MANAGE_TOOLS, raise_exception=True)
 def mcp_server_detail(request, pk: int):
     server = get_object_or_404(McpServer, pk=pk)
-    tools = Tool.objects.filter(kind=Tool.Kind.MCP, config__server=server.pk).order_by("name")
+    tools = server.tools.order_by("name")
     return render(request, "toolsapp/mcp_server_detail.html", {"server": server, "tools": tools})
 
 
@@ -50,6 +51,17 @@ def mcp_server_discover_view(request, pk: int):
     for remote_name, reason in result.refused:
         messages.warning(request, f"Refused {remote_name}: {reason}")
     return redirect("mcp_server_detail", pk=pk)
+
+
+@login_required
+@permission_required(PERM_MANAGE_TOOLS, raise_exception=True)
+def mcp_server_delete_view(request, pk: int):
+    server = get_object_or_404(McpServer, pk=pk)
+    if request.method == "POST":
+        messages.success(request, deletion_summary(server.name, mcp_server_delete(server=server)))
+        return redirect("mcp_server_list")
+    tools = server.tools.filter(enabled=True).order_by("name")
+    return render(request, "toolsapp/mcp_server_confirm_delete.html", {"server": server, "tools": tools})
 
 
 def _server_form(request, server: McpServer):

@@ -3,8 +3,10 @@ from decimal import Decimal
 
 import pytest
 
+from toolsapp.executors.base import ToolContext, ToolError
+from toolsapp.executors.python import PYTHON_HANDLERS
 from toolsapp.models import Order, Ticket, WeatherReport
-from toolsapp.registry import PYTHON_HANDLERS, VERIFIERS, ToolContext, ToolError
+from toolsapp.verifiers import VERIFIERS
 
 pytestmark = pytest.mark.django_db
 

@@ -13,18 +13,17 @@ from django.urls import reverse
 
 from runs.models import Run, ToolCall
 from runs.tests.approval_fixtures import make_user
-from toolsapp import registry
+from toolsapp.executors import ToolContext, ToolError, executor_for
+from toolsapp.executors.mcp import McpExecutor
 from toolsapp.mcp.discovery import mcp_server_discover
-from toolsapp.mcp.executor import McpExecutor
 from toolsapp.models import McpServer, Tool
-from toolsapp.registry import ToolContext, ToolError
 
 DEMO = [sys.executable, "-m", "toolsapp.mcp.demo_server"]
 ODD = [sys.executable, "-m", "toolsapp.tests.mcp_odd_server"]
 
 
 def test_mcp_tools_are_executed_by_the_mcp_client():
-    assert isinstance(registry.executor_for("mcp"), McpExecutor)
+    assert isinstance(executor_for("mcp"), McpExecutor)
 
 
 @pytest.fixture
@@ -81,7 +80,7 @@ def test_discovery_stores_the_servers_tools_with_their_schemas_and_safe_flags(de
     assert sorted(result.added) == ["demo__add", "demo__flaky", "demo__lookup_stock", "demo__restock"]
 
     lookup = Tool.objects.get(name="demo__lookup_stock")
-    assert lookup.kind == "mcp" and lookup.config == {"server": demo.pk, "remote_name": "lookup_stock"}
+    assert lookup.kind == "mcp" and lookup.mcp_server == demo and lookup.config == {"remote_name": "lookup_stock"}
     assert lookup.parameters["properties"]["sku"]["pattern"] == r"^SKU-\d+$"
     assert lookup.description == "How many units of an item are in stock."
     assert (lookup.destructive, lookup.idempotent) == (False, True)  # readOnlyHint
@@ -95,7 +94,7 @@ def test_rediscovery_keeps_admin_edits_and_disables_tools_the_server_dropped(dem
     mcp_server_discover(server=demo)
     Tool.objects.filter(name="demo__restock").update(destructive=False, idempotent=False)
     Tool.objects.filter(name="demo__add").update(enabled=False, description="stale")
-    gone = Tool.objects.create(name="demo__retired", kind="mcp", config={"server": demo.pk, "remote_name": "retired"})
+    gone = Tool.objects.create(name="demo__retired", kind="mcp", mcp_server=demo, config={"remote_name": "retired"})
 
     result = mcp_server_discover(server=demo)
 
@@ -244,7 +243,7 @@ def test_admin_discovers_tools_with_the_button(demo, client):
     assert response.status_code == 200
     page = response.content.decode()
     assert "4 added" in page and "demo__restock" in page
-    assert Tool.objects.filter(kind="mcp", config__server=demo.pk).count() == 4
+    assert Tool.objects.filter(kind="mcp", mcp_server=demo).count() == 4
 
 
 def test_admin_registers_a_server_and_a_bad_command_is_refused(demo_data, client):

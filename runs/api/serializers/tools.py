@@ -1,18 +1,19 @@
-"""Tools in the API."""
+"""Tools in the API: types and documentation; toolsapp.services owns the rules and the write."""
 from rest_framework import serializers
 
-from runs.api.serializers.fields import StorableUniqueValidator, choice
-from runs.text import check_storable_json
-from toolsapp.forms import TOOL_NAME
-from toolsapp.http_tools import http_tool_config
+from runs.api.serializers.fields import choice
 from toolsapp.models import Tool
-from toolsapp.schemas import InvalidSchema, check_tool_schema, strict_mode_warnings
+from toolsapp.schemas import strict_mode_warnings
+from toolsapp.services import MAX_SENSITIVE_FIELD_CHARS, MAX_TIMEOUT_SECONDS, ToolInvalid, tool_save, tool_validate
 
 
 class ToolSerializer(serializers.ModelSerializer):
+    """Types and documentation of a tool's fields; toolsapp.services owns the rules and the write."""
+
     parameters = serializers.DictField(help_text='Draft 2020-12 JSON Schema with root {"type": "object"}; only local $ref.')
     sensitive_fields = serializers.ListField(
-        child=serializers.CharField(max_length=200), required=False, help_text="Argument names masked in the UI."
+        child=serializers.CharField(max_length=MAX_SENSITIVE_FIELD_CHARS), required=False,
+        help_text="Argument names masked in the UI.",
     )
     kind = choice(Tool.Kind.choices, "ToolKind", required=False)
     url = serializers.URLField(
@@ -35,8 +36,8 @@ class ToolSerializer(serializers.ModelSerializer):
         ]
         read_only_fields = ["created_at", "updated_at"]
         extra_kwargs = {
-            "name": {"validators": [StorableUniqueValidator(queryset=Tool.objects.all())]},
-            "timeout_seconds": {"max_value": 24 * 3600},
+            "name": {"validators": []},  # the service checks that it is free, once it is known to be storable
+            "timeout_seconds": {"max_value": MAX_TIMEOUT_SECONDS},
             "repeat_limit": {"min_value": 1},
         }
 
@@ -48,49 +49,27 @@ class ToolSerializer(serializers.ModelSerializer):
         return data
 
     def get_mcp_server(self, tool) -> str | None:
-        if tool.kind != Tool.Kind.MCP:
-            return None
-        from toolsapp.models import McpServer
-
-        server = McpServer.objects.filter(pk=(tool.config or {}).get("server")).first()
-        return server.name if server else None
-
-    def validate(self, attrs):
-        attrs = super().validate(attrs)
-        instance = self.instance
-        url = attrs.pop("url", None)
-        secret_env = attrs.pop("secret_env", None)
-        was = instance.kind if instance else None
-        kind = attrs.get("kind", was or Tool.Kind.PYTHON)
-        if (kind == Tool.Kind.MCP) != (was == Tool.Kind.MCP):
-            raise serializers.ValidationError({"kind": "MCP tools are added by discovering an MCP server's tools."})
-        if was == Tool.Kind.MCP and "name" in attrs and attrs["name"] != instance.name:
-            raise serializers.ValidationError({"name": "An MCP tool keeps the name discovery gave it."})
-        if kind == Tool.Kind.HTTP:
-            old = (instance.config or {}) if instance and was == Tool.Kind.HTTP else {}
-            config, problems = http_tool_config(
-                url=old.get("url", "") if url is None else url,
-                secret_env=old.get("secret_env", "") if secret_env is None else secret_env,
-            )
-            if problems:
-                raise serializers.ValidationError(problems)
-            attrs["config"] = config
-        elif kind == Tool.Kind.PYTHON and was == Tool.Kind.HTTP:
-            attrs["config"] = {}
-        return attrs
+        # None for an MCP tool whose server was deleted (the tool is disabled then).
+        return tool.mcp_server.name if tool.kind == Tool.Kind.MCP and tool.mcp_server else None
 
     def get_schema_warnings(self, tool) -> list[str]:
         return strict_mode_warnings(tool.parameters) if isinstance(tool.parameters, dict) else []
 
-    def validate_name(self, value):
-        if not TOOL_NAME.match(value):
-            raise serializers.ValidationError("Use 1-64 letters, digits, underscores or hyphens (the API's rule).")
-        return value
-
-    def validate_parameters(self, value):
-        check_storable_json(value, "parameters")
+    def validate(self, attrs):
         try:
-            check_tool_schema(value)
-        except InvalidSchema as exc:
-            raise serializers.ValidationError(str(exc)) from None
-        return value
+            tool_validate(tool=self.instance, data=attrs)
+        except ToolInvalid as exc:
+            raise serializers.ValidationError(exc.errors) from None
+        return attrs
+
+    def create(self, validated_data):
+        return self._save(None, validated_data)
+
+    def update(self, instance, validated_data):
+        return self._save(instance, validated_data)
+
+    def _save(self, tool, data) -> Tool:
+        try:
+            return tool_save(tool=tool, data=data)
+        except ToolInvalid as exc:  # changed by someone else since validate()
+            raise serializers.ValidationError(exc.errors) from None

@@ -11,7 +11,7 @@ pointed at the server's own secrets) whose value is sent as "Authorization: Bear
 import os
 
 from toolsapp import net
-from toolsapp.registry import Executor, ToolContext, ToolError
+from toolsapp.executors.base import Executor, ToolContext, ToolError
 
 SECRET_ENV_PREFIX = "TOOL_SECRET_"
 ERROR_BODY_CHARS = 300

@@ -1,10 +1,9 @@
 """Executes tools of kind "mcp" through the MCP client (one session per call)."""
 import mcp.types as mcp_types
 
+from toolsapp.executors.base import Executor, ToolContext, ToolError
 from toolsapp.mcp import IDEMPOTENCY_META_KEY
 from toolsapp.mcp.client import McpFailure, call_tool
-from toolsapp.models import McpServer
-from toolsapp.registry import Executor, ToolContext, ToolError
 
 
 def _blocks(content: list[mcp_types.ContentBlock]):
@@ -24,8 +23,8 @@ def _error_text(result: mcp_types.CallToolResult) -> str:
 
 class McpExecutor(Executor):
     def call(self, tool, arguments: dict, context: ToolContext):
-        server = McpServer.objects.filter(pk=tool.config.get("server")).first()
-        remote_name = tool.config.get("remote_name")
+        server = tool.mcp_server
+        remote_name = (tool.config or {}).get("remote_name")
         if server is None or not remote_name:
             raise ToolError(f"tool {tool.name} is not linked to an MCP server")
         try:
