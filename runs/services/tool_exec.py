@@ -11,10 +11,10 @@ from django.db import DatabaseError, connection
 
 from runs.services.db import release_db_connection
 from runs.services.guards import parse_arguments
-from toolsapp.models import Tool
 from toolsapp.executors import executor_for
 from toolsapp.executors.base import ToolContext, ToolError
 from toolsapp.executors.python import READ_ONLY_HANDLERS
+from toolsapp.models import Tool
 from toolsapp.schemas import validate_arguments
 
 log = logging.getLogger(__name__)

@@ -3,9 +3,9 @@ import json
 import threading
 
 from runs.models import Agent, Run
-from toolsapp.models import Tool
 from toolsapp.executors.base import ToolError
 from toolsapp.executors.python import python_handler
+from toolsapp.models import Tool
 
 DEMO_TOOLS = ["create_ticket", "get_ticket", "get_weather", "lookup_order", "search_tickets", "cancel_order"]
 FAST = {"Retry-After": "0.01"}  # a 429 or 503 that asks to retry at once
