@@ -131,9 +131,10 @@ def stranded_run(agent, model, *, calls, takeovers=0, status=Run.Status.RUNNING,
             call.attempts, call.started_at = 1, now
         call.save()
         if cid in approved:
-            Approval.objects.create(
+            call.approval = Approval.objects.create(
                 tool_call=call, run=run, status=Approval.Status.APPROVED, decided_at=now, reason="looked fine"
             )
+            call.save(update_fields=["approval"])
     Run.objects.filter(pk=run.pk).update(
         status=status,
         started_at=now - timedelta(seconds=30),
@@ -311,6 +312,9 @@ def test_destructive_call_left_started_waits_for_an_operator_instead_of_running_
     approval = call.approval
     assert approval.status == Approval.Status.PENDING
     assert "interrupted" in approval.note.lower() and "crash" in approval.note.lower()
+    # Asked again, the first decision is kept: who approved before the crash, and why.
+    earlier = call.approvals.exclude(pk=approval.pk).get()
+    assert (earlier.status, earlier.reason) == (Approval.Status.APPROVED, "looked fine")
     assert executions(tool_log, tool=PURGE, run=run.pk) == [], "the purge must not run again on its own"
     assert script.requests(model) == []
 
