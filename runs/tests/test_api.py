@@ -137,13 +137,13 @@ def test_launch_then_detail_shows_steps_and_calls_with_hashes(alice, dispatched)
     body = response.json()
     run_id = body["run_id"]
     assert response["Location"].endswith(f"/api/v1/runs/{run_id}/")
-    assert body["status"] == "queued" and body["steps"] == [] and body["created_by"] == "alice"
+    assert body["status"] == Run.Status.QUEUED and body["steps"] == [] and body["created_by"] == "alice"
     assert body["customer"] == "globex" and body["overrides"] == {"max_iterations": 4}
     assert dispatched == [run_id]
 
     run_advance(run_id=run_id)
     detail = client.get(f"/api/v1/runs/{run_id}/").json()
-    assert detail["status"] == "succeeded" and detail["stop_reason"] == "final_answer"
+    assert detail["status"] == Run.Status.SUCCEEDED and detail["stop_reason"] == Run.StopReason.FINAL_ANSWER
     assert "Lagos" in detail["answer"]
     calls = [call for step in detail["steps"] for call in step["calls"]]
     assert sorted(call["tool"] for call in calls) == ["get_weather", "get_weather"]
@@ -202,10 +202,10 @@ def test_history_filters_use_the_pages_parameter_names(launch, alice):
         return [row["run_id"] for row in response.json()["results"]]
 
     assert ids() == [parked.pk, weather.pk]
-    assert ids(status="awaiting_approval") == [parked.pk]
+    assert ids(status=Run.Status.AWAITING_APPROVAL) == [parked.pk]
     assert ids(tool="lookup_order") == [parked.pk]
     assert ids(q="weather") == [weather.pk]
-    assert ids(agent=weather.agent_id, stop_reason="final_answer") == [weather.pk]
+    assert ids(agent=weather.agent_id, stop_reason=Run.StopReason.FINAL_ANSWER) == [weather.pk]
     page = client.get("/api/v1/runs/").json()
     assert page["count"] == 2 and page["count_is_exact"] and page["next"] is None
     assert page["results"][0]["agent"] == "demo" and page["results"][0]["stop_reason"] is None
@@ -228,7 +228,7 @@ def test_cancel_a_queued_run_then_a_second_cancel_is_a_conflict(alice, dispatche
     run_id = launch_via_api(client).json()["run_id"]
     response = client.post(f"/api/v1/runs/{run_id}/cancel/")
     assert response.status_code == 200
-    assert response.json()["run"]["status"] == "cancelled" and "was cancelled" in response.json()["detail"]
+    assert response.json()["run"]["status"] == Run.Status.CANCELLED and "was cancelled" in response.json()["detail"]
     again = client.post(f"/api/v1/runs/{run_id}/cancel/")
     assert again.status_code == 409 and "already finished (cancelled)" in again.json()["detail"]
 
@@ -253,7 +253,8 @@ def test_approve_then_the_second_decider_gets_a_409_naming_the_first(launch, ali
     approval = pending_approval(run)
     first = api(alice).post(f"/api/v1/approvals/{approval.pk}/approve/", {}, format="json")
     assert first.status_code == 200
-    assert first.json()["approval"]["status"] == "approved" and first.json()["approval"]["decided_by"] == "alice"
+    assert first.json()["approval"]["status"] == Approval.Status.APPROVED
+    assert first.json()["approval"]["decided_by"] == "alice"
     second = api(bob).post(f"/api/v1/approvals/{approval.pk}/reject/", {"reason": "too late"}, format="json")
     assert second.status_code == 409
     assert second.json()["detail"].startswith("Already approved by alice at ")
@@ -394,7 +395,7 @@ def secret_run(launch, script):
 
 
 def test_jsonl_export_has_hashes_never_arguments_or_results(secret_run, alice):
-    response = api(alice).get("/api/v1/runs/export.jsonl", {"status": "succeeded"})
+    response = api(alice).get("/api/v1/runs/export.jsonl", {"status": Run.Status.SUCCEEDED})
     assert response.status_code == 200 and response["Content-Type"].startswith("application/jsonl")
     text = b"".join(response.streaming_content).decode()
     assert SECRET not in text
@@ -421,11 +422,14 @@ def test_csv_export_has_one_row_per_call_and_follows_the_filter(secret_run, laun
 
 def test_the_history_page_export_links_keep_its_filter(client, alice):
     client.force_login(alice)
-    html = client.get(reverse("run_list"), {"status": "succeeded", "q": "ticket", "page": "2"}).content.decode()
+    html = client.get(
+        reverse("run_list"), {"status": Run.Status.SUCCEEDED, "q": "ticket", "page": "2"}
+    ).content.decode()
     links = re.findall(r'href="(/api/v1/runs/export\.(?:jsonl|csv))\?([^"]*)"', html)
     assert [path for path, _ in links] == ["/api/v1/runs/export.jsonl", "/api/v1/runs/export.csv"]
     for _, query in links:
-        assert parse_qs(unescape(query)) == {"status": ["succeeded"], "q": ["ticket"]}  # every page, not page 2
+        # every page, not page 2
+        assert parse_qs(unescape(query)) == {"status": [Run.Status.SUCCEEDED], "q": ["ticket"]}
 
 
 # --- The OpenAPI document -----------------------------------------------------------------------------

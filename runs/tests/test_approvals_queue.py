@@ -301,7 +301,7 @@ def test_operator_approves_from_the_form(launch, client, alice, no_dispatch):
     assert approval.status == Approval.Status.APPROVED and approval.decided_by == alice
     assert no_dispatch == [run.pk]  # the run goes back to a worker
     event = RunEvent.objects.get(run=run, kind="approval")
-    assert event.data["status"] == "approved" and event.data["decided_by"] == "alice"
+    assert event.data["status"] == Approval.Status.APPROVED and event.data["decided_by"] == "alice"
 
 
 def test_operator_rejects_with_a_reason_over_fetch(launch, client, alice, no_dispatch):
@@ -313,7 +313,7 @@ def test_operator_rejects_with_a_reason_over_fetch(launch, client, alice, no_dis
         HTTP_ACCEPT="application/json",
     )
     assert response.status_code == 200
-    assert response.json()["approval"]["status"] == "rejected"
+    assert response.json()["approval"]["status"] == Approval.Status.REJECTED
     approval.refresh_from_db()
     assert approval.status == Approval.Status.REJECTED and approval.reason == "wrong customer"
 
@@ -358,7 +358,7 @@ def test_deciding_an_overdue_approval_records_it_as_expired(launch, client, alic
         reverse("approval_decide", args=[approval.pk]), {"decision": "approve"}, HTTP_ACCEPT="application/json"
     )
     assert response.status_code == 200
-    assert response.json()["approval"]["status"] == "expired"
+    assert response.json()["approval"]["status"] == Approval.Status.EXPIRED
     assert "counts as a rejection" in response.json()["message"]
     approval.refresh_from_db()
     assert approval.status == Approval.Status.EXPIRED and approval.decided_by is None
@@ -372,9 +372,13 @@ def test_approvals_expire_expires_only_overdue_ones(launch, no_dispatch):
     Approval.objects.filter(pk=current.pk).update(expires_at=now + timedelta(hours=1))
     assert approvals_expire() == 1
     statuses = dict(Approval.objects.values_list("pk", "status"))
-    assert statuses == {overdue.pk: "expired", current.pk: "pending", open_ended.pk: "pending"}
+    assert statuses == {
+        overdue.pk: Approval.Status.EXPIRED,
+        current.pk: Approval.Status.PENDING,
+        open_ended.pk: Approval.Status.PENDING,
+    }
     assert no_dispatch == [overdue.run_id]
-    assert RunEvent.objects.get(run_id=overdue.run_id, kind="approval").data["status"] == "expired"
+    assert RunEvent.objects.get(run_id=overdue.run_id, kind="approval").data["status"] == Approval.Status.EXPIRED
 
 
 # --- Queries ---------------------------------------------------------------------------------------

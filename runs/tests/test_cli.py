@@ -10,7 +10,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from runs.models import Run
+from runs.models import Run, ToolCall
 from toolsapp.models import Order
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,13 +38,13 @@ def weather_call(call_id="c1"):
 def test_run_agent_json_reports_the_answer_and_steps(demo_data, script):
     model = script(weather_call(), {"content": "Lagos is sunny."})
     data = run_agent("weather in Lagos", "--model", model)
-    assert data["status"] == "succeeded"
-    assert data["stop_reason"] == "final_answer"
+    assert data["status"] == Run.Status.SUCCEEDED
+    assert data["stop_reason"] == Run.StopReason.FINAL_ANSWER
     assert data["answer"] == "Lagos is sunny."
     assert data["iterations"] == 2
     assert [s["model"] for s in data["steps"]] == [model, model]
     (call,) = data["steps"][0]["calls"]
-    assert call["tool"] == "get_weather" and call["ok"] is True and call["status"] == "succeeded"
+    assert call["tool"] == "get_weather" and call["ok"] is True and call["status"] == ToolCall.Status.SUCCEEDED
     assert Run.objects.get(pk=data["run_id"]).answer == "Lagos is sunny."
 
 
@@ -59,10 +59,10 @@ def test_run_agent_uses_the_model_fallback_list_in_order(demo_data, script):
 def test_run_agent_max_iterations_stops_before_tools_run(demo_data, script):
     model = script(weather_call(), {"content": "never asked"})
     data = run_agent("weather", "--model", model, "--max-iterations", "1")
-    assert data["stop_reason"] == "iteration_limit"
-    assert data["status"] == "failed"
+    assert data["stop_reason"] == Run.StopReason.ITERATION_LIMIT
+    assert data["status"] == Run.Status.FAILED
     assert data["stop_detail"]
-    assert data["steps"][0]["calls"][0]["status"] == "skipped"
+    assert data["steps"][0]["calls"][0]["status"] == ToolCall.Status.SKIPPED
 
 
 def test_run_agent_tools_flag_limits_the_offered_tools(demo_data, script):
@@ -80,13 +80,13 @@ def test_run_agent_first_tool_choice_is_sent(demo_data, script):
 
 def test_run_agent_without_a_decision_leaves_the_run_waiting(demo_data):
     data = run_agent("Cancel order ORD-1001")
-    assert data["status"] == "awaiting_approval"
+    assert data["status"] == Run.Status.AWAITING_APPROVAL
     assert Order.objects.get(order_id="ORD-1001").status == "open"
 
 
 def test_run_agent_approve_all_cancels_the_order(demo_data):
     data = run_agent("Cancel order ORD-1001", "--approve-all")
-    assert data["status"] == "succeeded"
+    assert data["status"] == Run.Status.SUCCEEDED
     assert Order.objects.get(order_id="ORD-1001").status == "cancelled"
 
 
@@ -94,7 +94,7 @@ def test_run_agent_reject_all_leaves_the_order_alone(demo_data):
     data = run_agent("Cancel order ORD-1001", "--reject-all")
     assert Order.objects.get(order_id="ORD-1001").status == "open"
     cancel = [c for s in data["steps"] for c in s["calls"] if c["tool"] == "cancel_order"]
-    assert len(cancel) == 1 and cancel[0]["status"] == "rejected"
+    assert len(cancel) == 1 and cancel[0]["status"] == ToolCall.Status.REJECTED
     assert cancel[0]["error"].startswith("rejected by operator")
     assert "did not cancel" in data["answer"]
 
@@ -137,7 +137,7 @@ def test_bad_max_iterations_exits_2_without_asking_the_model(demo_data, script, 
 def test_max_iterations_at_the_safe_integer_limit_is_accepted(demo_data, script):
     model = script({"content": "ok"})
     data = run_agent("hi", "--model", model, "--max-iterations", str(2**53 - 1))
-    assert data["status"] == "succeeded"
+    assert data["status"] == Run.Status.SUCCEEDED
 
 
 @pytest.mark.parametrize(

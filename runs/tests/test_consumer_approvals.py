@@ -144,7 +144,7 @@ def test_an_operators_decision_is_recorded_and_announced(launch, alice, no_dispa
 
     decided, changed = async_to_sync(body)()
     assert decided["approval_id"] == approval.pk
-    assert decided["approval"]["status"] == "rejected" and decided["approval"]["decided_by"] == "alice"
+    assert decided["approval"]["status"] == Approval.Status.REJECTED and decided["approval"]["decided_by"] == "alice"
     assert changed == {"type": "approvals.changed", "pending": 0, "run_id": run.pk}
     approval.refresh_from_db()
     assert approval.status == Approval.Status.REJECTED and approval.reason == "wrong order"

@@ -34,7 +34,7 @@ def agents():
     return Agent.objects.create(name="alpha"), Agent.objects.create(name="beta")
 
 
-def make_run(agent, task="look something up", *, status="succeeded", stop_reason="final_answer",
+def make_run(agent, task="look something up", *, status=Run.Status.SUCCEEDED, stop_reason=Run.StopReason.FINAL_ANSWER,
              created=DAY, models=(), tools=(), iterations=1, tokens=(10, 5), cost=0.01) -> Run:
     run = Run.objects.create(
         agent=agent, task=task, status=status, stop_reason=stop_reason, iterations=iterations,
@@ -48,7 +48,7 @@ def make_run(agent, task="look something up", *, status="succeeded", stop_reason
     for i, tool in enumerate(tools):
         ToolCall.objects.create(
             run=run, step=steps[0], index=i, call_id=f"c{i}", tool_name=tool, arguments="{}",
-            args_hash=f"h{i}", idempotency_key=f"k{run.pk}-{i}", status="succeeded",
+            args_hash=f"h{i}", idempotency_key=f"k{run.pk}-{i}", status=ToolCall.Status.SUCCEEDED,
         )
     return run
 
@@ -77,7 +77,7 @@ def test_anonymous_goes_to_login_and_a_user_without_permission_gets_403(client):
 def test_newest_first_with_the_columns(viewer_client, agents):
     alpha, _ = agents
     old = make_run(alpha, created=DAY - timedelta(days=2))
-    new = make_run(alpha, "x" * 300, created=DAY, status="failed", stop_reason="iteration_limit",
+    new = make_run(alpha, "x" * 300, created=DAY, status=Run.Status.FAILED, stop_reason=Run.StopReason.ITERATION_LIMIT,
                    iterations=7, tokens=(1200, 34), cost=0.1234)
     response = get(viewer_client)
     assert listed(response) == [new.pk, old.pk]
@@ -96,11 +96,11 @@ def test_newest_first_with_the_columns(viewer_client, agents):
 def test_status_and_stop_reason_filters(viewer_client, agents):
     alpha, _ = agents
     ok = make_run(alpha)
-    failed = make_run(alpha, status="failed", stop_reason="model_error")
-    cancelled = make_run(alpha, status="cancelled", stop_reason="cancelled")
-    assert listed(get(viewer_client, status="failed")) == [failed.pk]
-    assert listed(get(viewer_client, stop_reason="cancelled")) == [cancelled.pk]
-    assert listed(get(viewer_client, stop_reason="final_answer")) == [ok.pk]
+    failed = make_run(alpha, status=Run.Status.FAILED, stop_reason=Run.StopReason.MODEL_ERROR)
+    cancelled = make_run(alpha, status=Run.Status.CANCELLED, stop_reason=Run.StopReason.CANCELLED)
+    assert listed(get(viewer_client, status=Run.Status.FAILED)) == [failed.pk]
+    assert listed(get(viewer_client, stop_reason=Run.StopReason.CANCELLED)) == [cancelled.pk]
+    assert listed(get(viewer_client, stop_reason=Run.StopReason.FINAL_ANSWER)) == [ok.pk]
 
 
 def test_agent_filter(viewer_client, agents):
@@ -170,22 +170,23 @@ def test_text_search_can_use_the_trigram_index_on_postgresql(agents):
 
 def test_filters_combine(viewer_client, agents):
     alpha, beta = agents
-    failed = {"status": "failed", "stop_reason": "model_error"}
+    failed = {"status": Run.Status.FAILED, "stop_reason": Run.StopReason.MODEL_ERROR}
     target = make_run(alpha, "refund", **failed, models=["big"], tools=["cancel_order"])
     make_run(beta, "refund", **failed, models=["big"], tools=["cancel_order"])
-    make_run(alpha, "refund", status="succeeded", models=["big"], tools=["cancel_order"])
+    make_run(alpha, "refund", status=Run.Status.SUCCEEDED, models=["big"], tools=["cancel_order"])
     make_run(alpha, "refund", **failed, models=["small"], tools=["cancel_order"])
-    params = {"q": "REFUND", "status": "failed", "agent": alpha.pk, "model": "big", "tool": "cancel_order",
+    params = {"q": "REFUND", "status": Run.Status.FAILED, "agent": alpha.pk, "model": "big", "tool": "cancel_order",
               "created_from": "2026-03-10", "created_to": "2026-03-10"}
     assert listed(get(viewer_client, **params)) == [target.pk]
 
 
 def test_pages_of_fifty_keep_the_filters(viewer_client, agents):
     alpha, beta = agents
-    failed = [make_run(alpha, status="failed", stop_reason="model_error", created=DAY - timedelta(minutes=i))
+    failed = [make_run(alpha, status=Run.Status.FAILED, stop_reason=Run.StopReason.MODEL_ERROR,
+                       created=DAY - timedelta(minutes=i))
               for i in range(120)]
     make_run(beta, created=DAY + timedelta(hours=1))  # newest, but filtered out
-    first = get(viewer_client, status="failed")
+    first = get(viewer_client, status=Run.Status.FAILED)
     assert listed(first) == [r.pk for r in failed[:50]]
     html = first.content.decode()
     assert "120 runs" in html and "Page 1 of 3" in html
@@ -193,14 +194,14 @@ def test_pages_of_fifty_keep_the_filters(viewer_client, agents):
     assert "status=failed" in next_href and "page=2" in next_href
     second = viewer_client.get(reverse("run_list") + next_href)
     assert listed(second) == [r.pk for r in failed[50:100]]
-    third = get(viewer_client, status="failed", page=3)
+    third = get(viewer_client, status=Run.Status.FAILED, page=3)
     assert listed(third) == [r.pk for r in failed[100:]]
     third_html = third.content.decode()
     assert 'rel="next"' not in third_html
     prev_href = re.search(r'href="([^"]+)" rel="prev"', third_html).group(1).replace("&amp;", "&")
     assert "status=failed" in prev_href and "page=2" in prev_href
-    assert listed(get(viewer_client, status="failed", page=9)) == []
-    assert listed(get(viewer_client, status="failed", page="zzz")) == listed(first)
+    assert listed(get(viewer_client, status=Run.Status.FAILED, page=9)) == []
+    assert listed(get(viewer_client, status=Run.Status.FAILED, page="zzz")) == listed(first)
 
 
 def test_total_is_counted_up_to_a_cap(viewer_client, agents, monkeypatch):

@@ -30,9 +30,9 @@ def make_run(agent, status, *, age: timedelta = timedelta(0), children: bool = T
         step = Step.objects.create(run=run, index=1, iteration=1, model="demo", message={"role": "assistant", "content": ""})
         call = ToolCall.objects.create(
             run=run, step=step, index=0, call_id=f"c{run.pk}", tool_name="cancel_order", arguments="{}",
-            args_hash="h", idempotency_key=f"k{run.pk}", status="succeeded",
+            args_hash="h", idempotency_key=f"k{run.pk}", status=ToolCall.Status.SUCCEEDED,
         )
-        Approval.objects.create(tool_call=call, run=run, status="approved")
+        Approval.objects.create(tool_call=call, run=run, status=Approval.Status.APPROVED)
         RunEvent.objects.create(run=run, seq=1, kind="run", data={"status": status})
         Run.objects.filter(pk=run.pk).update(event_seq=1)
     run.refresh_from_db()
@@ -168,9 +168,13 @@ def test_sweep_hands_out_stranded_runs_and_leaves_driven_and_finished_ones(agent
 
 def test_sweep_expires_overdue_approvals_and_resumes_their_run(agent, dispatched):
     parked = make_run(agent, S.AWAITING_APPROVAL)
-    Approval.objects.filter(run=parked).update(status="pending", expires_at=timezone.now() - timedelta(seconds=1))
+    Approval.objects.filter(run=parked).update(
+        status=Approval.Status.PENDING, expires_at=timezone.now() - timedelta(seconds=1)
+    )
     waiting = make_run(agent, S.AWAITING_APPROVAL)
-    Approval.objects.filter(run=waiting).update(status="pending", expires_at=timezone.now() + timedelta(hours=1))
+    Approval.objects.filter(run=waiting).update(
+        status=Approval.Status.PENDING, expires_at=timezone.now() + timedelta(hours=1)
+    )
 
     result = runs_sweep()
 
@@ -199,5 +203,7 @@ def test_sweep_resumes_a_parked_run_whose_resume_was_lost(agent, dispatched, set
     # worker (Redis was down when the operator decided): nothing else will ever resume it.
     settings.RUN_REQUEUE_AFTER_SECONDS = 60
     run = make_run(agent, S.AWAITING_APPROVAL, age=timedelta(hours=1))
-    Approval.objects.filter(run=run).update(status="approved", decided_at=timezone.now() - timedelta(seconds=600))
+    Approval.objects.filter(run=run).update(
+        status=Approval.Status.APPROVED, decided_at=timezone.now() - timedelta(seconds=600)
+    )
     assert run.pk in runs_sweep()["redispatched"], "a parked run with no pending approval is never resumed"

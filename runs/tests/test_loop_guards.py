@@ -3,6 +3,7 @@ import json
 
 import pytest
 
+from runs.models import Run
 from runs.services import guards
 from runs.services.guards import PlannedCall
 
@@ -204,11 +205,11 @@ def test_no_budget_exceeded_inside_all_budgets():
 @pytest.mark.parametrize(
     "tokens,cost,elapsed,reason",
     [
-        (0, 0.0, 60.0, "time_budget"),
-        (1000, 0.0, 0.0, "token_budget"),
-        (0, 1.0, 0.0, "cost_budget"),
-        (5000, 5.0, 600.0, "time_budget"),
-        (5000, 5.0, 0.0, "token_budget"),
+        (0, 0.0, 60.0, Run.StopReason.TIME_BUDGET),
+        (1000, 0.0, 0.0, Run.StopReason.TOKEN_BUDGET),
+        (0, 1.0, 0.0, Run.StopReason.COST_BUDGET),
+        (5000, 5.0, 600.0, Run.StopReason.TIME_BUDGET),
+        (5000, 5.0, 0.0, Run.StopReason.TOKEN_BUDGET),
     ],
 )
 def test_budget_exceeded_names_the_budget_used_up(tokens, cost, elapsed, reason):
@@ -256,19 +257,19 @@ def test_error_results_keep_ok_false_when_truncated():
 # --- stop messages ---------------------------------------------------------------------------------
 
 ALL_REASONS = [
-    "final_answer",
-    "iteration_limit",
-    "repeated_call",
-    "model_error",
-    "max_tokens",
-    "content_filter",
-    "time_budget",
-    "token_budget",
-    "cost_budget",
-    "verification_failed",
-    "cancelled",
-    "worker_lost",
-    "internal_error",
+    Run.StopReason.FINAL_ANSWER,
+    Run.StopReason.ITERATION_LIMIT,
+    Run.StopReason.REPEATED_CALL,
+    Run.StopReason.MODEL_ERROR,
+    Run.StopReason.MAX_TOKENS,
+    Run.StopReason.CONTENT_FILTER,
+    Run.StopReason.TIME_BUDGET,
+    Run.StopReason.TOKEN_BUDGET,
+    Run.StopReason.COST_BUDGET,
+    Run.StopReason.VERIFICATION_FAILED,
+    Run.StopReason.CANCELLED,
+    Run.StopReason.WORKER_LOST,
+    Run.StopReason.INTERNAL_ERROR,
 ]
 
 
@@ -283,14 +284,14 @@ def test_every_stop_reason_has_a_plain_words_message(reason):
 
 def test_stop_messages_name_the_limit_that_was_hit():
     config = {**BASE_CONFIG, "max_iterations": 7, "max_tokens": 1234, "max_wall_seconds": 2.5}
-    assert "7 iterations" in guards.stop_message("iteration_limit", config)
-    assert "1234" in guards.stop_message("token_budget", config)
-    assert "2.5" in guards.stop_message("time_budget", config)
-    assert "$1.0" in guards.stop_message("cost_budget", config)
-    assert "HTTP 500" in guards.stop_message("model_error", config, "m: HTTP 500: boom")
+    assert "7 iterations" in guards.stop_message(Run.StopReason.ITERATION_LIMIT, config)
+    assert "1234" in guards.stop_message(Run.StopReason.TOKEN_BUDGET, config)
+    assert "2.5" in guards.stop_message(Run.StopReason.TIME_BUDGET, config)
+    assert "$1.0" in guards.stop_message(Run.StopReason.COST_BUDGET, config)
+    assert "HTTP 500" in guards.stop_message(Run.StopReason.MODEL_ERROR, config, "m: HTTP 500: boom")
 
 
 def test_content_filter_message_without_detail_has_no_trailing_space():
-    text = guards.stop_message("content_filter", BASE_CONFIG, "")
+    text = guards.stop_message(Run.StopReason.CONTENT_FILTER, BASE_CONFIG, "")
     assert text == text.strip() and text
 

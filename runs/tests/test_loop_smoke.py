@@ -4,7 +4,7 @@ from runs.models import Run, ToolCall
 def test_weather_demo_runs_parallel_calls_then_answers(launch):
     run = launch("What's the weather in Lagos and London?")
     assert run.status == Run.Status.SUCCEEDED
-    assert run.stop_reason == "final_answer"
+    assert run.stop_reason == Run.StopReason.FINAL_ANSWER
     assert "Lagos: 31" in run.answer and "London: 12" in run.answer
     calls = ToolCall.objects.filter(run=run)
     assert sorted(c.tool_name for c in calls) == ["get_weather", "get_weather"]

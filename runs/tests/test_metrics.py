@@ -19,7 +19,8 @@ def at(day: int, hour: int = 12, second: int = 0) -> datetime:
     return datetime(2026, 3, day, hour, 0, second, tzinfo=UTC)
 
 
-def run(agent, *, status="succeeded", stop_reason="final_answer", iterations=1, created=None, tokens=(0, 0), cost=0.0):
+def run(agent, *, status=Run.Status.SUCCEEDED, stop_reason=Run.StopReason.FINAL_ANSWER, iterations=1, created=None,
+        tokens=(0, 0), cost=0.0):
     r = Run.objects.create(agent=agent, task="t", status=status, stop_reason=stop_reason, iterations=iterations,
                            tokens_in=tokens[0], tokens_out=tokens[1], cost_usd=cost)
     Run.objects.filter(pk=r.pk).update(created_at=created or at(2))
@@ -43,7 +44,7 @@ def call(r, tool, status):
 
 def approval(r, status, wait_seconds=None, *, requested=None, automatic=False):
     requested = requested or at(4)
-    a = Approval.objects.create(tool_call=call(r, "needs_approval", "pending"), run=r, status=status,
+    a = Approval.objects.create(tool_call=call(r, "needs_approval", ToolCall.Status.PENDING), run=r, status=status,
                                 automatic=automatic)
     decided = requested + timedelta(seconds=wait_seconds) if wait_seconds is not None else None
     Approval.objects.filter(pk=a.pk).update(requested_at=requested, decided_at=decided)
@@ -53,12 +54,14 @@ def approval(r, status, wait_seconds=None, *, requested=None, automatic=False):
 @pytest.fixture
 def dataset():
     alpha, beta = Agent.objects.create(name="alpha"), Agent.objects.create(name="beta")
-    statuses = ["succeeded"] * 7 + ["failed", "failed", "cancelled"]
-    reasons = ["final_answer"] * 7 + ["iteration_limit", "model_error", "cancelled"]
+    statuses = [Run.Status.SUCCEEDED] * 7 + [Run.Status.FAILED, Run.Status.FAILED, Run.Status.CANCELLED]
+    reasons = [Run.StopReason.FINAL_ANSWER] * 7 + [
+        Run.StopReason.ITERATION_LIMIT, Run.StopReason.MODEL_ERROR, Run.StopReason.CANCELLED]
     alpha_runs = [run(alpha, status=s, stop_reason=sr, iterations=i)
                   for i, (s, sr) in enumerate(zip(statuses, reasons), start=1)]
-    run(alpha, status="running", stop_reason="", iterations=50)  # still going: no success or iteration figure
-    beta_runs = [run(beta, status="failed", stop_reason="iteration_limit", iterations=20) for _ in range(2)]
+    run(alpha, status=Run.Status.RUNNING, stop_reason="", iterations=50)  # still going: no success or iteration figure
+    beta_runs = [run(beta, status=Run.Status.FAILED, stop_reason=Run.StopReason.ITERATION_LIMIT, iterations=20)
+                 for _ in range(2)]
     outside = run(alpha, iterations=99, created=MIDNIGHT - timedelta(seconds=1), tokens=(7777, 0), cost=9.0)
 
     # Tokens and cost by day of creation.
@@ -77,22 +80,23 @@ def dataset():
     step(late, "fast", 9999.0)
 
     # Tool calls of runs created in the period.
-    for status in ["succeeded"] * 8 + ["failed", "skipped"]:
+    for status in [ToolCall.Status.SUCCEEDED] * 8 + [ToolCall.Status.FAILED, ToolCall.Status.SKIPPED]:
         call(alpha_runs[2], "get_weather", status)
-    for status in ["succeeded", "rejected", "failed", "failed", "pending"]:
+    for status in [ToolCall.Status.SUCCEEDED, ToolCall.Status.REJECTED, ToolCall.Status.FAILED, ToolCall.Status.FAILED,
+                   ToolCall.Status.PENDING]:
         call(alpha_runs[3], "cancel_order", status)
     for _ in range(5):
-        call(outside, "get_weather", "failed")
+        call(outside, "get_weather", ToolCall.Status.FAILED)
 
     # Approvals: people waited 10, 20, 30, 40 (approved) and 100 s (rejected).
     for wait in (40, 10, 30, 20):
-        approval(alpha_runs[4], "approved", wait)
-    approval(alpha_runs[5], "rejected", 100)
-    approval(alpha_runs[5], "approved", 0, automatic=True)
-    approval(alpha_runs[6], "expired", 3600)
-    approval(alpha_runs[6], "pending")
-    approval(beta_runs[1], "rejected", 7)
-    approval(outside, "approved", 5000, requested=MIDNIGHT - timedelta(seconds=1))
+        approval(alpha_runs[4], Approval.Status.APPROVED, wait)
+    approval(alpha_runs[5], Approval.Status.REJECTED, 100)
+    approval(alpha_runs[5], Approval.Status.APPROVED, 0, automatic=True)
+    approval(alpha_runs[6], Approval.Status.EXPIRED, 3600)
+    approval(alpha_runs[6], Approval.Status.PENDING)
+    approval(beta_runs[1], Approval.Status.REJECTED, 7)
+    approval(outside, Approval.Status.APPROVED, 5000, requested=MIDNIGHT - timedelta(seconds=1))
     return alpha, beta
 
 
@@ -106,9 +110,11 @@ def test_nearest_rank_offsets():
 def test_runs_success_rate_and_iterations(dataset):
     m = metrics_summary(start=START, end=END)
     assert m.runs_total == 13
-    assert {r.value: r.count for r in m.by_status} == {"succeeded": 7, "failed": 4, "cancelled": 1, "running": 1}
+    assert {r.value: r.count for r in m.by_status} == {
+        Run.Status.SUCCEEDED: 7, Run.Status.FAILED: 4, Run.Status.CANCELLED: 1, Run.Status.RUNNING: 1}
     assert {r.value: r.count for r in m.by_stop_reason} == {
-        "final_answer": 7, "iteration_limit": 3, "model_error": 1, "cancelled": 1, "": 1}
+        Run.StopReason.FINAL_ANSWER: 7, Run.StopReason.ITERATION_LIMIT: 3, Run.StopReason.MODEL_ERROR: 1,
+        Run.StopReason.CANCELLED: 1, "": 1}
     assert (m.succeeded_runs, m.finished_runs) == (7, 12)
     assert m.success_rate == pytest.approx(7 / 12)
     # Finished runs' iterations: 1..10, 20, 20 -> 6th of 12 and 12th of 12.

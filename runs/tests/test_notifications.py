@@ -10,7 +10,7 @@ from django.test import Client
 from django.urls import reverse
 
 from agentsite.celery import app as celery_app
-from runs.models import Agent, Approval
+from runs.models import Agent, Approval, BudgetAlert, Run
 from runs.services.budget_alerts import budget_alerts_check
 from runs.services.notifications import signature
 from runs.tests.test_history import make_run
@@ -106,7 +106,7 @@ def test_a_webhook_to_a_private_address_is_refused_and_receives_nothing(launch, 
         settings.WEBHOOK_URLS = [internal.url]  # 127.0.0.1 and not allowlisted
         settings.OUTBOUND_ALLOWLIST = []
         run = launch(DEMO_TASK, approval_policy="ask")
-        assert run.status == "awaiting_approval"  # the run is not harmed
+        assert run.status == Run.Status.AWAITING_APPROVAL  # the run is not harmed
         assert internal.requests == []
         assert "refused" in caplog.text and "127.0.0.1" in caplog.text
     finally:
@@ -129,13 +129,13 @@ def test_crossing_a_daily_token_threshold_creates_one_alert_and_one_notification
 
     make_run(watched_agent, created=NOW - timedelta(hours=1), tokens=(100, 50), cost=0.01)
     [alert] = budget_alerts_check(now=NOW)
-    assert (alert.kind, alert.threshold, alert.observed) == ("tokens", 1000, 1050)
+    assert (alert.kind, alert.threshold, alert.observed) == (BudgetAlert.Kind.TOKENS, 1000, 1050)
     assert budget_alerts_check(now=NOW) == []  # once per agent, day and kind
 
     [event] = receiver.events()
     assert event["event"] == "budget.alert"
     assert event["alert"] == {
-        "agent": "billing", "day": "2026-11-29", "kind": "tokens", "threshold": 1000, "observed": 1050,
+        "agent": "billing", "day": "2026-11-29", "kind": BudgetAlert.Kind.TOKENS, "threshold": 1000, "observed": 1050,
         "url": event["alert"]["url"],
     }
 
@@ -145,7 +145,7 @@ def test_cost_threshold_counts_only_todays_runs(watched_agent):
     assert budget_alerts_check(now=NOW) == []
     make_run(watched_agent, created=NOW - timedelta(minutes=5), cost=0.75)
     [alert] = budget_alerts_check(now=NOW)
-    assert alert.kind == "cost" and alert.observed == pytest.approx(0.75)
+    assert alert.kind == BudgetAlert.Kind.COST and alert.observed == pytest.approx(0.75)
     # The next day starts again from zero.
     assert budget_alerts_check(now=NOW + timedelta(days=1)) == []
 
@@ -192,7 +192,7 @@ def test_an_agent_endpoint_on_a_private_address_is_refused_before_any_request(la
     internal = Receiver()
     try:
         run = launch("hello", models=["gpt-x"], base_url=f"http://127.0.0.1:{internal.port}/v1")
-        assert (run.status, run.stop_reason) == ("failed", "model_error")
+        assert (run.status, run.stop_reason) == (Run.Status.FAILED, Run.StopReason.MODEL_ERROR)
         assert "refused" in run.stop_detail and "127.0.0.1" in run.stop_detail
         assert internal.requests == []
         settings.OUTBOUND_ALLOWLIST = [f"127.0.0.1:{internal.port}"]  # a local model server, on purpose
@@ -224,7 +224,7 @@ def test_an_agent_endpoint_whose_name_resolves_elsewhere_after_the_check_reaches
         run = launch("hello", models=["gpt-x"], base_url=f"http://models.rebind.test:{internal.port}/v1")
     finally:
         internal.stop()
-    assert (run.status, run.stop_reason) == ("failed", "model_error")
+    assert (run.status, run.stop_reason) == (Run.Status.FAILED, Run.StopReason.MODEL_ERROR)
     assert "127.0.0.2" in run.stop_detail and "refused" in run.stop_detail
     assert internal.requests == []
     assert len(answers) >= 2  # the connection did ask again, and was refused on the second answer

@@ -41,11 +41,12 @@ def test_a_read_only_call_reaches_the_timeline_with_its_step_already_answered(la
     model = script({"tool_calls": [{"name": "get_weather", "arguments": {"city": "Lagos"}, "id": "call_w"}]},
                    {"content": "Sunny."})
     run = launch("weather", models=[model], tools=["get_weather"], summarize_on_stop=False)
-    assert run.stop_reason == "final_answer"
+    assert run.stop_reason == Run.StopReason.FINAL_ANSWER
     events = timeline(run)
     assert [kind for kind, _ in events] == ["run", "run", "step", "step", "run"]
     first_step = events[2][1]
-    assert [(c["id"], c["status"], c["ok"]) for c in first_step["calls"]] == [("call_w", "succeeded", True)]
+    assert [(c["id"], c["status"], c["ok"]) for c in first_step["calls"]] == [
+        ("call_w", ToolCall.Status.SUCCEEDED, True)]
     assert "Lagos" in first_step["calls"][0]["result_preview"]
     assert '"temperature_c"' in script.requests(model)[1]["messages"][3]["content"]
 
@@ -55,12 +56,12 @@ def test_a_call_with_an_effect_is_recorded_before_it_runs(launch, script):
     model = script({"tool_calls": [{"name": "create_ticket", "arguments": arguments, "id": "call_t"}]},
                    {"content": "Filed."})
     run = launch("ticket", models=[model], tools=["create_ticket"], summarize_on_stop=False)
-    assert run.stop_reason == "final_answer"
+    assert run.stop_reason == Run.StopReason.FINAL_ANSWER
     events = timeline(run)
     assert [kind for kind, _ in events] == ["run", "run", "step", "call", "step", "run"]
     # The step was committed (and shown) with its call still pending; the result came after.
-    assert events[2][1]["calls"][0]["status"] == "pending"
-    assert events[3][1]["status"] == "succeeded"
+    assert events[2][1]["calls"][0]["status"] == ToolCall.Status.PENDING
+    assert events[3][1]["status"] == ToolCall.Status.SUCCEEDED
 
 
 def test_a_mixed_answer_takes_the_usual_path(launch, script):
@@ -71,7 +72,7 @@ def test_a_mixed_answer_takes_the_usual_path(launch, script):
         {"content": "done"},
     )
     run = launch("mixed", models=[model], tools=["reader", "create_ticket"], summarize_on_stop=False)
-    assert run.stop_reason == "final_answer"
+    assert run.stop_reason == Run.StopReason.FINAL_ANSWER
     kinds = [kind for kind, _ in timeline(run)]
     assert kinds.count("call") == 2
     assert READS == ["c1"]
@@ -84,7 +85,7 @@ def test_invalid_calls_do_not_stop_the_others_from_running_first(launch, script)
         {"content": "done"},
     )
     run = launch("one bad", models=[model], tools=["reader"], summarize_on_stop=False)
-    assert run.stop_reason == "final_answer"
+    assert run.stop_reason == Run.StopReason.FINAL_ANSWER
     assert READS == ["good"]
     calls = {c.call_id: c for c in ToolCall.objects.filter(run=run)}
     assert calls["bad"].status == ToolCall.Status.FAILED and "n" in calls["bad"].error
@@ -114,7 +115,7 @@ def test_a_cancel_that_arrives_while_the_model_answers_stops_a_read_only_call(la
     run_cancel(run=Run.objects.get(status=Run.Status.RUNNING))
     thread.join(15)
     run = finished["run"]
-    assert run.status == Run.Status.CANCELLED and run.stop_reason == "cancelled"
+    assert run.status == Run.Status.CANCELLED and run.stop_reason == Run.StopReason.CANCELLED
     assert READS == []
     call = ToolCall.objects.get(run=run)
     assert call.status == ToolCall.Status.SKIPPED
@@ -125,8 +126,9 @@ def test_a_read_only_tool_an_operator_marked_unsafe_to_re_run_is_recorded_before
     Tool.objects.filter(name="reader").update(idempotent=False)
     model = script({"tool_calls": [{"name": "reader", "arguments": {"n": 1}, "id": "c1"}]}, {"content": "done"})
     run = launch("marked", models=[model], tools=["reader"], summarize_on_stop=False)
-    assert run.stop_reason == "final_answer"
+    assert run.stop_reason == Run.StopReason.FINAL_ANSWER
     # The step first, then the call marked started, then its result.
     assert [kind for kind, _ in timeline(run)] == ["run", "run", "step", "call", "call", "step", "run"]
-    assert [data["status"] for kind, data in timeline(run) if kind == "call"] == ["started", "succeeded"]
+    assert [data["status"] for kind, data in timeline(run) if kind == "call"] == [
+        ToolCall.Status.STARTED, ToolCall.Status.SUCCEEDED]
     assert READS == ["c1"]

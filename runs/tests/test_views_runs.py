@@ -233,7 +233,7 @@ def test_cancel_of_a_queued_run_ends_it_cancelled(client, users):
     assert run.status == Run.Status.CANCELLED
     assert run.stop_reason == Run.StopReason.CANCELLED
     assert "otto" in run.stop_detail
-    assert run.events.order_by("-seq").first().data["status"] == "cancelled"
+    assert run.events.order_by("-seq").first().data["status"] == Run.Status.CANCELLED
 
 
 def test_cancel_needs_post(client, users):

@@ -37,7 +37,7 @@ from toolsapp.models import Order, Ticket
 
 pytestmark = pytest.mark.worker
 
-FINISHED = ("succeeded", "failed", "cancelled")
+FINISHED = (Run.Status.SUCCEEDED, Run.Status.FAILED, Run.Status.CANCELLED)
 WEATHER = "What's the weather in Lagos and London?"
 
 
@@ -170,11 +170,11 @@ def test_launched_run_is_queued_until_a_real_worker_drives_it_to_succeeded(celer
     out = StringIO()
     call_command("run_agent", WEATHER, "--enqueue", "--json", stdout=out)
     enqueued = json.loads(out.getvalue())
-    assert enqueued["status"] == "queued"
+    assert enqueued["status"] == Run.Status.QUEUED
 
     for run_id in (run.pk, enqueued["run_id"]):
         done = wait_for_run(run_id, *FINISHED)
-        assert (done.status, done.stop_reason) == ("succeeded", "final_answer")
+        assert (done.status, done.stop_reason) == (Run.Status.SUCCEEDED, Run.StopReason.FINAL_ANSWER)
         assert "Lagos: 31" in done.answer and "London: 12" in done.answer
         assert done.takeovers == 0
         assert_consistent_history(done)
@@ -195,7 +195,9 @@ def test_kill_9_mid_run_resumes_from_the_last_committed_iteration(
     time.sleep(0.5)  # let the database finish rolling back the dead connection
 
     at_kill = list(Step.objects.filter(run=run).order_by("index").values_list("pk", "index", "message"))
-    done_at_kill = set(ToolCall.objects.filter(run=run, status="succeeded").values_list("call_id", flat=True))
+    done_at_kill = set(
+        ToolCall.objects.filter(run=run, status=ToolCall.Status.SUCCEEDED).values_list("call_id", flat=True)
+    )
     assert Run.objects.get(pk=run.pk).status == Run.Status.RUNNING
     assert len(at_kill) >= 2 and len(at_kill) < len(entries)
 
@@ -204,7 +206,7 @@ def test_kill_9_mid_run_resumes_from_the_last_committed_iteration(
     second.wait_ready()
     run = wait_for_run(run.pk, *FINISHED)
 
-    assert (run.status, run.answer) == ("succeeded", "all steps done")
+    assert (run.status, run.answer) == (Run.Status.SUCCEEDED, "all steps done")
     assert run.takeovers == 1
     assert_consistent_history(run)
     after = list(Step.objects.filter(run=run).order_by("index").values_list("pk", "index", "message"))
@@ -213,7 +215,9 @@ def test_kill_9_mid_run_resumes_from_the_last_committed_iteration(
     counts = start_counts(tool_log, run)
     for call_id in done_at_kill:
         assert counts[call_id] == 1, f"{call_id} was completed before the crash but executed {counts[call_id]} times"
-    assert set(counts) == set(ToolCall.objects.filter(run=run, status="succeeded").values_list("call_id", flat=True))
+    assert set(counts) == set(
+        ToolCall.objects.filter(run=run, status=ToolCall.Status.SUCCEEDED).values_list("call_id", flat=True)
+    )
     assert sum(1 for n in counts.values() if n > 1) <= 1 and max(counts.values()) <= 2
     # The new worker asked the model with exactly the committed history, then went on from there.
     k = len(at_kill)
@@ -279,11 +283,11 @@ def test_idempotent_call_left_started_is_run_again_once(
 
     run = driver.drive(run, *FINISHED)
 
-    assert (run.status, run.answer) == ("succeeded", "ticket filed")
+    assert (run.status, run.answer) == (Run.Status.SUCCEEDED, "ticket filed")
     assert Ticket.objects.filter(title="[TEST] crash window").count() == 1
     ticket = Ticket.objects.get(idempotency_key=key)
     call = ToolCall.objects.get(run=run, call_id="t1")
-    assert call.status == "succeeded"
+    assert call.status == ToolCall.Status.SUCCEEDED
     assert call.result["result"]["ticket_id"] == ticket.pk
     assert call.result["result"]["created"] is (not effect_happened)
     if effect_happened:
@@ -304,7 +308,7 @@ def test_destructive_call_left_started_waits_for_an_operator_instead_of_running_
         approved=("p1",),
     )
 
-    run = driver.drive(run, "awaiting_approval", *FINISHED)
+    run = driver.drive(run, Run.Status.AWAITING_APPROVAL, *FINISHED)
 
     assert run.status == Run.Status.AWAITING_APPROVAL
     call = ToolCall.objects.select_related("approval").get(run=run, call_id="p1")
@@ -322,7 +326,7 @@ def test_destructive_call_left_started_waits_for_an_operator_instead_of_running_
     user = get_user_model().objects.create_user("operator")
     approval_decide(approval_id=approval.pk, user=user, approve=True)  # hands the run to the workers
     run = driver.resume(run, *FINISHED)
-    assert (run.status, run.answer) == ("succeeded", "purged after a second approval")
+    assert (run.status, run.answer) == (Run.Status.SUCCEEDED, "purged after a second approval")
     assert len(executions(tool_log, tool=PURGE, run=run.pk)) == 1
     assert_consistent_history(run)
 
@@ -345,7 +349,7 @@ def test_duplicate_deliveries_to_two_workers_never_run_an_iteration_twice(
         advance_run.delay(run.pk)
     run = wait_for_run(run.pk, *FINISHED)
 
-    assert (run.status, run.answer) == ("succeeded", "four done")
+    assert (run.status, run.answer) == (Run.Status.SUCCEEDED, "four done")
     assert run.takeovers == 0
     assert Step.objects.filter(run=run).count() == 5
     assert len(script.requests(model)) == 5, "the model was asked once per iteration"
@@ -377,7 +381,7 @@ def test_concurrent_run_advance_in_threads_drives_each_iteration_once(durable_ag
     assert not errors
     assert sum(r is not None for r in results) == 1, "exactly one delivery drives the run"
     run.refresh_from_db()
-    assert (run.status, run.answer) == ("succeeded", "three done")
+    assert (run.status, run.answer) == (Run.Status.SUCCEEDED, "three done")
     assert len(script.requests(model)) == 4
     assert start_counts(tool_log, run) == {"t1": 1, "t2": 1, "t3": 1}
     assert_consistent_history(run)
@@ -409,7 +413,7 @@ def test_worker_whose_lease_was_taken_over_records_nothing(
     wait_for(lambda: "lease_lost" in hung.log(), timeout=30, message="the hung worker to notice it lost the lease")
 
     run.refresh_from_db()
-    assert (run.status, run.answer) == ("succeeded", "done by the second worker")
+    assert (run.status, run.answer) == (Run.Status.SUCCEEDED, "done by the second worker")
     assert run.takeovers == 1
     assert not ToolCall.objects.filter(run=run, call_id="late").exists()
     assert start_counts(tool_log, run) == {"b2": 1}
@@ -437,14 +441,14 @@ def test_tool_running_longer_than_the_lease_is_not_handed_to_another_worker(
     run_dispatch(run_id=run.pk)
     wait_for(lambda: executions(tool_log, tool=PURGE, run=run.pk), message="the purge to start")
     deadline = time.monotonic() + 20
-    while Run.objects.get(pk=run.pk).status == "running" and time.monotonic() < deadline:
+    while Run.objects.get(pk=run.pk).status == Run.Status.RUNNING and time.monotonic() < deadline:
         runs_sweep()  # beat's sweep, much more often than its 15 s so the test stays short
         time.sleep(0.5)
-    run = wait_for_run(run.pk, *FINISHED, "awaiting_approval")
+    run = wait_for_run(run.pk, *FINISHED, Run.Status.AWAITING_APPROVAL)
 
     notes = list(Approval.objects.filter(run=run).values_list("note", flat=True))
     outcome = (run.status, run.answer, run.takeovers, len(executions(tool_log, tool=PURGE, run=run.pk)))
-    assert outcome == ("succeeded", "purged once", 0, 1), (
+    assert outcome == (Run.Status.SUCCEEDED, "purged once", 0, 1), (
         f"(status, answer, takeovers, purges) = {outcome}; approval notes: {notes}; "
         "the live worker's run was handed to another worker while the purge was running"
     )
@@ -468,7 +472,7 @@ def test_redis_restart_mid_run_the_run_completes_and_the_worker_keeps_serving(
     own_redis.start()
 
     running = wait_for_run(running.pk, *FINISHED)
-    assert (running.status, running.answer) == ("succeeded", "survived redis")
+    assert (running.status, running.answer) == (Run.Status.SUCCEEDED, "survived redis")
     assert start_counts(tool_log, running) == {f"r{i}": 1 for i in range(1, 5)}
     assert_consistent_history(running)
 
@@ -477,7 +481,7 @@ def test_redis_restart_mid_run_the_run_completes_and_the_worker_keeps_serving(
     assert not fatal, f"the worker died when Redis went away with a run in flight: {fatal}"
     following = start_run(Agent.objects.get(name="demo"), WEATHER)
     following = wait_for_run(following.pk, *FINISHED, timeout=30)
-    assert following.status == "succeeded"
+    assert following.status == Run.Status.SUCCEEDED
     assert worker.alive
 
 
@@ -503,7 +507,7 @@ def test_run_queued_while_redis_is_down_is_swept_and_completes(
     )
     assert queued.pk in runs_sweep()["redispatched"]
     queued = wait_for_run(queued.pk, *FINISHED)
-    assert queued.status == "succeeded" and "Lagos: 31" in queued.answer
+    assert queued.status == Run.Status.SUCCEEDED and "Lagos: 31" in queued.answer
     assert_consistent_history(queued)
 
 
@@ -512,9 +516,9 @@ def test_approval_decided_while_redis_is_down_still_resumes_the_run(
 ):
     worker = celery_worker_proc(redis_url=own_redis.url(0))
     run = start_run(Agent.objects.get(name="demo"), "Cancel order ORD-1001")
-    run = wait_for_run(run.pk, "awaiting_approval", *FINISHED)
-    assert run.status == "awaiting_approval"
-    approval = Approval.objects.get(run=run, status="pending")
+    run = wait_for_run(run.pk, Run.Status.AWAITING_APPROVAL, *FINISHED)
+    assert run.status == Run.Status.AWAITING_APPROVAL
+    approval = Approval.objects.get(run=run, status=Approval.Status.PENDING)
     # The worker is idle again (its task acknowledged) before Redis goes away: this test is about
     # the operator's decision, not about a task in flight (see the test above for that).
     broker_db = redis_lib.Redis.from_url(own_redis.url(0))
@@ -535,7 +539,7 @@ def test_approval_decided_while_redis_is_down_still_resumes_the_run(
     time.sleep(1.5)
     assert run.pk in runs_sweep()["redispatched"], "nothing hands the approved run back to a worker"
     run = wait_for_run(run.pk, *FINISHED)
-    assert run.status == "succeeded"
+    assert run.status == Run.Status.SUCCEEDED
     assert Order.objects.get(order_id="ORD-1001").status == "cancelled"
 
 
@@ -562,7 +566,7 @@ def test_running_run_with_an_expired_lease_is_swept_and_finished(
     sweep_until_redispatched(run, wait_for)
     run = wait_for_run(run.pk, *FINISHED)
 
-    assert (run.status, run.answer, run.takeovers) == ("succeeded", "finished after the takeover", 1)
+    assert (run.status, run.answer, run.takeovers) == (Run.Status.SUCCEEDED, "finished after the takeover", 1)
     assert start_counts(tool_log, run) == {"s2": 1}, "the call done before the crash did not run again"
     first = script.requests(model)[0]["messages"]
     assert [m.get("tool_call_id") for m in first if m["role"] == "tool"] == ["s1"]
@@ -583,7 +587,7 @@ def test_run_taken_over_too_often_fails_as_worker_lost_instead_of_looping(
     sweep_until_redispatched(run, wait_for)
     run = wait_for_run(run.pk, *FINISHED)
 
-    assert (run.status, run.stop_reason) == ("failed", "worker_lost")
+    assert (run.status, run.stop_reason) == (Run.Status.FAILED, Run.StopReason.WORKER_LOST)
     assert run.takeovers == celery_worker_proc.max_takeovers + 1
     assert "lost" in run.stop_detail.lower()
     assert script.requests(model) == [] and start_counts(tool_log, run) == {}
@@ -610,7 +614,7 @@ def test_a_run_that_kills_every_worker_stops_after_the_takeover_cap(
         sweep_until_redispatched(run, wait_for)
     run = wait_for_run(run.pk, *FINISHED)
 
-    assert (run.status, run.stop_reason, run.takeovers) == ("failed", "worker_lost", 2)
+    assert (run.status, run.stop_reason, run.takeovers) == (Run.Status.FAILED, Run.StopReason.WORKER_LOST, 2)
     assert sum(w.alive for w in workers) == 1, "the last worker ended the run instead of running the poison again"
     assert len(executions(tool_log, tool=CRASH, run=run.pk)) == 2
     assert len(script.requests(model)) == 1
@@ -624,11 +628,11 @@ def test_a_run_that_kills_every_worker_stops_after_the_takeover_cap(
 def test_cancel_a_queued_run_ends_it_at_once(demo_data):
     run = start_run(Agent.objects.get(name="demo"), WEATHER, dispatch=False)
     run = run_cancel(run=run)
-    assert (run.status, run.stop_reason) == ("cancelled", "cancelled")
+    assert (run.status, run.stop_reason) == (Run.Status.CANCELLED, Run.StopReason.CANCELLED)
     assert run.finished_at is not None and run.lease_owner == ""
     assert run_advance(run_id=run.pk) is None, "a late delivery does not revive it"
     run.refresh_from_db()
-    assert run.status == "cancelled" and not Step.objects.filter(run=run).exists()
+    assert run.status == Run.Status.CANCELLED and not Step.objects.filter(run=run).exists()
 
 
 def test_cancel_a_running_run_stops_it_at_the_next_check(
@@ -644,28 +648,28 @@ def test_cancel_a_running_run_stops_it_at_the_next_check(
     run = start_run(durable_agent, "cancel me", models=[model])
     wait_for(lambda: executions(tool_log, tool=SLOW, run=run.pk), message="the first call to start")
     returned = run_cancel(run=run)
-    assert returned.status in ("running", "cancelled") and returned.cancel_requested
+    assert returned.status in (Run.Status.RUNNING, Run.Status.CANCELLED) and returned.cancel_requested
     run = wait_for_run(run.pk, *FINISHED)
 
-    assert (run.status, run.stop_reason) == ("cancelled", "cancelled")
+    assert (run.status, run.stop_reason) == (Run.Status.CANCELLED, Run.StopReason.CANCELLED)
     assert start_counts(tool_log, run) == {"c1": 1}, "no call starts after the cancel"
     statuses = dict(ToolCall.objects.filter(run=run).values_list("call_id", "status"))
-    assert statuses == {"c1": "succeeded", "c2": "skipped", "c3": "skipped"}
+    assert statuses == {"c1": ToolCall.Status.SUCCEEDED, "c2": ToolCall.Status.SKIPPED, "c3": ToolCall.Status.SKIPPED}
     assert len(script.requests(model)) == 1, "the model is not asked again"
     assert_consistent_history(run)
 
 
 def test_cancel_a_run_awaiting_approval_ends_it_and_its_approval(launch):
     run = launch("Cancel order ORD-1001")
-    assert run.status == "awaiting_approval"
+    assert run.status == Run.Status.AWAITING_APPROVAL
     approval = Approval.objects.get(run=run)
-    assert approval.status == "pending"
+    assert approval.status == Approval.Status.PENDING
 
     run = run_cancel(run=run)
-    assert (run.status, run.stop_reason) == ("cancelled", "cancelled")
+    assert (run.status, run.stop_reason) == (Run.Status.CANCELLED, Run.StopReason.CANCELLED)
     approval.refresh_from_db()
     assert approval.status != Approval.Status.PENDING
-    assert not Approval.objects.filter(status="pending").exists()
+    assert not Approval.objects.filter(status=Approval.Status.PENDING).exists()
     assert ToolCall.objects.get(pk=approval.tool_call_id).status == ToolCall.Status.SKIPPED
     with pytest.raises(AlreadyDecided):
         approval_decide(approval_id=approval.pk, user=None, approve=True)
@@ -682,23 +686,23 @@ def test_waiting_for_approval_holds_no_worker_and_approval_resumes_the_run(
     celery_worker_proc(concurrency=1)
     demo = Agent.objects.get(name="demo")
     parked = start_run(demo, "Cancel order ORD-1001")
-    parked = wait_for_run(parked.pk, "awaiting_approval", *FINISHED)
-    assert parked.status == "awaiting_approval"
+    parked = wait_for_run(parked.pk, Run.Status.AWAITING_APPROVAL, *FINISHED)
+    assert parked.status == Run.Status.AWAITING_APPROVAL
     wait_for(lambda: Run.objects.get(pk=parked.pk).lease_owner == "", message="the worker to let go of the run")
 
     other = start_run(demo, WEATHER)
     other = wait_for_run(other.pk, *FINISHED)
-    assert other.status == "succeeded", "the only worker thread was not held by the waiting run"
+    assert other.status == Run.Status.SUCCEEDED, "the only worker thread was not held by the waiting run"
 
     operator = get_user_model().objects.create_user("operator")
-    approval = Approval.objects.get(run=parked, status="pending")
+    approval = Approval.objects.get(run=parked, status=Approval.Status.PENDING)
     approval_decide(approval_id=approval.pk, user=operator, approve=True, reason="customer asked")
     parked = wait_for_run(parked.pk, *FINISHED)
 
-    assert (parked.status, parked.stop_reason) == ("succeeded", "final_answer")
+    assert (parked.status, parked.stop_reason) == (Run.Status.SUCCEEDED, Run.StopReason.FINAL_ANSWER)
     assert Order.objects.get(order_id="ORD-1001").status == "cancelled"
     call = ToolCall.objects.get(run=parked, tool_name="cancel_order")
-    assert call.status == "succeeded"
+    assert call.status == ToolCall.Status.SUCCEEDED
     assert Order.objects.get(order_id="ORD-1001").cancel_idempotency_key == call.idempotency_key
     assert Approval.objects.get(pk=approval.pk).decided_by == operator
     assert_consistent_history(parked)
@@ -726,16 +730,16 @@ def _shape(data: dict) -> dict:
 
 def test_show_run_json_has_the_shape_of_run_agent_json(demo_data, broker):
     finished = _json_command("run_agent", WEATHER)
-    assert finished["status"] == "succeeded"
+    assert finished["status"] == Run.Status.SUCCEEDED
     assert _json_command("show_run", str(finished["run_id"])) == finished
 
     parked = _json_command("run_agent", "Cancel order ORD-1001")
-    assert parked["status"] == "awaiting_approval"
+    assert parked["status"] == Run.Status.AWAITING_APPROVAL
     assert _json_command("show_run", str(parked["run_id"])) == parked
 
     enqueued = _json_command("run_agent", WEATHER, "--enqueue")
     queued = _json_command("show_run", str(enqueued["run_id"]))
-    assert queued["status"] == "queued" and queued["steps"] == []
+    assert queued["status"] == Run.Status.QUEUED and queued["steps"] == []
     assert _shape(parked) == _shape(finished)
     assert {k: v for k, v in _shape(queued).items() if v is not None} == {
         "run": _shape(finished)["run"],

@@ -305,7 +305,7 @@ def test_a_destructive_mcp_tool_waits_for_approval(demo, launch, script, state_f
     mcp_server_discover(server=demo)
     model = script(_call("demo__restock", {"sku": "SKU-1", "quantity": 5}, "c1"), {"content": "done"})
     run = launch("restock SKU-1", models=[model], tools=["demo__restock"])
-    assert run.status == "awaiting_approval"
+    assert run.status == Run.Status.AWAITING_APPROVAL
     assert ToolCall.objects.get(run=run, call_id="c1").status == ToolCall.Status.AWAITING_APPROVAL
     assert not state_file.exists()  # nothing ran
 

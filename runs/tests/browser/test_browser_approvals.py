@@ -2,7 +2,7 @@
 import pytest
 from playwright.sync_api import expect
 
-from runs.models import Approval, Run
+from runs.models import Approval, Run, ToolCall
 from runs.tests.browser import (
     CANCEL_ORDER,
     FINISHED,
@@ -43,9 +43,9 @@ def test_approval_appears_live_for_another_operator_whose_approval_lets_the_run_
     page_a.wait_for_url(RUN_URL)
     run_id = run_id_of(page_a)
     mark_page(page_a)
-    expect(page_a.locator("#run-status")).to_have_attribute("data-status", "awaiting_approval")
+    expect(page_a.locator("#run-status")).to_have_attribute("data-status", Run.Status.AWAITING_APPROVAL)
     cancel_call = page_a.locator("#timeline .call").filter(has=page_a.locator(".call-tool", has_text="cancel_order"))
-    expect(cancel_call.locator(".call-approval")).to_have_attribute("data-approval-status", "pending")
+    expect(cancel_call.locator(".call-approval")).to_have_attribute("data-approval-status", Approval.Status.PENDING)
     expect(cancel_call.locator(".call-approval a")).to_have_text("open the approval queue")
     expect(page_a.locator("#approval-badge")).to_have_text("1")
 
@@ -67,10 +67,10 @@ def test_approval_appears_live_for_another_operator_whose_approval_lets_the_run_
     expect(audit.locator(".status")).to_have_text("Approved")
 
     # A's page goes on by itself: the worker executes the call and the model answers.
-    expect(page_a.locator("#run-status")).to_have_attribute("data-status", "succeeded")
+    expect(page_a.locator("#run-status")).to_have_attribute("data-status", Run.Status.SUCCEEDED)
     expect(page_a.locator("#run-answer")).to_contain_text("Cancelled order ORD-1001")
-    expect(cancel_call.locator(".call-status")).to_have_attribute("data-status", "succeeded")
-    expect(cancel_call.locator(".call-approval")).to_have_attribute("data-approval-status", "approved")
+    expect(cancel_call.locator(".call-status")).to_have_attribute("data-status", ToolCall.Status.SUCCEEDED)
+    expect(cancel_call.locator(".call-approval")).to_have_attribute("data-approval-status", Approval.Status.APPROVED)
     expect(cancel_call.locator(".call-approval")).to_have_text("Approved by operator2")
     expect(page_a.locator("#approval-badge")).to_have_text("0")
     assert still_same_page(page_a), "the run page reloaded"
@@ -83,7 +83,7 @@ def test_rejection_with_a_reason_reaches_the_model_and_the_run_page(live, browse
     queue = open_queue(browser.login(users["operator"]))
     run_page = browser.tab(queue)
     run_page.goto(f"/runs/{run.pk}/")
-    expect(run_page.locator("#run-status")).to_have_attribute("data-status", "awaiting_approval")
+    expect(run_page.locator("#run-status")).to_have_attribute("data-status", Run.Status.AWAITING_APPROVAL)
     expect(run_page.locator("#live-state")).to_have_text("live")
     mark_page(run_page)
 
@@ -100,7 +100,7 @@ def test_rejection_with_a_reason_reaches_the_model_and_the_run_page(live, browse
         "Rejected by operator: too risky"
     )
     call = run_page.locator("#timeline .call").filter(has=run_page.locator(".call-tool", has_text="cancel_order"))
-    expect(call.locator(".call-status")).to_have_attribute("data-status", "rejected")
+    expect(call.locator(".call-status")).to_have_attribute("data-status", ToolCall.Status.REJECTED)
     assert still_same_page(run_page), "the run page reloaded"
     run.refresh_from_db()
     assert run.status in Run.FINISHED_STATUSES

@@ -20,7 +20,13 @@ def some_runs(launch):
     waiting = launch(CANCEL_ORDER)
     cancelled = run_cancel(run=run_create(agent=Agent.objects.get(name="demo"), task="Find ticket about the VPN"))
     runs = {"lagos": lagos, "london": london, "limited": limited, "waiting": waiting, "cancelled": cancelled}
-    expected = {"lagos": "succeeded", "london": "succeeded", "limited": "failed", "waiting": "awaiting_approval", "cancelled": "cancelled"}
+    expected = {
+        "lagos": Run.Status.SUCCEEDED,
+        "london": Run.Status.SUCCEEDED,
+        "limited": Run.Status.FAILED,
+        "waiting": Run.Status.AWAITING_APPROVAL,
+        "cancelled": Run.Status.CANCELLED,
+    }
     assert {name: run.status for name, run in runs.items()} == expected
     return runs
 
@@ -37,7 +43,7 @@ def test_history_filters_by_status_and_text(live, browser, users, some_runs):
     expect(rows).to_have_count(len(some_runs))
 
     filters = page.locator("#history-filters")
-    filters.locator("select[name=status]").select_option("succeeded")
+    filters.locator("select[name=status]").select_option(Run.Status.SUCCEEDED)
     filters.locator("button[type=submit]").click()
     page.wait_for_url(re.compile(r"[?&]status=succeeded"))
     expect(rows).to_have_count(2)
@@ -55,7 +61,7 @@ def test_history_filters_by_status_and_text(live, browser, users, some_runs):
     screenshot(page, "history")
 
     # Both at once, and a filter nothing matches.
-    filters.locator("select[name=status]").select_option("failed")
+    filters.locator("select[name=status]").select_option(Run.Status.FAILED)
     filters.locator("button[type=submit]").click()
     page.wait_for_url(re.compile(r"status=failed"))
     expect(rows).to_have_count(1)
@@ -79,7 +85,9 @@ def test_metrics_page_shows_success_rate_and_charts_for_the_default_period(live,
     expect(rate).to_have_text("50.0%")
 
     status_chart = page.locator("#chart-status")
-    for status, count in {"succeeded": 2, "failed": 1, "cancelled": 1, "awaiting_approval": 1}.items():
+    for status, count in {
+        Run.Status.SUCCEEDED: 2, Run.Status.FAILED: 1, Run.Status.CANCELLED: 1, Run.Status.AWAITING_APPROVAL: 1
+    }.items():
         expect(status_chart.locator(f".bar-row[data-key={status}] .num")).to_have_text(str(count))
     expect(page.locator("#chart-stop-reason .bar-row[data-key=final_answer] .num")).to_have_text("2")
     expect(page.locator("#chart-stop-reason .bar-row[data-key=iteration_limit] .num")).to_have_text("1")

@@ -4,7 +4,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from runs.models import Run
+from runs.models import Run, ToolCall
 from runs.tests.browser import (
     RUN_URL,
     WEATHER,
@@ -49,11 +49,11 @@ def test_launched_run_fills_its_timeline_live_and_a_reload_shows_the_same(live, 
     )
     expect(weather_calls).to_have_count(2)
     for n in range(2):
-        expect(weather_calls.nth(n).locator(".call-status")).to_have_attribute("data-status", "succeeded")
-    expect(page.locator("#run-status")).to_have_attribute("data-status", "succeeded")
+        expect(weather_calls.nth(n).locator(".call-status")).to_have_attribute("data-status", ToolCall.Status.SUCCEEDED)
+    expect(page.locator("#run-status")).to_have_attribute("data-status", Run.Status.SUCCEEDED)
     expect(page.locator("#run-answer")).to_contain_text("Lagos")
     expect(page.locator("#run-answer")).to_contain_text("London")
-    expect(page.locator("#timeline .run-end")).to_have_attribute("data-status", "succeeded")
+    expect(page.locator("#timeline .run-end")).to_have_attribute("data-status", Run.Status.SUCCEEDED)
     expect(page.locator("#cancel-form")).to_be_hidden()
     expect(page.locator("#rerun-button")).to_be_visible()
 
@@ -68,7 +68,7 @@ def test_launched_run_fills_its_timeline_live_and_a_reload_shows_the_same(live, 
 
     page.reload()
     wait_for_seq(page, run.event_seq)
-    expect(page.locator("#run-status")).to_have_attribute("data-status", "succeeded")
+    expect(page.locator("#run-status")).to_have_attribute("data-status", Run.Status.SUCCEEDED)
     assert page.locator("#timeline").inner_text() == before
 
 
@@ -79,13 +79,13 @@ def test_operator_cancels_a_running_run_from_its_page(live, browser, users, scri
     page = browser.login(users["operator"])
     run_id = launch_from_page(page, "Search the tickets about printers, one query at a time.", models=model)
     expect(page.locator("#run-overrides")).to_contain_text(model)
-    expect(page.locator("#run-status")).to_have_attribute("data-status", "running")
+    expect(page.locator("#run-status")).to_have_attribute("data-status", Run.Status.RUNNING)
 
     page.locator("#cancel-button").click()
     page.wait_for_url(RUN_URL)
-    expect(page.locator("#run-status")).to_have_attribute("data-status", "cancelled")
-    expect(page.locator("#run-stop-reason")).to_have_attribute("data-stop-reason", "cancelled")
-    expect(page.locator("#timeline .run-end")).to_have_attribute("data-status", "cancelled")
+    expect(page.locator("#run-status")).to_have_attribute("data-status", Run.Status.CANCELLED)
+    expect(page.locator("#run-stop-reason")).to_have_attribute("data-stop-reason", Run.StopReason.CANCELLED)
+    expect(page.locator("#timeline .run-end")).to_have_attribute("data-status", Run.Status.CANCELLED)
     expect(page.locator("#cancel-button")).to_be_hidden()
     expect(page.locator("#rerun-button")).to_be_visible()
     run = Run.objects.get(pk=run_id)
@@ -98,7 +98,7 @@ def test_an_idle_run_page_stays_connected(live, browser, users, launch):
     page = browser.login(users["viewer"])
     page.goto(f"/runs/{run.pk}/")
     expect(page.locator("#live-state")).to_have_text("live")
-    expect(page.locator("#timeline .run-end")).to_have_attribute("data-status", "succeeded")
+    expect(page.locator("#timeline .run-end")).to_have_attribute("data-status", Run.Status.SUCCEEDED)
     new_sockets = []
     page.on("websocket", lambda socket: new_sockets.append(socket.url))
     # Nothing happens in a finished run: a person leaving the page open should not see it

@@ -31,7 +31,7 @@ def test_create_ticket_twice_with_same_arguments_makes_one_ticket(launch, script
         calls(call("create_ticket", args, "c1")), calls(call("create_ticket", args, "c2")), {"content": "done"}
     )
     run = launch("tickets", models=[model], tools=["create_ticket"])
-    assert run.stop_reason == "final_answer"
+    assert run.stop_reason == Run.StopReason.FINAL_ANSWER
     assert Ticket.objects.filter(title="[TEST] printer on fire").count() == 1
     request = script.requests(model)[2]
     first, second = result_for(request, "c1")["result"], result_for(request, "c2")["result"]

@@ -34,7 +34,7 @@ def test_agent_with_zero_max_iterations_cannot_be_launched(launch, script):
 def test_max_iterations_at_the_safe_integer_limit_is_accepted(launch, script):
     model = script({"content": "fine"})
     run = launch("hi", models=[model], max_iterations=2**53 - 1)
-    assert run.stop_reason == "final_answer"
+    assert run.stop_reason == Run.StopReason.FINAL_ANSWER
 
 
 def test_last_iteration_does_not_execute_tools(launch, script):
@@ -45,19 +45,19 @@ def test_last_iteration_does_not_execute_tools(launch, script):
     )
     run = launch("loop", models=[model], tools=["probe"], max_iterations=2, summarize_on_stop=False)
     assert run.status == Run.Status.FAILED
-    assert run.stop_reason == "iteration_limit"
+    assert run.stop_reason == Run.StopReason.ITERATION_LIMIT
     assert run.iterations == 2
     assert len(script.requests(model)) == 2
     # Only the first iteration's call ran.
     assert [c[1] for c in REC.calls] == [{"n": 1}]
     statuses = dict(ToolCall.objects.filter(run=run).values_list("call_id", "status"))
-    assert statuses == {"c1": "succeeded", "c2": "skipped", "c3": "skipped"}
+    assert statuses == {"c1": ToolCall.Status.SUCCEEDED, "c2": ToolCall.Status.SKIPPED, "c3": ToolCall.Status.SKIPPED}
 
 
 def test_single_iteration_run_skips_all_requested_tools(launch, script):
     model = script(calls(call("probe", {"n": 1}, "c1")))
     run = launch("loop", models=[model], tools=["probe"], max_iterations=1, summarize_on_stop=False)
-    assert run.stop_reason == "iteration_limit"
+    assert run.stop_reason == Run.StopReason.ITERATION_LIMIT
     assert REC.count("contract_probe") == 0
     assert ToolCall.objects.get(run=run).status == ToolCall.Status.SKIPPED
 
@@ -74,17 +74,17 @@ def test_reformatted_identical_calls_stop_the_run_at_the_repeat_limit(launch, sc
     )
     run = launch("repeat", models=[model], tools=["probe"], summarize_on_stop=False)
     assert run.status == Run.Status.FAILED
-    assert run.stop_reason == "repeated_call"
+    assert run.stop_reason == Run.StopReason.REPEATED_CALL
     assert REC.count("contract_probe") == 2  # the third, repeated call was not executed
     statuses = dict(ToolCall.objects.filter(run=run).values_list("call_id", "status"))
-    assert statuses == {"c1": "succeeded", "c2": "succeeded", "c3": "skipped"}
+    assert statuses == {"c1": ToolCall.Status.SUCCEEDED, "c2": ToolCall.Status.SUCCEEDED, "c3": ToolCall.Status.SKIPPED}
     assert len(script.requests(model)) == 3
 
 
 def test_calls_with_different_arguments_are_not_repeats(launch, script):
     model = script(*(calls(call("probe", {"n": i})) for i in range(4)), {"content": "done"})
     run = launch("vary", models=[model], tools=["probe"])
-    assert run.stop_reason == "final_answer"
+    assert run.stop_reason == Run.StopReason.FINAL_ANSWER
     assert REC.count("contract_probe") == 4
 
 
@@ -95,22 +95,26 @@ def test_per_tool_repeat_limit_overrides_the_agent_limit(launch, script):
         {"content": "never asked"},
     )
     run = launch("repeat", models=[model], tools=["probe_limited"], repeat_limit=5, summarize_on_stop=False)
-    assert run.stop_reason == "repeated_call"
+    assert run.stop_reason == Run.StopReason.REPEATED_CALL
     assert REC.count("contract_probe") == 1
 
 
 def test_repeat_limit_override_for_the_run(launch, script):
     model = script(calls(call("probe", {"n": 1}, "c1")), calls(call("probe", {"n": 1}, "c2")), {"content": "no"})
     run = launch("repeat", models=[model], tools=["probe"], repeat_limit=2, summarize_on_stop=False)
-    assert run.stop_reason == "repeated_call"
+    assert run.stop_reason == Run.StopReason.REPEATED_CALL
     assert REC.count("contract_probe") == 1
 
 
 def test_stuck_demo_task_ends_as_repeated_call(launch):
     run = launch("stuck")
-    assert run.stop_reason == "repeated_call"
+    assert run.stop_reason == Run.StopReason.REPEATED_CALL
     gets = list(ToolCall.objects.filter(run=run).order_by("step__index").values_list("tool_name", "status"))
-    assert gets == [("get_ticket", "failed"), ("get_ticket", "failed"), ("get_ticket", "skipped")]
+    assert gets == [
+        ("get_ticket", ToolCall.Status.FAILED),
+        ("get_ticket", ToolCall.Status.FAILED),
+        ("get_ticket", ToolCall.Status.SKIPPED),
+    ]
 
 
 # --- 10. finish reasons and budgets ----------------------------------------------------------------
@@ -120,13 +124,13 @@ def test_length_finish_ends_the_run_as_max_tokens(launch, script):
     model = script({"content": "partial ans", "finish_reason": "length"})
     run = launch("long", models=[model])
     assert run.status == Run.Status.FAILED
-    assert run.stop_reason == "max_tokens"
+    assert run.stop_reason == Run.StopReason.MAX_TOKENS
 
 
 def test_length_finish_with_tool_calls_runs_no_tools(launch, script):
     model = script({**calls(call("probe", {"n": 1}, "c1")), "finish_reason": "length"})
     run = launch("long", models=[model], tools=["probe"])
-    assert run.stop_reason == "max_tokens"
+    assert run.stop_reason == Run.StopReason.MAX_TOKENS
     assert REC.count("contract_probe") == 0
     assert ToolCall.objects.get(run=run).status == ToolCall.Status.SKIPPED
 
@@ -135,21 +139,21 @@ def test_refusal_ends_the_run_as_content_filter(launch, script):
     model = script({"refusal": "I can't help with that"})
     run = launch("bad request", models=[model])
     assert run.status == Run.Status.FAILED
-    assert run.stop_reason == "content_filter"
+    assert run.stop_reason == Run.StopReason.CONTENT_FILTER
     assert "I can't help with that" in run.stop_detail
 
 
 def test_content_filter_finish_ends_the_run_as_content_filter(launch, script):
     model = script({"content": "", "finish_reason": "content_filter"})
     run = launch("bad request", models=[model])
-    assert run.stop_reason == "content_filter"
+    assert run.stop_reason == Run.StopReason.CONTENT_FILTER
 
 
 def test_wall_time_budget_stops_the_run(launch, script):
     model = script(calls(call("probe", {"n": 1})), calls(call("probe", {"n": 2})), {"content": "late"}, latency=0.02)
     run = launch("slow", models=[model], tools=["probe"], max_wall_seconds=0.001, summarize_on_stop=False)
     assert run.status == Run.Status.FAILED
-    assert run.stop_reason == "time_budget"
+    assert run.stop_reason == Run.StopReason.TIME_BUDGET
     assert REC.count("contract_probe") == 0
 
 
@@ -159,7 +163,7 @@ def test_token_budget_stops_the_run(launch, script):
         {"content": "never asked"},
     )
     run = launch("tokens", models=[model], tools=["probe"])
-    assert run.stop_reason == "token_budget"
+    assert run.stop_reason == Run.StopReason.TOKEN_BUDGET
     assert REC.count("contract_probe") == 0
     assert run.total_tokens == 300_010
     assert len(script.requests(model)) == 1
@@ -171,7 +175,7 @@ def test_cost_budget_stops_the_run(launch, script):
         {"content": "never asked"},
     )
     run = launch("cost", models=[model], tools=["probe"], max_cost_usd=1.0)
-    assert run.stop_reason == "cost_budget"
+    assert run.stop_reason == Run.StopReason.COST_BUDGET
     assert run.cost_usd == pytest.approx(2.5)
     assert REC.count("contract_probe") == 0
 
@@ -184,7 +188,7 @@ def test_budget_spent_across_iterations_stops_the_run(launch, script):
         {"content": "never asked"},
     )
     run = launch("tokens", models=[model], tools=["probe"], max_tokens=100)
-    assert run.stop_reason == "token_budget"
+    assert run.stop_reason == Run.StopReason.TOKEN_BUDGET
     assert REC.count("contract_probe") == 1
 
 
@@ -193,30 +197,30 @@ def test_budget_spent_across_iterations_stops_the_run(launch, script):
 
 def _ending(reason, launch, script):
     loop = calls(call("probe", {"n": 1}))
-    if reason == "final_answer":
+    if reason == Run.StopReason.FINAL_ANSWER:
         return launch("x", models=[script({"content": "done"})])
-    if reason == "iteration_limit":
+    if reason == Run.StopReason.ITERATION_LIMIT:
         return launch("x", models=[script(loop)], tools=["probe"], max_iterations=1, summarize_on_stop=False)
-    if reason == "repeated_call":
+    if reason == Run.StopReason.REPEATED_CALL:
         return launch("x", models=[script(loop, loop)], tools=["probe"], repeat_limit=2, summarize_on_stop=False)
-    if reason == "model_error":
+    if reason == Run.StopReason.MODEL_ERROR:
         return launch("x", models=["script:nope"])
-    if reason == "max_tokens":
+    if reason == Run.StopReason.MAX_TOKENS:
         return launch("x", models=[script({"content": "cut", "finish_reason": "length"})])
-    if reason == "content_filter":
+    if reason == Run.StopReason.CONTENT_FILTER:
         return launch("x", models=[script({"content": "", "finish_reason": "content_filter"})])
-    if reason == "time_budget":
+    if reason == Run.StopReason.TIME_BUDGET:
         return launch(
             "x", models=[script(loop, latency=0.02)], tools=["probe"], max_wall_seconds=0.001, summarize_on_stop=False
         )
-    if reason == "token_budget":
+    if reason == Run.StopReason.TOKEN_BUDGET:
         return launch("x", models=[script({**loop, "usage": {"prompt_tokens": 10**6}})], tools=["probe"])
-    if reason == "cost_budget":
+    if reason == Run.StopReason.COST_BUDGET:
         return launch("x", models=[script({**loop, "usage": {"cost": 5.0}})], tools=["probe"])
-    if reason == "verification_failed":
+    if reason == Run.StopReason.VERIFICATION_FAILED:
         make_agent("verified", verifier="ticket_exists")
         return launch("x", agent="verified", models=[script({"content": "a"}, {"content": "b"})])
-    if reason == "cancelled":
+    if reason == Run.StopReason.CANCELLED:
         from runs.services.runs import run_cancel, run_create
 
         run = run_create(agent=Agent.objects.get(name="demo"), task="x")
@@ -225,17 +229,17 @@ def _ending(reason, launch, script):
 
 
 ENDINGS = [
-    "final_answer",
-    "iteration_limit",
-    "repeated_call",
-    "model_error",
-    "max_tokens",
-    "content_filter",
-    "time_budget",
-    "token_budget",
-    "cost_budget",
-    "verification_failed",
-    "cancelled",
+    Run.StopReason.FINAL_ANSWER,
+    Run.StopReason.ITERATION_LIMIT,
+    Run.StopReason.REPEATED_CALL,
+    Run.StopReason.MODEL_ERROR,
+    Run.StopReason.MAX_TOKENS,
+    Run.StopReason.CONTENT_FILTER,
+    Run.StopReason.TIME_BUDGET,
+    Run.StopReason.TOKEN_BUDGET,
+    Run.StopReason.COST_BUDGET,
+    Run.StopReason.VERIFICATION_FAILED,
+    Run.StopReason.CANCELLED,
 ]
 
 
@@ -254,7 +258,7 @@ def test_cancel_during_a_run_stops_before_the_next_model_request(launch, script)
     model = script(calls(call("cancel_me", {}, "c1")), {"content": "never asked"})
     run = launch("cancel me", models=[model], tools=["cancel_me"])
     assert run.status == Run.Status.CANCELLED
-    assert run.stop_reason == "cancelled"
+    assert run.stop_reason == Run.StopReason.CANCELLED
     assert run.stop_detail == "Cancelled by an operator."
     assert len(script.requests(model)) == 1
     assert ToolCall.objects.get(run=run).status == ToolCall.Status.SUCCEEDED
@@ -267,7 +271,7 @@ def test_summary_on_stop_makes_one_tools_free_call_and_uses_it_as_the_answer(lau
         {"content": "never asked"},
     )
     run = launch("summarise", models=[model], tools=["probe"], max_iterations=1, summarize_on_stop=True)
-    assert run.stop_reason == "iteration_limit"
+    assert run.stop_reason == Run.StopReason.ITERATION_LIMIT
     assert run.answer == "I was stopped before running the probes; nothing was changed."
     requests = script.requests(model)
     assert len(requests) == 2
@@ -277,13 +281,13 @@ def test_summary_on_stop_makes_one_tools_free_call_and_uses_it_as_the_answer(lau
     # The history it reads still answers every call.
     assert [m["tool_call_id"] for m in tool_messages(summary_request)] == ["c1", "c2"]
     steps = list(Step.objects.filter(run=run).order_by("index").values_list("kind", flat=True))
-    assert steps == ["turn", "summary"]
+    assert steps == [Step.Kind.TURN, Step.Kind.SUMMARY]
     assert REC.count("contract_probe") == 0
 
 
 def test_without_summary_on_stop_no_extra_request_is_made(launch, script):
     model = script(calls(call("probe", {"n": 1})), {"content": "never asked"})
     run = launch("no summary", models=[model], tools=["probe"], max_iterations=1, summarize_on_stop=False)
-    assert run.stop_reason == "iteration_limit"
+    assert run.stop_reason == Run.StopReason.ITERATION_LIMIT
     assert len(script.requests(model)) == 1
     assert run.answer == ""

@@ -70,7 +70,7 @@ def test_when_every_model_fails_the_run_fails_with_the_errors(launch, script):
     second = script({"status": 503, "error": "second unavailable", "repeat": True, "headers": FAST})
     run = launch("hi", models=[first, second, "script:nope"])
     assert run.status == Run.Status.FAILED
-    assert run.stop_reason == "model_error"
+    assert run.stop_reason == Run.StopReason.MODEL_ERROR
     assert "first exploded" in run.stop_detail
     assert "second unavailable" in run.stop_detail
     assert "script:nope" in run.stop_detail
@@ -89,7 +89,7 @@ def test_one_structured_log_line_per_iteration_without_raw_arguments(launch, scr
         {"content": "done"},
     )
     run = launch("log", models=[model], tools=["probe"])
-    assert run.stop_reason == "final_answer"
+    assert run.stop_reason == Run.StopReason.FINAL_ANSWER
 
     lines = [json.loads(r.getMessage()) for r in caplog.records if r.name == "runs.loop"]
     iterations = [line for line in lines if line.get("event") == "iteration"]
@@ -103,7 +103,7 @@ def test_one_structured_log_line_per_iteration_without_raw_arguments(launch, scr
     assert first["tools"] == ["probe", "probe"]
     assert len(first["args_hashes"]) == 2 and all(first["args_hashes"])
     assert first["stop_reason"] is None
-    assert last["tools"] == [] and last["stop_reason"] == "final_answer"
+    assert last["tools"] == [] and last["stop_reason"] == Run.StopReason.FINAL_ANSWER
 
     for record in caplog.records:
         assert SECRET not in record.getMessage()

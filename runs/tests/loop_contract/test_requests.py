@@ -15,7 +15,7 @@ def test_every_request_carries_full_history_and_allowed_tool_definitions(launch,
         {"content": "Lagos is sunny."},
     )
     run = launch("weather please", models=[model], tools=["get_weather", "probe"])
-    assert run.stop_reason == "final_answer"
+    assert run.stop_reason == Run.StopReason.FINAL_ANSWER
     requests = script.requests(model)
     assert len(requests) == 3
 
@@ -51,7 +51,7 @@ def test_answer_without_tool_calls_succeeds_with_that_text(launch, script):
     model = script({"content": "The answer is 42."})
     run = launch("question", models=[model])
     assert run.status == Run.Status.SUCCEEDED
-    assert run.stop_reason == "final_answer"
+    assert run.stop_reason == Run.StopReason.FINAL_ANSWER
     assert run.answer == "The answer is 42."
     assert run.iterations == 1
     assert not ToolCall.objects.filter(run=run).exists()

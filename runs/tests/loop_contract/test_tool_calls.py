@@ -14,7 +14,7 @@ def test_unknown_tool_error_lists_the_available_tools(launch, script):
     assert result["ok"] is False
     assert "no_such_tool" in result["error"]
     assert "get_weather" in result["error"] and "probe" in result["error"]
-    assert run.stop_reason == "final_answer"
+    assert run.stop_reason == Run.StopReason.FINAL_ANSWER
 
 
 def test_tool_not_allowed_for_this_agent_is_an_error_and_does_not_run(launch, script):
@@ -69,7 +69,7 @@ def test_timeout_becomes_an_error_result(launch, script):
     run, _, result = one_call(launch, script, "stuck", {}, tools=["stuck"])
     assert result["ok"] is False and "timed out" in result["error"]
     assert ToolCall.objects.get(run=run).status == ToolCall.Status.FAILED
-    assert run.stop_reason == "final_answer"
+    assert run.stop_reason == Run.StopReason.FINAL_ANSWER
 
 
 def test_success_is_ok_true_with_the_result(launch, script):
@@ -102,8 +102,8 @@ def test_a_run_waiting_on_its_tool_lets_another_run_of_the_worker_work(launch, s
         assert REC.waiter_started.wait(10)  # A holds its tool now
         run_b = launch("B", models=[model_b], tools=["signaller"])
         thread.join(15)
-        assert run_b.stop_reason == "final_answer"
-        assert runs["a"].stop_reason == "final_answer"
+        assert run_b.stop_reason == Run.StopReason.FINAL_ANSWER
+        assert runs["a"].stop_reason == Run.StopReason.FINAL_ANSWER
         assert ToolCall.objects.get(run=runs["a"]).result == {"ok": True, "result": {"saw_signal": True}}
     finally:
         throttle._semaphore = None
@@ -118,7 +118,7 @@ def test_results_follow_the_assistant_message_in_call_order_not_completion_order
         {"content": "done"},
     )
     run = launch("order", models=[model], tools=["waiter", "probe", "signaller"])
-    assert run.stop_reason == "final_answer"
+    assert run.stop_reason == Run.StopReason.FINAL_ANSWER
     messages = script.requests(model)[1]["messages"]
     assistant = messages[2]
     assert assistant["role"] == "assistant"

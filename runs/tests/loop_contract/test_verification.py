@@ -12,7 +12,7 @@ def test_failed_verification_is_sent_back_once_then_ends_the_run(launch, script)
     model = script({"content": "All done."}, {"content": "Still done."}, {"content": "never asked"})
     run = launch("make a ticket", agent="verified", models=[model])
     assert run.status == Run.Status.FAILED
-    assert run.stop_reason == "verification_failed"
+    assert run.stop_reason == Run.StopReason.VERIFICATION_FAILED
     assert "ticket number" in run.stop_detail
     requests = script.requests(model)
     assert len(requests) == 2
@@ -29,7 +29,7 @@ def test_answer_passing_verification_after_feedback_ends_as_final_answer(launch,
     model = script({"content": "All done."}, {"content": f"Created ticket #{ticket.pk}."})
     run = launch("make a ticket", agent="verified", models=[model])
     assert run.status == Run.Status.SUCCEEDED
-    assert run.stop_reason == "final_answer"
+    assert run.stop_reason == Run.StopReason.FINAL_ANSWER
     assert run.answer == f"Created ticket #{ticket.pk}."
 
 
@@ -38,7 +38,7 @@ def test_answer_passing_verification_first_time_ends_as_final_answer(launch, scr
     ticket = Ticket.objects.create(title="[TEST] y", body="b", priority="low")
     model = script({"content": f"Ticket #{ticket.pk} is ready."})
     run = launch("make a ticket", agent="verified", models=[model])
-    assert run.stop_reason == "final_answer"
+    assert run.stop_reason == Run.StopReason.FINAL_ANSWER
     assert len(script.requests(model)) == 1
 
 
@@ -46,5 +46,5 @@ def test_answer_naming_a_missing_ticket_fails_verification(launch, script):
     make_agent("verified", verifier="ticket_exists")
     model = script({"content": "Created #999991."}, {"content": "Created #999992."})
     run = launch("make a ticket", agent="verified", models=[model])
-    assert run.stop_reason == "verification_failed"
+    assert run.stop_reason == Run.StopReason.VERIFICATION_FAILED
     assert "#999992" in run.stop_detail
