@@ -256,21 +256,7 @@ def test_error_results_keep_ok_false_when_truncated():
 
 # --- stop messages ---------------------------------------------------------------------------------
 
-ALL_REASONS = [
-    Run.StopReason.FINAL_ANSWER,
-    Run.StopReason.ITERATION_LIMIT,
-    Run.StopReason.REPEATED_CALL,
-    Run.StopReason.MODEL_ERROR,
-    Run.StopReason.MAX_TOKENS,
-    Run.StopReason.CONTENT_FILTER,
-    Run.StopReason.TIME_BUDGET,
-    Run.StopReason.TOKEN_BUDGET,
-    Run.StopReason.COST_BUDGET,
-    Run.StopReason.VERIFICATION_FAILED,
-    Run.StopReason.CANCELLED,
-    Run.StopReason.WORKER_LOST,
-    Run.StopReason.INTERNAL_ERROR,
-]
+ALL_REASONS = list(Run.StopReason)
 
 
 @pytest.mark.parametrize("reason", ALL_REASONS)
