@@ -98,7 +98,7 @@ def _apply(call: ToolCall, approval: Approval, recorder) -> str:
     if approval.status == Approval.Status.APPROVED:
         recorder.call_update(call, ToolCall.Status.APPROVED, approval=approval)
         return RUN
-    reason = approval.reason or ("approval expired" if approval.status == Approval.Status.EXPIRED else "no reason given")
+    reason = approval.reason or (EXPIRED if approval.status == Approval.Status.EXPIRED else "no reason given")
     recorder.call_update(
         call, ToolCall.Status.REJECTED, payload={"ok": False, "error": f"rejected by operator: {reason}"}, approval=approval
     )

@@ -98,6 +98,11 @@ class _Driver:
         self.started = time.monotonic()
         self.active_before = run.active_seconds
         self.tools = {t.name: t for t in Tool.objects.filter(name__in=self.config["tools"], enabled=True)}
+        # What the decisions need to know of each tool, read with the tools.
+        self.facts = {
+            t.name: decisions.ToolFacts(t.name, t.destructive, t.idempotent, t.parallel_safe, reads_only(t), t.repeat_limit)
+            for t in self.tools.values()
+        }
         self.runner = CallRunner(run, owner, self.tools, self.record)
         self.definitions = [self.tools[n].definition() for n in self.config["tools"] if n in self.tools]
         self.messages: list[dict] | None = None  # built from the rows at the first model call
@@ -161,7 +166,7 @@ class _Driver:
         answer = decisions.Answer(reply.finish_reason, reply.refusal, reply.tokens_in + reply.tokens_out,
                                   reply.cost_usd, planned, errors)
         decision = decisions.decide_answer(
-            answer=answer, config=self.config, counters=self.counters(), seen=self.seen, tools=self.tool_facts()
+            answer=answer, config=self.config, counters=self.counters(), seen=self.seen, tools=self.facts
         )
         stop, detail, feedback = decision.stop, decision.detail, None
         if decision.verify:
@@ -191,7 +196,7 @@ class _Driver:
         if not calls:
             return CONTINUE
         runnable, waiting = calls, False
-        facts = self.tool_facts()
+        facts = self.facts
         if not all(c.status == ToolCall.Status.PENDING and c.tool_name in facts and not facts[c.tool_name].destructive
                    for c in calls):  # the common case needs no writes before running
             runnable = []
@@ -204,7 +209,7 @@ class _Driver:
                     waiting = waiting or gate == approvals.WAIT
         if runnable:
             names = [c.tool_name for c in (step_calls or calls) if c.step_id == runnable[0].step_id]
-            parallel = len(runnable) > 1 and decisions.may_run_together(names, self.tool_facts())
+            parallel = len(runnable) > 1 and decisions.may_run_together(names, self.facts)
             if not self.runner.execute(runnable, parallel=parallel):
                 return CANCELLED
         return PARKED if waiting else CONTINUE
@@ -347,14 +352,6 @@ class _Driver:
     def counters(self) -> decisions.Counters:
         run = self.run
         return decisions.Counters(run.iterations, run.total_tokens, run.cost_usd, self.elapsed())
-
-    def tool_facts(self) -> dict[str, decisions.ToolFacts]:
-        if not hasattr(self, "_facts"):
-            self._facts = {
-                t.name: decisions.ToolFacts(t.name, t.destructive, t.idempotent, t.parallel_safe, reads_only(t), t.repeat_limit)
-                for t in self.tools.values()
-            }
-        return self._facts
 
     def log(self, step: Step | None, planned, stop: str | None) -> None:
         if not log.isEnabledFor(logging.INFO):
