@@ -176,8 +176,11 @@ class ToolCall(models.Model):
         SUCCEEDED = "succeeded", "Succeeded"
         FAILED = "failed", "Failed"
         SKIPPED = "skipped", "Not executed"
+        # It may have taken effect or not: the run ended, its worker died or the tool timed out
+        # while it was running. Never retried or approved without a person.
+        UNKNOWN = "unknown", "Outcome unknown"
 
-    DONE_STATUSES = (Status.REJECTED, Status.SUCCEEDED, Status.FAILED, Status.SKIPPED)
+    DONE_STATUSES = (Status.REJECTED, Status.SUCCEEDED, Status.FAILED, Status.SKIPPED, Status.UNKNOWN)
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="tool_calls")
     step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="tool_calls")
@@ -231,6 +234,8 @@ class Approval(models.Model):
     requested_at = models.DateTimeField(auto_now_add=True)
     expires_at = models.DateTimeField(null=True, blank=True)
     decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    # Kept with the decision, so deleting the user does not blank who decided.
+    decided_by_name = models.CharField(max_length=150, blank=True)
     decided_at = models.DateTimeField(null=True, blank=True)
     reason = models.TextField(blank=True)
     automatic = models.BooleanField(default=False, help_text="Decided by a policy, not a person.")
@@ -278,3 +283,65 @@ class BudgetAlert(models.Model):
 
     def __str__(self):
         return f"{self.agent} {self.kind} {self.day}"
+
+
+class ArchivedApproval(models.Model):
+    """A decision of a pruned run, kept after the run, its steps and its calls are deleted.
+
+    Decisions are the audit record of who let what happen: pruning copies each one here first.
+    Plain columns, no foreign keys, so nothing deleted later can blank them.
+    """
+
+    approval_id = models.BigIntegerField(unique=True)
+    run_id = models.BigIntegerField(db_index=True)
+    agent_name = models.CharField(max_length=100, blank=True)
+    customer = models.CharField(max_length=200, blank=True)
+    run_task = models.TextField(blank=True)
+    tool_name = models.CharField(max_length=200)
+    call_id = models.TextField(blank=True)
+    arguments = models.TextField(blank=True)
+    args_hash = models.CharField(max_length=64, blank=True)
+    call_status = models.CharField(max_length=20, blank=True)
+    status = models.CharField(max_length=10)
+    note = models.TextField(blank=True)
+    reason = models.TextField(blank=True)
+    automatic = models.BooleanField(default=False)
+    decided_by_name = models.CharField(max_length=150, blank=True)
+    requested_at = models.DateTimeField(null=True)
+    decided_at = models.DateTimeField(null=True)
+    archived_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["requested_at", "approval_id"]
+
+    def __str__(self):
+        return f"Archived approval {self.approval_id} of run {self.run_id}"
+
+
+class WebhookDelivery(models.Model):
+    """An outgoing notification, recorded before it is sent so a lost broker loses nothing.
+
+    The sender marks it delivered; the sweep sends again what is still due.
+    """
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        DELIVERED = "delivered", "Delivered"
+        FAILED = "failed", "Failed"
+
+    url = models.TextField()
+    event = models.CharField(max_length=64)
+    body = models.JSONField(default=dict)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["created_at", "pk"]
+        indexes = [models.Index(fields=["status", "next_attempt_at"])]
+
+    def __str__(self):
+        return f"{self.event} to {self.url} ({self.status})"
