@@ -8,20 +8,35 @@ from pathlib import Path
 import dj_database_url
 
 from .env import env_bool, env_float, env_int, env_json, env_list, env_str
+from .secret import local_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(env_str("AGENTSITE_DATA_DIR", str(BASE_DIR / "var")))
 
 DEBUG = env_bool("DJANGO_DEBUG", False)
-# A development key is generated into the data folder when none is given, so a laptop works
-# out of the box; production sets DJANGO_SECRET_KEY.
-SECRET_KEY = env_str("DJANGO_SECRET_KEY")
-if not SECRET_KEY:
-    from .secret import local_secret_key
-
-    SECRET_KEY = local_secret_key(DATA_DIR)
+# --- Security --------------------------------------------------------------------------------
+# Keys are generated into the data folder (mode 0600) when none is given, so a laptop works out
+# of the box; production sets them. README "Keys and rotation" says what rotating each one breaks.
+SECRET_KEY = env_str("DJANGO_SECRET_KEY") or local_key(DATA_DIR / "secret_key")
+# Keys the HMAC of tool arguments shown in logs, timelines and exports (never the raw arguments).
+# Its own key, so rotating SECRET_KEY (sessions, password resets) keeps old runs comparable.
+ARGS_HASH_KEY = env_str("ARGS_HASH_KEY") or local_key(DATA_DIR / "args_hash_key")
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
+
+# DJANGO_HTTPS=1 when the site is served over HTTPS: cookies only travel over HTTPS and browsers
+# are told (HSTS) to use nothing else. Off by default: a laptop serves plain http://127.0.0.1.
+HTTPS = env_bool("DJANGO_HTTPS", False)
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = HTTPS
+SECURE_HSTS_SECONDS = env_int("DJANGO_HSTS_SECONDS", 31_536_000) if HTTPS else 0
+# Both also bind every subdomain (and, for preload, browsers' built-in lists): the operator's call.
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env_bool("DJANGO_HSTS_PRELOAD", False)
+SECURE_SSL_REDIRECT = HTTPS and env_bool("DJANGO_SSL_REDIRECT", False)  # often the proxy's job
+# Only when the proxy in front sets X-Forwarded-Proto itself (and strips the client's): trusting
+# the header otherwise lets any client claim its plain request was HTTPS.
+if env_bool("DJANGO_PROXY_SETS_X_FORWARDED_PROTO", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 INSTALLED_APPS = [
     "daphne",
@@ -105,8 +120,12 @@ else:
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# --- Authentication ----------------------------------------------------------------------------
 AUTH_PASSWORD_VALIDATORS = [
-    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 12}},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "/"
@@ -172,8 +191,6 @@ DEMO_MODEL_URL = env_str("DEMO_MODEL_URL")  # a running demo model; else one sta
 DEMO_MODEL_LATENCY = env_float("DEMO_MODEL_LATENCY", 0.0)
 
 # --- The loop ------------------------------------------------------------------------------
-# Key for the HMAC of tool arguments shown in logs and timelines (never the raw arguments).
-ARGS_HASH_KEY = env_str("ARGS_HASH_KEY") or SECRET_KEY
 TOOL_RESULT_MAX_CHARS = env_int("TOOL_RESULT_MAX_CHARS", 16000)
 TOOL_RESULT_PREVIEW_CHARS = env_int("TOOL_RESULT_PREVIEW_CHARS", 2000)
 TOOL_PARALLEL_WORKERS = env_int("TOOL_PARALLEL_WORKERS", 8)
