@@ -1,4 +1,6 @@
 """Shared fixtures: the demo model over real HTTP, demo data, and helpers to launch runs."""
+import uuid
+
 import pytest
 from django.apps import apps as django_apps
 
@@ -23,6 +25,13 @@ def _use_demo_model(settings, demo_server):
     settings.LLM_BASE_URL = ""
     settings.LLM_MODELS = []
     settings.LLM_MAX_RETRIES = 2
+
+
+@pytest.fixture(autouse=True)
+def _own_cache(settings):
+    # Each test starts with an empty cache (sign-in failure counts above all) without flushing
+    # the Redis database the broker shares: its keys get a prefix of their own.
+    settings.CACHES = {"default": {**settings.CACHES["default"], "KEY_PREFIX": f"test-{uuid.uuid4().hex}"}}
 
 
 @pytest.fixture

@@ -48,8 +48,8 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "channels",
     "rest_framework",
-    "rest_framework.authtoken",
     "drf_spectacular",
+    "accounts",
     "toolsapp",
     "runs",
 ]
@@ -127,6 +127,14 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+# Sign-in (login page and POST /api/v1/token/) is refused for the rest of a window once a
+# username, or a client address, has this many failed attempts in it (accounts/signin_throttle.py).
+SIGNIN_WINDOW_SECONDS = env_int("SIGNIN_WINDOW_SECONDS", 15 * 60)
+SIGNIN_FAILURES_PER_USERNAME = env_int("SIGNIN_FAILURES_PER_USERNAME", 5)
+# Higher than per username: one office behind one address should not lock itself out.
+SIGNIN_FAILURES_PER_IP = env_int("SIGNIN_FAILURES_PER_IP", 20)
+# API tokens expire this many days after they are made (0: never, if the operator wants that).
+API_TOKEN_DAYS = env_int("API_TOKEN_DAYS", 30)
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "login"
@@ -143,6 +151,11 @@ WHITENOISE_USE_FINDERS = True  # serve static/ directly: no collectstatic step t
 
 # --- Redis, Celery, Channels -------------------------------------------------------------
 REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
+# Shared by every web process: sign-in failure counts must add up across all of them.
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL,
+                "KEY_PREFIX": "agentsite-cache"},
+}
 CELERY_BROKER_URL = REDIS_URL
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
@@ -243,8 +256,11 @@ SITE_URL = env_str("SITE_URL", "http://127.0.0.1:8000")  # links in notification
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.SessionAuthentication",
-        "rest_framework.authentication.TokenAuthentication",
+        "accounts.auth.ApiTokenAuthentication",  # hashed, expiring tokens (accounts/)
     ],
+    # How many proxies in front append to X-Forwarded-For; 0 uses the connection's address.
+    # Sign-in throttling counts failures per client address by this rule.
+    "NUM_PROXIES": env_int("TRUSTED_PROXY_COUNT", 0) or None,
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",

@@ -19,7 +19,7 @@ def not_found(request, *args, **kwargs):
 
 urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
-    path("v1/token/", views.TokenView.as_view(), name="api-token"),
+    path("v1/", include("accounts.api_urls")),  # API tokens
     path("v1/runs/", views.RunListView.as_view(), name="api-run-list"),
     path("v1/runs/export.jsonl", views.RunExportJsonlView.as_view(), name="api-run-export-jsonl"),
     path("v1/runs/export.csv", views.RunExportCsvView.as_view(), name="api-run-export-csv"),

@@ -10,9 +10,9 @@ from urllib.parse import parse_qs
 import pytest
 from django.core.management import call_command
 from django.urls import reverse
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
+from accounts.services import api_token_create
 from runs.models import Agent, Approval, Run
 from runs.services.loop import run_advance
 from runs.tests.approval_fixtures import make_user, pending_approval
@@ -25,7 +25,7 @@ SECRET = "sk-live-9f8e7d6c5b4a-TOPSECRET"
 def api(user=None) -> APIClient:
     client = APIClient()
     if user is not None:
-        client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.get_or_create(user=user)[0].key}")
+        client.credentials(HTTP_AUTHORIZATION=f"Token {api_token_create(user=user)[1]}")
     return client
 
 

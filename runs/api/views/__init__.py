@@ -10,11 +10,9 @@ from runs.api.views.runs import (
     RunExportJsonlView,
     RunListView,
 )
-from runs.api.views.tokens import TokenView
 from runs.api.views.tools import ToolViewSet
 
 __all__ = [
     "AgentViewSet", "ApprovalApproveView", "ApprovalListView", "ApprovalRejectView", "MetricsView",
-    "RunCancelView", "RunDetailView", "RunExportCsvView", "RunExportJsonlView", "RunListView", "TokenView",
-    "ToolViewSet",
+    "RunCancelView", "RunDetailView", "RunExportCsvView", "RunExportJsonlView", "RunListView", "ToolViewSet",
 ]

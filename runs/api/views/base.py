@@ -2,10 +2,11 @@
 CRUD viewsets' permissions and schema."""
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import viewsets
-from rest_framework.authentication import SessionAuthentication, TokenAuthentication
+from rest_framework.authentication import SessionAuthentication
 from rest_framework.exceptions import ValidationError
 from rest_framework.views import APIView
 
+from accounts.auth import ApiTokenAuthentication
 from runs.api.errors import exception_handler
 from runs.api.permissions import RolePermissions
 from runs.api.schema import errors
@@ -14,7 +15,7 @@ from runs.api.schema import errors
 class ApiMixin:
     # Token first: an anonymous request then gets 401 with "WWW-Authenticate: Token" (the first
     # class names the challenge); a session still works, with its CSRF check on writes.
-    authentication_classes = [TokenAuthentication, SessionAuthentication]
+    authentication_classes = [ApiTokenAuthentication, SessionAuthentication]
     permission_classes = [RolePermissions]
     required_perms: dict[str, tuple[str, ...]] = {}
 

@@ -1,0 +1,26 @@
+from django.conf import settings
+from django.db import models
+
+
+class ApiToken(models.Model):
+    """A key for scripts. Only a hash of the secret is stored: the plain key is shown once, when
+    it is created, and cannot be read back from the database."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100, blank=True)
+    # The key's first characters: enough to tell tokens apart in a list, useless to sign in.
+    prefix = models.CharField(max_length=16)
+    key_hash = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(null=True, blank=True, help_text="Empty: never expires.")
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.name or 'unnamed'})"
+
+    def is_usable(self, now) -> bool:
+        return self.revoked_at is None and (self.expires_at is None or self.expires_at > now)

@@ -1,0 +1,65 @@
+"""API tokens: the one place that makes, hashes, checks and revokes them.
+
+A key is 32 random bytes, so one SHA-256 is enough to store it: there is nothing to guess that a
+slow hash would protect (unlike a password). The key's first characters stay readable as its
+prefix, so a person can tell their tokens apart.
+"""
+import hashlib
+import secrets
+from datetime import timedelta
+
+from django.conf import settings
+from django.utils import timezone
+
+from accounts.models import ApiToken
+
+KEY_START = "ags_"
+PREFIX_LENGTH = len(KEY_START) + 8
+# last_used_at is written at most this often per token: a script polling every second must not
+# turn every read into a database write.
+LAST_USED_RESOLUTION = timedelta(minutes=1)
+
+
+class TokenRefused(Exception):
+    """Why a key does not open the API, in a sentence for the client."""
+
+
+def token_hash(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def token_expiry(*, days: int | None, now=None):
+    """When a token made now expires: `days` from now, or API_TOKEN_DAYS; 0 days means never."""
+    days = settings.API_TOKEN_DAYS if days is None else days
+    return None if days == 0 else (now or timezone.now()) + timedelta(days=days)
+
+
+def api_token_create(*, user, name: str = "", days: int | None = None) -> tuple[ApiToken, str]:
+    """A new token and its plain key; the key is not kept anywhere, so show it now or never."""
+    key = KEY_START + secrets.token_urlsafe(32)
+    token = ApiToken.objects.create(
+        user=user, name=name, prefix=key[:PREFIX_LENGTH], key_hash=token_hash(key),
+        expires_at=token_expiry(days=days),
+    )
+    return token, key
+
+
+def api_token_check(key: str) -> ApiToken:
+    """The token this key belongs to, if it may still be used; else TokenRefused."""
+    token = ApiToken.objects.select_related("user").filter(key_hash=token_hash(key)).first()
+    now = timezone.now()
+    if token is None or not token.user.is_active:
+        raise TokenRefused("Invalid token.")
+    if token.revoked_at is not None:
+        raise TokenRefused("Token has been revoked.")
+    if token.expires_at is not None and token.expires_at <= now:
+        raise TokenRefused("Token has expired.")
+    if token.last_used_at is None or token.last_used_at < now - LAST_USED_RESOLUTION:
+        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+        token.last_used_at = now
+    return token
+
+
+def api_tokens_revoke(*, tokens) -> int:
+    """Revoke the tokens of this queryset that are not revoked yet; how many were."""
+    return tokens.filter(revoked_at=None).update(revoked_at=timezone.now())

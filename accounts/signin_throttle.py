@@ -1,0 +1,61 @@
+"""Failed sign-ins, counted per username and per client address, refused past a limit.
+
+The counts live in Django's cache (Redis, shared by every web process), in fixed windows of
+SIGNIN_WINDOW_SECONDS. Once a username has had SIGNIN_FAILURES_PER_USERNAME failures in the
+current window, or an address SIGNIN_FAILURES_PER_IP, every sign-in for it is refused until the
+window ends, even with the right password: otherwise the attacker's next guess would still be
+checked. The dashboard's login page and the API's password endpoint both go through here.
+"""
+import hashlib
+import time
+
+from django.conf import settings
+from django.core.cache import cache
+from rest_framework.throttling import BaseThrottle
+
+
+def _now() -> float:
+    return time.time()
+
+
+def client_ip(request) -> str:
+    """The client's address; behind proxies, as many X-Forwarded-For hops as NUM_PROXIES trusts
+    (DRF's rule, so the API's throttles and the login page agree)."""
+    return BaseThrottle().get_ident(request)
+
+
+def _counters(*, username: str, ip: str) -> list[tuple[str, int]]:
+    window = int(_now() // settings.SIGNIN_WINDOW_SECONDS)
+    counters = []
+    for kind, value, limit in (("user", username.strip().casefold(), settings.SIGNIN_FAILURES_PER_USERNAME),
+                               ("ip", ip, settings.SIGNIN_FAILURES_PER_IP)):
+        if value:
+            digest = hashlib.sha256(value.encode()).hexdigest()[:32]  # any username fits in a key
+            counters.append((f"signin-failures:{kind}:{digest}:{window}", limit))
+    return counters
+
+
+def signin_wait_seconds(*, username: str, ip: str) -> int:
+    """0 when this sign-in may be tried; else how many seconds until it may."""
+    counters = _counters(username=username, ip=ip)
+    counts = cache.get_many([key for key, _ in counters])
+    if all(counts.get(key, 0) < limit for key, limit in counters):
+        return 0
+    window = settings.SIGNIN_WINDOW_SECONDS
+    return max(1, int(window - _now() % window))
+
+
+def signin_failed(*, username: str, ip: str) -> None:
+    for key, _ in _counters(username=username, ip=ip):
+        # add() then incr(): both atomic in Redis, so parallel guesses are all counted.
+        cache.add(key, 0, timeout=settings.SIGNIN_WINDOW_SECONDS + 60)
+        try:
+            cache.incr(key)
+        except ValueError:  # expired between the two calls: this failure starts a new count
+            cache.add(key, 1, timeout=settings.SIGNIN_WINDOW_SECONDS + 60)
+
+
+def refusal_message(wait_seconds: int) -> str:
+    minutes = max(1, round(wait_seconds / 60))
+    return (f"Too many failed sign-in attempts for this account or from this address. "
+            f"Try again in {minutes} minute{'s' if minutes != 1 else ''}.")
