@@ -2,9 +2,9 @@
 # A run launched and approved entirely through the REST API, with curl.
 #
 # Start the system first (./start), then either give a token:
-#   .venv/bin/python manage.py drf_create_token admin       # prints "Generated token <key> for user admin"
+#   .venv/bin/python manage.py create_api_token admin       # prints the key (shown once; it expires)
 #   API_TOKEN=<key> scripts/api_demo.sh
-# or let the script fetch one with a username and password (POST /api/v1/token/):
+# or let the script make a one-day token with a username and password (POST /api/v1/token/):
 #   API_USER=admin API_PASSWORD=<password> scripts/api_demo.sh
 #
 # It launches the demo agent on "Cancel order ORD-1001" with the offline demo model: the model looks
@@ -31,7 +31,7 @@ if [ -z "${API_TOKEN:-}" ]; then
     echo "Set API_TOKEN, or API_USER and API_PASSWORD (see the top of $0)." >&2
     exit 2
   fi
-  credentials=$("$PYTHON" -c 'import json, sys; print(json.dumps({"username": sys.argv[1], "password": sys.argv[2]}))' \
+  credentials=$("$PYTHON" -c 'import json, sys; print(json.dumps({"username": sys.argv[1], "password": sys.argv[2], "name": "api_demo.sh", "days": 1}))' \
     "$API_USER" "$API_PASSWORD")
   API_TOKEN=$(curl -fsS -X POST "$API_URL/api/v1/token/" -H 'Content-Type: application/json' -d "$credentials" | field token)
 fi
