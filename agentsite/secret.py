@@ -15,7 +15,8 @@ def local_key(path: Path) -> str:
     """
     if path.exists():
         return path.read_text().strip()
-    path.parent.mkdir(parents=True, exist_ok=True)
+    # A folder others may write to would let them swap the key file for one they know.
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     key = secrets.token_urlsafe(50)
     fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:

@@ -48,9 +48,11 @@ def settings_of(data_dir: Path, **env: str) -> dict:
 
 
 def test_generated_keys_are_private_from_their_first_byte_whatever_the_umask(tmp_path):
-    settings_of_a_new_process(tmp_path, before=DIE_AT_CHMOD)  # no chmod is needed: it must not matter
-    modes = {path.name: oct(path.stat().st_mode & 0o777) for path in tmp_path.iterdir()}
+    data_dir = tmp_path / "var"
+    settings_of_a_new_process(data_dir, before=DIE_AT_CHMOD)  # no chmod is needed: it must not matter
+    modes = {path.name: oct(path.stat().st_mode & 0o777) for path in data_dir.iterdir()}
     assert modes == {"secret_key": "0o600", "args_hash_key": "0o600"}
+    assert oct(data_dir.stat().st_mode & 0o777) == "0o700"  # nobody else can swap a key file either
 
 
 def test_the_argument_hash_key_is_its_own_and_survives_a_restart(tmp_path):
