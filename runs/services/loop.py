@@ -218,7 +218,7 @@ class _Driver:
 
     def ask(self, preamble: list[dict]) -> llm.ModelReply:
         if self.endpoint is None:
-            self.endpoint = llm.resolve_endpoint(base_url=self.config["base_url"], models=self.config["models"])
+            self.endpoint = llm.resolve_endpoint(**llm.endpoint_settings(self.config))
         if self.messages is None:
             self.messages = build_messages(self.run)[: -len(self.run.pending_messages) or None]
         keeper.expect_wait(self.owner, _model_wait_seconds(len(self.config["models"] or [1])))
@@ -321,7 +321,7 @@ class _Driver:
         instruction = {"role": "user", "content": SUMMARY_PROMPT.format(detail=self.run.stop_detail)}
         try:
             if self.endpoint is None:
-                self.endpoint = llm.resolve_endpoint(base_url=self.config["base_url"], models=self.config["models"])
+                self.endpoint = llm.resolve_endpoint(**llm.endpoint_settings(self.config))
             with throttle.waiting():
                 reply = llm.complete(
                     endpoint=self.endpoint,
