@@ -16,6 +16,8 @@ import openai
 import orjson
 from django.conf import settings
 
+from toolsapp.sensitive import redact
+
 log = logging.getLogger(__name__)
 
 # One client (and so one connection pool) per thread. A worker drives up to a hundred runs in
@@ -231,13 +233,6 @@ def _describe(exc: Exception, secrets: tuple[str, ...] = ()) -> str:
     if isinstance(exc, openai.APIConnectionError):
         return redact(f"connection failed: {exc.__cause__ or exc}", secrets)[:ERROR_DETAIL_CHARS]
     return redact(f"{type(exc).__name__}: {exc}", secrets)[:ERROR_DETAIL_CHARS]
-
-
-def redact(text: str, secrets) -> str:
-    """`text` with each secret value replaced by ••••, longest first (one may contain another)."""
-    for secret in sorted({s for s in secrets if s}, key=len, reverse=True):
-        text = text.replace(secret, "••••")
-    return text
 
 
 def _parse(data, model: str) -> dict:

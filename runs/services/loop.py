@@ -29,6 +29,7 @@ from runs.services.leases import LeaseLost, keeper, lease_claim, lease_release
 from runs.services.records import NAME_CHARS, Recorder, bounded, run_close, set_result
 from runs.services.tool_exec import check_call, reads_only
 from toolsapp.models import Tool
+from toolsapp.sensitive import sensitive_values_in_messages
 from toolsapp.verifiers import VERIFIERS
 
 log = logging.getLogger("runs.loop")
@@ -231,6 +232,7 @@ class _Driver:
                 parallel_tool_calls=self.config["parallel_tool_calls"],
                 provider_options=self.config["provider_options"],
                 max_output_tokens=self.config.get("max_output_tokens") or settings.LLM_MAX_OUTPUT_TOKENS,
+                redacted=tuple(sensitive_values_in_messages(self.messages + preamble, self.tools)),
             )
 
     def read_calls(self, reply) -> tuple[list[guards.PlannedCall], list[str | None], dict[int, dict]]:

@@ -54,7 +54,7 @@ def http_tool_config(*, url: str, secret_env: str) -> tuple[dict, dict[str, str]
 
 
 class HttpExecutor(Executor):
-    def call(self, tool, arguments: dict, context: ToolContext):
+    def run(self, tool, arguments: dict, context: ToolContext):
         config = tool.config or {}
         problems = tool_config_errors(config)
         if problems:
