@@ -24,10 +24,12 @@ SECRET = "s3cr3t-9f8e7d6c"
 
 
 class Recorder:
-    """Records each POST; /to?url=X answers 307 to X, anything else 200 with {"ok": true}."""
+    """Records each POST; /to?url=X answers 307 to X, anything else 200 with {"ok": true} (or,
+    with `redirect_all` set, 307 to that origin and the same path)."""
 
-    def __init__(self, host="127.0.0.1"):
+    def __init__(self, host="127.0.0.1", port=0):
         self.requests: list[dict] = []
+        self.redirect_all = ""
         recorder = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -37,9 +39,10 @@ class Recorder:
             def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 recorder.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
-                if self.path.startswith("/to?url="):
+                if self.path.startswith("/to?url=") or recorder.redirect_all:
                     self.send_response(307)
-                    self.send_header("Location", self.path.split("=", 1)[1])
+                    self.send_header("Location", recorder.redirect_all + self.path if recorder.redirect_all
+                                     else self.path.split("=", 1)[1])
                     self.send_header("Content-Length", "0")
                     self.end_headers()
                     return
@@ -50,7 +53,7 @@ class Recorder:
                 self.end_headers()
                 self.wfile.write(data)
 
-        self.httpd = ThreadingHTTPServer((host, 0), Handler)
+        self.httpd = ThreadingHTTPServer((host, port), Handler)
         self.httpd.daemon_threads = True
         self.port = self.httpd.server_address[1]
         self.url = f"http://{host}:{self.port}"
@@ -178,3 +181,50 @@ def test_a_malformed_entry_set_at_run_time_refuses_instead_of_being_skipped(sett
     settings.OUTBOUND_ALLOWLIST = ["10.0.0.0/33", f"127.0.0.1:{internal_server.port}"]
     with pytest.raises(net.Blocked, match="malformed"):
         net.check_url(f"{internal_server.url}/x")
+
+
+# --- routes the fault matrix lists that had no test yet ----------------------------------------------
+
+
+def test_an_http_tool_whose_name_resolves_elsewhere_after_the_check_reaches_only_the_checked_address(
+    launch, script, settings, monkeypatch
+):
+    # DNS rebinding: the check sees the allowlisted 127.0.0.1; any later answer is 127.0.0.2,
+    # where an internal service listens on the same port. The request must go to the address checked.
+    import socket
+
+    public = Recorder("127.0.0.1")
+    internal = Recorder("127.0.0.2", port=public.port)
+    settings.OUTBOUND_ALLOWLIST = [f"127.0.0.1:{public.port}"]
+    real_getaddrinfo, answers = socket.getaddrinfo, []
+
+    def rebinding(host, *args, **kwargs):
+        if host != "tools.rebind.test":
+            return real_getaddrinfo(host, *args, **kwargs)
+        answers.append("127.0.0.1" if not answers else "127.0.0.2")
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (answers[-1], public.port))]
+
+    monkeypatch.setattr(socket, "getaddrinfo", rebinding)
+    try:
+        tool = http_tool(f"http://tools.rebind.test:{public.port}/stock")
+        run, result = run_with_call(launch, script, tool, {"sku": "ABC-12"})
+    finally:
+        public.stop()
+        internal.stop()
+    assert result == {"ok": True, "result": {"ok": True}}
+    assert len(public.requests) == 1 and public.requests[0]["headers"]["Host"] == f"tools.rebind.test:{public.port}"
+    assert internal.requests == []
+
+
+def test_an_agent_endpoint_redirecting_to_an_internal_address_reaches_nothing(launch, settings):
+    first, internal = Recorder("127.0.0.1"), Recorder("127.0.0.2")  # internal: never allowlisted
+    settings.OUTBOUND_ALLOWLIST = [f"127.0.0.1:{first.port}"]
+    first.redirect_all = internal.url
+    try:
+        run = launch("hello", models=["gpt-x"], base_url=f"{first.url}/v1")
+    finally:
+        first.stop()
+        internal.stop()
+    assert (run.status, run.stop_reason) == (Run.Status.FAILED, Run.StopReason.MODEL_ERROR)
+    assert first.requests and internal.requests == []
+    assert "127.0.0.2" in run.stop_detail and "refused" in run.stop_detail
