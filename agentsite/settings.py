@@ -6,6 +6,9 @@ import os
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from toolsapp.outbound_rules import allowlist_errors, host_pattern_errors, secret_hosts_errors
 
 from .env import env_bool, env_float, env_int, env_json, env_list, env_str
 from .secret import local_key
@@ -192,6 +195,10 @@ CHANNEL_LAYERS = {
 # With no LLM_API_KEY the offline demo model (a scripted server, not a language model) is used.
 LLM_BASE_URL = env_str("LLM_BASE_URL")
 LLM_API_KEY = env_str("LLM_API_KEY")
+# LLM_API_KEY is sent only to the host of LLM_BASE_URL (api.openai.com when it is empty), to a
+# --base-url typed at the host's shell, and to these hosts ("api.example.com", "*.example.org").
+# An agent whose endpoint is elsewhere is sent no key.
+LLM_API_KEY_HOSTS = env_list("LLM_API_KEY_HOSTS", [])
 LLM_MODELS = env_list("LLM_MODELS", [])
 LLM_TIMEOUT_SECONDS = env_float("LLM_TIMEOUT_SECONDS", 120.0)
 LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", 2)
@@ -237,11 +244,26 @@ APPROVAL_TIMEOUT_SECONDS = env_int("APPROVAL_TIMEOUT_SECONDS", 0)  # 0: approval
 # HTTP tools and webhooks refuse loopback, private, link-local and metadata addresses unless
 # named here: hosts ("tools.internal"), host:port ("127.0.0.1:9000") or networks ("10.1.0.0/16").
 OUTBOUND_ALLOWLIST = env_list("OUTBOUND_ALLOWLIST", [])
+# Which hosts may receive each HTTP tool secret, as JSON:
+# {"TOOL_SECRET_CRM": ["crm.example.com", "*.example.org"]}. A secret not listed goes nowhere.
+TOOL_SECRET_HOSTS = env_json("TOOL_SECRET_HOSTS", {})
+for _name, _problems in (
+    ("OUTBOUND_ALLOWLIST", allowlist_errors(OUTBOUND_ALLOWLIST)),
+    ("TOOL_SECRET_HOSTS", secret_hosts_errors(TOOL_SECRET_HOSTS)),
+    ("LLM_API_KEY_HOSTS", host_pattern_errors(LLM_API_KEY_HOSTS)),
+):
+    if _problems:
+        raise ImproperlyConfigured(f"{_name} is malformed: {'; '.join(_problems)}")
 TOOL_HTTP_MAX_RESPONSE_BYTES = env_int("TOOL_HTTP_MAX_RESPONSE_BYTES", 1024 * 1024)
 TOOL_HTTP_MAX_REDIRECTS = env_int("TOOL_HTTP_MAX_REDIRECTS", 3)
 # MCP servers started as a stdio command get only these environment variables (plus the
 # server's own); secrets reach them from the environment, never from the database.
 MCP_STDIO_ENV_PASSTHROUGH = env_list("MCP_STDIO_ENV_PASSTHROUGH", ["PATH", "HOME", "LANG"])
+# A stdio MCP server runs its command on the web server and every worker. Only a superuser may
+# register any command; others (with the tools permission) only these executables, exact paths or
+# names as typed as the command's first word ("/opt/mcp/bin/crm-server", "uvx"). A process starts
+# only a command listed here or one whose server a superuser saved with exactly that command.
+MCP_STDIO_COMMANDS = env_list("MCP_STDIO_COMMANDS", [])
 MCP_DISCOVERY_TIMEOUT_SECONDS = env_float("MCP_DISCOVERY_TIMEOUT_SECONDS", 30.0)
 
 # --- Notifications -----------------------------------------------------------------------

@@ -10,10 +10,13 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
 import openai
 import orjson
 from django.conf import settings
+
+from toolsapp.sensitive import redact
 
 log = logging.getLogger(__name__)
 
@@ -73,11 +76,14 @@ def demo_model_url() -> str:
     return _demo_server.url
 
 
-def resolve_endpoint(*, base_url: str = "", models: list[str] | None = None) -> Endpoint:
-    """Where to send requests. With no API key and no base URL, the offline demo model."""
+def resolve_endpoint(*, base_url: str = "", models: list[str] | None = None, trusted: bool = False) -> Endpoint:
+    """Where to send requests. With no API key and no base URL, the offline demo model.
+
+    trusted=True: `base_url` was typed at the host's shell (run_agent --base-url), by the host's
+    operator, so it is treated like LLM_BASE_URL: no outbound guard, and LLM_API_KEY is sent."""
     # Typed in the dashboard, the API or a launch: the same guard as HTTP tools, so an agent's
     # endpoint cannot be pointed at an internal service (LLM_BASE_URL is trusted).
-    guarded = bool(base_url) and base_url != settings.LLM_BASE_URL
+    guarded = bool(base_url) and base_url != settings.LLM_BASE_URL and not trusted
     if guarded:
         from toolsapp.net import Blocked, check_url
 
@@ -91,13 +97,43 @@ def resolve_endpoint(*, base_url: str = "", models: list[str] | None = None) -> 
         return Endpoint(base_url=demo_model_url(), api_key="demo", models=models or ["demo"], is_demo=True)
     if not models:
         raise ModelError("no model configured: set LLM_MODELS or the agent's model list")
-    # Local servers (llama.cpp, Ollama, vLLM) accept any key; the client insists on one.
+    base_url = base_url or DEFAULT_BASE_URL
+    # Local servers (llama.cpp, Ollama, vLLM) accept any key; the client insists on one, so an
+    # endpoint that may not have LLM_API_KEY gets the placeholder "none", never the key.
+    key = settings.LLM_API_KEY if key_may_go_to(base_url, trusted=trusted) else ""
     return Endpoint(
-        base_url=base_url or "https://api.openai.com/v1",
-        api_key=settings.LLM_API_KEY or "none",
+        base_url=base_url,
+        api_key=key or "none",
         models=models,
         guarded=guarded,
     )
+
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+# Set in a run's frozen config only by run_agent, for a --base-url typed at the host's shell.
+TRUSTED_BASE_URL_KEY = "base_url_from_shell"
+
+
+def endpoint_settings(config: dict) -> dict:
+    """resolve_endpoint's arguments for a run's frozen config."""
+    return {
+        "base_url": config["base_url"],
+        "models": config["models"],
+        "trusted": config.get(TRUSTED_BASE_URL_KEY) is True and bool(config["base_url"]),
+    }
+
+
+def key_may_go_to(base_url: str, *, trusted: bool = False) -> bool:
+    """Whether LLM_API_KEY may be sent to `base_url`: the host of LLM_BASE_URL (OpenAI's when it is
+    empty), a trusted --base-url, or a host in LLM_API_KEY_HOSTS. Any other endpoint (an agent's,
+    typed in the dashboard or the API) gets no key: the project has no per-agent key."""
+    from toolsapp.outbound_rules import host_matches
+
+    if trusted:
+        return True
+    host = urlsplit(base_url).hostname or ""
+    home = urlsplit(settings.LLM_BASE_URL or DEFAULT_BASE_URL).hostname or ""
+    return bool(host) and host_matches(host, [home, *settings.LLM_API_KEY_HOSTS])
 
 
 def client_for(
@@ -177,7 +213,12 @@ def price(model: str, tokens_in: int, tokens_out: int) -> float:
     return (tokens_in * rates[0] + tokens_out * rates[1]) / 1_000_000
 
 
-def _describe(exc: Exception) -> str:
+ERROR_DETAIL_CHARS = 300  # of a server's error message kept in a run's stop detail and the logs
+
+
+def _describe(exc: Exception, secrets: tuple[str, ...] = ()) -> str:
+    """A failure in one bounded line, with every value of `secrets` (the API key, sensitive
+    arguments) blanked out: a server's error body may echo the request."""
     if isinstance(exc, openai.APIStatusError):
         message = exc.message if isinstance(exc.message, str) else str(exc)
         if message.strip() in ("", f"Error code: {exc.status_code}"):
@@ -186,12 +227,12 @@ def _describe(exc: Exception) -> str:
                 message = exc.response.text.strip() or "no error message"
             except Exception:
                 message = "no error message"
-        return f"HTTP {exc.status_code}: {message[:300]}"
+        return f"HTTP {exc.status_code}: {redact(message, secrets)[:ERROR_DETAIL_CHARS]}"
     if isinstance(exc, openai.APITimeoutError):
         return "timed out"
     if isinstance(exc, openai.APIConnectionError):
-        return f"connection failed: {exc.__cause__ or exc}"[:300]
-    return f"{type(exc).__name__}: {exc}"[:300]
+        return redact(f"connection failed: {exc.__cause__ or exc}", secrets)[:ERROR_DETAIL_CHARS]
+    return redact(f"{type(exc).__name__}: {exc}", secrets)[:ERROR_DETAIL_CHARS]
 
 
 def _parse(data, model: str) -> dict:
@@ -249,8 +290,13 @@ def complete(
     provider_options: dict | None = None,
     max_output_tokens: int | None = None,
     timeout: float | None = None,
+    redacted: tuple[str, ...] = (),
 ) -> ModelReply:
-    """Ask each model in order until one answers; raise ModelError with every failure otherwise."""
+    """Ask each model in order until one answers; raise ModelError with every failure otherwise.
+
+    `redacted`: values (sensitive tool arguments) that must not appear in an error kept or logged;
+    the API keys never do."""
+    secrets = (settings.LLM_API_KEY, *redacted)  # an endpoint's own key is this one or a placeholder
     client = client_for(endpoint.base_url, endpoint.api_key, timeout, guarded=endpoint.guarded)
     errors: list[str] = []
     for model in endpoint.models:
@@ -290,10 +336,12 @@ def complete(
                 )
                 if refused_required:
                     # llama.cpp's server answers 500 to tool_choice "required": ask again with "auto".
-                    errors.append(f"{model}: tool_choice required refused ({_describe(exc)}); retried with auto")
+                    errors.append(
+                        f"{model}: tool_choice required refused ({_describe(exc, secrets)}); retried with auto"
+                    )
                     choice_used, fallback = "auto", True
                     continue
-                errors.append(f"{model}: {_describe(exc)}")
+                errors.append(f"{model}: {_describe(exc, secrets)}")
                 log.warning("model %s failed: %s", model, errors[-1])
                 break
             latency_ms = (time.perf_counter() - started) * 1000

@@ -1,7 +1,8 @@
 from django.contrib import admin, messages
 
 from .forms import ToolForm
-from .mcp.services import deletion_summary, mcp_server_delete
+from .mcp.forms import McpServerForm
+from .mcp.services import deletion_summary, mcp_server_delete, mcp_server_save
 from .models import McpServer, Order, Ticket, Tool, WeatherReport
 from .services import tool_save
 
@@ -31,6 +32,15 @@ class McpServerAdmin(admin.ModelAdmin):
     list_filter = ("transport", "enabled")
     search_fields = ("name", "command", "url")
     readonly_fields = ("last_discovered_at", "last_error")
+    form = McpServerForm  # the dashboard's rule: an unlisted stdio command needs a superuser
+
+    def get_form(self, request, obj=None, **kwargs):
+        form = super().get_form(request, obj, **kwargs)
+        form.user = request.user  # a class made for this request
+        return form
+
+    def save_model(self, request, obj, form, change):
+        mcp_server_save(server=obj, user=request.user)
 
     # Deleting here does what the dashboard's delete does: the server's tools are disabled, and
     # the admin is told which.

@@ -72,6 +72,9 @@ class McpServer(models.Model):
         'or a JSON list such as ["python", "-m", "my_server"].',
     )
     url = models.URLField(max_length=500, blank=True, help_text="Streamable HTTP: the endpoint, e.g. https://host/mcp.")
+    # A keyed hash of `command`, written when a superuser saves a stdio server: a process starts a
+    # command only if it is in MCP_STDIO_COMMANDS or matches this (toolsapp.mcp.services).
+    command_approval = models.CharField(max_length=64, blank=True, editable=False)
     enabled = models.BooleanField(default=True)
     last_discovered_at = models.DateTimeField(null=True, blank=True)
     last_error = models.TextField(blank=True)

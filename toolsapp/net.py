@@ -5,8 +5,10 @@ The host is resolved before connecting, and the request is refused when any addr
 to is loopback, private, link-local (cloud metadata lives there), shared, multicast or otherwise
 not public, unless `OUTBOUND_ALLOWLIST` names it. The connection then goes to the address that was
 checked (so a second DNS answer cannot swap in another one), with the original name for the Host
-header and TLS. Redirects are followed only when they keep the method (307/308), each hop checked
-the same way; any other redirect is refused.
+header and TLS. An IPv6 address that embeds an IPv4 one (NAT64, 6to4, Teredo, IPv4-mapped or
+-compatible) is judged as that IPv4 address. Redirects are followed only when they keep the method
+(307/308), each hop checked the same way, and credentials never follow one to another origin; any
+other redirect is refused.
 """
 import http.client
 import ipaddress
@@ -20,6 +22,8 @@ from urllib.parse import urljoin, urlsplit
 import httpcore2
 import httpx2
 from django.conf import settings
+
+from toolsapp.outbound_rules import NAT64_LOCAL, allowlist_errors, embedded_ipv4, split_host_port
 
 USER_AGENT = "agentsite/1"
 
@@ -57,31 +61,35 @@ class Target:
 
 def _allowlisted(host: str, port: int, ip, allowlist: list[str]) -> bool:
     """Entries: a host name or IP ("tools.internal", "10.0.0.5", "::1"), the same with a port
-    ("127.0.0.1:9000", "[::1]:9000"), or a network ("10.1.0.0/16")."""
+    ("127.0.0.1:9000", "[::1]:9000"), or a network ("10.1.0.0/16"). An IPv6 address that leads to
+    an IPv4 one (see embedded_ipv4) is also allowed by the entries naming that IPv4 address.
+    Entries are checked when the settings load; one that is still malformed (changed at run time)
+    refuses the request rather than being skipped."""
+    problems = allowlist_errors(allowlist)
+    if problems:
+        raise Blocked(f"OUTBOUND_ALLOWLIST is malformed: {'; '.join(problems)}")
+    addresses = [ip, *embedded_ipv4(ip)]
     for entry in (e.strip().lower() for e in allowlist):
         if "/" in entry:
-            try:
-                if ip in ipaddress.ip_network(entry, strict=False):
-                    return True
-            except ValueError:
-                pass
+            network = ipaddress.ip_network(entry, strict=False)
+            if any(address in network for address in addresses if address.version == network.version):
+                return True
             continue
-        name, entry_port = entry, None
-        if entry.startswith("["):
-            name, _, rest = entry[1:].partition("]")
-            entry_port = rest[1:] if rest.startswith(":") else None
-        elif entry.count(":") == 1:
-            name, entry_port = entry.split(":")
+        name, entry_port = split_host_port(entry)
         if entry_port is not None and entry_port != str(port):
             continue
-        if name and name in (host.lower(), str(ip)):
+        if name in (host.lower(), *(str(address) for address in addresses)):
             return True
     return False
 
 
 def _public(ip) -> bool:
-    if ip.version == 6 and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
+    """Only a global unicast address; an IPv6 address that embeds IPv4 ones counts as those."""
+    if ip in NAT64_LOCAL:
+        return False
+    embedded = embedded_ipv4(ip)
+    if embedded:
+        return all(_public(address) for address in embedded)
     return ip.is_global and not ip.is_multicast
 
 
@@ -247,15 +255,31 @@ def post_bytes(
     max_bytes: int | None = None,
     headers: dict[str, str] | None = None,
     max_redirects: int | None = None,
+    secrets: tuple[str, ...] = (),
 ) -> Response:
     """POST a JSON body. Raises Blocked before sending anything to a refused address, and
-    OutboundError for timeouts, oversized responses, refused redirects and network failures."""
+    OutboundError for timeouts, oversized responses, refused redirects and network failures.
+
+    `secrets`: values that must reach only the first URL's origin (scheme, host and port). A
+    redirect to another origin drops the credential headers and any header holding a secret,
+    and is refused when the body (re-sent by a 307/308) holds one."""
     max_bytes = settings.TOOL_HTTP_MAX_RESPONSE_BYTES if max_bytes is None else max_bytes
     max_redirects = settings.TOOL_HTTP_MAX_REDIRECTS if max_redirects is None else max_redirects
     deadline = time.monotonic() + timeout
+    headers = dict(headers or {})
+    origin = None
     for _hop in range(max_redirects + 1):
         target = check_url(url)
-        response = _send(target, url, body, headers or {}, deadline, max_bytes)
+        if origin is None:
+            origin = _origin(target)
+        elif _origin(target) != origin:
+            headers = _without_credentials(headers, secrets)
+            if any(secret.encode() in body for secret in secrets if secret):
+                raise OutboundError(
+                    f"a redirect to {target.host} was not followed: the request body holds a secret meant "
+                    f"only for {origin[1]}"
+                )
+        response = _send(target, url, body, headers, deadline, max_bytes)
         if response.status in (307, 308):
             location = response.headers.get("location")
             if not location:
@@ -268,6 +292,21 @@ def post_bytes(
             )
         return response
     raise OutboundError(f"more than {max_redirects} redirects")
+
+
+# Headers that carry credentials; like browsers and HTTP libraries, never sent to another origin.
+CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie"})
+
+
+def _origin(target: Target) -> tuple[str, str, int]:
+    return target.scheme, target.host.lower().rstrip("."), target.port
+
+
+def _without_credentials(headers: dict[str, str], secrets: tuple[str, ...]) -> dict[str, str]:
+    return {
+        name: value for name, value in headers.items()
+        if name.lower() not in CREDENTIAL_HEADERS and not any(secret and secret in value for secret in secrets)
+    }
 
 
 def _send(target: Target, url: str, body: bytes, headers: dict, deadline: float, max_bytes: int) -> Response:

@@ -5,6 +5,7 @@ never fetched, size and depth are capped, and every `pattern` runs on RE2, whose
 linear in the input, so a pattern like "(a+)+$" cannot hang a worker.
 """
 import json
+from collections.abc import Iterable
 from functools import lru_cache
 
 import re2
@@ -12,6 +13,8 @@ from jsonschema import Draft202012Validator, FormatChecker, validators
 from jsonschema.exceptions import SchemaError, ValidationError
 from referencing import Registry
 from referencing.exceptions import NoSuchResource
+
+from toolsapp.sensitive import redact, sensitive_values, touches_sensitive
 
 MAX_SCHEMA_BYTES = 64 * 1024
 MAX_SCHEMA_DEPTH = 32
@@ -164,8 +167,11 @@ def _validator_for(schema_json: str) -> Draft202012Validator:
 _FORMATS = FormatChecker([name for name in FormatChecker.checkers if name != "regex"])
 
 
-def validate_arguments(schema: dict, arguments) -> str | None:
-    """Return None when the arguments fit the schema, else a message naming the first problem."""
+def validate_arguments(schema: dict, arguments, sensitive_fields: Iterable[str] = ()) -> str | None:
+    """Return None when the arguments fit the schema, else a message naming the first problem.
+
+    The message goes to the model, the call's record and every viewer's timeline: about a
+    sensitive field it names the field and the rule it breaks, never the value."""
     validator = _validator_for(json.dumps(schema, sort_keys=True))
     try:
         error = next(iter(sorted(validator.iter_errors(arguments), key=lambda e: list(e.path))), None)
@@ -176,8 +182,20 @@ def validate_arguments(schema: dict, arguments) -> str | None:
     if error is None:
         return None
     location = "/".join(str(p) for p in error.absolute_path) or "(root)"
-    message = error.message if len(error.message) <= MAX_ERROR_CHARS else error.message[:MAX_ERROR_CHARS] + "..."
-    return f"invalid arguments at {location}: {message}"
+    if touches_sensitive(error.absolute_path, error.instance, sensitive_fields):
+        message = _rule_broken(error)
+    else:
+        message = error.message
+    message = message if len(message) <= MAX_ERROR_CHARS else message[:MAX_ERROR_CHARS] + "..."
+    return f"invalid arguments at {location}: {redact(message, sensitive_values(arguments, sensitive_fields))}"
+
+
+def _rule_broken(error: ValidationError) -> str:
+    """What a value breaks, from the schema alone: "does not satisfy pattern '^[0-9]{16}$'"."""
+    rule = json.dumps(error.validator_value, ensure_ascii=False)
+    if len(rule) > 200:
+        rule = rule[:200] + "..."
+    return f"the value (sensitive, not shown) does not satisfy {error.validator} {rule}"
 
 
 __all__ = ["InvalidSchema", "ValidationError", "check_tool_schema", "validate_arguments"]

@@ -13,7 +13,7 @@ from django.db import transaction
 
 from runs.services.guards import MAX_SAFE_INTEGER
 from toolsapp.executors import EXECUTORS
-from toolsapp.executors.http import http_tool_config
+from toolsapp.executors.http import http_tool_config, secret_host_error
 from toolsapp.executors.python import PYTHON_HANDLERS
 from toolsapp.models import Tool
 from toolsapp.schemas import InvalidSchema, check_tool_schema, strict_mode_warnings
@@ -100,6 +100,11 @@ def tool_notices(*, tool: Tool) -> list[str]:
         notices.append(f"Tools of kind {tool.kind!r} cannot be executed by this installation yet.")
     elif tool.kind == Tool.Kind.PYTHON and (tool.handler or tool.name) not in PYTHON_HANDLERS:
         notices.append(f"No Python handler named {tool.handler or tool.name!r} is registered.")
+    config = tool.config or {}
+    if tool.kind == Tool.Kind.HTTP and config.get("secret_env") and config.get("url"):
+        refused = secret_host_error(config["url"], config["secret_env"])
+        if refused:  # the operator may list the host later; until then every call is refused
+            notices.append(f"{refused} Calls will be refused until TOOL_SECRET_HOSTS allows it.")
     return notices
 
 

@@ -29,6 +29,7 @@ from runs.services.leases import LeaseLost, keeper, lease_claim, lease_release
 from runs.services.records import NAME_CHARS, Recorder, bounded, run_close, set_result
 from runs.services.tool_exec import check_call, reads_only
 from toolsapp.models import Tool
+from toolsapp.sensitive import sensitive_values_in_messages
 from toolsapp.verifiers import VERIFIERS
 
 log = logging.getLogger("runs.loop")
@@ -218,7 +219,7 @@ class _Driver:
 
     def ask(self, preamble: list[dict]) -> llm.ModelReply:
         if self.endpoint is None:
-            self.endpoint = llm.resolve_endpoint(base_url=self.config["base_url"], models=self.config["models"])
+            self.endpoint = llm.resolve_endpoint(**llm.endpoint_settings(self.config))
         if self.messages is None:
             self.messages = build_messages(self.run)[: -len(self.run.pending_messages) or None]
         keeper.expect_wait(self.owner, _model_wait_seconds(len(self.config["models"] or [1])))
@@ -231,6 +232,7 @@ class _Driver:
                 parallel_tool_calls=self.config["parallel_tool_calls"],
                 provider_options=self.config["provider_options"],
                 max_output_tokens=self.config.get("max_output_tokens") or settings.LLM_MAX_OUTPUT_TOKENS,
+                redacted=tuple(sensitive_values_in_messages(self.messages + preamble, self.tools)),
             )
 
     def read_calls(self, reply) -> tuple[list[guards.PlannedCall], list[str | None], dict[int, dict]]:
@@ -321,7 +323,7 @@ class _Driver:
         instruction = {"role": "user", "content": SUMMARY_PROMPT.format(detail=self.run.stop_detail)}
         try:
             if self.endpoint is None:
-                self.endpoint = llm.resolve_endpoint(base_url=self.config["base_url"], models=self.config["models"])
+                self.endpoint = llm.resolve_endpoint(**llm.endpoint_settings(self.config))
             with throttle.waiting():
                 reply = llm.complete(
                     endpoint=self.endpoint,

@@ -3,6 +3,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from runs.llm import TRUSTED_BASE_URL_KEY
 from runs.models import Agent, Run
 from runs.services import guards
 from runs.services.events import event_record
@@ -98,12 +99,18 @@ def run_create(
     customer: str | None = None,
     approval_policy: str = "ask",
     rerun_of: Run | None = None,
+    shell_base_url: str = "",
 ) -> Run:
+    """`shell_base_url`: a model endpoint typed at the host's shell (run_agent --base-url), which
+    the run then trusts like LLM_BASE_URL (see llm.resolve_endpoint). Only the command sets it;
+    a re-run does not copy it."""
     task = (task or "").strip()
     if not task:
         raise InvalidRun("the task is empty")
     overrides = dict(overrides or {})
     config = run_config(agent=agent, overrides=overrides, approval_policy=approval_policy)
+    if shell_base_url and config["base_url"] == shell_base_url:
+        config[TRUSTED_BASE_URL_KEY] = True
     with transaction.atomic():
         run = Run.objects.create(
             agent=agent,

@@ -33,7 +33,7 @@ def check_call(*, tool_name: str, raw_arguments: str, tools: dict[str, Tool]) ->
     arguments, error = parse_arguments(raw_arguments)
     if error:
         return None, error
-    error = validate_arguments(tools[tool_name].parameters, arguments)
+    error = validate_arguments(tools[tool_name].parameters, arguments, tools[tool_name].sensitive_fields)
     if error:
         return None, error
     return arguments, None

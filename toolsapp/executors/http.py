@@ -6,15 +6,33 @@ JSON answer is the result; anything else is an error the model reads.
 
 Tool config: {"url": "https://...", "secret_env": "TOOL_SECRET_CRM"}. A secret is never stored:
 `secret_env` names an environment variable (it must start with TOOL_SECRET_, so a tool cannot be
-pointed at the server's own secrets) whose value is sent as "Authorization: Bearer <value>".
+pointed at the server's own secrets) whose value is sent as "Authorization: Bearer <value>",
+and only to the hosts the host's operator listed for it in TOOL_SECRET_HOSTS (never along a
+redirect to another origin).
 """
 import os
+from urllib.parse import urlsplit
+
+from django.conf import settings
 
 from toolsapp import net
 from toolsapp.executors.base import Executor, ToolContext, ToolError
+from toolsapp.outbound_rules import SECRET_ENV_PREFIX, host_matches
 
-SECRET_ENV_PREFIX = "TOOL_SECRET_"
 ERROR_BODY_CHARS = 300
+
+
+def secret_host_error(url: str, secret_env: str) -> str | None:
+    """Why the secret named `secret_env` may not be sent to `url`'s host, or None when it may."""
+    allowed = settings.TOOL_SECRET_HOSTS.get(secret_env) or []
+    try:
+        host = urlsplit(url).hostname or ""
+    except ValueError:
+        host = ""
+    if host and host_matches(host, allowed):
+        return None
+    where = ", ".join(allowed) if allowed else "no host (TOOL_SECRET_HOSTS does not list it)"
+    return f"The secret {secret_env} may be sent only to {where}, not to {host or 'this URL'}."
 
 
 def tool_config_errors(config: dict) -> dict[str, str]:
@@ -36,18 +54,23 @@ def http_tool_config(*, url: str, secret_env: str) -> tuple[dict, dict[str, str]
 
 
 class HttpExecutor(Executor):
-    def call(self, tool, arguments: dict, context: ToolContext):
+    def run(self, tool, arguments: dict, context: ToolContext):
         config = tool.config or {}
         problems = tool_config_errors(config)
         if problems:
             raise ToolError(f"the tool is misconfigured: {' '.join(problems.values())}")
         headers = {"Idempotency-Key": context.idempotency_key}
         secret_env = config.get("secret_env")
+        secrets = ()
         if secret_env:
+            refused = secret_host_error(config["url"], secret_env)
+            if refused:
+                raise ToolError(f"the request was refused before sending: {refused}")
             secret = os.environ.get(secret_env)
             if not secret:
                 raise ToolError(f"the tool's secret is not set on this worker ({secret_env})")
             headers["Authorization"] = f"Bearer {secret}"
+            secrets = (secret,)
         payload = {
             "tool": tool.name,
             "arguments": arguments,
@@ -56,7 +79,9 @@ class HttpExecutor(Executor):
             "call_id": context.call_id,
         }
         try:
-            response = net.post_json(config["url"], payload, timeout=tool.timeout_seconds, headers=headers)
+            response = net.post_json(
+                config["url"], payload, timeout=tool.timeout_seconds, headers=headers, secrets=secrets
+            )
         except net.Blocked as exc:
             raise ToolError(f"the request was refused before sending: {exc}") from None
         except net.OutboundError as exc:

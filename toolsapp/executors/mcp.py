@@ -22,7 +22,7 @@ def _error_text(result: mcp_types.CallToolResult) -> str:
 
 
 class McpExecutor(Executor):
-    def call(self, tool, arguments: dict, context: ToolContext):
+    def run(self, tool, arguments: dict, context: ToolContext):
         server = tool.mcp_server
         remote_name = (tool.config or {}).get("remote_name")
         if server is None or not remote_name:

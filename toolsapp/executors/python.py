@@ -32,7 +32,7 @@ def python_handler(name: str, *, read_only: bool = False):
 
 
 class PythonExecutor(Executor):
-    def call(self, tool, arguments, context):
+    def run(self, tool, arguments, context):
         handler = PYTHON_HANDLERS.get(tool.handler or tool.name)
         if handler is None:
             raise ToolError(f"no Python handler named {tool.handler or tool.name!r} is registered")

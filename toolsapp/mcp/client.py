@@ -16,6 +16,7 @@ from django.conf import settings
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
+from toolsapp.mcp.services import stdio_start_refusal
 from toolsapp.models import McpServer
 
 # A server that keeps answering with a next cursor cannot keep discovery going for ever.
@@ -41,6 +42,9 @@ def _target(server: McpServer, timeout: float):
         # requests can then reach only the checked address: no second DNS answer swaps it.
         http_client = pinned_async_client(server.url, timeout=timeout)
         return streamable_http_client(server.url, http_client=http_client), http_client
+    refusal = stdio_start_refusal(server)  # whoever wrote the row: the host's rule decides here
+    if refusal:
+        raise ValueError(refusal)
     argv = server.argv()
     return StdioServerParameters(command=argv[0], args=argv[1:], env=_stdio_env(), cwd=str(settings.BASE_DIR)), None
 

@@ -1,8 +1,75 @@
-"""Changes to MCP servers besides discovery (toolsapp.mcp.discovery)."""
+"""Changes to MCP servers besides discovery (toolsapp.mcp.discovery), and who may run what.
+
+A stdio server's command runs on the web server and on every worker, as the app's user: code
+execution on the host. So only a superuser may register or change one with any command; anyone
+else with the tools permission only with an executable the host's operator listed in
+MCP_STDIO_COMMANDS. The check is made again where the process is started: a command runs only if
+it is listed, or if a superuser saved the server with exactly that command (a keyed hash of it,
+`command_approval`, that a row written any other way cannot carry).
+"""
+import hmac
+
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+from django.utils.crypto import salted_hmac
 
 from toolsapp.models import McpServer, Tool
+
+_APPROVAL_SALT = "toolsapp.mcp.stdio-command"
+
+
+def command_approval(command: str) -> str:
+    return salted_hmac(_APPROVAL_SALT, command, algorithm="sha256").hexdigest()
+
+
+def stdio_command_listed(argv: list[str]) -> bool:
+    """Whether the host's operator listed the executable (the command's first word, as typed)."""
+    return bool(argv) and argv[0] in settings.MCP_STDIO_COMMANDS
+
+
+def stdio_start_refusal(server: McpServer) -> str | None:
+    """Why this process must not start `server`'s command, or None when it may."""
+    argv = server.argv()
+    if stdio_command_listed(argv):
+        return None
+    if server.command_approval and hmac.compare_digest(server.command_approval, command_approval(server.command)):
+        return None
+    return (
+        f"the command {argv[0]!r} is not in MCP_STDIO_COMMANDS and no superuser saved this server with it; "
+        "nothing was started"
+    )
+
+
+def stdio_change_refusal(*, stored: McpServer | None, transport: str, command: str, user) -> str | None:
+    """Why `user` may not save a server with this transport and command, or None when they may.
+    Other fields (name, enabled) anyone with the tools permission may change: they change
+    nothing that runs."""
+    if transport != McpServer.Transport.STDIO or getattr(user, "is_superuser", False):
+        return None
+    if stored is not None and stored.transport == transport and stored.command == command:
+        return None
+    try:
+        argv = McpServer(command=command).argv()
+    except ValueError:
+        return None  # the model's own check says what is wrong with it
+    if stdio_command_listed(argv):
+        return None
+    listed = ", ".join(settings.MCP_STDIO_COMMANDS) or "none"
+    return (
+        f"Only a superuser may register the command {argv[0]!r}: it would run on this host. Commands the host's "
+        f"operator allows for everyone (MCP_STDIO_COMMANDS): {listed}."
+    )
+
+
+def mcp_server_save(*, server: McpServer, user) -> McpServer:
+    """Save a server a form has checked (stdio_change_refusal). A superuser's save approves its
+    stdio command; anyone else's keeps the approval there was, which matches only the command it
+    was made for."""
+    if server.transport == McpServer.Transport.STDIO and getattr(user, "is_superuser", False):
+        server.command_approval = command_approval(server.command)
+    server.save()
+    return server
 
 
 def mcp_server_delete(*, server: McpServer) -> list[str]:

@@ -6,7 +6,7 @@ from django.views.decorators.http import require_POST
 from runs.roles import PERM_MANAGE_TOOLS, PERM_VIEW_TOOL
 from toolsapp.mcp.discovery import mcp_server_discover
 from toolsapp.mcp.forms import McpServerForm
-from toolsapp.mcp.services import deletion_summary, mcp_server_delete
+from toolsapp.mcp.services import deletion_summary, mcp_server_delete, mcp_server_save
 from toolsapp.models import McpServer
 
 
@@ -65,9 +65,9 @@ def mcp_server_delete_view(request, pk: int):
 
 
 def _server_form(request, server: McpServer):
-    form = McpServerForm(request.POST if request.method == "POST" else None, instance=server)
+    form = McpServerForm(request.POST if request.method == "POST" else None, instance=server, user=request.user)
     if request.method == "POST" and form.is_valid():
-        server = form.save()
+        server = mcp_server_save(server=form.save(commit=False), user=request.user)
         messages.success(request, f"MCP server {server.name} saved. Discover its tools to use them.")
         return redirect("mcp_server_detail", pk=server.pk)
     return render(request, "toolsapp/mcp_server_form.html", {"form": form, "server": server})

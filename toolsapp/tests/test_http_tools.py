@@ -164,8 +164,9 @@ def test_a_destructive_http_tool_waits_for_an_operator_before_any_request(launch
     assert tool_server.requests == []
 
 
-def test_the_secret_comes_from_the_environment_and_is_never_stored(launch, script, tool_server, monkeypatch):
+def test_the_secret_comes_from_the_environment_and_is_never_stored(launch, script, tool_server, monkeypatch, settings):
     monkeypatch.setenv("TOOL_SECRET_STOCK", "s3cr3t-value")
+    settings.TOOL_SECRET_HOSTS = {"TOOL_SECRET_STOCK": ["127.0.0.1"]}  # the operator allows this host
     tool = http_tool(tool_server.url + "/stock")
     tool.config["secret_env"] = "TOOL_SECRET_STOCK"
     tool.save()

@@ -22,6 +22,13 @@ DEMO = [sys.executable, "-m", "toolsapp.mcp.demo_server"]
 ODD = [sys.executable, "-m", "toolsapp.tests.mcp_odd_server"]
 
 
+@pytest.fixture(autouse=True)
+def python_may_run_mcp_servers(settings):
+    # The servers here are rows written directly, not saved by a superuser: the host's operator
+    # lists the interpreter that runs them (toolsapp/tests/test_mcp_stdio_rules.py covers the rule).
+    settings.MCP_STDIO_COMMANDS = [sys.executable, "demo-mcp", "/nonexistent/mcp-server"]
+
+
 def test_mcp_tools_are_executed_by_the_mcp_client():
     assert isinstance(executor_for("mcp"), McpExecutor)
 

@@ -22,7 +22,11 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("task")
         parser.add_argument("--agent", default="demo")
-        parser.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1")
+        parser.add_argument(
+            "--base-url",
+            help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1; typed here by the host's operator, it is "
+                 "trusted like LLM_BASE_URL (no outbound guard, and LLM_API_KEY is sent to it)",
+        )
         parser.add_argument("--api-key", help="Key for --base-url (prefer the LLM_API_KEY variable)")
         parser.add_argument("--model", action="append", dest="models", help="Model to try; repeat for fallbacks")
         parser.add_argument("--tools", help="Comma-separated tool names allowed in this run")
@@ -48,7 +52,8 @@ class Command(BaseCommand):
         policy = "approve" if options["approve_all"] else "reject" if options["reject_all"] else "ask"
         try:
             run = run_create(
-                agent=agent, task=options["task"], overrides=overrides, customer=options["customer"], approval_policy=policy
+                agent=agent, task=options["task"], overrides=overrides, customer=options["customer"],
+                approval_policy=policy, shell_base_url=options["base_url"] or "",
             )
         except InvalidRun as exc:
             raise _bad(str(exc)) from None
