@@ -68,17 +68,19 @@ def test_kill_9_mid_model_call_with_default_settings_another_worker_continues_th
 
     celery_worker_proc(env=default_env)
     # Beat's sweep at its default interval, until the run is handed out again.
-    redispatched_at = None
+    missed = []  # sweeps that started after the lease ran out and still left the run alone
+    handed_out = False
     deadline = time.monotonic() + 90
-    while redispatched_at is None and time.monotonic() < deadline:
-        if run.pk in runs_sweep()["redispatched"]:
-            redispatched_at = timezone.now()
-        else:
+    while not handed_out and time.monotonic() < deadline:
+        started = timezone.now()
+        handed_out = run.pk in runs_sweep()["redispatched"]
+        if not handed_out and started > lease_at_kill:
+            missed.append(started)
+        if not handed_out:
             time.sleep(defaults["sweep"])
-    assert redispatched_at is not None, "the sweep never handed the run out again"
-    # The run was handed out by the first sweep after the dead worker's lease ran out.
-    assert (redispatched_at - lease_at_kill).total_seconds() <= defaults["sweep"] + 2
-    assert (redispatched_at - killed_at).total_seconds() <= PICKED_UP_WITHIN
+    assert handed_out, "the sweep never handed the run out again"
+    # The first sweep after the dead worker's lease ran out handed the run to the other worker.
+    assert missed == [], f"sweeps after the lease ran out ({lease_at_kill}) left the run stranded: {missed}"
 
     done = wait_for_run(run.pk, *FINISHED, timeout=90)
     assert (done.status, done.answer, done.takeovers) == (Run.Status.SUCCEEDED, "continued after the kill", 1)
