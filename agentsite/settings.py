@@ -175,8 +175,11 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("CELERY_VISIBIL
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+# How often beat's sweep looks for runs no live worker drives (and webhooks whose task was lost).
+# With RUN_LEASE_SECONDS it bounds how long a run whose worker died waits: lease + interval.
+SWEEP_INTERVAL_SECONDS = env_float("SWEEP_INTERVAL_SECONDS", 5.0)
 CELERY_BEAT_SCHEDULE = {
-    "sweep-runs": {"task": "runs.tasks.sweep_runs", "schedule": env_float("SWEEP_INTERVAL_SECONDS", 15.0)},
+    "sweep-runs": {"task": "runs.tasks.sweep_runs", "schedule": SWEEP_INTERVAL_SECONDS},
     "prune-runs": {"task": "runs.tasks.prune_runs", "schedule": 6 * 3600.0},
     "budget-alerts": {
         "task": "runs.tasks.check_budget_alerts", "schedule": env_float("BUDGET_ALERT_INTERVAL_SECONDS", 60.0),
@@ -225,9 +228,12 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {name: {"level": "WARNING"} for name in ("httpx", "httpx2", "httpcore", "openai")},
 }
-# A worker renews its lease on a run every iteration; a lease older than this is free to take.
-# Longer than one model call with its retries, so a slow model does not look like a dead worker.
-RUN_LEASE_SECONDS = env_int("RUN_LEASE_SECONDS", 300)
+# A worker holds a lease on each run it drives; a lease that ran out is free to take. Short, so a
+# run whose worker died is picked up again within lease + SWEEP_INTERVAL_SECONDS (25 s by
+# default). A slow model or tool does not look like a dead worker: while a driver waits, its
+# process renews the lease every third of it, up to the end of that wait's own timeouts
+# (runs/services/leases.py).
+RUN_LEASE_SECONDS = env_int("RUN_LEASE_SECONDS", 20)
 # How many runs one worker process lets work at the same moment; the others wait on their
 # model or tool, or for a slot (see runs/services/throttle.py). Runs in flight are bounded by
 # the worker's threads, not by this.
@@ -267,11 +273,16 @@ MCP_STDIO_COMMANDS = env_list("MCP_STDIO_COMMANDS", [])
 MCP_DISCOVERY_TIMEOUT_SECONDS = env_float("MCP_DISCOVERY_TIMEOUT_SECONDS", 30.0)
 
 # --- Notifications -----------------------------------------------------------------------
-# Outgoing POSTs for new pending approvals and budget alerts (comma separated URLs), signed with
-# an HMAC of the body in X-Agentsite-Signature when WEBHOOK_SECRET is set.
+# Outgoing POSTs for new pending approvals and budget alerts (comma separated URLs), signed when
+# WEBHOOK_SECRET is set: X-Agentsite-Signature "t=<unix time>,v1=<HMAC-SHA256 of 't.body'>".
 WEBHOOK_URLS = env_list("WEBHOOK_URLS", [])
 WEBHOOK_SECRET = env_str("WEBHOOK_SECRET")
 WEBHOOK_TIMEOUT_SECONDS = env_float("WEBHOOK_TIMEOUT_SECONDS", 5.0)
+# Each delivery is a row (WebhookDelivery) written with the event that causes it. A failed one is
+# tried again with backoff up to this many attempts in all; one whose task was lost (Redis went
+# away) is sent again by the sweep once it is this overdue.
+WEBHOOK_MAX_ATTEMPTS = env_int("WEBHOOK_MAX_ATTEMPTS", 6)
+WEBHOOK_RESEND_AFTER_SECONDS = env_int("WEBHOOK_RESEND_AFTER_SECONDS", 60)
 SITE_URL = env_str("SITE_URL", "http://127.0.0.1:8000")  # links in notifications
 
 # --- REST API ----------------------------------------------------------------------------

@@ -36,17 +36,16 @@ def prune_runs() -> None:
         runs_prune(days=settings.RUN_RETENTION_DAYS)
 
 
-@shared_task(ignore_result=True, bind=True, max_retries=5)
-def send_webhook(self, url: str, event: str, body: dict) -> None:
-    from runs.services.notifications import webhook_send
-    from toolsapp.net import Blocked, OutboundError
+# The delivery is a row written with its event; this task only sends it and records the outcome.
+# Retries go through Celery (with the backoff the service says); if this task is lost, the sweep
+# queues the row again, so no retry limit is needed here (the row counts its attempts).
+@shared_task(ignore_result=True, bind=True, max_retries=None)
+def send_webhook(self, delivery_id: int) -> None:
+    from runs.services.notifications import webhook_deliver
 
-    try:
-        webhook_send(url=url, event=event, body=body)
-    except Blocked as exc:  # configuration error: retrying cannot help
-        log.error("webhook %s to %s refused: %s", event, url, exc)
-    except OutboundError as exc:
-        raise self.retry(exc=exc, countdown=min(300, 5 * 2**self.request.retries)) from None
+    wait = webhook_deliver(delivery_id=delivery_id)
+    if wait is not None:
+        raise self.retry(countdown=wait)
 
 
 @shared_task(ignore_result=True)

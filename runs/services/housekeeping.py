@@ -1,4 +1,4 @@
-"""Periodic care: hand out runs a worker lost, expire approvals, prune old runs."""
+"""Periodic care: hand out runs a worker lost, expire approvals, resend lost webhooks, prune old runs."""
 import json
 import logging
 from datetime import timedelta
@@ -11,13 +11,15 @@ from django.utils import timezone
 from runs.models import Approval, Run
 from runs.services.approvals import approvals_expire
 from runs.services.dispatch import run_dispatch
+from runs.services.notifications import webhooks_resend
 from runs.snapshots import run_data
 
 log = logging.getLogger(__name__)
 
 
 def runs_sweep() -> dict:
-    """Re-dispatch runs that no live worker drives; expire overdue approvals.
+    """Re-dispatch runs that no live worker drives; expire overdue approvals; queue again the
+    webhooks whose task was lost.
 
     A run is stranded when it is `running` with a lease that ran out (its worker died), or
     `queued` for a while with no lease (its message may have been lost with Redis). Sending a
@@ -40,9 +42,11 @@ def runs_sweep() -> dict:
     for run_id in stranded:
         run_dispatch(run_id=run_id)
     expired = approvals_expire()
-    if stranded or expired:
-        log.info(json.dumps({"event": "sweep", "redispatched": stranded, "approvals_expired": expired}))
-    return {"redispatched": stranded, "approvals_expired": expired}
+    webhooks = webhooks_resend()
+    if stranded or expired or webhooks:
+        log.info(json.dumps({"event": "sweep", "redispatched": stranded, "approvals_expired": expired,
+                             "webhooks_resent": webhooks}))
+    return {"redispatched": stranded, "approvals_expired": expired, "webhooks_resent": webhooks}
 
 
 def runs_prune(*, days: int, archive_dir: str | None = None, batch: int = 500) -> int:

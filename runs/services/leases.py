@@ -54,8 +54,12 @@ def fenced_update(run: Run, owner: str, *, events: int = 0, lease_seconds: float
 
     One statement also renews the lease, takes `events` sequence numbers and reads the cancel
     flag, because this runs several times per iteration. Returns the last sequence number taken.
+
+    `lease_seconds`: how long the driver is about to need the run (e.g. a tool's timeout). The
+    lease itself stays RUN_LEASE_SECONDS and the keeper renews it for that long, so a worker that
+    dies meanwhile frees the run within one short lease, not after the longest timeout.
     """
-    fields["lease_expires_at"] = timezone.now() + timedelta(seconds=lease_seconds or settings.RUN_LEASE_SECONDS)
+    fields["lease_expires_at"] = timezone.now() + timedelta(seconds=settings.RUN_LEASE_SECONDS)
     sets, params = [], []
     for name, value in fields.items():
         field = Run._meta.get_field(name)
@@ -73,6 +77,8 @@ def fenced_update(run: Run, owner: str, *, events: int = 0, lease_seconds: float
     for name, value in fields.items():
         setattr(run, name, value)
     run.event_seq, run.cancel_requested = row[0], bool(row[1])
+    if lease_seconds and lease_seconds > settings.RUN_LEASE_SECONDS:
+        keeper.expect_wait(owner, lease_seconds)
     return row[0]
 
 

@@ -79,8 +79,11 @@ def run_end(*, run_id: int, owner: str, reason: str, detail: str = "") -> Run:
 
 
 def _model_wait_seconds(models: int) -> float:
-    """How long one model request may legitimately take, every fallback and retry included."""
-    return models * settings.LLM_TIMEOUT_SECONDS * (settings.LLM_MAX_RETRIES + 1) + 30
+    """How long one model request may legitimately take, every fallback and retry included: per
+    model, each attempt's timeout plus the client's wait before the next (it honours Retry-After
+    up to 60 s), and one more request without a forced tool choice."""
+    per_model = (settings.LLM_MAX_RETRIES + 1) * (settings.LLM_TIMEOUT_SECONDS + 60) + settings.LLM_TIMEOUT_SECONDS
+    return models * per_model + 30
 
 
 class _Driver:

@@ -1,55 +1,137 @@
 """Outgoing notifications: a POST to every URL in WEBHOOK_URLS, so operators need not watch the page.
 
 Events: "approval.pending" (a destructive call waits for a person) and "budget.alert" (an agent
-crossed its daily threshold). Each URL gets its own Celery task, retried with backoff when the
-receiver fails, after the transaction that made the event commits. The body never contains tool
-arguments, only their keyed hash. With WEBHOOK_SECRET set, X-Agentsite-Signature carries
-"sha256=" + the HMAC-SHA256 of the exact body, so a receiver can check the sender.
+crossed its daily threshold). Each URL's delivery is a row (WebhookDelivery) written in the
+transaction that makes the event, so a lost broker loses nothing: its task is queued after commit,
+sends it and marks it delivered, or failed after WEBHOOK_MAX_ATTEMPTS with backoff; the periodic
+sweep queues again a delivery whose task never came (`webhooks_resend`). Delivery is at least
+once: receivers can drop repeats by X-Agentsite-Delivery. The body never contains tool arguments,
+only their keyed hash. With WEBHOOK_SECRET set, X-Agentsite-Signature is "t=<unix time>,v1=<hex
+HMAC-SHA256 of '<t>.<body>'>", so a receiver can check the sender and refuse an old (replayed)
+message.
 """
 import hashlib
 import hmac
 import logging
+import time
+from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import F
 from django.urls import reverse
 from django.utils import timezone
 
+from runs.models import WebhookDelivery
 from runs.services.dispatch import task_send
 from toolsapp import net
 
 log = logging.getLogger(__name__)
+SEND_TASK = "runs.tasks.send_webhook"
 
 
 def notify(event: str, data) -> None:
-    """Send `event` to every configured webhook once the current transaction commits.
+    """Record `event` for every configured webhook, and queue its sending once the current
+    transaction commits.
 
     `data` is a dict, or a callable returning one (only called when webhooks are configured)."""
     if not settings.WEBHOOK_URLS:
         return
     body = {"event": event, "sent_at": timezone.now().isoformat(), **(data() if callable(data) else data)}
-    transaction.on_commit(lambda: _enqueue(event, body))
+    now = timezone.now()
+    deliveries = WebhookDelivery.objects.bulk_create(
+        [WebhookDelivery(url=url, event=event, body=body, next_attempt_at=now) for url in settings.WEBHOOK_URLS]
+    )
+    ids = [d.pk for d in deliveries if d.pk is not None]
+    transaction.on_commit(lambda: _enqueue(ids))
 
 
-def _enqueue(event: str, body: dict) -> None:
-    for url in settings.WEBHOOK_URLS:
+def _enqueue(ids: list[int]) -> None:
+    for delivery_id in ids:
         try:
-            task_send("runs.tasks.send_webhook", url, event, body)
-        except Exception as exc:  # the broker is down: a notification is not worth failing a run
-            log.warning("webhook %s for %s not queued: %s", event, url, exc)
+            task_send(SEND_TASK, delivery_id)
+        except Exception as exc:  # the broker is down: the row stays pending and the sweep sends it
+            log.warning("webhook delivery %s not queued (%s); the sweep will send it", delivery_id, exc)
 
 
-def signature(body: bytes, secret: str) -> str:
-    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+def webhooks_resend(*, limit: int = 200) -> list[int]:
+    """Queue again pending deliveries that are overdue by WEBHOOK_RESEND_AFTER_SECONDS: their task
+    was lost (the broker went away) or died with its worker. Returns their ids."""
+    now = timezone.now()
+    overdue = WebhookDelivery.objects.filter(
+        status=WebhookDelivery.Status.PENDING,
+        next_attempt_at__lte=now - timedelta(seconds=settings.WEBHOOK_RESEND_AFTER_SECONDS),
+    )
+    ids = list(overdue.values_list("pk", flat=True)[:limit])
+    sent = []
+    for delivery_id in ids:
+        # Pushed forward first, so the next sweep does not queue it again while this task waits.
+        if WebhookDelivery.objects.filter(pk=delivery_id, status=WebhookDelivery.Status.PENDING).update(next_attempt_at=now):
+            try:
+                task_send(SEND_TASK, delivery_id)
+                sent.append(delivery_id)
+            except Exception as exc:
+                log.warning("webhook delivery %s not queued (%s)", delivery_id, exc)
+                break
+    return sent
 
 
-def webhook_send(*, url: str, event: str, body: dict) -> int:
+def backoff_seconds(attempts: int) -> int:
+    return min(300, 5 * 2 ** max(0, attempts - 1))
+
+
+def webhook_deliver(*, delivery_id: int) -> float | None:
+    """Send one recorded delivery and record the outcome. Returns the seconds to wait before
+    trying again, or None when there is nothing more to do (delivered, failed for good, or
+    already handled by another task)."""
+    now = timezone.now()
+    # Claim one attempt: a delivery already delivered or failed is never sent again.
+    claimed = WebhookDelivery.objects.filter(pk=delivery_id, status=WebhookDelivery.Status.PENDING).update(
+        attempts=F("attempts") + 1, next_attempt_at=now + timedelta(seconds=settings.WEBHOOK_TIMEOUT_SECONDS)
+    )
+    if not claimed:
+        return None
+    delivery = WebhookDelivery.objects.get(pk=delivery_id)
+    done = {"status": WebhookDelivery.Status.DELIVERED, "delivered_at": timezone.now(), "last_error": ""}
+    try:
+        status = webhook_send(url=delivery.url, event=delivery.event, body=delivery.body, delivery_id=delivery.pk)
+        if status >= 400:
+            done = {"status": WebhookDelivery.Status.FAILED, "last_error": f"HTTP {status}"}
+    except net.Blocked as exc:  # configuration error: retrying cannot help
+        log.error("webhook %s to %s refused: %s", delivery.event, delivery.url, exc)
+        done = {"status": WebhookDelivery.Status.FAILED, "last_error": str(exc)[:1000]}
+    except net.OutboundError as exc:
+        if delivery.attempts >= settings.WEBHOOK_MAX_ATTEMPTS:
+            log.error("webhook %s to %s failed %s times: %s", delivery.event, delivery.url, delivery.attempts, exc)
+            done = {"status": WebhookDelivery.Status.FAILED, "last_error": str(exc)[:1000]}
+        else:
+            wait = backoff_seconds(delivery.attempts)
+            WebhookDelivery.objects.filter(pk=delivery_id).update(
+                last_error=str(exc)[:1000], next_attempt_at=timezone.now() + timedelta(seconds=wait)
+            )
+            return wait
+    WebhookDelivery.objects.filter(pk=delivery_id).update(**done)
+    return None
+
+
+def signature(body: bytes, secret: str, timestamp: int) -> str:
+    """The X-Agentsite-Signature value: the HMAC covers the timestamp, so it cannot be replayed
+    later with a new one."""
+    signed = str(timestamp).encode() + b"." + body
+    return f"t={timestamp},v1=" + hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest()
+
+
+def webhook_send(*, url: str, event: str, body: dict, delivery_id: int | None = None) -> int:
     """POST one notification. Returns the status; raises net.OutboundError for a retry, and
     net.Blocked (never retried) for an address the SSRF guard refuses."""
     data = net.encode_json(body)
     headers = {"X-Agentsite-Event": event}
+    if delivery_id is not None:
+        headers["X-Agentsite-Delivery"] = str(delivery_id)
     if settings.WEBHOOK_SECRET:
-        headers["X-Agentsite-Signature"] = signature(data, settings.WEBHOOK_SECRET)  # of the exact bytes sent
+        timestamp = int(time.time())
+        headers["X-Agentsite-Timestamp"] = str(timestamp)
+        headers["X-Agentsite-Signature"] = signature(data, settings.WEBHOOK_SECRET, timestamp)  # of the exact bytes sent
     response = net.post_bytes(
         url, data, timeout=settings.WEBHOOK_TIMEOUT_SECONDS, headers=headers, max_bytes=64 * 1024
     )

@@ -85,7 +85,8 @@ def test_a_new_pending_approval_is_posted_signed_and_without_raw_arguments(launc
     assert body["approval"]["args_hash"] == approval.tool_call.args_hash
     assert body["approval"]["url"].endswith(reverse("approval_queue"))
     assert "ORD-1001" not in request["body"].decode()  # arguments only as their keyed hash
-    assert request["headers"]["X-Agentsite-Signature"] == signature(request["body"], "hook-secret")
+    timestamp = int(request["headers"]["X-Agentsite-Timestamp"])
+    assert request["headers"]["X-Agentsite-Signature"] == signature(request["body"], "hook-secret", timestamp)
 
 
 def test_automatic_decisions_send_nothing(launch, receiver):
