@@ -45,10 +45,10 @@ def prepare(env: dict) -> dict:
     """Migrate the fresh database and create two operators; their tokens and passwords."""
     script = (
         "import json; from django.contrib.auth.models import Group, User; "
-        "from rest_framework.authtoken.models import Token; out = {}\n"
+        "from accounts.services import api_token_create; out = {}\n"
         "for name in ('olivia', 'oscar'):\n"
         "    u = User.objects.create_user(name, password='pw-' + name + '-123456')\n"
-        "    u.groups.add(Group.objects.get(name='operators')); out[name] = Token.objects.create(user=u).key\n"
+        "    u.groups.add(Group.objects.get(name='operators')); out[name] = api_token_create(user=u)[1]\n"
         "print(json.dumps(out))"
     )
     py = sys.executable

@@ -8,8 +8,8 @@ import threading
 
 import pytest
 import requests
-from rest_framework.authtoken.models import Token
 
+from accounts.services import api_token_create
 from runs.models import Approval, Run
 
 pytestmark = pytest.mark.worker
@@ -23,7 +23,7 @@ def test_two_operators_deciding_every_approval_at_once_get_one_winner_and_no_err
 ):
     celery_worker_proc()
     base = live_server.url
-    headers = {user.username: {"Authorization": f"Token {Token.objects.create(user=user).key}"} for user in (alice, bob)}
+    headers = {user.username: {"Authorization": f"Token {api_token_create(user=user)[1]}"} for user in (alice, bob)}
 
     launched = []
     at_once = threading.Barrier(RUNS)
