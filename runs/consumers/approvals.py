@@ -6,7 +6,6 @@ from runs.models import Approval
 from runs.roles import PERM_DECIDE, PERM_VIEW_APPROVAL
 from runs.selectors.approvals import (
     approval_decision_text,
-    approval_with_decider,
     approvals_pending_count,
 )
 from runs.services.approvals import AlreadyDecided, approval_decide
@@ -31,7 +30,7 @@ def _decide(user, approval_id: int, approve: bool, reason: str) -> dict:
     except Approval.DoesNotExist:
         return {"type": "error", "error": "no such approval", "approval_id": approval_id}
     except AlreadyDecided as exc:
-        winner = approval_with_decider(exc.approval)
+        winner = exc.approval
         return {
             "type": "error",
             "error": f"already {approval_decision_text(winner)}",

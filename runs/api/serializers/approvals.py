@@ -8,7 +8,7 @@ from runs.models import Approval
 class ApprovalBriefSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     status = choice(Approval.Status.choices, "ApprovalStatus")
-    decided_by = serializers.CharField(allow_null=True)
+    decided_by = serializers.CharField(allow_null=True, help_text="Who decided, as named when they decided; kept after their account is deleted.")
     decided_at = serializers.DateTimeField(allow_null=True)
     reason = serializers.CharField(allow_blank=True)
     automatic = serializers.BooleanField()

@@ -9,7 +9,7 @@ from runs.api.schema import errors
 from runs.api.views.base import ApiView
 from runs.models import Approval
 from runs.roles import PERM_DECIDE, PERM_VIEW_APPROVAL
-from runs.selectors.approvals import approval_decision_text, approval_with_decider, approvals_pending
+from runs.selectors.approvals import approval_decision_text, approvals_pending
 from runs.services.approvals import AlreadyDecided, approval_decide
 from runs.snapshots import approval_brief
 
@@ -60,7 +60,7 @@ class ApprovalDecisionView(ApiView):
         except Approval.DoesNotExist:
             raise NotFound("No such approval.")
         except AlreadyDecided as exc:
-            winner = approval_with_decider(exc.approval)
+            winner = exc.approval
             return Response(
                 {"detail": f"Already {approval_decision_text(winner)}.", "approval": approval_brief(winner)},
                 status=status.HTTP_409_CONFLICT,
