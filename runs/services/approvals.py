@@ -9,7 +9,7 @@ decision keeps its decider's name, and a call asked about again gets a new appro
 from datetime import timedelta
 
 from django.db import transaction
-from django.db.models import Case, IntegerField, Q, Value, When
+from django.db.models import Case, Q, Value, When
 from django.utils import timezone
 
 from runs.models import Approval, ToolCall
@@ -143,9 +143,14 @@ def approval_decide(*, approval_id: int, user, approve: bool, reason: str = "") 
     An overdue approval is recorded as expired in the same statement, whoever asks.
     """
     now = timezone.now()
-    person = user if user is not None and user.is_authenticated else None
     overdue = Q(expires_at__isnull=False, expires_at__lte=now)
     decision = Approval.Status.APPROVED if approve else Approval.Status.REJECTED
+    decider = {"decided_by": None, "decided_by_name": ""}  # expiry, or no signed-in person
+    if user is not None and user.is_authenticated:
+        decider = {
+            "decided_by": Case(When(overdue, then=Value(None)), default=Value(user.pk)),
+            "decided_by_name": Case(When(overdue, then=Value("")), default=Value(user.get_username())),
+        }
     with transaction.atomic():
         changed = Approval.objects.filter(pk=approval_id, status=Approval.Status.PENDING).update(
             status=Case(When(overdue, then=Value(Approval.Status.EXPIRED)), default=Value(decision)),
@@ -153,11 +158,8 @@ def approval_decide(*, approval_id: int, user, approve: bool, reason: str = "") 
                 When(overdue, then=Value(EXPIRED)),
                 default=Value(reason.strip() or ("" if approve else "no reason given")),
             ),
-            decided_by=Case(
-                When(overdue, then=Value(None)), default=Value(person.pk if person else None), output_field=IntegerField()
-            ),
-            decided_by_name=Case(When(overdue, then=Value("")), default=Value(person.get_username() if person else "")),
             decided_at=now,
+            **decider,
         )
         approval = Approval.objects.get(pk=approval_id)  # DoesNotExist: no such approval
         if not changed:
