@@ -13,11 +13,12 @@ from typing import Any
 
 from django.utils import timezone
 
-from runs.models import Approval, Run, Step, ToolCall
+from runs.models import Approval, ArchivedApproval, Run, Step, ToolCall
 from toolsapp.models import Tool
 
 MASK = "••••"
 AUDIT_LIMIT = 50
+ARCHIVE_PAGE = 100
 
 # --- Identifiers the model may have made up ----------------------------------------------------
 
@@ -256,3 +257,12 @@ def approval_decision_text(approval: Approval) -> str:
     if approval.status == Approval.Status.EXPIRED and not approval.decided_by_name:
         return f"expired{when}"
     return f"{approval.status} by {approval_decider(approval)}{when}"
+
+
+def approvals_archived(*, run_id: int | None = None, after: int = 0, limit: int = ARCHIVE_PAGE) -> list[ArchivedApproval]:
+    """Decisions of deleted (pruned) runs in the order they were archived: the `limit` rows after
+    the archived row `after` (pages by key, so rows archived meanwhile neither repeat nor hide)."""
+    rows = ArchivedApproval.objects.filter(pk__gt=after).order_by("pk")
+    if run_id is not None:
+        rows = rows.filter(run_id=run_id)
+    return list(rows[:limit])

@@ -12,7 +12,7 @@ from runs.models import Approval, Run, RunEvent
 from runs.selectors.exports import runs_export_records
 from runs.services.approvals import EXPIRED, AlreadyDecided, _expire, approval_decide
 from runs.snapshots import run_data
-from runs.tests.approval_fixtures import pending_approval
+from runs.tests.approval_fixtures import make_user, pending_approval
 
 DEMO_TASK = "Cancel order ORD-1001"
 
@@ -64,3 +64,28 @@ def test_a_decision_is_final_for_people_and_for_expiry(launch, alice, bob, no_di
     approval.refresh_from_db()
     assert (approval.status, approval.reason, approval.decided_by_name) == (Approval.Status.APPROVED, "checked", "alice")
     assert RunEvent.objects.filter(run=approval.run, kind="approval").count() == 1
+
+
+def test_archived_decisions_are_listed_in_the_api_for_those_who_may_view_approvals(launch, client, alice, viewer, no_dispatch):
+    from runs.services.archive import runs_delete  # here: the module is new with the archive
+
+    runs = [launch(DEMO_TASK, approval_policy="ask") for _ in range(3)]
+    for run in runs:
+        approval_decide(approval_id=pending_approval(run).pk, user=alice, approve=True, reason=f"run {run.pk} ok")
+    runs_delete(run_ids=[r.pk for r in runs])
+    User.objects.filter(pk=alice.pk).delete()
+    url = reverse("api-approval-archived")
+
+    client.force_login(make_user("nobody", None))
+    assert client.get(url).status_code == 403
+    client.force_login(viewer)
+    first = client.get(url).json()
+    assert [(r["run_id"], r["status"], r["decided_by_name"], r["reason"]) for r in first["results"]] == [
+        (r.pk, Approval.Status.APPROVED, "alice", f"run {r.pk} ok") for r in runs
+    ]
+    assert first["next"] is None
+    only = client.get(url, {"run_id": runs[1].pk}).json()["results"]
+    assert [r["run_id"] for r in only] == [runs[1].pk] and only[0]["tool_name"] == "cancel_order"
+    after = client.get(url, {"after": first["results"][0]["id"]}).json()["results"]
+    assert [r["run_id"] for r in after] == [runs[1].pk, runs[2].pk]
+    assert client.get(url, {"after": "-1"}).status_code == 400
