@@ -3,12 +3,14 @@ loop's expiry; the decider's name kept with the decision, so deleting the accoun
 The admin side (read-only, deleting runs archives their decisions) is in test_admin_records.py.
 """
 import json
+from datetime import timedelta
 
 import pytest
 from django.contrib.auth.models import User
 from django.urls import reverse
+from django.utils import timezone
 
-from runs.models import Approval, Run, RunEvent
+from runs.models import Approval, Run, RunEvent, ToolCall
 from runs.selectors.exports import runs_export_records
 from runs.services.approvals import EXPIRED, AlreadyDecided, _expire, approval_decide
 from runs.snapshots import run_data
@@ -89,3 +91,33 @@ def test_archived_decisions_are_listed_in_the_api_for_those_who_may_view_approva
     after = client.get(url, {"after": first["results"][0]["id"]}).json()["results"]
     assert [r["run_id"] for r in after] == [runs[1].pk, runs[2].pk]
     assert client.get(url, {"after": "-1"}).status_code == 400
+
+
+def test_the_loops_expiry_on_a_stale_read_keeps_a_decision_that_just_landed(launch, alice, no_dispatch):
+    """The loop read the approval pending and, by its clock, overdue; a person approved it in
+    between. The gate's expiry must not write over that decision: the call runs as approved."""
+    from runs.services.approvals import RUN, approval_gate
+    from runs.services.leases import lease_claim, lease_release
+    from runs.services.records import Recorder
+    from toolsapp.models import Tool
+
+    run = launch(DEMO_TASK, approval_policy="ask")
+    approval = pending_approval(run)
+    call = ToolCall.objects.select_related("approval").get(pk=approval.tool_call_id)
+    call.approval.expires_at = timezone.now() - timedelta(seconds=1)  # the loop's view: overdue
+    approval_decide(approval_id=approval.pk, user=alice, approve=True, reason="checked")
+
+    run.refresh_from_db()
+    assert lease_claim(run.pk, "test-driver")
+    try:
+        recorder = Recorder(run, "test-driver")
+        with recorder.transaction():
+            gate = approval_gate(call=call, tool=Tool.objects.get(name=call.tool_name), config=run.config, recorder=recorder)
+    finally:
+        lease_release(run.pk, "test-driver")
+
+    assert gate == RUN
+    approval.refresh_from_db()
+    assert (approval.status, approval.reason, approval.decided_by_name) == (Approval.Status.APPROVED, "checked", "alice")
+    call.refresh_from_db()
+    assert call.status == ToolCall.Status.APPROVED
