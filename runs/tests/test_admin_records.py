@@ -5,6 +5,7 @@ not added there, and deleting runs there archives their decisions first, as prun
 import pytest
 from django.contrib.auth.models import User
 from django.urls import reverse
+from django.utils.html import escape
 
 from runs.models import Approval, ArchivedApproval, Run, ToolCall
 from runs.services.approvals import approval_decide
@@ -50,6 +51,9 @@ def test_a_superuser_sees_approvals_but_cannot_add_change_or_delete_them(root, d
 def test_a_calls_status_cannot_be_changed_in_the_admin(root, decided):
     call = decided.tool_call
     before = call.status
+    page = root.get(reverse("admin:runs_toolcall_change", args=[call.pk]))
+    assert page.status_code == 200 and call.args_hash in page.content.decode()
+    assert escape(call.arguments) not in page.content.decode(), "raw arguments may hold secrets: the hash identifies them"
     edit = {"status": ToolCall.Status.APPROVED, "args_hash": "forged"}
     assert root.post(reverse("admin:runs_toolcall_change", args=[call.pk]), edit).status_code == 403
     call.refresh_from_db()
