@@ -1,6 +1,21 @@
-from django.contrib import admin
+from django.contrib import admin, messages
 
-from .models import Agent, Approval, Run, Step, ToolCall
+from .models import Agent, Approval, ArchivedApproval, Run, Step, ToolCall
+from .services.archive import runs_delete
+
+
+class RecordAdmin(admin.ModelAdmin):
+    """A record nobody edits: viewable by who may view it, never added, changed or deleted here,
+    superusers included (its own service writes it; the admin would bypass the rules)."""
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
 
 
 @admin.register(Agent)
@@ -22,20 +37,50 @@ class RunAdmin(admin.ModelAdmin):
     list_display = ("pk", "agent", "status", "stop_reason", "iterations", "created_at")
     list_filter = ("status", "stop_reason", "agent")
     search_fields = ("task",)
-    raw_id_fields = ("rerun_of", "created_by")
+    # Frozen at launch (run_create): what the run was asked and allowed to do stays as launched.
+    readonly_fields = ("agent", "task", "customer", "config", "overrides", "created_by", "rerun_of")
     inlines = [StepInline]
+
+    def has_add_permission(self, request):
+        # Runs are launched through run_create (the launch page, the API, the CLI), which freezes
+        # the agent's settings and the approval policy; a run added here would bypass it.
+        return False
+
+    # Deleting runs here does what pruning does: their decisions are archived first, in the same
+    # transaction, so a run's approvals outlive it (Archived approvals).
+    def get_deleted_objects(self, objs, request):
+        deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
+        # Calls and approvals cannot be deleted on their own; with their run they may (archived).
+        perms_needed -= {ToolCall._meta.verbose_name, Approval._meta.verbose_name}
+        return deleted, counts, perms_needed, protected
+
+    def delete_model(self, request, obj):
+        runs_delete(run_ids=[obj.pk])
+        messages.info(request, "Its decisions were archived: see Archived approvals.")
+
+    def delete_queryset(self, request, queryset):
+        runs_delete(run_ids=list(queryset.values_list("pk", flat=True)))
+        messages.info(request, "Their decisions were archived: see Archived approvals.")
 
 
 @admin.register(ToolCall)
-class ToolCallAdmin(admin.ModelAdmin):
+class ToolCallAdmin(RecordAdmin):
+    # Read-only: a call's status and args hash are what its approval refers to.
     list_display = ("pk", "run_id", "tool_name", "status", "args_hash", "truncated")
     list_filter = ("status", "tool_name")
-    raw_id_fields = ("run", "step")
     exclude = ("arguments",)  # raw arguments may hold secrets; the hash identifies them
 
 
 @admin.register(Approval)
-class ApprovalAdmin(admin.ModelAdmin):
-    list_display = ("pk", "run_id", "status", "decided_by", "decided_at", "expires_at")
-    list_filter = ("status",)
-    raw_id_fields = ("tool_call", "run", "decided_by")
+class ApprovalAdmin(RecordAdmin):
+    # Decisions are append-only: made through approval_decide, only from pending.
+    list_display = ("pk", "run_id", "status", "decided_by_name", "automatic", "decided_at", "expires_at")
+    list_filter = ("status", "automatic")
+    search_fields = ("decided_by_name", "reason")
+
+
+@admin.register(ArchivedApproval)
+class ArchivedApprovalAdmin(RecordAdmin):
+    list_display = ("approval_id", "run_id", "agent_name", "tool_name", "status", "decided_by_name", "decided_at")
+    list_filter = ("status", "automatic")
+    search_fields = ("tool_name", "decided_by_name", "customer", "agent_name")

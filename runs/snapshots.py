@@ -34,7 +34,7 @@ def approval_brief(approval: Approval) -> dict:
     return {
         "id": approval.pk,
         "status": approval.status,
-        "decided_by": approval.decided_by.get_username() if approval.decided_by_id and approval.decided_by else None,
+        "decided_by": approval.decided_by_name or None,  # kept with the decision: outlives the account
         "decided_at": approval.decided_at.isoformat() if approval.decided_at else None,
         "reason": approval.reason,
         "automatic": approval.automatic,
@@ -86,7 +86,7 @@ def run_summary(run: Run) -> dict:
 def run_data(run: Run) -> dict:
     """The whole run: summary plus every step with its calls (two queries)."""
     calls: dict[int, list[ToolCall]] = {}
-    for call in ToolCall.objects.filter(run=run).select_related("approval", "approval__decided_by"):
+    for call in ToolCall.objects.filter(run=run).select_related("approval"):
         calls.setdefault(call.step_id, []).append(call)
     steps = [step_data(s, calls.get(s.pk, [])) for s in Step.objects.filter(run=run).order_by("index")]
     return {**run_summary(run), "steps": steps}

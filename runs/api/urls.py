@@ -26,6 +26,7 @@ urlpatterns = [
     path("v1/runs/<int:pk>/", views.RunDetailView.as_view(), name="api-run-detail"),
     path("v1/runs/<int:pk>/cancel/", views.RunCancelView.as_view(), name="api-run-cancel"),
     path("v1/approvals/", views.ApprovalListView.as_view(), name="api-approval-list"),
+    path("v1/approvals/archived/", views.ArchivedApprovalListView.as_view(), name="api-approval-archived"),
     path("v1/approvals/<int:pk>/approve/", views.ApprovalApproveView.as_view(), name="api-approval-approve"),
     path("v1/approvals/<int:pk>/reject/", views.ApprovalRejectView.as_view(), name="api-approval-reject"),
     path("v1/metrics/", views.MetricsView.as_view(), name="api-metrics"),

@@ -1,4 +1,10 @@
-"""Live approval queue: tells open queues and header badges that something changed, and takes decisions."""
+"""Live approval queue: tells open queues and header badges that something changed, and takes decisions.
+
+Who may decide is checked again on every decision, not only at connect: the session must still
+sign the same user in (not signed out, password unchanged, account active) and that user, read
+afresh from the database, must still hold the permission. A refused decision is answered and the
+socket closed; a client that connects again is let in only as far as the user may go now.
+"""
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
@@ -6,17 +12,33 @@ from runs.models import Approval
 from runs.roles import PERM_DECIDE, PERM_VIEW_APPROVAL
 from runs.selectors.approvals import (
     approval_decision_text,
-    approval_with_decider,
     approvals_pending_count,
 )
 from runs.services.approvals import AlreadyDecided, approval_decide
 from runs.services.events import APPROVALS_GROUP
+from runs.services.sessions import session_user
 from runs.snapshots import approval_brief
+
+SIGNED_OUT = "your session has ended (signed out, password changed or account deactivated): sign in again"
+PERMISSION_DENIED = "permission denied"
+# Close codes of a refused decision (4000-4999 are the application's own).
+CLOSE_SIGNED_OUT, CLOSE_FORBIDDEN = 4401, 4403
 
 
 @database_sync_to_async
-def _permissions(user) -> tuple[bool, bool]:
-    return user.has_perm(PERM_VIEW_APPROVAL), user.has_perm(PERM_DECIDE)
+def _may_view(user) -> bool:
+    return user.has_perm(PERM_VIEW_APPROVAL)
+
+
+@database_sync_to_async
+def _decider_now(session_key: str | None, user_id: int):
+    """(the socket's user as they are now, None) when they may decide; else (None, (error, close code))."""
+    user = session_user(session_key)
+    if user is None or user.pk != user_id:
+        return None, (SIGNED_OUT, CLOSE_SIGNED_OUT)
+    if not user.has_perm(PERM_DECIDE):
+        return None, (PERMISSION_DENIED, CLOSE_FORBIDDEN)
+    return user, None
 
 
 @database_sync_to_async
@@ -31,7 +53,7 @@ def _decide(user, approval_id: int, approve: bool, reason: str) -> dict:
     except Approval.DoesNotExist:
         return {"type": "error", "error": "no such approval", "approval_id": approval_id}
     except AlreadyDecided as exc:
-        winner = approval_with_decider(exc.approval)
+        winner = exc.approval
         return {
             "type": "error",
             "error": f"already {approval_decision_text(winner)}",
@@ -47,8 +69,7 @@ class ApprovalsConsumer(AsyncJsonWebsocketConsumer):
         if user is None or not user.is_authenticated:
             await self.close()
             return
-        can_view, self.can_decide = await _permissions(user)
-        if not can_view:
+        if not await _may_view(user):
             await self.close()
             return
         await self.channel_layer.group_add(APPROVALS_GROUP, self.channel_name)
@@ -61,8 +82,12 @@ class ApprovalsConsumer(AsyncJsonWebsocketConsumer):
         if not isinstance(content, dict) or content.get("type") != "decide":
             await self.send_json({"type": "error", "error": "unknown message type"})
             return
-        if not self.can_decide:
-            await self.send_json({"type": "error", "error": "permission denied"})
+        session = self.scope.get("session")
+        user, refused = await _decider_now(getattr(session, "session_key", None), self.scope["user"].pk)
+        if refused is not None:
+            error, code = refused
+            await self.send_json({"type": "error", "error": error})
+            await self.close(code=code)
             return
         approval_id, approve, reason = content.get("approval_id"), content.get("approve"), content.get("reason", "")
         if not isinstance(approval_id, int) or isinstance(approval_id, bool) or not isinstance(approve, bool):
@@ -70,7 +95,7 @@ class ApprovalsConsumer(AsyncJsonWebsocketConsumer):
             return
         if not isinstance(reason, str):
             reason = ""
-        await self.send_json(await _decide(self.scope["user"], approval_id, approve, reason[:2000]))
+        await self.send_json(await _decide(user, approval_id, approve, reason[:2000]))
 
     async def approvals_changed(self, event):
         await self.send_json({"type": "approvals.changed", "pending": await _pending_count(), "run_id": event.get("run_id")})

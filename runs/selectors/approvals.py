@@ -13,11 +13,12 @@ from typing import Any
 
 from django.utils import timezone
 
-from runs.models import Approval, Run, Step, ToolCall
+from runs.models import Approval, ArchivedApproval, Run, Step, ToolCall
 from toolsapp.models import Tool
 
 MASK = "••••"
 AUDIT_LIMIT = 50
+ARCHIVE_PAGE = 100
 
 # --- Identifiers the model may have made up ----------------------------------------------------
 
@@ -233,27 +234,16 @@ def approvals_recent_decisions(*, limit: int = AUDIT_LIMIT) -> list[Approval]:
     """The latest decisions (by people, policies or expiry), newest first: the audit trail."""
     return list(
         Approval.objects.exclude(status=Approval.Status.PENDING)
-        .select_related("decided_by", "tool_call")
+        .select_related("tool_call")
         .defer("tool_call__arguments", "tool_call__result", "tool_call__result_text")
         .order_by("-decided_at", "-pk")[:limit]
     )
 
 
-def approval_with_decider(approval: Approval) -> Approval:
-    """`approval` with the person who decided it loaded.
-
-    An AlreadyDecided raised after waiting on the row lock can carry a stale join (PostgreSQL
-    re-checks the locked row but not the joined user row), leaving decided_by empty while
-    decided_by_id is set: read it again rather than name the wrong decider.
-    """
-    if approval.decided_by_id and approval.decided_by is None:
-        return Approval.objects.select_related("decided_by").get(pk=approval.pk)
-    return approval
-
-
 def approval_decider(approval: Approval) -> str:
-    if approval.decided_by_id and approval.decided_by:
-        return approval.decided_by.get_username()
+    # The name kept with the decision: it outlives the user's account.
+    if approval.decided_by_name:
+        return approval.decided_by_name
     if approval.automatic:
         return "the run's policy"
     if approval.status == Approval.Status.EXPIRED:
@@ -264,6 +254,15 @@ def approval_decider(approval: Approval) -> str:
 def approval_decision_text(approval: Approval) -> str:
     """ "approved by alice at 2025-01-02 10:00:00 UTC" (after "Already" in messages)."""
     when = f" at {timezone.localtime(approval.decided_at):%Y-%m-%d %H:%M:%S %Z}" if approval.decided_at else ""
-    if approval.status == Approval.Status.EXPIRED and not approval.decided_by_id:
+    if approval.status == Approval.Status.EXPIRED and not approval.decided_by_name:
         return f"expired{when}"
     return f"{approval.status} by {approval_decider(approval)}{when}"
+
+
+def approvals_archived(*, run_id: int | None = None, after: int = 0, limit: int = ARCHIVE_PAGE) -> list[ArchivedApproval]:
+    """Decisions of deleted (pruned) runs in the order they were archived: the `limit` rows after
+    the archived row `after` (pages by key, so rows archived meanwhile neither repeat nor hide)."""
+    rows = ArchivedApproval.objects.filter(pk__gt=after).order_by("pk")
+    if run_id is not None:
+        rows = rows.filter(run_id=run_id)
+    return list(rows[:limit])

@@ -64,9 +64,9 @@ def _with_steps(rows: list[dict]) -> list[dict]:
     calls_by_step: dict[int, list[dict]] = defaultdict(list)
     calls = (
         ToolCall.objects.filter(run_id__in=run_ids)
-        .select_related("approval", "approval__decided_by")
+        .select_related("approval")
         .only("pk", "step_id", "index", "call_id", "tool_name", "args_hash", "status", "truncated", "latency_ms",
-              "approval__status", "approval__decided_by__username")
+              "approval__status", "approval__decided_by_name")
         .order_by("step_id", "index")
     )
     for call in calls:
@@ -83,7 +83,7 @@ def _with_steps(rows: list[dict]) -> list[dict]:
             "latency_ms": round(call.latency_ms, 2) if call.latency_ms is not None else None,
             "approval": None if approval is None else {
                 "status": approval.status,
-                "decided_by": approval.decided_by.get_username() if approval.decided_by else None,
+                "decided_by": approval.decided_by_name or None,
             },
         })
     steps_by_run: dict[int, list[dict]] = defaultdict(list)

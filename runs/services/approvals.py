@@ -2,13 +2,14 @@
 asking again after a crash, and closing what is still open when a run ends.
 
 The loop calls `approval_gate` for each call that may not simply run, and `approvals_close` when
-a run ends; people decide through `approval_decide` (row lock, state checked under it); the
-periodic sweep calls `approvals_expire`. A decision is never deleted: a call asked about again
-gets a new approval, and points at it.
+a run ends; people decide through `approval_decide`; the periodic sweep calls `approvals_expire`.
+Decisions are append-only: every change is one UPDATE from pending (never over a decision), a
+decision keeps its decider's name, and a call asked about again gets a new approval and points at it.
 """
 from datetime import timedelta
 
 from django.db import transaction
+from django.db.models import Case, Q, Value, When
 from django.utils import timezone
 
 from runs.models import Approval, ToolCall
@@ -27,7 +28,7 @@ RUN, WAIT, DONE = "run", "wait", "done"
 class AlreadyDecided(Exception):
     def __init__(self, approval: Approval):
         self.approval = approval
-        who = approval.decided_by.get_username() if approval.decided_by else "a policy"
+        who = approval.decided_by_name or ("a policy" if approval.automatic else "the system")
         super().__init__(f"already {approval.status} by {who} at {approval.decided_at:%Y-%m-%d %H:%M:%S}")
 
 
@@ -134,22 +135,35 @@ def _expire(approval: Approval, reason: str, *, recorder=None) -> Approval | Non
 
 
 def approval_decide(*, approval_id: int, user, approve: bool, reason: str = "") -> Approval:
-    """Record one decision; exactly one of two concurrent deciders wins (row lock + status check)."""
+    """Record one decision, only over a pending approval, in one conditional UPDATE.
+
+    Of two concurrent deciders exactly one changes the row; the other's UPDATE matches nothing
+    (PostgreSQL re-checks `status` once the winner commits) and is told who won. A decision is
+    never written over: the statement cannot touch an approval that is no longer pending.
+    An overdue approval is recorded as expired in the same statement, whoever asks.
+    """
+    now = timezone.now()
+    overdue = Q(expires_at__isnull=False, expires_at__lte=now)
+    decision = Approval.Status.APPROVED if approve else Approval.Status.REJECTED
+    decider = {"decided_by": None, "decided_by_name": ""}  # expiry, or no signed-in person
+    if user is not None and user.is_authenticated:
+        decider = {
+            "decided_by": Case(When(overdue, then=Value(None)), default=Value(user.pk)),
+            "decided_by_name": Case(When(overdue, then=Value("")), default=Value(user.get_username())),
+        }
     with transaction.atomic():
-        approval = Approval.objects.select_for_update().get(pk=approval_id)
-        if approval.status != Approval.Status.PENDING:
-            # Read again with the decider: after waiting on the lock, the row is re-read but a
-            # joined user would not be.
-            raise AlreadyDecided(Approval.objects.select_related("decided_by").get(pk=approval_id))
-        if approval.expires_at and approval.expires_at <= timezone.now():
-            approval.status = Approval.Status.EXPIRED
-            approval.reason = EXPIRED
-        else:
-            approval.status = Approval.Status.APPROVED if approve else Approval.Status.REJECTED
-            approval.reason = reason.strip() or ("" if approve else "no reason given")
-            approval.decided_by = user if user is not None and user.is_authenticated else None
-        approval.decided_at = timezone.now()
-        approval.save()
+        changed = Approval.objects.filter(pk=approval_id, status=Approval.Status.PENDING).update(
+            status=Case(When(overdue, then=Value(Approval.Status.EXPIRED)), default=Value(decision)),
+            reason=Case(
+                When(overdue, then=Value(EXPIRED)),
+                default=Value(reason.strip() or ("" if approve else "no reason given")),
+            ),
+            decided_at=now,
+            **decider,
+        )
+        approval = Approval.objects.get(pk=approval_id)  # DoesNotExist: no such approval
+        if not changed:
+            raise AlreadyDecided(approval)
         event_record(run_id=approval.run_id, kind="approval", data={"call_pk": approval.tool_call_id, **approval_brief(approval)})
         approvals_changed(run_id=approval.run_id)
         if not Approval.objects.filter(run_id=approval.run_id, status=Approval.Status.PENDING).exists():

@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from runs.models import Approval, Run
 from runs.services.approvals import approvals_expire
+from runs.services.archive import runs_delete
 from runs.services.dispatch import run_dispatch
 from runs.services.notifications import webhooks_resend
 from runs.snapshots import run_data
@@ -51,7 +52,8 @@ def runs_sweep() -> dict:
 
 def runs_prune(*, days: int, archive_dir: str | None = None, batch: int = 500) -> int:
     """Delete finished runs older than `days` (with their steps and calls), archiving them first
-    as JSON Lines when `archive_dir` is given. Returns how many were deleted."""
+    as JSON Lines when `archive_dir` is given. Their approvals are always kept, as ArchivedApproval
+    rows. Returns how many were deleted."""
     cutoff = timezone.now() - timedelta(days=days)
     old = Run.objects.filter(status__in=Run.FINISHED_STATUSES, created_at__lt=cutoff).order_by("pk")
     archive = None
@@ -68,8 +70,8 @@ def runs_prune(*, days: int, archive_dir: str | None = None, batch: int = 500) -
                 for run in Run.objects.filter(pk__in=ids):
                     archive.write(json.dumps(run_data(run), default=str) + "\n")
                 archive.flush()
-            Run.objects.filter(rerun_of_id__in=ids).update(rerun_of=None)
-            Run.objects.filter(pk__in=ids).delete()
+            # Their decisions are archived in the same transaction as the delete, batch by batch.
+            runs_delete(run_ids=ids)
             deleted += len(ids)
     finally:
         if archive:

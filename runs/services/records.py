@@ -132,7 +132,7 @@ def run_close(recorder: Recorder, reason: str, *, detail: str = "", elapsed: flo
     run = recorder.run
     approvals_close(recorder=recorder, reason=reason)
     open_calls = ToolCall.objects.filter(run=run).exclude(status__in=ToolCall.DONE_STATUSES)
-    for call in open_calls.select_related("approval", "approval__decided_by"):
+    for call in open_calls.select_related("approval"):
         recorder.call_update(
             call, ToolCall.Status.SKIPPED, payload={"ok": False, "error": f"not executed: the run ended ({reason})"}
         )

@@ -1,8 +1,9 @@
 """Two operators decide the same approval at the same moment: exactly one wins.
 
 Real threads, each with its own database connection and transaction, meet at a barrier
-right before `approval_decide`. Only PostgreSQL can show the row lock doing its job:
-SQLite ignores select_for_update (and serialises all writers anyway).
+right before `approval_decide`, whose one conditional UPDATE (only from pending) lets exactly
+one of them change the row. On PostgreSQL the loser's UPDATE waits on the winner's row lock and
+then matches nothing; on SQLite the IMMEDIATE transactions queue on the database's write lock.
 """
 import threading
 
@@ -12,14 +13,6 @@ from django.db import connection
 
 from runs.models import Approval, RunEvent
 from runs.services.approvals import AlreadyDecided, approval_decide
-
-pytestmark = [
-    pytest.mark.postgres_only,
-    pytest.mark.skipif(
-        connection.vendor == "sqlite",
-        reason="select_for_update is a no-op on SQLite: the race needs real row locks (run with a PostgreSQL DATABASE_URL)",
-    ),
-]
 
 DEMO_TASK = "Cancel order ORD-1001"
 ROUNDS = 5

@@ -9,7 +9,7 @@ import pytest
 from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Group, User
 from django.db import transaction
 from django.test import Client
 
@@ -249,3 +249,89 @@ def test_a_decision_is_announced_after_commit_only(launch, alice, viewer, no_dis
     run, silent, changed = async_to_sync(body)()
     assert silent, "a rolled-back decision must not be announced"
     assert changed == {"type": "approvals.changed", "pending": 0, "run_id": run.pk}
+
+
+# --- A decision over a stale socket ---------------------------------------------------------------
+# The socket was opened by an operator who could decide; before the decision arrives, that stops
+# being true. Each decision checks again: refused, the socket closed, the approval still pending.
+
+
+def signed_in(user: User) -> tuple[Client, list[tuple[bytes, bytes]]]:
+    client = Client()
+    client.force_login(user)
+    return client, [(b"origin", LOCAL_ORIGIN), (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode())]
+
+
+def deactivate(user, client):
+    User.objects.filter(pk=user.pk).update(is_active=False)
+
+
+def sign_out(user, client):
+    client.logout()  # the session is deleted, as the dashboard's "Sign out" does
+
+
+def remove_role(user, client):
+    User.objects.get(pk=user.pk).groups.clear()
+
+
+def change_password(user, client):
+    fresh = User.objects.get(pk=user.pk)
+    fresh.set_password("a-new-password-4242")
+    fresh.save()  # the session's auth hash no longer matches: Django signs other sessions out
+
+
+@pytest.mark.parametrize(
+    "change, error, code",
+    [
+        (deactivate, "your session has ended", 4401),
+        (sign_out, "your session has ended", 4401),
+        (change_password, "your session has ended", 4401),
+        (remove_role, "permission denied", 4403),
+    ],
+    ids=["deactivated", "signed-out", "password-changed", "role-removed"],
+)
+def test_a_decision_over_a_stale_socket_is_refused_and_the_socket_closed(launch, alice, no_dispatch, change, error, code):
+    approval = pending_approval(launch(DEMO_TASK, approval_policy="ask"))
+    client, headers = signed_in(alice)
+
+    async def body():
+        communicator = WebsocketCommunicator(application, PATH, headers=headers)
+        assert (await communicator.connect())[0], "an operator connects"
+        try:
+            await database_sync_to_async(change)(alice, client)
+            await communicator.send_json_to({"type": "decide", "approval_id": approval.pk, "approve": True, "reason": ""})
+            reply = await receive(communicator, "error")
+            closed = await communicator.receive_output(timeout=5)
+        finally:
+            await communicator.disconnect()
+        return reply, closed
+
+    reply, closed = async_to_sync(body)()
+    assert reply["error"].startswith(error), reply
+    assert closed == {"type": "websocket.close", "code": code}
+    approval.refresh_from_db()
+    assert approval.status == Approval.Status.PENDING and approval.decided_by_name == "" and approval.decided_at is None
+    assert not RunEvent.objects.filter(run=approval.run, kind="approval").exists()
+    assert no_dispatch == []
+
+
+def test_an_operator_given_the_role_after_connecting_may_decide(launch, viewer, no_dispatch):
+    """The check reads the user afresh both ways: a viewer promoted meanwhile decides."""
+    approval = pending_approval(launch(DEMO_TASK, approval_policy="ask"))
+    _client, headers = signed_in(viewer)
+
+    def promote():
+        User.objects.get(pk=viewer.pk).groups.add(Group.objects.get(name="operators"))
+
+    async def body():
+        communicator = WebsocketCommunicator(application, PATH, headers=headers)
+        assert (await communicator.connect())[0]
+        try:
+            await database_sync_to_async(promote)()
+            await communicator.send_json_to({"type": "decide", "approval_id": approval.pk, "approve": True, "reason": ""})
+            return await receive(communicator, "decided")
+        finally:
+            await communicator.disconnect()
+
+    decided = async_to_sync(body)()
+    assert decided["approval"]["status"] == Approval.Status.APPROVED and decided["approval"]["decided_by"] == viewer.username

@@ -8,9 +8,10 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.utils import timezone
 
-from runs.models import Agent, Approval, Run, RunEvent, Step, ToolCall
+from runs.models import Agent, Approval, ArchivedApproval, Run, RunEvent, Step, ToolCall
 from runs.services import housekeeping
 from runs.services.housekeeping import runs_prune, runs_sweep
+from toolsapp.models import Tool
 
 pytestmark = pytest.mark.django_db
 
@@ -122,6 +123,53 @@ def test_prune_runs_command_rejects_days_below_one(population, days):
         call_command("prune_runs", "--days", days, stdout=StringIO())
     assert error.value.returncode == 2
     assert Run.objects.count() == 9, "nothing was deleted"
+
+
+# --- pruning keeps the decisions ---------------------------------------------------------------
+
+
+def test_prune_archives_every_decision_of_the_runs_it_deletes(agent):
+    Tool.objects.create(name="send_secret", sensitive_fields=["password"])
+    doomed = [make_run(agent, S.SUCCEEDED, age=timedelta(days=40)) for _ in range(3)]
+    kept = make_run(agent, S.SUCCEEDED, age=timedelta(days=1))
+    first = Approval.objects.get(run=doomed[0])
+    ToolCall.objects.filter(pk=first.tool_call_id).update(
+        tool_name="send_secret", arguments='{"to": "ops", "password": "hunter2"}'
+    )
+    # An earlier decision of the same call (asked again after a crash) is kept too.
+    Approval.objects.create(
+        tool_call_id=first.tool_call_id, run=doomed[0], status=Approval.Status.REJECTED, reason="not yet",
+        decided_by_name="bob", decided_at=timezone.now(),
+    )
+    Approval.objects.filter(pk=first.pk).update(decided_by_name="alice", reason="checked", decided_at=timezone.now())
+    expected = sorted(Approval.objects.filter(run__in=doomed).values_list("pk", flat=True))
+
+    assert runs_prune(days=30, batch=2) == 3
+
+    assert not Approval.objects.filter(pk__in=expected).exists()
+    assert sorted(ArchivedApproval.objects.values_list("approval_id", flat=True)) == expected
+    archived = ArchivedApproval.objects.get(approval_id=first.pk)
+    assert (archived.run_id, archived.agent_name, archived.run_task, archived.tool_name) == (
+        doomed[0].pk, agent.name, doomed[0].task, "send_secret"
+    )
+    assert (archived.status, archived.reason, archived.decided_by_name) == (Approval.Status.APPROVED, "checked", "alice")
+    assert json.loads(archived.arguments) == {"to": "ops", "password": "••••"}, "secrets are not archived"
+    assert ArchivedApproval.objects.filter(run_id=doomed[0].pk, decided_by_name="bob", reason="not yet").exists()
+    assert Approval.objects.filter(run=kept).count() == 1 and not ArchivedApproval.objects.filter(run_id=kept.pk).exists()
+
+
+def test_prune_deletes_nothing_whose_decisions_could_not_be_archived(agent, monkeypatch):
+    doomed = [make_run(agent, S.SUCCEEDED, age=timedelta(days=40)) for _ in range(2)]
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("archive unavailable")
+
+    monkeypatch.setattr(ArchivedApproval.objects, "bulk_create", broken)
+    with pytest.raises(RuntimeError, match="archive unavailable"):
+        runs_prune(days=30)
+
+    assert Run.objects.filter(pk__in=[r.pk for r in doomed]).count() == 2
+    assert children_of([r.pk for r in doomed])["approvals"] == 2
 
 
 # --- runs_sweep ----------------------------------------------------------------------------------

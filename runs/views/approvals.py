@@ -10,7 +10,6 @@ from runs.models import Approval
 from runs.roles import PERM_DECIDE, PERM_VIEW_APPROVAL
 from runs.selectors.approvals import (
     approval_decision_text,
-    approval_with_decider,
     approvals_pending,
     approvals_pending_count,
     approvals_recent_decisions,
@@ -69,7 +68,7 @@ def approval_decide_view(request, pk: int):
     except Approval.DoesNotExist:
         raise Http404("no such approval")
     except AlreadyDecided as exc:
-        winner = approval_with_decider(exc.approval)
+        winner = exc.approval
         text = f"Already {approval_decision_text(winner)}."
         if _wants_json(request):
             return JsonResponse({"error": text, "approval": approval_brief(winner)}, status=409)

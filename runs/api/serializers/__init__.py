@@ -7,6 +7,8 @@ plain dicts of runs.snapshots, shared with the CLI's JSON, for the schema.
 from runs.api.serializers.agents import AgentSerializer
 from runs.api.serializers.approvals import (
     ApprovalBriefSerializer,
+    ArchivedApprovalPageSerializer,
+    ArchivedApprovalSerializer,
     DecisionResultSerializer,
     DecisionSerializer,
     PendingApprovalSerializer,
@@ -27,7 +29,7 @@ from runs.api.serializers.tools import ToolSerializer
 from runs.text import check_storable_json, storable_text
 
 __all__ = [
-    "AgentSerializer", "ApprovalBriefSerializer", "CallSerializer", "DecisionResultSerializer", "DecisionSerializer",
+    "AgentSerializer", "ApprovalBriefSerializer", "ArchivedApprovalPageSerializer", "ArchivedApprovalSerializer", "CallSerializer", "DecisionResultSerializer", "DecisionSerializer",
     "NameRelatedField", "PendingApprovalSerializer", "RunActionSerializer", "RunCreateSerializer",
     "RunDetailSerializer", "RunListItemSerializer", "RunPageSerializer", "RunSummarySerializer",
     "StepSerializer", "StorableUniqueValidator", "ToolSerializer", "UsageSerializer", "check_storable_json",

@@ -2,13 +2,13 @@
 from rest_framework import serializers
 
 from runs.api.serializers.fields import choice
-from runs.models import Approval
+from runs.models import Approval, ArchivedApproval
 
 
 class ApprovalBriefSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     status = choice(Approval.Status.choices, "ApprovalStatus")
-    decided_by = serializers.CharField(allow_null=True)
+    decided_by = serializers.CharField(allow_null=True, help_text="Who decided, as named when they decided; kept after their account is deleted.")
     decided_at = serializers.DateTimeField(allow_null=True)
     reason = serializers.CharField(allow_blank=True)
     automatic = serializers.BooleanField()
@@ -45,3 +45,21 @@ class DecisionSerializer(serializers.Serializer):
 class DecisionResultSerializer(serializers.Serializer):
     detail = serializers.CharField()
     approval = ApprovalBriefSerializer()
+
+
+class ArchivedApprovalSerializer(serializers.ModelSerializer):
+    status = choice(Approval.Status.choices, "ApprovalStatus")
+
+    class Meta:
+        model = ArchivedApproval
+        fields = [
+            "id", "approval_id", "run_id", "agent_name", "customer", "run_task", "tool_name", "call_id", "args_hash",
+            "arguments", "call_status", "status", "note", "reason", "automatic", "decided_by_name", "requested_at",
+            "decided_at", "archived_at",
+        ]
+        extra_kwargs = {"arguments": {"help_text": "As the model sent them, fields the tool marks sensitive masked."}}
+
+
+class ArchivedApprovalPageSerializer(serializers.Serializer):
+    next = serializers.URLField(allow_null=True, help_text="The next page, or null after the last one.")
+    results = ArchivedApprovalSerializer(many=True)

@@ -1,7 +1,12 @@
 """The REST API: thin views over the same forms, services and selectors as the dashboard, one
 module per resource."""
 from runs.api.views.agents import AgentViewSet
-from runs.api.views.approvals import ApprovalApproveView, ApprovalListView, ApprovalRejectView
+from runs.api.views.approvals import (
+    ApprovalApproveView,
+    ApprovalListView,
+    ApprovalRejectView,
+    ArchivedApprovalListView,
+)
 from runs.api.views.metrics import MetricsView
 from runs.api.views.runs import (
     RunCancelView,
@@ -13,6 +18,7 @@ from runs.api.views.runs import (
 from runs.api.views.tools import ToolViewSet
 
 __all__ = [
-    "AgentViewSet", "ApprovalApproveView", "ApprovalListView", "ApprovalRejectView", "MetricsView",
-    "RunCancelView", "RunDetailView", "RunExportCsvView", "RunExportJsonlView", "RunListView", "ToolViewSet",
+    "AgentViewSet", "ApprovalApproveView", "ApprovalListView", "ApprovalRejectView", "ArchivedApprovalListView",
+    "MetricsView", "RunCancelView", "RunDetailView", "RunExportCsvView", "RunExportJsonlView", "RunListView",
+    "ToolViewSet",
 ]

@@ -1,7 +1,8 @@
 """Approvals: the pending queue and the decisions."""
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
-from rest_framework.exceptions import NotFound
+from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.response import Response
 
 from runs.api import serializers as api
@@ -9,7 +10,7 @@ from runs.api.schema import errors
 from runs.api.views.base import ApiView
 from runs.models import Approval
 from runs.roles import PERM_DECIDE, PERM_VIEW_APPROVAL
-from runs.selectors.approvals import approval_decision_text, approval_with_decider, approvals_pending
+from runs.selectors.approvals import ARCHIVE_PAGE, approval_decision_text, approvals_archived, approvals_pending
 from runs.services.approvals import AlreadyDecided, approval_decide
 from runs.snapshots import approval_brief
 
@@ -60,7 +61,7 @@ class ApprovalDecisionView(ApiView):
         except Approval.DoesNotExist:
             raise NotFound("No such approval.")
         except AlreadyDecided as exc:
-            winner = approval_with_decider(exc.approval)
+            winner = exc.approval
             return Response(
                 {"detail": f"Already {approval_decision_text(winner)}.", "approval": approval_brief(winner)},
                 status=status.HTTP_409_CONFLICT,
@@ -95,3 +96,38 @@ class ApprovalRejectView(ApprovalDecisionView):
                    request=api.DecisionSerializer, responses=_DECISION_RESPONSES)
     def post(self, request, pk: int):
         return super().post(request, pk)
+
+
+def _id_parameter(request, name: str) -> int | None:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return None
+    if not raw.isdigit() or len(raw) > 18:
+        raise ValidationError({name: ["A non-negative integer."]})
+    return int(raw)
+
+
+class ArchivedApprovalListView(ApiView):
+    """Decisions of runs that were pruned or deleted: they outlive their runs."""
+
+    required_perms = {"GET": (PERM_VIEW_APPROVAL,)}
+
+    @extend_schema(
+        operation_id="approvals_archived", summary="Decisions of deleted runs, in the order they were archived",
+        parameters=[
+            OpenApiParameter("run_id", OpenApiTypes.INT, OpenApiParameter.QUERY, description="Only this run's."),
+            OpenApiParameter("after", OpenApiTypes.INT, OpenApiParameter.QUERY,
+                             description="The `id` of the last row of the previous page (`next` has it)."),
+        ],
+        responses={200: api.ArchivedApprovalPageSerializer, **errors(400)},
+    )
+    def get(self, request):
+        run_id, after = _id_parameter(request, "run_id"), _id_parameter(request, "after") or 0
+        rows = approvals_archived(run_id=run_id, after=after, limit=ARCHIVE_PAGE + 1)
+        page, more = rows[:ARCHIVE_PAGE], len(rows) > ARCHIVE_PAGE
+        following = None
+        if more:
+            query = request.query_params.copy()
+            query["after"] = str(page[-1].pk)
+            following = request.build_absolute_uri(f"{request.path}?{query.urlencode()}")
+        return Response({"next": following, "results": api.ArchivedApprovalSerializer(page, many=True).data})

@@ -5,7 +5,7 @@ from runs.services.housekeeping import runs_prune
 
 
 class Command(BaseCommand):
-    help = "Delete (optionally archive first) finished runs older than N days."
+    help = "Delete (optionally archive first) finished runs older than N days; their approvals are kept as archived decisions."
 
     def add_arguments(self, parser):
         parser.add_argument("--days", type=int, default=settings.RUN_RETENTION_DAYS)

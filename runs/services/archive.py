@@ -1,0 +1,84 @@
+"""Decisions outlive their runs: whatever deletes runs (pruning, the admin) archives their
+approvals first, in the same transaction, so a run is never gone while its decisions are lost.
+"""
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from django.db import transaction
+
+from runs.models import Approval, ArchivedApproval, Run
+from toolsapp.models import Tool
+
+MASK = "••••"
+
+
+def masked_arguments(arguments: str, sensitive_fields: Iterable[str]) -> str:
+    """The call's arguments as archived: values of sensitive keys masked at any depth.
+
+    Unparsable arguments are kept as sent, unless the tool masks something (then nothing is kept:
+    the args hash still identifies them).
+    """
+    sensitive = {f.lower() for f in sensitive_fields}
+    try:
+        value = json.loads(arguments or "{}")
+    except ValueError:
+        return "" if sensitive else arguments
+
+    def mask(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {k: MASK if str(k).lower() in sensitive else mask(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [mask(v) for v in node]
+        return node
+
+    return json.dumps(mask(value), ensure_ascii=False) if sensitive else arguments
+
+
+def approvals_archive(*, run_ids: Iterable[int]) -> int:
+    """Copy every approval of these runs into ArchivedApproval; returns how many were copied.
+
+    An approval archived before (a deletion that was retried) is left as it was.
+    """
+    approvals = list(
+        Approval.objects.filter(run_id__in=list(run_ids)).select_related("run", "run__agent", "tool_call").order_by("pk")
+    )
+    sensitive_by_tool = dict(
+        Tool.objects.filter(name__in={a.tool_call.tool_name for a in approvals}).values_list("name", "sensitive_fields")
+    )
+    rows = []
+    for approval in approvals:
+        run, call = approval.run, approval.tool_call
+        rows.append(ArchivedApproval(
+            approval_id=approval.pk,
+            run_id=run.pk,
+            agent_name=run.config.get("agent_name") or run.agent.name,
+            customer=run.customer,
+            run_task=run.task,
+            tool_name=call.tool_name,
+            call_id=call.call_id,
+            arguments=masked_arguments(call.arguments, sensitive_by_tool.get(call.tool_name) or []),
+            args_hash=call.args_hash,
+            call_status=call.status,
+            status=approval.status,
+            note=approval.note,
+            reason=approval.reason,
+            automatic=approval.automatic,
+            decided_by_name=approval.decided_by_name,
+            requested_at=approval.requested_at,
+            decided_at=approval.decided_at,
+        ))
+    ArchivedApproval.objects.bulk_create(rows, ignore_conflicts=True)
+    return len(rows)
+
+
+def runs_delete(*, run_ids: Iterable[int]) -> int:
+    """Delete these runs with their steps, calls, events and approvals, archiving the approvals
+    first in the same transaction. Returns how many runs were deleted."""
+    run_ids = list(run_ids)
+    with transaction.atomic():
+        approvals_archive(run_ids=run_ids)
+        # Reruns of a deleted run stay; they only lose the link (one UPDATE, not one per row).
+        Run.objects.filter(rerun_of_id__in=run_ids).update(rerun_of=None)
+        _, per_model = Run.objects.filter(pk__in=run_ids).delete()
+    return per_model.get(Run._meta.label, 0)
