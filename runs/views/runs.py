@@ -54,7 +54,8 @@ def run_detail(request, pk: int):
         "call_status_labels": dict(ToolCall.Status.choices),
         "stop_reason_labels": dict(Run.StopReason.choices),
         # Which statuses are final: the page applies events and never decides this itself.
-        "status_groups": {"run_finished": list(Run.FINISHED_STATUSES), "call_done": list(ToolCall.DONE_STATUSES)},
+        "status_groups": {"run_finished": list(Run.FINISHED_STATUSES), "call_done": list(ToolCall.DONE_STATUSES),
+                          "call_unknown": [ToolCall.Status.UNKNOWN]},
         "call_result_url": reverse("call_result", args=[run.pk, 0]),
         "approvals_url": reverse("approval_queue"),
     }
