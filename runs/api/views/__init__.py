@@ -9,12 +9,13 @@ from runs.api.views.runs import (
     RunExportCsvView,
     RunExportJsonlView,
     RunListView,
+    RunRerunView,
 )
 from runs.api.views.tokens import TokenView
 from runs.api.views.tools import ToolViewSet
 
 __all__ = [
     "AgentViewSet", "ApprovalApproveView", "ApprovalListView", "ApprovalRejectView", "MetricsView",
-    "RunCancelView", "RunDetailView", "RunExportCsvView", "RunExportJsonlView", "RunListView", "TokenView",
+    "RunCancelView", "RunDetailView", "RunExportCsvView", "RunExportJsonlView", "RunListView", "RunRerunView", "TokenView",
     "ToolViewSet",
 ]
