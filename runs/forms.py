@@ -4,7 +4,15 @@ from django import forms
 from runs.models import Agent, ToolChoice
 from runs.selectors.runs import agents_for_launch, enabled_tool_names
 from runs.services.guards import MAX_SAFE_INTEGER, POSITIVE_INT_LIMITS
-from runs.services.launch import LIMIT_SETTINGS, TOOL_CHOICE_SETTINGS, launch_overrides
+from runs.services.launch import (
+    LIMIT_SETTINGS,
+    POLICY_LABELS,
+    TOOL_CHOICE_SETTINGS,
+    LaunchNotAllowed,
+    customer_problem,
+    launch_overrides,
+    launch_policy,
+)
 from runs.services.runs import launch_errors
 
 AGENT_DEFAULT = [("", "the agent's setting")]
@@ -36,12 +44,18 @@ class LaunchForm(forms.Form):
         help_text="Comma separated, tried in this order; empty uses the agent's.",
     )
     tools = forms.MultipleChoiceField(
-        required=False, choices=(), help_text="Enabled tools this run may call; none selected uses the agent's."
+        required=False, choices=(),
+        help_text="Which of the agent's tools this run may call; none selected uses all the agent's.",
+    )
+    approval_policy = forms.ChoiceField(
+        required=False, initial="ask", choices=list(POLICY_LABELS.items()), label="Destructive calls",
+        help_text="Approving every call automatically needs the right to (runs.approve_all_launch).",
     )
     # ...then one field per limit and tool choice (LIMIT_SETTINGS, TOOL_CHOICE_SETTINGS), added below.
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, user, **kwargs):
         super().__init__(*args, **kwargs)
+        self.user = user  # whose overrides must stay within the agent
         for name in LIMIT_SETTINGS + TOOL_CHOICE_SETTINGS:
             self.fields[name] = setting_field(name)
         self.fields["agent"].queryset = agents_for_launch()
@@ -60,10 +74,24 @@ class LaunchForm(forms.Form):
             raise forms.ValidationError("Enter model names separated by commas, or leave this empty.")
         return names
 
+    def clean_customer(self) -> str:
+        customer = self.cleaned_data["customer"].strip()
+        problem = customer_problem(customer)
+        if problem:
+            raise forms.ValidationError(problem[0].upper() + problem[1:] + ".")
+        return customer
+
+    def clean_approval_policy(self) -> str:
+        try:
+            return launch_policy(user=self.user, requested=self.cleaned_data["approval_policy"])
+        except LaunchNotAllowed as exc:
+            raise forms.ValidationError(str(exc))
+
     def clean(self):
         cleaned = super().clean()
         if cleaned.get("agent") is not None:
-            for setting, messages in launch_errors(agent=cleaned["agent"], overrides=self.overrides()).items():
+            errors = launch_errors(agent=cleaned["agent"], overrides=self.overrides(), user=self.user)
+            for setting, messages in errors.items():
                 self.add_error(setting, messages)
         return cleaned
 

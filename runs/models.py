@@ -110,7 +110,11 @@ class Run(models.Model):
 
     class Meta:
         ordering = ["-pk"]
-        permissions = [("cancel_run", "Can cancel runs")]
+        permissions = [
+            ("cancel_run", "Can cancel runs"),
+            # Given to no role: a superuser grants it to the few who may launch such runs.
+            ("approve_all_launch", "Can launch runs that approve destructive calls automatically"),
+        ]
         indexes = [
             models.Index(fields=["status", "-created_at"]),
             models.Index(fields=["stop_reason", "-created_at"]),

@@ -16,6 +16,9 @@ ROLES = {"viewers": VIEW, "operators": OPERATE, "admins": ADMIN}
 PERM_VIEW = "runs.view_run"
 PERM_LAUNCH = "runs.add_run"
 PERM_CANCEL = "runs.cancel_run"
+# Launching (or re-running) a run whose destructive calls are approved without a person: given
+# to no role by default; superusers have it.
+PERM_APPROVE_ALL = "runs.approve_all_launch"
 PERM_DECIDE = "runs.decide_approval"
 PERM_MANAGE_AGENTS = "runs.change_agent"
 PERM_MANAGE_TOOLS = "toolsapp.change_tool"

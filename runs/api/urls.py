@@ -25,6 +25,7 @@ urlpatterns = [
     path("v1/runs/export.csv", views.RunExportCsvView.as_view(), name="api-run-export-csv"),
     path("v1/runs/<int:pk>/", views.RunDetailView.as_view(), name="api-run-detail"),
     path("v1/runs/<int:pk>/cancel/", views.RunCancelView.as_view(), name="api-run-cancel"),
+    path("v1/runs/<int:pk>/rerun/", views.RunRerunView.as_view(), name="api-run-rerun"),
     path("v1/approvals/", views.ApprovalListView.as_view(), name="api-approval-list"),
     path("v1/approvals/archived/", views.ArchivedApprovalListView.as_view(), name="api-approval-archived"),
     path("v1/approvals/<int:pk>/approve/", views.ApprovalApproveView.as_view(), name="api-approval-approve"),

@@ -78,7 +78,8 @@ def _with_steps(rows: list[dict]) -> list[dict]:
             "tool": call.tool_name,
             "args_hash": call.args_hash,
             "status": call.status,
-            "ok": call.ok,
+            # An outcome that is unknown is neither a success nor a failure.
+            "ok": None if call.status == ToolCall.Status.UNKNOWN else call.ok,
             "truncated": call.truncated,
             "latency_ms": round(call.latency_ms, 2) if call.latency_ms is not None else None,
             "approval": None if approval is None else {

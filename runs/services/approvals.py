@@ -19,7 +19,10 @@ from runs.services.notifications import approval_pending_data, notify
 from runs.snapshots import approval_brief
 
 EXPIRED = "approval expired"
-CRASH_NOTE = "Interrupted by a crash while running; it may already have taken effect."
+CRASH_NOTE = (
+    "Outcome unknown: interrupted by a crash while running, it may already have taken effect. "
+    "Check the real state first: approving runs it again."
+)
 
 # What the loop does with a call once its gate is passed.
 RUN, WAIT, DONE = "run", "wait", "done"
@@ -46,6 +49,10 @@ def approval_gate(*, call: ToolCall, tool, config: dict, recorder) -> str:
     `tool` is the call's tool as it is now (None when disabled or removed while the run waited).
     """
     if tool is None:
+        if call.status == ToolCall.Status.STARTED or call.started_at is not None:
+            error = f"outcome unknown: interrupted by a crash, it may have taken effect; tool {call.tool_name!r} is no longer available"
+            recorder.call_update(call, ToolCall.Status.UNKNOWN, payload={"ok": False, "error": error})
+            return DONE
         recorder.call_update(
             call, ToolCall.Status.FAILED, payload={"ok": False, "error": f"tool {call.tool_name!r} is no longer available"}
         )
@@ -55,7 +62,7 @@ def approval_gate(*, call: ToolCall, tool, config: dict, recorder) -> str:
         # Started before a crash, with no result recorded: its effect may or may not exist.
         if tool.idempotent:
             return RUN
-        return approval_request(call=call, config=config, recorder=recorder, note=CRASH_NOTE)
+        return approval_request(call=call, config=config, recorder=recorder, note=CRASH_NOTE, outcome_unknown=True)
     if status == ToolCall.Status.PENDING:
         return approval_request(call=call, config=config, recorder=recorder) if tool.destructive else RUN
     if status == ToolCall.Status.APPROVED:
@@ -69,9 +76,12 @@ def approval_gate(*, call: ToolCall, tool, config: dict, recorder) -> str:
     return _apply(call, approval, recorder)
 
 
-def approval_request(*, call: ToolCall, config: dict, recorder, note: str = "") -> str:
-    """Ask for a decision on `call`, or take it from the run's automatic policy."""
-    policy = config.get("approval_policy", "ask")
+def approval_request(*, call: ToolCall, config: dict, recorder, note: str = "", outcome_unknown: bool = False) -> str:
+    """Ask for a decision on `call`, or take it from the run's automatic policy.
+
+    A call whose outcome is unknown (it may have taken effect) always waits for a person,
+    whatever the policy: approving it again is a decision about a possible second effect."""
+    policy = "ask" if outcome_unknown else config.get("approval_policy", "ask")
     timeout = config.get("approval_timeout_seconds")
     now = timezone.now()
     approval = Approval(
@@ -100,6 +110,11 @@ def _apply(call: ToolCall, approval: Approval, recorder) -> str:
         recorder.call_update(call, ToolCall.Status.APPROVED, approval=approval)
         return RUN
     reason = approval.reason or (EXPIRED if approval.status == Approval.Status.EXPIRED else "no reason given")
+    if call.started_at is not None:
+        # Started before a crash and not run again: "rejected" would tell the model nothing happened.
+        error = f"outcome unknown: interrupted by a crash, it may have taken effect; not run again ({reason})"
+        recorder.call_update(call, ToolCall.Status.UNKNOWN, payload={"ok": False, "error": error}, approval=approval)
+        return DONE
     recorder.call_update(
         call, ToolCall.Status.REJECTED, payload={"ok": False, "error": f"rejected by operator: {reason}"}, approval=approval
     )

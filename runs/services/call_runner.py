@@ -1,6 +1,7 @@
 """Running the calls the loop allowed, and recording each step of that: a call that is not safe
-to repeat is marked started before it runs, each result is committed as it arrives, and a
-cancel between sequential calls leaves the rest "not executed", each with its event."""
+to repeat is marked started before it runs, each result is committed as it arrives (a timeout of
+such a call as "outcome unknown"), and a cancel between sequential calls leaves the rest "not
+executed", each with its event."""
 import json
 
 from django.conf import settings
@@ -11,7 +12,7 @@ from runs.models import Run, ToolCall
 from runs.services import guards, throttle
 from runs.services.db import release_db_connection
 from runs.services.leases import keeper
-from runs.services.tool_exec import execute_calls
+from runs.services.tool_exec import call_status, execute_calls
 from toolsapp.executors.base import ToolContext
 
 
@@ -76,9 +77,8 @@ class CallRunner:
             if item is None:
                 break
             position, payload, latency_ms = item
-            status = ToolCall.Status.SUCCEEDED if payload["ok"] else ToolCall.Status.FAILED
             with self.record.transaction():
-                self.record.call_update(calls[position], status, payload=payload, latency_ms=latency_ms)
+                self.record.call_update(calls[position], call_status(payload), payload=payload, latency_ms=latency_ms)
             finished += 1
         if finished < len(calls):
             with self.record.transaction():

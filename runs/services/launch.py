@@ -1,10 +1,29 @@
 """What one launch may change of its agent's settings: the one list of them, the agent's value of
-each, and which of a launch's choices are overrides.
+each, which of a launch's choices are overrides, and what a person launching may choose.
 
 The launch page's form, the API's launch serializer, the `run_agent` command, the launch page's
 placeholders and run_config all read the lists below.
+
+People (the dashboard and the API, re-runs included) launch within what the agent allows: its
+tools only, limits at most the agent's unless they may change agents (then up to the hard
+maxima), and the "ask" approval policy unless they have the right to choose another. Whoever
+types at the host's shell (`run_agent`, user None) is the host's operator and is not restricted.
 """
 from runs.models import Agent
+from runs.roles import PERM_APPROVE_ALL, PERM_MANAGE_AGENTS
+
+# How a run decides destructive calls: a person, or a policy for every call.
+APPROVAL_POLICIES = ("ask", "approve", "reject")
+POLICY_LABELS = {
+    "ask": "Ask a person for every destructive call",
+    "reject": "Reject every destructive call",
+    "approve": "Approve every destructive call automatically",
+}
+CUSTOMER_CHARS = 100
+
+
+class LaunchNotAllowed(PermissionError):
+    """The person launching may not choose this (a 403, or a form error)."""
 
 # Limits a launch may set, in the order the launch page shows them (guards.POSITIVE_INT_LIMITS
 # says which are whole numbers).
@@ -43,3 +62,49 @@ def launch_overrides(*, agent: Agent, chosen: dict) -> dict:
         chosen["tools"] = sorted(chosen["tools"])
     defaults = launch_defaults(agent=agent)
     return {name: value for name, value in chosen.items() if value != defaults[name]}
+
+
+def launch_policy(*, user, requested: str | None) -> str:
+    """The approval policy of a run this user launches: "ask" unless they chose another they may.
+
+    Rejecting every call can only prevent effects, so anyone who may launch may choose it;
+    approving every call needs the right (PERM_APPROVE_ALL, or a superuser)."""
+    policy = requested or "ask"
+    if policy not in APPROVAL_POLICIES:
+        raise ValueError(f"approval_policy must be one of {', '.join(APPROVAL_POLICIES)}")
+    if policy == "approve" and user is not None and not user.has_perm(PERM_APPROVE_ALL):
+        raise LaunchNotAllowed(
+            "You may not launch a run that approves destructive calls automatically "
+            f"(it needs the permission {PERM_APPROVE_ALL}); choose \"ask\" or \"reject\"."
+        )
+    return policy
+
+
+def launch_bounds_problems(*, agent: Agent, overrides: dict, user):
+    """(setting, message) for each override beyond what `user` may choose for `agent`'s runs."""
+    if user is None:
+        return
+    tools = overrides.get("tools")
+    if isinstance(tools, list):
+        allowed = set(agent.tools.values_list("name", flat=True))
+        extra = sorted({t for t in tools if isinstance(t, str)} - allowed)
+        if extra:
+            yield "tools", f"not tools of agent {agent.name}: {', '.join(extra)} (a run may use only its agent's tools)"
+    if user.has_perm(PERM_MANAGE_AGENTS):
+        return  # may raise limits, up to the hard maxima that run_config checks
+    for name in LIMIT_SETTINGS:
+        value, limit = overrides.get(name), getattr(agent, name)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > limit:
+            shown = f"{limit:g}" if isinstance(limit, float) else limit
+            yield name, f"{name} may be at most the agent's {shown}; only people who may change agents can raise it"
+
+
+def customer_problem(customer: str) -> str | None:
+    """What is wrong with a customer name typed at a launch (agents keep no list of customers)."""
+    if len(customer) > CUSTOMER_CHARS:
+        return f"the customer must be at most {CUSTOMER_CHARS} characters"
+    if not customer.isprintable():
+        return "the customer must be printable text, without control characters or line breaks"
+    if customer != customer.strip():
+        return "the customer must not start or end with spaces"
+    return None

@@ -27,8 +27,8 @@ from runs.services.decisions import StopReason
 from runs.services.history import build_messages, step_messages
 from runs.services.leases import LeaseLost, keeper, lease_claim, lease_release
 from runs.services.records import NAME_CHARS, Recorder, bounded, run_close, set_result
-from runs.services.tool_exec import check_call, reads_only
-from toolsapp.models import Tool
+from runs.services.run_tools import RunTools
+from runs.services.tool_exec import call_status, check_call
 from toolsapp.sensitive import sensitive_values_in_messages
 from toolsapp.verifiers import VERIFIERS
 
@@ -101,14 +101,11 @@ class _Driver:
         self.record = Recorder(run, owner)
         self.started = time.monotonic()
         self.active_before = run.active_seconds
-        self.tools = {t.name: t for t in Tool.objects.filter(name__in=self.config["tools"], enabled=True)}
-        # What the decisions need to know of each tool, read with the tools.
-        self.facts = {
-            t.name: decisions.ToolFacts(t.name, t.destructive, t.idempotent, t.parallel_safe, reads_only(t), t.repeat_limit)
-            for t in self.tools.values()
-        }
+        # The run's tools and what the decisions need to know of each, read again for the tools
+        # each answer calls (an administrator may change them while the run goes on).
+        self.toolbox = RunTools(self.config["tools"])
+        self.tools, self.facts = self.toolbox.tools, self.toolbox.facts  # changed in place
         self.runner = CallRunner(run, owner, self.tools, self.record)
-        self.definitions = [self.tools[n].definition() for n in self.config["tools"] if n in self.tools]
         self.messages: list[dict] | None = None  # built from the rows at the first model call
         self.endpoint = None
         if run.iterations == 0:  # no steps and no calls yet (they are committed with the count)
@@ -230,7 +227,7 @@ class _Driver:
             return llm.complete(
                 endpoint=self.endpoint,
                 messages=self.messages + preamble,
-                tools=self.definitions,
+                tools=self.toolbox.definitions,
                 tool_choice=guards.tool_choice_for(self.run.iterations + 1, self.config),
                 parallel_tool_calls=self.config["parallel_tool_calls"],
                 provider_options=self.config["provider_options"],
@@ -251,7 +248,10 @@ class _Driver:
             )
             for i, c in enumerate(reply.tool_calls)
         ]
-        checks = [check_call(tool_name=p.tool_name, raw_arguments=p.arguments, tools=self.tools) for p in planned]
+        self.toolbox.refresh([p.tool_name for p in planned])
+        unavailable = frozenset(self.toolbox.unavailable)
+        checks = [check_call(tool_name=p.tool_name, raw_arguments=p.arguments, tools=self.tools, unavailable=unavailable)
+                  for p in planned]
         arguments = {p.index: args for p, (args, _) in zip(planned, checks)}
         return planned, [error for _, error in checks], arguments
 
@@ -287,7 +287,7 @@ class _Driver:
                 set_result(call, {"ok": False, "error": refusal.error}, refusal.status)
             elif p.index in early:
                 payload, call.latency_ms = early[p.index]
-                set_result(call, payload, ToolCall.Status.SUCCEEDED if payload["ok"] else ToolCall.Status.FAILED)
+                set_result(call, payload, call_status(payload))
             key = (p.tool_name, p.args_hash)
             self.seen[key] = self.seen.get(key, 0) + 1
             calls.append(call)
@@ -331,7 +331,7 @@ class _Driver:
                 reply = llm.complete(
                     endpoint=self.endpoint,
                     messages=build_messages(self.run) + [instruction],
-                    tools=self.definitions,
+                    tools=self.toolbox.definitions,
                     tool_choice="none",
                     parallel_tool_calls=self.config["parallel_tool_calls"],
                     provider_options=self.config["provider_options"],

@@ -128,11 +128,18 @@ class Recorder:
 
 def run_close(recorder: Recorder, reason: str, *, detail: str = "", elapsed: float, answer: str | None = None) -> None:
     """End the run: its pending approvals expire, every open call gets a result (one result per
-    call id, always), and the run its status, stop reason and plain-words detail."""
+    call id, always), and the run its status, stop reason and plain-words detail.
+
+    An open call that had started (marked started, or asked about again after a crash) may
+    have taken effect: its outcome is unknown, never "not executed"."""
     run = recorder.run
     approvals_close(recorder=recorder, reason=reason)
     open_calls = ToolCall.objects.filter(run=run).exclude(status__in=ToolCall.DONE_STATUSES)
     for call in open_calls.select_related("approval"):
+        if call.status == ToolCall.Status.STARTED or call.started_at is not None:
+            error = f"outcome unknown: the run ended ({reason}) after the call had started; it may have taken effect"
+            recorder.call_update(call, ToolCall.Status.UNKNOWN, payload={"ok": False, "error": error})
+            continue
         recorder.call_update(
             call, ToolCall.Status.SKIPPED, payload={"ok": False, "error": f"not executed: the run ended ({reason})"}
         )

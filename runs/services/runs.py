@@ -7,7 +7,14 @@ from runs.llm import TRUSTED_BASE_URL_KEY
 from runs.models import Agent, Run
 from runs.services import guards
 from runs.services.events import event_record
-from runs.services.launch import OVERRIDABLE, TOOL_CHOICE_SETTINGS, launch_defaults
+from runs.services.launch import (
+    APPROVAL_POLICIES,
+    OVERRIDABLE,
+    TOOL_CHOICE_SETTINGS,
+    customer_problem,
+    launch_bounds_problems,
+    launch_defaults,
+)
 from runs.services.leases import lease_claim, lease_release
 from runs.services.loop import run_end
 from runs.snapshots import run_summary
@@ -15,7 +22,6 @@ from toolsapp.models import Tool
 from toolsapp.verifiers import VERIFIERS
 
 TOOL_CHOICES = ("auto", "required", "none")
-APPROVAL_POLICIES = ("ask", "approve", "reject")
 
 
 class InvalidRun(ValueError):
@@ -26,18 +32,21 @@ class InvalidRun(ValueError):
         self.setting = setting
 
 
-def run_config(*, agent: Agent, overrides: dict, approval_policy: str = "ask") -> dict:
-    """The agent's settings with the launch's overrides, checked and frozen for the run."""
+def run_config(*, agent: Agent, overrides: dict, approval_policy: str = "ask", user=None) -> dict:
+    """The agent's settings with the launch's overrides, checked and frozen for the run.
+    `user`: the person launching (None: the host's operator), whose overrides stay within the agent."""
     unknown = sorted(set(overrides) - set(OVERRIDABLE))
     if unknown:
         raise InvalidRun(f"these settings cannot be overridden: {', '.join(unknown)}")
     config = _config(agent=agent, overrides=overrides, approval_policy=approval_policy)
     for setting, message in _config_problems(config):
         raise InvalidRun(message, setting if setting in overrides else None)
+    for setting, message in launch_bounds_problems(agent=agent, overrides=overrides, user=user):
+        raise InvalidRun(message, setting)
     return config
 
 
-def launch_errors(*, agent: Agent, overrides: dict) -> dict[str, list[str]]:
+def launch_errors(*, agent: Agent, overrides: dict, user=None) -> dict[str, list[str]]:
     """What run_create would refuse in the settings this launch overrides, by setting. Problems
     of the agent's own settings are left to run_create, which refuses the launch as a whole."""
     config = _config(agent=agent, overrides=overrides)
@@ -45,6 +54,8 @@ def launch_errors(*, agent: Agent, overrides: dict) -> dict[str, list[str]]:
     for setting, message in _config_problems(config):
         if setting in overrides:
             errors.setdefault(setting, []).append(message)
+    for setting, message in launch_bounds_problems(agent=agent, overrides=overrides, user=user):
+        errors.setdefault(setting, []).append(message)
     return errors
 
 
@@ -101,14 +112,18 @@ def run_create(
     rerun_of: Run | None = None,
     shell_base_url: str = "",
 ) -> Run:
-    """`shell_base_url`: a model endpoint typed at the host's shell (run_agent --base-url), which
-    the run then trusts like LLM_BASE_URL (see llm.resolve_endpoint). Only the command sets it;
-    a re-run does not copy it."""
+    """A new queued run. `user` None is the host's operator (the command line): unrestricted;
+    a person's overrides stay within the agent (launch.launch_bounds_problems). Who may choose
+    `approval_policy` is checked by the caller (launch.launch_policy). `shell_base_url`: a model
+    endpoint typed at the host's shell (run_agent --base-url), which the run then trusts like
+    LLM_BASE_URL (see llm.resolve_endpoint). Only the command sets it; a re-run does not copy it."""
     task = (task or "").strip()
     if not task:
         raise InvalidRun("the task is empty")
+    if customer is not None and customer_problem(customer):
+        raise InvalidRun(customer_problem(customer), "customer")
     overrides = dict(overrides or {})
-    config = run_config(agent=agent, overrides=overrides, approval_policy=approval_policy)
+    config = run_config(agent=agent, overrides=overrides, approval_policy=approval_policy, user=user)
     if shell_base_url and config["base_url"] == shell_base_url:
         config[TRUSTED_BASE_URL_KEY] = True
     with transaction.atomic():

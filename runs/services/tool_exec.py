@@ -1,14 +1,20 @@
 """The one place that executes tools: validate a call, run its handler under a timeout, and turn
-every outcome (including the handler's bugs) into a result the model can read."""
+every outcome (including the handler's bugs) into a result the model can read.
+
+A timeout gives up on a handler without stopping it: it may still take effect later. So a call
+of a tool that is destructive or not safe to repeat that timed out has an unknown outcome, not a
+failure (`call_status`), and hung handlers are bounded by `tool_threads`.
+"""
 import json
 import logging
 import time
-from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 
 from django.conf import settings
 from django.db import DatabaseError, connection
 
+from runs.models import ToolCall
+from runs.services import tool_threads
 from runs.services.db import release_db_connection
 from runs.services.guards import parse_arguments
 from toolsapp.executors import executor_for
@@ -20,13 +26,22 @@ from toolsapp.schemas import validate_arguments
 log = logging.getLogger(__name__)
 
 # Handlers run in these threads so a timeout can abandon a stuck one without blocking the loop.
-_pool = ThreadPoolExecutor(max_workers=max(4, settings.TOOL_PARALLEL_WORKERS * 4), thread_name_prefix="tool")
+_pool = tool_threads.ToolThreads(
+    size=max(4, settings.TOOL_PARALLEL_WORKERS * 4), max_hung=settings.TOOL_MAX_HUNG_CALLS
+)
+# The payload key that marks a result whose effect is unknown (the model reads it too).
+OUTCOME_UNKNOWN = "unknown"
 
 
-def check_call(*, tool_name: str, raw_arguments: str, tools: dict[str, Tool]) -> tuple[dict | None, str | None]:
-    """(arguments, None) when the call may run, else (None, the error for the model)."""
+def check_call(*, tool_name: str, raw_arguments: str, tools: dict[str, Tool],
+               unavailable: frozenset[str] = frozenset()) -> tuple[dict | None, str | None]:
+    """(arguments, None) when the call may run, else (None, the error for the model).
+
+    `unavailable`: tools of the run that an administrator disabled while it ran."""
     if tool_name not in tools:
         available = ", ".join(sorted(tools)) or "none"
+        if tool_name in unavailable:
+            return None, f"tool {tool_name!r} is unavailable: an administrator disabled it; available tools: {available}"
         if Tool.objects.filter(name=tool_name).exists():
             return None, f"tool {tool_name!r} is not allowed for this agent; available tools: {available}"
         return None, f"unknown tool {tool_name!r}; available tools: {available}"
@@ -63,12 +78,50 @@ def _invoke(tool: Tool, arguments: dict, context: ToolContext):
         release_db_connection()  # back to the pool, if there is one
 
 
+def call_status(payload: dict) -> str:
+    """The call status a tool's payload stands for."""
+    if payload["ok"]:
+        return ToolCall.Status.SUCCEEDED
+    return ToolCall.Status.UNKNOWN if payload.get("outcome") == OUTCOME_UNKNOWN else ToolCall.Status.FAILED
+
+
+def _timed_out(tool: Tool, given_up: str) -> dict:
+    seconds = f"{tool.timeout_seconds:g}"
+    if given_up == tool_threads.CANCELLED:
+        # It never started (every thread was busy): nothing happened.
+        return {"ok": False, "error": f"the tool could not start within its timeout of {seconds} seconds; it did not run"}
+    if tool.destructive or not tool.idempotent:
+        return {
+            "ok": False,
+            "outcome": OUTCOME_UNKNOWN,
+            "error": f"outcome unknown: the tool did not answer within {seconds} seconds and may still take effect. "
+            "Do not call it again blindly: check the real state first (or ask the user).",
+        }
+    return {"ok": False, "error": f"the tool timed out after {seconds} seconds"}
+
+
+def _start(tool: Tool, arguments: dict, context: ToolContext):
+    """The call's future, or the payload of a call refused because its tool hangs."""
+    try:
+        return _pool.submit(tool.name, _invoke, tool, arguments, context)
+    except tool_threads.ToolBusy as busy:
+        return {
+            "ok": False,
+            "error": f"tool {tool.name!r} is not answering: {busy.hung} earlier calls are still running past their "
+            "timeout; this call was not run. Try again later.",
+        }
+
+
 def _outcome(future, tool: Tool, timeout: float) -> dict:
+    if isinstance(future, dict):
+        return future
     try:
         result = future.result(timeout=timeout)
     except FutureTimeout:
-        future.cancel()
-        return {"ok": False, "error": f"the tool timed out after {tool.timeout_seconds:g} seconds"}
+        given_up = _pool.abandon(future)
+        if given_up != tool_threads.DONE:
+            return _timed_out(tool, given_up)
+        return _outcome(future, tool, 0)  # it finished just now after all
     except ToolError as exc:
         return {"ok": False, "error": str(exc) or "the tool reported an error"}
     except Exception as exc:  # a bug in the handler: its type only, never a traceback
@@ -90,7 +143,7 @@ def execute_calls(jobs: list[tuple[Tool, dict, ToolContext]], *, parallel: bool,
     """
     if parallel:
         started = time.perf_counter()
-        futures = [_pool.submit(_invoke, tool, args, ctx) for tool, args, ctx in jobs]
+        futures = [_start(tool, args, ctx) for tool, args, ctx in jobs]
         for position, (future, (tool, _, _)) in enumerate(zip(futures, jobs)):
             remaining = max(0.0, started + tool.timeout_seconds - time.perf_counter())
             payload = _outcome(future, tool, remaining)
@@ -100,5 +153,5 @@ def execute_calls(jobs: list[tuple[Tool, dict, ToolContext]], *, parallel: bool,
         if on_start is not None and on_start(position) is False:
             return
         started = time.perf_counter()
-        payload = _outcome(_pool.submit(_invoke, tool, args, ctx), tool, tool.timeout_seconds)
+        payload = _outcome(_start(tool, args, ctx), tool, tool.timeout_seconds)
         yield position, payload, (time.perf_counter() - started) * 1000

@@ -331,6 +331,34 @@ def test_destructive_call_left_started_waits_for_an_operator_instead_of_running_
     assert_consistent_history(run)
 
 
+def test_kill_9_mid_call_under_approve_all_waits_for_a_person_instead_of_running_it_again(
+    celery_worker_proc, durable_agent, script, tool_log, wait_for, wait_for_run
+):
+    # Launched with --approve-all: the purge is approved automatically the first time. The worker
+    # dies while it runs, so whether it took effect is unknown: no policy may approve it again.
+    model = script({"tool_calls": [{"id": "p1", "name": PURGE, "arguments": {"target": "cache-9", "seconds": 3}}]},
+                   {"content": "purged"})
+    first = celery_worker_proc()
+    run = run_create(agent=durable_agent, task="purge cache-9", overrides={"models": [model]}, approval_policy="approve")
+    run_dispatch(run_id=run.pk)
+    wait_for(lambda: executions(tool_log, tool=PURGE, run=run.pk), message="the purge to start")
+    first.kill()
+    time.sleep(0.5)  # let the database finish rolling back the dead connection
+    assert ToolCall.objects.get(run=run, call_id="p1").status == ToolCall.Status.STARTED
+
+    second = celery_worker_proc(wait=False)
+    sweep_until_redispatched(run, wait_for)
+    second.wait_ready()
+    run = wait_for_run(run.pk, Run.Status.AWAITING_APPROVAL, *FINISHED)
+
+    assert run.status == Run.Status.AWAITING_APPROVAL
+    call = ToolCall.objects.select_related("approval").get(run=run, call_id="p1")
+    assert (call.status, call.approval.status, call.approval.automatic) == (
+        ToolCall.Status.AWAITING_APPROVAL, Approval.Status.PENDING, False)
+    assert "outcome unknown" in call.approval.note.lower()
+    assert len(executions(tool_log, tool=PURGE, run=run.pk)) == 1, "the purge must not run again on its own"
+
+
 # --- 4. duplicate deliveries -------------------------------------------------------------------
 
 

@@ -1,6 +1,7 @@
 """Launching a run, its live page, and the actions on it."""
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
+from django.core.exceptions import PermissionDenied
 from django.http import Http404, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -11,6 +12,7 @@ from runs.models import Run, ToolCall
 from runs.roles import PERM_CANCEL, PERM_LAUNCH, PERM_VIEW
 from runs.selectors.runs import agent_defaults, call_in_run, run_for_page, run_reruns
 from runs.services.dispatch import run_dispatch
+from runs.services.launch import POLICY_LABELS, LaunchNotAllowed, launch_policy
 from runs.services.reruns import rerun_create
 from runs.services.runs import InvalidRun, run_cancel, run_create
 
@@ -19,7 +21,8 @@ from runs.services.runs import InvalidRun, run_cancel, run_create
 @permission_required(PERM_LAUNCH, raise_exception=True)
 def run_launch(request):
     # ?agent=<pk> preselects the agent (links from an agent's page).
-    form = LaunchForm(request.POST if request.method == "POST" else None, initial={"agent": request.GET.get("agent")})
+    form = LaunchForm(request.POST if request.method == "POST" else None, initial={"agent": request.GET.get("agent")},
+                      user=request.user)
     if form.is_bound and form.is_valid():
         data = form.cleaned_data
         try:
@@ -28,7 +31,8 @@ def run_launch(request):
                 task=data["task"],
                 user=request.user,
                 overrides=form.overrides(),
-                customer=data["customer"].strip() or None,
+                customer=data["customer"] or None,
+                approval_policy=data["approval_policy"],
             )
         except InvalidRun as exc:
             form.add_error(exc.setting if exc.setting in form.fields else None, str(exc))
@@ -54,9 +58,11 @@ def run_detail(request, pk: int):
         "call_status_labels": dict(ToolCall.Status.choices),
         "stop_reason_labels": dict(Run.StopReason.choices),
         # Which statuses are final: the page applies events and never decides this itself.
-        "status_groups": {"run_finished": list(Run.FINISHED_STATUSES), "call_done": list(ToolCall.DONE_STATUSES)},
+        "status_groups": {"run_finished": list(Run.FINISHED_STATUSES), "call_done": list(ToolCall.DONE_STATUSES),
+                          "call_unknown": [ToolCall.Status.UNKNOWN]},
         "call_result_url": reverse("call_result", args=[run.pk, 0]),
         "approvals_url": reverse("approval_queue"),
+        "policy_labels": POLICY_LABELS,
     }
     return render(request, "runs/run_detail.html", context)
 
@@ -83,7 +89,14 @@ def run_cancel_view(request, pk: int):
 def run_rerun(request, pk: int):
     original = get_object_or_404(Run.objects.select_related("agent"), pk=pk)
     try:
-        run = rerun_create(original=original, user=request.user)
+        policy = launch_policy(user=request.user, requested=request.POST.get("approval_policy"))
+    except LaunchNotAllowed as exc:
+        raise PermissionDenied(str(exc))
+    except ValueError as exc:
+        messages.error(request, f"Could not run it again: {exc}.")
+        return redirect("run_detail", pk=original.pk)
+    try:
+        run = rerun_create(original=original, user=request.user, approval_policy=policy)
     except InvalidRun as exc:
         messages.error(request, f"Could not run it again: {exc}.")
         return redirect("run_detail", pk=original.pk)

@@ -22,6 +22,7 @@ const labels = {
 // page shows what the events say; which statuses are final comes from the server too.
 const groups = readJson("status-groups");
 const FINISHED = new Set(groups.run_finished || []);
+const OUTCOME_UNKNOWN = new Set(groups.call_unknown || []);
 const HASH_CHARS = 12;
 // A dropped live event is noticed at the next one (a gap); a dropped LAST event has no next one,
 // so the page also asks for anything new now and then.
@@ -216,6 +217,10 @@ function fillCall(li, data) {
   li.append(line);
   const approval = approvalNode(data.approval);
   if (approval) li.append(approval);
+  if (OUTCOME_UNKNOWN.has(data.status)) {
+    li.append(el("div", { class: "call-unknown warn" },
+      "This call may have taken effect: check the real state before doing it again."));
+  }
   if (data.error) li.append(el("div", { class: "call-error error" }, data.error));
   if (data.result_preview) li.append(el("pre", { class: "call-preview mono" }, data.result_preview));
   li.append(full);

@@ -21,6 +21,7 @@ from runs.api.serializers.runs import (
     RunDetailSerializer,
     RunListItemSerializer,
     RunPageSerializer,
+    RunRerunSerializer,
     RunSummarySerializer,
     StepSerializer,
     UsageSerializer,
@@ -31,7 +32,7 @@ from runs.text import check_storable_json, storable_text
 __all__ = [
     "AgentSerializer", "ApprovalBriefSerializer", "ArchivedApprovalPageSerializer", "ArchivedApprovalSerializer", "CallSerializer", "DecisionResultSerializer", "DecisionSerializer",
     "NameRelatedField", "PendingApprovalSerializer", "RunActionSerializer", "RunCreateSerializer",
-    "RunDetailSerializer", "RunListItemSerializer", "RunPageSerializer", "RunSummarySerializer",
+    "RunDetailSerializer", "RunListItemSerializer", "RunPageSerializer", "RunRerunSerializer", "RunSummarySerializer",
     "StepSerializer", "StorableUniqueValidator", "ToolSerializer", "UsageSerializer", "check_storable_json",
     "choice", "storable_text",
 ]

@@ -5,7 +5,14 @@ from runs.api.serializers.approvals import ApprovalBriefSerializer
 from runs.api.serializers.fields import NameRelatedField, choice, service_errors
 from runs.models import Agent, Run, ToolCall, ToolChoice
 from runs.services.guards import MAX_SAFE_INTEGER, POSITIVE_INT_LIMITS
-from runs.services.launch import LAUNCH_CHOICES, LIMIT_SETTINGS, TOOL_CHOICE_SETTINGS, launch_overrides
+from runs.services.launch import (
+    LAUNCH_CHOICES,
+    LIMIT_SETTINGS,
+    POLICY_LABELS,
+    TOOL_CHOICE_SETTINGS,
+    customer_problem,
+    launch_overrides,
+)
 from runs.services.runs import launch_errors
 
 
@@ -18,8 +25,23 @@ def setting_field(name: str) -> serializers.Field:
     return serializers.FloatField(required=False)
 
 
+def approval_policy_field():
+    return choice(
+        list(POLICY_LABELS.items()), "ApprovalPolicy", required=False,
+        help_text='How destructive calls are decided; omitted: "ask" (a person decides each). "approve" needs '
+                  "the permission runs.approve_all_launch (403 otherwise).",
+    )
+
+
+class RunRerunSerializer(serializers.Serializer):
+    """A re-run: the original's task, agent, overrides and customer; never its approval policy."""
+
+    approval_policy = approval_policy_field()
+
+
 class RunCreateSerializer(serializers.Serializer):
-    """A launch, as on the dashboard's launch form: omitted settings are the agent's."""
+    """A launch, as on the dashboard's launch form: omitted settings are the agent's. Tools must
+    be the agent's and limits at most the agent's, unless the user may change agents."""
 
     agent = NameRelatedField(slug_field="name", queryset=Agent.objects.all(), help_text="The agent's name.")
     task = serializers.CharField(max_length=20_000)
@@ -33,7 +55,15 @@ class RunCreateSerializer(serializers.Serializer):
         child=serializers.CharField(max_length=64), required=False, allow_empty=True,
         help_text="Enabled tools this run may call; empty or omitted uses the agent's.",
     )
+    approval_policy = approval_policy_field()
     # ...then one field per limit and tool choice (LIMIT_SETTINGS, TOOL_CHOICE_SETTINGS), in get_fields.
+
+    def validate_customer(self, value: str) -> str:
+        value = value.strip()
+        problem = customer_problem(value)
+        if problem:
+            raise serializers.ValidationError(problem)
+        return value
 
     def get_fields(self):
         fields = super().get_fields()
@@ -47,7 +77,7 @@ class RunCreateSerializer(serializers.Serializer):
         # An empty list of models or tools, like an omitted setting, keeps the agent's.
         chosen["models"], chosen["tools"] = attrs.get("models") or None, attrs.get("tools") or None
         overrides = launch_overrides(agent=attrs["agent"], chosen=chosen)
-        errors = launch_errors(agent=attrs["agent"], overrides=overrides)
+        errors = launch_errors(agent=attrs["agent"], overrides=overrides, user=self.context["request"].user)
         if errors:
             raise service_errors(errors)
         return {**attrs, "overrides": overrides}

@@ -14,11 +14,13 @@ from runs.api.views.runs import (
     RunExportCsvView,
     RunExportJsonlView,
     RunListView,
+    RunRerunView,
 )
 from runs.api.views.tools import ToolViewSet
 
 __all__ = [
     "AgentViewSet", "ApprovalApproveView", "ApprovalListView", "ApprovalRejectView", "ArchivedApprovalListView",
     "MetricsView", "RunCancelView", "RunDetailView", "RunExportCsvView", "RunExportJsonlView", "RunListView",
+    "RunRerunView",
     "ToolViewSet",
 ]

@@ -3,7 +3,7 @@ from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
-from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
 from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.response import Response
 from rest_framework.reverse import reverse
@@ -19,6 +19,8 @@ from runs.selectors.exports import runs_csv, runs_jsonl
 from runs.selectors.history import run_history, run_history_page
 from runs.selectors.runs import run_for_page
 from runs.services.dispatch import run_dispatch
+from runs.services.launch import LaunchNotAllowed, launch_policy
+from runs.services.reruns import rerun_create
 from runs.services.runs import InvalidRun, run_cancel, run_create
 from runs.snapshots import run_data, run_summary
 
@@ -91,7 +93,7 @@ class RunListView(ApiView):
     @extend_schema(
         operation_id="runs_create", summary="Launch a run; a worker drives it",
         request=api.RunCreateSerializer,
-        responses={201: api.RunDetailSerializer, **errors(400)},
+        responses={201: api.RunDetailSerializer, **errors(400)},  # 403: approval_policy "approve" without the right
         examples=[
             OpenApiExample("The demo agent", request_only=True,
                            value={"agent": "demo", "task": "What's the weather in Lagos and London?"}),
@@ -100,19 +102,56 @@ class RunListView(ApiView):
         ],
     )
     def post(self, request):
-        launch = api.RunCreateSerializer(data=request.data)
+        launch = api.RunCreateSerializer(data=request.data, context={"request": request})
         launch.is_valid(raise_exception=True)
         data = launch.validated_data
+        policy = _policy(request, data)
         try:
             run = run_create(
-                agent=data["agent"], task=data["task"], user=request.user,
+                agent=data["agent"], task=data["task"], user=request.user, approval_policy=policy,
                 overrides=data["overrides"], customer=data.get("customer", "").strip() or None,
             )
         except InvalidRun as exc:
             raise ValidationError({exc.setting: [str(exc)]} if exc.setting else str(exc))
-        run_dispatch(run_id=run.pk)
-        headers = {"Location": reverse("api-run-detail", args=[run.pk], request=request)}
-        return Response(_run_detail(run_for_page(run_id=run.pk)), status=status.HTTP_201_CREATED, headers=headers)
+        return _created(request, run)
+
+
+def _policy(request, data) -> str:
+    try:
+        return launch_policy(user=request.user, requested=data.get("approval_policy"))
+    except LaunchNotAllowed as exc:
+        raise PermissionDenied(str(exc))
+
+
+def _created(request, run: Run) -> Response:
+    run_dispatch(run_id=run.pk)
+    headers = {"Location": reverse("api-run-detail", args=[run.pk], request=request)}
+    return Response(_run_detail(run_for_page(run_id=run.pk)), status=status.HTTP_201_CREATED, headers=headers)
+
+
+class RunRerunView(ApiView):
+    required_perms = {"POST": (PERM_LAUNCH,)}
+
+    @extend_schema(
+        operation_id="runs_rerun", summary="Run a finished run's task again (its agent, overrides and customer)",
+        description='The approval policy is not copied: "ask" unless the body chooses another the user may choose.',
+        request=api.RunRerunSerializer,
+        responses={201: api.RunDetailSerializer, **errors(400, 404, 409)},
+    )
+    def post(self, request, pk: int):
+        original = Run.objects.select_related("agent").filter(pk=pk).first()
+        if original is None:
+            raise NotFound("No such run.")
+        if not original.is_finished:
+            raise Conflict(f"Run {original.pk} has not finished yet.")
+        body = api.RunRerunSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        policy = _policy(request, body.validated_data)
+        try:
+            run = rerun_create(original=original, user=request.user, approval_policy=policy)
+        except InvalidRun as exc:
+            raise ValidationError({exc.setting: [str(exc)]} if exc.setting else str(exc))
+        return _created(request, run)
 
 
 class RunDetailView(ApiView):

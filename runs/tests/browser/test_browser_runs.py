@@ -122,3 +122,20 @@ def test_the_launch_page_shows_the_agents_settings_in_its_empty_fields(live, bro
         f"the agent's setting ({agent.first_tool_choice})"
     )
     expect(page.locator("#agent-tools")).to_have_text(f"The agent's: {tools}.")
+
+
+def test_a_call_whose_outcome_is_unknown_says_so_on_the_run_page(live, browser, users, launch, no_dispatch):
+    from runs.tests.test_outcome_unknown_display import approved_then_interrupted
+
+    run = approved_then_interrupted(launch, users["operator"])
+    page = browser.login(users["viewer"])
+    page.goto(f"/runs/{run.pk}/")
+    wait_for_seq(page, Run.objects.get(pk=run.pk).event_seq)
+    cancel = page.locator("#timeline .call[data-call-pk]").filter(
+        has=page.locator(".call-tool", has_text=re.compile(r"^cancel_order$"))
+    )
+    badge = cancel.locator(".call-status")
+    expect(badge).to_have_attribute("data-status", ToolCall.Status.UNKNOWN)
+    expect(badge).to_have_text("Outcome unknown")
+    expect(cancel.locator(".call-unknown")).to_contain_text("may have taken effect")
+    expect(cancel.locator(".call-error")).to_contain_text("outcome unknown")

@@ -123,6 +123,21 @@ def _cancel(args, ctx):
     return {"cancel": "requested"}
 
 
+@python_handler("contract_hang")
+def _hang(args, ctx):
+    REC.release.wait(120)  # hangs until the test ends (a handler stuck on a dead connection)
+    return {"late": True}
+
+
+@python_handler("contract_flip")
+def _flip(args, ctx):
+    # An administrator changes a tool while the run goes on (another connection, like the admin).
+    tool = Tool.objects.get(name=args["tool"])
+    setattr(tool, args["flag"], args["value"])
+    tool.save()
+    return {"flipped": args["tool"]}
+
+
 TEST_TOOLS = {
     "cancel_me": {"handler": "contract_cancel"},
     "probe": {"handler": "contract_probe"},
@@ -137,6 +152,14 @@ TEST_TOOLS = {
     "seq_b": {"handler": "contract_seq_b", "parallel_safe": False},
     "waiter": {"handler": "contract_waiter"},
     "signaller": {"handler": "contract_signaller"},
+    # Effects that must not happen twice: a timeout or a crash leaves their outcome unknown.
+    "probe_once": {"handler": "contract_probe", "idempotent": False},
+    "purge_once": {"handler": "contract_probe", "idempotent": False, "destructive": True},
+    "stuck_effect": {"handler": "contract_stuck", "timeout_seconds": 0.05, "idempotent": False},
+    "stuck_destructive": {"handler": "contract_stuck", "timeout_seconds": 0.05, "destructive": True},
+    "hang": {"handler": "contract_hang", "timeout_seconds": 0.05, "idempotent": False},
+    "probe_quick": {"handler": "contract_probe", "timeout_seconds": 5},
+    "flip": {"handler": "contract_flip"},
 }
 
 

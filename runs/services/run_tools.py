@@ -1,0 +1,76 @@
+"""The tools one run may call, as its driver knows them, kept current while it runs.
+
+A driver reads its run's tools when it starts. Before the calls of each model answer are decided,
+it reads again the flags of the tools that answer calls (one small query, none for an answer
+without calls), so an administrator who marks a tool destructive or not idempotent, or disables
+it, changes what happens to its next call, also in runs already being driven. A tool whose flags
+changed is read again in full.
+"""
+from django.db import connection
+
+from runs.services.decisions import ToolFacts
+from runs.services.tool_exec import reads_only
+from toolsapp.models import Tool
+
+# The flags a call's fate depends on, in the order of the query below.
+FLAGS = ("enabled", "destructive", "idempotent", "parallel_safe")
+
+
+def facts_of(tool: Tool) -> ToolFacts:
+    return ToolFacts(tool.name, tool.destructive, tool.idempotent, tool.parallel_safe, reads_only(tool), tool.repeat_limit)
+
+
+class RunTools:
+    """`tools` and `facts` (of enabled tools), `unavailable` (disabled ones), `definitions` (for the model)."""
+
+    def __init__(self, names: list[str]):
+        self.names = list(names)
+        self.tools: dict[str, Tool] = {}
+        self.facts: dict[str, ToolFacts] = {}
+        self.unavailable: set[str] = set()
+        self._take(Tool.objects.filter(name__in=self.names))
+        self.definitions = self._definitions()
+
+    def refresh(self, called: list[str]) -> None:
+        """Read again the flags of the run's tools among `called`; the dicts are changed in place."""
+        names = sorted(set(called).intersection(self.names))
+        if not names:
+            return
+        # A plain statement: this runs every iteration, and the ORM's query building would cost
+        # more than the query itself.
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT name, {', '.join(FLAGS)} FROM {Tool._meta.db_table} WHERE name IN ({', '.join(['%s'] * len(names))})",
+                names,
+            )
+            rows = {name: tuple(bool(v) for v in flags) for name, *flags in cursor.fetchall()}
+        changed = [name for name in names if not self._unchanged(name, rows.get(name))]
+        if not changed:
+            return
+        before = set(self.tools)
+        for name in changed:
+            self.tools.pop(name, None)
+            self.facts.pop(name, None)
+            self.unavailable.discard(name)
+        self._take(Tool.objects.filter(name__in=changed))
+        if set(self.tools) != before:
+            self.definitions = self._definitions()
+
+    def _take(self, rows) -> None:
+        for tool in rows:
+            if tool.enabled:
+                self.tools[tool.name] = tool
+                self.facts[tool.name] = facts_of(tool)
+            else:
+                self.unavailable.add(tool.name)
+
+    def _unchanged(self, name: str, flags: tuple | None) -> bool:
+        """Whether `flags` (None: no such row) are what we hold of tool `name`."""
+        if name in self.tools:
+            return flags == tuple(bool(getattr(self.tools[name], flag)) for flag in FLAGS)
+        if name in self.unavailable:
+            return flags is not None and not flags[0]
+        return flags is None
+
+    def _definitions(self) -> list[dict]:
+        return [self.tools[n].definition() for n in self.names if n in self.tools]
