@@ -21,6 +21,9 @@ class CallRunner:
 
     def __init__(self, run: Run, owner: str, tools: dict, record):
         self.run, self.owner, self.tools, self.record = run, owner, tools, record
+        # Calls handed to a tool whose result is not recorded yet: if the driver fails now (the
+        # database went away while recording), they may have taken effect, whatever their flags.
+        self.in_flight: set[int] = set()
 
     def reads_first(self, planned, arguments, decision, step_index: int) -> dict[int, tuple[dict, float]]:
         """Results of calls that only read, run before their step is recorded: {index: (payload, ms)}.
@@ -61,11 +64,13 @@ class CallRunner:
             if self.run.cancel_requested:
                 return False
             mark_started([calls[position]])
+            self.in_flight.add(calls[position].pk)
             release_db_connection()  # the tool's thread may need one while we wait for it
             return True
 
         if parallel:
             mark_started(calls)
+            self.in_flight.update(c.pk for c in calls)
         keeper.expect_wait(self.owner, self.lease_for(calls))
         finished = 0
         results = execute_calls(jobs, parallel=parallel, on_start=before_each)
@@ -79,10 +84,12 @@ class CallRunner:
             position, payload, latency_ms = item
             with self.record.transaction():
                 self.record.call_update(calls[position], call_status(payload), payload=payload, latency_ms=latency_ms)
+            self.in_flight.discard(calls[position].pk)
             finished += 1
         if finished < len(calls):
             with self.record.transaction():
                 for call in calls[finished:]:
+                    self.in_flight.discard(call.pk)
                     self.record.call_update(
                         call, ToolCall.Status.SKIPPED, payload={"ok": False, "error": "not executed: the run was cancelled"}
                     )

@@ -314,7 +314,7 @@ class _Driver:
     def end(self, reason: str, *, detail: str = "") -> Run:
         """End the run between iterations (cancel, budget, limit, model error, internal error)."""
         with self.record.transaction():
-            run_close(self.record, reason, detail=detail, elapsed=self.elapsed())
+            run_close(self.record, reason, detail=detail, elapsed=self.elapsed(), in_flight=frozenset(self.runner.in_flight))
         self.log(None, [], reason)
         self.summarise_if_asked(reason)
         return self.run

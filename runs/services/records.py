@@ -126,17 +126,21 @@ class Recorder:
         self.event("call", call_data(call))
 
 
-def run_close(recorder: Recorder, reason: str, *, detail: str = "", elapsed: float, answer: str | None = None) -> None:
+def run_close(
+    recorder: Recorder, reason: str, *, detail: str = "", elapsed: float, answer: str | None = None,
+    in_flight: frozenset[int] = frozenset(),
+) -> None:
     """End the run: its pending approvals expire, every open call gets a result (one result per
     call id, always), and the run its status, stop reason and plain-words detail.
 
-    An open call that had started (marked started, or asked about again after a crash) may
-    have taken effect: its outcome is unknown, never "not executed"."""
+    An open call that had started (marked started, asked about again after a crash, or in
+    `in_flight`: handed to its tool by this driver, result not recorded) may have taken effect:
+    its outcome is unknown, never "not executed"."""
     run = recorder.run
     approvals_close(recorder=recorder, reason=reason)
     open_calls = ToolCall.objects.filter(run=run).exclude(status__in=ToolCall.DONE_STATUSES)
     for call in open_calls.select_related("approval"):
-        if call.status == ToolCall.Status.STARTED or call.started_at is not None:
+        if call.status == ToolCall.Status.STARTED or call.started_at is not None or call.pk in in_flight:
             error = f"outcome unknown: the run ended ({reason}) after the call had started; it may have taken effect"
             recorder.call_update(call, ToolCall.Status.UNKNOWN, payload={"ok": False, "error": error})
             continue

@@ -125,12 +125,6 @@ def fail_once(execute, sql, params, many, context):
     return execute(sql, params, many, context)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a database error while recording a call's result ends the run as internal_error and "
-    "records the call, which DID run, as 'skipped: not executed' (its result is lost and the record "
-    "is false); it should be left to resume, or recorded as outcome unknown",
-)
 def test_a_call_that_ran_is_never_recorded_as_not_executed_after_a_database_error(cut_agent, script):
     Tool.objects.create(
         name="fm_arm", description="Makes the driver's next write fail once.",
@@ -149,4 +143,6 @@ def test_a_call_that_ran_is_never_recorded_as_not_executed_after_a_database_erro
             pass
     run.refresh_from_db()
     call = ToolCall.objects.get(run=run, call_id="a1")
-    assert call.status != ToolCall.Status.SKIPPED, f"the call ran, but the run {run.status} records it as: {call.error}"
+    assert call.status in (ToolCall.Status.SUCCEEDED, ToolCall.Status.UNKNOWN), (
+        f"the call ran, but the run {run.status} records it as: {call.error}"
+    )

@@ -186,11 +186,6 @@ def test_kill_9_after_a_non_idempotent_effect_asks_a_person_again_and_nothing_ru
     assert_timeline_equals_rows(run)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG (issue 13, 'The approval guarantee'): under the approve-all policy a non-idempotent call "
-    "left 'started' by a crash is approved again automatically and its effect happens twice",
-)
 def test_kill_9_after_a_non_idempotent_effect_under_approve_all_still_asks_a_person(
     celery_worker_proc, effect_agent, effect_log, worker_env, script, wait_for, wait_for_run
 ):
