@@ -168,6 +168,9 @@ LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", 2)
 LLM_MAX_OUTPUT_TOKENS = env_int("LLM_MAX_OUTPUT_TOKENS", 4096)
 # Price per million tokens, {"model": [input, output]}; OpenRouter's usage.cost wins when present.
 LLM_PRICES = env_json("LLM_PRICES", {"demo": [1.0, 2.0]})
+# Bytes read from a model server for one answer (after decompression); a larger answer is that
+# model's error, so one server cannot make a worker hold an unbounded body.
+LLM_MAX_RESPONSE_BYTES = env_int("LLM_MAX_RESPONSE_BYTES", 8 * 1024 * 1024)
 DEMO_MODEL_URL = env_str("DEMO_MODEL_URL")  # a running demo model; else one starts in-process
 DEMO_MODEL_LATENCY = env_float("DEMO_MODEL_LATENCY", 0.0)
 
@@ -202,6 +205,10 @@ RUN_REQUEUE_AFTER_SECONDS = env_int("RUN_REQUEUE_AFTER_SECONDS", 60)
 RUN_RETENTION_DAYS = env_int("RUN_RETENTION_DAYS", 90)  # 0 keeps runs forever
 DEFAULT_CUSTOMER = env_str("DEFAULT_CUSTOMER", "acme")
 APPROVAL_TIMEOUT_SECONDS = env_int("APPROVAL_TIMEOUT_SECONDS", 0)  # 0: approvals never expire
+# A run's live page catching up over its websocket: events sent per resume (the page asks again
+# for the rest), and resumes one connection may ask for in 10 seconds.
+RUN_TIMELINE_RESUME_EVENTS = env_int("RUN_TIMELINE_RESUME_EVENTS", 2000)
+RUN_TIMELINE_RESUMES_PER_WINDOW = env_int("RUN_TIMELINE_RESUMES_PER_WINDOW", 10)
 
 # --- Tools from other servers ----------------------------------------------------------------
 # HTTP tools and webhooks refuse loopback, private, link-local and metadata addresses unless
@@ -213,6 +220,8 @@ TOOL_HTTP_MAX_REDIRECTS = env_int("TOOL_HTTP_MAX_REDIRECTS", 3)
 # server's own); secrets reach them from the environment, never from the database.
 MCP_STDIO_ENV_PASSTHROUGH = env_list("MCP_STDIO_ENV_PASSTHROUGH", ["PATH", "HOME", "LANG"])
 MCP_DISCOVERY_TIMEOUT_SECONDS = env_float("MCP_DISCOVERY_TIMEOUT_SECONDS", 30.0)
+# Bytes of one MCP tool result (as JSON); a larger one is the call's error, as for HTTP tools.
+MCP_MAX_RESULT_BYTES = env_int("MCP_MAX_RESULT_BYTES", 1024 * 1024)
 
 # --- Notifications -----------------------------------------------------------------------
 # Outgoing POSTs for new pending approvals and budget alerts (comma separated URLs), signed with
@@ -229,6 +238,12 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.TokenAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # DRF's three parsers, with JSON nested deeper than 64 levels a 400 instead of a 500.
+    "DEFAULT_PARSER_CLASSES": [
+        "runs.api.parsers.BoundedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
