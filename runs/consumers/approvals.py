@@ -1,7 +1,7 @@
 """Live approval queue: tells open queues and header badges that something changed, and takes decisions."""
 from channels.db import database_sync_to_async
-from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
+from runs.consumers.frames import BoundedJsonConsumer
 from runs.models import Approval
 from runs.roles import PERM_DECIDE, PERM_VIEW_APPROVAL
 from runs.selectors.approvals import (
@@ -41,7 +41,7 @@ def _decide(user, approval_id: int, approve: bool, reason: str) -> dict:
     return {"type": "decided", "approval_id": approval_id, "approval": approval_brief(approval)}
 
 
-class ApprovalsConsumer(AsyncJsonWebsocketConsumer):
+class ApprovalsConsumer(BoundedJsonConsumer):
     async def connect(self):
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:

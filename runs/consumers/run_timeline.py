@@ -2,8 +2,9 @@
 
 Protocol: the client sends {"type": "resume", "after": N}; the server answers with the stored
 events with seq > N, in order, read from the database (the channel layer may drop messages,
-the database does not), then {"type": "resumed", "last": <seq of the last one sent, or N>,
-"more": <true when it stopped at RUN_TIMELINE_RESUME_EVENTS events: ask again after "last">}.
+the database does not), then {"type": "resumed", "last": <seq of the last one sent, or N>},
+with "more": true when it stopped at RUN_TIMELINE_RESUME_EVENTS events (the client then asks
+again after "last").
 Live events arrive in the same shape, {"type": "event", "seq", "kind", "data"}, and may repeat
 or overtake replayed ones: the client applies them strictly by seq.
 
@@ -78,20 +79,21 @@ class RunTimelineConsumer(BoundedJsonConsumer):
             return
         # Live events that arrive meanwhile wait: a consumer handles one message at a time.
         budget = max(settings.RUN_TIMELINE_RESUME_EVENTS, 1)
-        more = False
+        reply = {"type": "resumed", "last": after}
         while True:
-            events = await _events_after(self.run_id, after, min(EVENT_BATCH, budget))
+            asked = min(EVENT_BATCH, budget)
+            events = await _events_after(self.run_id, after, asked)
             for event in events:
                 await self.send_json(event)
             if events:
-                after = events[-1]["seq"]
+                after = reply["last"] = events[-1]["seq"]
             budget -= len(events)
-            if len(events) < EVENT_BATCH:
+            if len(events) < asked:
                 break
             if budget <= 0:
-                more = True
+                reply["more"] = True
                 break
-        await self.send_json({"type": "resumed", "last": after, "more": more})
+        await self.send_json(reply)
 
     def _resume_refused_for(self) -> int:
         """0 when this connection may resume now (and count it), else the seconds to wait."""
