@@ -80,7 +80,11 @@ def test_the_queue_reads_only_the_shown_runs_in_a_fixed_number_of_queries(waitin
     assert step_reads, "the steps are read to show what the model saw"
     shown = {run.pk for run in waiting[:50]}
     not_shown = {run.pk for run in waiting[50:]}
-    read = {int(pk) for sql in step_reads for pk in re.findall(r'"runs_step"\."run_id" = (\d+)', sql)}
+    read = set()
+    for sql in step_reads:
+        read |= {int(pk) for pk in re.findall(r'"runs_step"\."run_id" = (\d+)', sql)}
+        for listed in re.findall(r'"runs_step"\."run_id" IN \(([^)]*)\)', sql):
+            read |= {int(pk) for pk in re.findall(r"\d+", listed)}
     assert read == shown and not read & not_shown
 
 
