@@ -75,3 +75,15 @@ def test_provider_options_deeper_than_the_limit_are_refused_by_the_service(demo_
         value = {"x": value}
     with pytest.raises(ValidationError, match="provider_options is nested deeper than 64 levels"):
         check_storable_json(value, "provider_options")
+
+
+def test_the_demo_model_answers_a_request_nested_too_deeply_with_a_400(demo_server):
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(f"{demo_server.url}/chat/completions", data=BOMB.encode(),
+                                     headers={"Content-Type": "application/json"})
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=10)
+    assert refused.value.code == 400
+    assert "nested deeper than 64 levels" in refused.value.read().decode()
