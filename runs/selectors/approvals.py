@@ -186,11 +186,6 @@ def approvals_pending_page(*, page=1, per_page: int = PAGE_SIZE) -> Page:
     return page_obj
 
 
-def approvals_pending(*, per_page: int = PAGE_SIZE) -> list[PendingApproval]:
-    """The first page of pending approvals (see approvals_pending_page)."""
-    return approvals_pending_page(per_page=per_page).object_list
-
-
 def _pending_items(approvals: list[Approval]) -> list[PendingApproval]:
     if not approvals:
         return []
