@@ -210,6 +210,9 @@ LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", 2)
 LLM_MAX_OUTPUT_TOKENS = env_int("LLM_MAX_OUTPUT_TOKENS", 4096)
 # Price per million tokens, {"model": [input, output]}; OpenRouter's usage.cost wins when present.
 LLM_PRICES = env_json("LLM_PRICES", {"demo": [1.0, 2.0]})
+# Bytes read from a model server for one answer (after decompression); a larger answer is that
+# model's error, so one server cannot make a worker hold an unbounded body.
+LLM_MAX_RESPONSE_BYTES = env_int("LLM_MAX_RESPONSE_BYTES", 8 * 1024 * 1024)
 DEMO_MODEL_URL = env_str("DEMO_MODEL_URL")  # a running demo model; else one starts in-process
 DEMO_MODEL_LATENCY = env_float("DEMO_MODEL_LATENCY", 0.0)
 
@@ -249,6 +252,10 @@ RUN_REQUEUE_AFTER_SECONDS = env_int("RUN_REQUEUE_AFTER_SECONDS", 60)
 RUN_RETENTION_DAYS = env_int("RUN_RETENTION_DAYS", 90)  # 0 keeps runs forever
 DEFAULT_CUSTOMER = env_str("DEFAULT_CUSTOMER", "acme")
 APPROVAL_TIMEOUT_SECONDS = env_int("APPROVAL_TIMEOUT_SECONDS", 0)  # 0: approvals never expire
+# A run's live page catching up over its websocket: events sent per resume (the page asks again
+# for the rest), and resumes one connection may ask for in 10 seconds.
+RUN_TIMELINE_RESUME_EVENTS = env_int("RUN_TIMELINE_RESUME_EVENTS", 2000)
+RUN_TIMELINE_RESUMES_PER_WINDOW = env_int("RUN_TIMELINE_RESUMES_PER_WINDOW", 10)
 
 # --- Tools from other servers ----------------------------------------------------------------
 # HTTP tools and webhooks refuse loopback, private, link-local and metadata addresses unless
@@ -275,6 +282,8 @@ MCP_STDIO_ENV_PASSTHROUGH = env_list("MCP_STDIO_ENV_PASSTHROUGH", ["PATH", "HOME
 # only a command listed here or one whose server a superuser saved with exactly that command.
 MCP_STDIO_COMMANDS = env_list("MCP_STDIO_COMMANDS", [])
 MCP_DISCOVERY_TIMEOUT_SECONDS = env_float("MCP_DISCOVERY_TIMEOUT_SECONDS", 30.0)
+# Bytes of one MCP tool result (as JSON); a larger one is the call's error, as for HTTP tools.
+MCP_MAX_RESULT_BYTES = env_int("MCP_MAX_RESULT_BYTES", 1024 * 1024)
 
 # --- Notifications -----------------------------------------------------------------------
 # Outgoing POSTs for new pending approvals and budget alerts (comma separated URLs), signed when
@@ -299,6 +308,12 @@ REST_FRAMEWORK = {
     # Sign-in throttling counts failures per client address by this rule.
     "NUM_PROXIES": env_int("TRUSTED_PROXY_COUNT", 0) or None,
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # DRF's three parsers, with JSON nested deeper than 64 levels a 400 instead of a 500.
+    "DEFAULT_PARSER_CLASSES": [
+        "runs.api.parsers.BoundedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,

@@ -8,6 +8,8 @@ from runs.models import Agent, Run
 from runs.selectors.metrics import default_period
 from runs.services.agents import AGENT_FIELDS, agent_errors, agent_save
 from toolsapp.models import Tool
+from toolsapp.text import JsonTooDeep
+from toolsapp.text import loads as bounded_loads
 from toolsapp.verifiers import VERIFIERS
 
 MAX_METRICS_DAYS = 366
@@ -104,7 +106,9 @@ class JSONObjectField(forms.CharField):
         if not text:
             return {}
         try:
-            parsed = json.loads(text)
+            parsed = bounded_loads(text)
+        except JsonTooDeep as exc:
+            raise forms.ValidationError(f"Not accepted: {exc}.") from None
         except json.JSONDecodeError as exc:
             raise forms.ValidationError(
                 f"Not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})."

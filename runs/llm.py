@@ -16,6 +16,7 @@ import openai
 import orjson
 from django.conf import settings
 
+from runs.llm_limits import cap_response
 from toolsapp.sensitive import redact
 
 log = logging.getLogger(__name__)
@@ -166,13 +167,15 @@ def client_for(
 
 
 def _http_client(guarded: bool):
+    # Every answer is read through the size and depth caps of runs/llm_limits.py.
+    hooks = {"response": [cap_response]}
     if guarded:
         from toolsapp.net import checked_transport
 
         # No proxy from the environment either (it would resolve the name itself), as for HTTP
         # tools and webhooks.
-        return openai.DefaultHttpxClient(transport=checked_transport(_ssl_context()), trust_env=False)
-    return openai.DefaultHttpxClient(verify=_ssl_context())
+        return openai.DefaultHttpxClient(transport=checked_transport(_ssl_context()), trust_env=False, event_hooks=hooks)
+    return openai.DefaultHttpxClient(verify=_ssl_context(), event_hooks=hooks)
 
 
 def _ssl_context():

@@ -77,10 +77,10 @@ echo "run $run_id is $status"
 if [ "$status" = awaiting_approval ]; then
   pending=$(api GET /api/v1/approvals/)
   approval_id=$(echo "$pending" | "$PYTHON" -c 'import json, sys
-items = [a for a in json.load(sys.stdin) if a["run_id"] == int(sys.argv[1])]
+items = [a for a in json.load(sys.stdin)["results"] if a["run_id"] == int(sys.argv[1])]
 print(items[0]["id"])' "$run_id")
   echo "approving $(echo "$pending" | "$PYTHON" -c 'import json, sys
-a = [a for a in json.load(sys.stdin) if a["id"] == int(sys.argv[1])][0]
+a = [a for a in json.load(sys.stdin)["results"] if a["id"] == int(sys.argv[1])][0]
 print(a["tool"], "with arguments", " ".join(a["arguments"].split()))' "$approval_id") (approval $approval_id)"
   api POST "/api/v1/approvals/$approval_id/approve/" '{"reason": "approved from scripts/api_demo.sh"}' | field detail
   status=$(wait_for "$run_id" succeeded failed cancelled)

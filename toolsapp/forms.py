@@ -7,6 +7,8 @@ from django import forms
 from toolsapp.executors.http import SECRET_ENV_PREFIX
 from toolsapp.models import Tool
 from toolsapp.services import ToolInvalid, tool_validate
+from toolsapp.text import JsonTooDeep
+from toolsapp.text import loads as bounded_loads
 
 
 class ToolForm(forms.ModelForm):
@@ -64,7 +66,9 @@ class ToolForm(forms.ModelForm):
     def clean_parameters(self):
         text = self.cleaned_data["parameters"]
         try:
-            return json.loads(text)
+            return bounded_loads(text)
+        except JsonTooDeep as exc:
+            raise forms.ValidationError(f"Not accepted: {exc}.") from None
         except json.JSONDecodeError as exc:
             raise forms.ValidationError(
                 f"Not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})."

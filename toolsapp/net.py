@@ -24,6 +24,8 @@ import httpx2
 from django.conf import settings
 
 from toolsapp.outbound_rules import NAT64_LOCAL, allowlist_errors, embedded_ipv4, split_host_port
+from toolsapp.text import JsonTooDeep
+from toolsapp.text import loads as bounded_loads
 
 USER_AGENT = "agentsite/1"
 
@@ -45,7 +47,9 @@ class Response:
 
     def json(self):
         try:
-            return json.loads(self.body)
+            return bounded_loads(self.body)
+        except JsonTooDeep as exc:
+            raise OutboundError(f"the response from {self.url} is {exc}") from None
         except (ValueError, UnicodeDecodeError):
             raise OutboundError(f"the response from {self.url} is not JSON") from None
 

@@ -6,8 +6,8 @@ afresh from the database, must still hold the permission. A refused decision is 
 socket closed; a client that connects again is let in only as far as the user may go now.
 """
 from channels.db import database_sync_to_async
-from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
+from runs.consumers.frames import BoundedJsonConsumer
 from runs.models import Approval
 from runs.roles import PERM_DECIDE, PERM_VIEW_APPROVAL
 from runs.selectors.approvals import (
@@ -63,7 +63,7 @@ def _decide(user, approval_id: int, approve: bool, reason: str) -> dict:
     return {"type": "decided", "approval_id": approval_id, "approval": approval_brief(approval)}
 
 
-class ApprovalsConsumer(AsyncJsonWebsocketConsumer):
+class ApprovalsConsumer(BoundedJsonConsumer):
     async def connect(self):
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:

@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import json
 
+from toolsapp.text import loads as bounded_loads
+
 from . import scenarios
 from .answers import Reply, answer, error_reply, json_reply
 from .scripts import ScriptBook, is_number, validate_entries
@@ -81,7 +83,7 @@ class DemoModel:
             if path not in ("/v1/chat/completions", "/v1/scripts"):
                 return error_reply(404, f"unknown endpoint: POST {path}", "not_found")
             try:
-                body = json.loads(raw)
+                body = bounded_loads(raw)
             except ValueError as exc:
                 return error_reply(400, f"request body is not valid JSON: {exc}")
             if not isinstance(body, dict):

@@ -11,14 +11,24 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.core.paginator import Page, Paginator
+from django.db.models import Q
+from django.db.models.functions import Substr
 from django.utils import timezone
 
 from runs.models import Approval, ArchivedApproval, Run, Step, ToolCall
 from toolsapp.models import Tool
+from toolsapp.text import JsonTooDeep
+from toolsapp.text import loads as bounded_loads
 
 MASK = "••••"
 AUDIT_LIMIT = 50
 ARCHIVE_PAGE = 100
+PAGE_SIZE = 50  # pending approvals per page of the queue and of the API
+# What the model was shown, as scanned for identifiers: each tool result's first characters, and
+# the whole text of one approval's run cut at this many characters.
+KNOWN_RESULT_CHARS = 20_000
+KNOWN_TEXT_CHARS = 1_000_000
 
 # --- Identifiers the model may have made up ----------------------------------------------------
 
@@ -162,29 +172,48 @@ def approvals_pending_count() -> int:
     return Approval.objects.filter(status=Approval.Status.PENDING).count()
 
 
-def approvals_pending() -> list[PendingApproval]:
-    """Every pending approval, oldest first, with what an operator needs to decide it (4 queries)."""
-    approvals = list(
+def approvals_pending_page(*, page=1, per_page: int = PAGE_SIZE) -> Page:
+    """One page of the pending approvals, oldest first; its object_list holds PendingApproval
+    items with what an operator needs to decide them (5 queries, however many approvals wait
+    and however long their runs are). A page number out of range gives the last page."""
+    paginator = Paginator(
         Approval.objects.filter(status=Approval.Status.PENDING)
         .select_related("run", "tool_call", "tool_call__step")
-        .order_by("requested_at", "pk")
+        .order_by("requested_at", "pk"),
+        per_page,
     )
+    page_obj = paginator.get_page(page)
+    page_obj.object_list = _pending_items(list(page_obj.object_list))
+    return page_obj
+
+
+def _pending_items(approvals: list[Approval]) -> list[PendingApproval]:
     if not approvals:
         return []
-    run_ids = {a.run_id for a in approvals}
+    # Only what the shown approvals need: each run's steps up to the asking step, and the tool
+    # results before it (cut to KNOWN_RESULT_CHARS each, in the database).
+    upto: dict[int, int] = {}
+    for approval in approvals:
+        upto[approval.run_id] = max(upto.get(approval.run_id, -1), approval.tool_call.step.index)
+    shown_steps, earlier_results = Q(), Q()
+    for run_id, index in upto.items():
+        shown_steps |= Q(run_id=run_id, index__lte=index)
+        earlier_results |= Q(run_id=run_id, step__index__lt=index)
     sensitive_by_tool = dict(
         Tool.objects.filter(name__in={a.tool_call.tool_name for a in approvals}).values_list("name", "sensitive_fields")
     )
     # What each run's model was shown before each step: the preambles of its steps, its own
     # words (by step index), and every tool result (by the index of the step that asked).
     steps: dict[int, dict[int, tuple[list, Any]]] = defaultdict(dict)
-    for run_id, index, preamble, message in Step.objects.filter(run_id__in=run_ids).values_list(
+    for run_id, index, preamble, message in Step.objects.filter(shown_steps).values_list(
         "run_id", "index", "preamble", "message"
     ):
         steps[run_id][index] = (preamble or [], message)
     results: dict[int, list[tuple[int, str]]] = defaultdict(list)
     for run_id, step_index, text in (
-        ToolCall.objects.filter(run_id__in=run_ids).exclude(result_text="").values_list("run_id", "step__index", "result_text")
+        ToolCall.objects.filter(earlier_results)
+        .exclude(result_text="")
+        .values_list("run_id", "step__index", Substr("result_text", 1, KNOWN_RESULT_CHARS))
     ):
         results[run_id].append((step_index, text))
 
@@ -195,11 +224,12 @@ def approvals_pending() -> list[PendingApproval]:
         step_index = call.step.index
         run_steps = steps.get(run.pk, {})
         known = [run.config.get("system_prompt", ""), run.task]
-        for index, (preamble, _message) in run_steps.items():
+        for index, (preamble, _message) in sorted(run_steps.items()):
             if index <= step_index:
                 known.extend(_message_text(m) for m in preamble)
         known.extend(text for index, text in results.get(run.pk, ()) if index < step_index)
-        known_text = "\n".join(known)
+        # An identifier past the cut is flagged as unseen: a flag too many, never one too few.
+        known_text = "\n".join(known)[:KNOWN_TEXT_CHARS]
 
         said = assistant_text(call.step.message)
         if not said and step_index - 1 in run_steps:
@@ -214,12 +244,13 @@ def approvals_pending() -> list[PendingApproval]:
         )
         sensitive = sensitive_by_tool.get(call.tool_name) or []
         try:
-            arguments = json.loads(call.arguments or "{}")
-        except ValueError:
+            arguments = bounded_loads(call.arguments or "{}")
+        except ValueError as exc:
+            problem = "nested too deeply to show" if isinstance(exc, JsonTooDeep) else "not valid JSON"
             if sensitive:
-                item.arguments_problem = "The arguments are not valid JSON; they are hidden because this tool has sensitive fields."
+                item.arguments_problem = f"The arguments are {problem}; they are hidden because this tool has sensitive fields."
             else:
-                item.arguments_problem = "The arguments are not valid JSON:"
+                item.arguments_problem = f"The arguments are {problem}:"
                 item.raw_arguments = call.arguments
         else:
             item.lines = argument_lines(

@@ -1,4 +1,5 @@
-"""Runs with their steps and calls as JSON Lines or CSV, streamed a batch of runs at a time.
+"""Runs with their steps and calls as JSON Lines or CSV, streamed a batch of runs at a time, a
+batch holding at most STEP_BATCH steps (or one run's, when one run has more).
 
 An export leaves the system (a file on someone's laptop, a spreadsheet, a ticket), so it holds
 less than the run page: a call's arguments only as their keyed hash (args_hash), and no tool
@@ -12,11 +13,12 @@ import json
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 
-from django.db.models import QuerySet
+from django.db.models import Count, QuerySet
 
 from runs.models import Run, Step, ToolCall
 
 BATCH = 200
+STEP_BATCH = 2000
 
 RUN_FIELDS = ("id", "created_at", "finished_at", "agent__name", "task", "customer", "status", "stop_reason",
               "stop_detail", "iterations", "tokens_in", "tokens_out", "cost_usd")
@@ -38,7 +40,8 @@ def _iso(value) -> str | None:
 
 
 def _runs_in_batches(runs: QuerySet[Run]) -> Iterator[list[dict]]:
-    """The runs as plain dicts, BATCH at a time, each with its steps and calls (3 queries a batch).
+    """The runs as plain dicts, BATCH at a time, each with its steps and calls (2 queries a batch,
+    and 2 for each part of it that holds up to STEP_BATCH steps).
 
     Keyset pages over (created_at, pk), the history's order: no long-lived cursor, so a slow
     client does not hold a database transaction open for the whole download.
@@ -54,9 +57,29 @@ def _runs_in_batches(runs: QuerySet[Run]) -> Iterator[list[dict]]:
         if not rows:
             return
         last = (rows[-1]["created_at"], rows[-1]["id"])
-        yield _with_steps(rows)
+        for part in _by_steps(rows):
+            yield _with_steps(part)
         if len(rows) < BATCH:
             return
+
+
+def _by_steps(rows: list[dict]) -> Iterator[list[dict]]:
+    """`rows` in consecutive parts of at most STEP_BATCH steps (a longer run is a part alone), so
+    the steps and calls held at once stay bounded however long the runs are."""
+    counts = dict(
+        Step.objects.filter(run_id__in=[row["id"] for row in rows]).order_by().values("run_id")
+        .annotate(n=Count("pk")).values_list("run_id", "n")
+    )
+    part, steps = [], 0
+    for row in rows:
+        n = counts.get(row["id"], 0)
+        if part and steps + n > STEP_BATCH:
+            yield part
+            part, steps = [], 0
+        part.append(row)
+        steps += n
+    if part:
+        yield part
 
 
 def _with_steps(rows: list[dict]) -> list[dict]:

@@ -5,6 +5,8 @@ import json
 from dataclasses import dataclass
 
 from runs.models import Run
+from toolsapp.text import JsonTooDeep
+from toolsapp.text import loads as bounded_loads
 
 StopReason = Run.StopReason
 MAX_SAFE_INTEGER = 2**53 - 1
@@ -53,11 +55,11 @@ def parse_arguments(raw: str) -> tuple[dict | None, str | None]:
     if raw is None or (isinstance(raw, str) and raw.strip() == ""):
         return {}, None  # some servers send "" for a call without arguments
     try:
-        value = json.loads(raw)
+        value = bounded_loads(raw)
+    except JsonTooDeep as exc:
+        return None, f"arguments are nested too deeply (deeper than {exc.limit} levels)"
     except (TypeError, ValueError) as exc:
         return None, f"arguments are not valid JSON ({exc.__class__.__name__}: {exc})"
-    except RecursionError:
-        return None, "arguments are nested too deeply to be read"
     if not isinstance(value, dict):
         return None, f"arguments must be a JSON object, got {type(value).__name__}"
     return value, None
@@ -66,7 +68,7 @@ def parse_arguments(raw: str) -> tuple[dict | None, str | None]:
 def canonical_arguments(raw: str) -> str:
     """Sorted-key compact JSON, so reformatted but equal arguments compare equal."""
     try:
-        return json.dumps(json.loads(raw), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return json.dumps(bounded_loads(raw), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     except (TypeError, ValueError, RecursionError):  # unreadable arguments: hashed as sent
         return raw if isinstance(raw, str) else ""
 

@@ -239,7 +239,7 @@ def test_cancel_a_queued_run_then_a_second_cancel_is_a_conflict(alice, dispatche
 def test_pending_approvals_list_what_the_queue_shows(launch, alice):
     Tool.objects.filter(name="cancel_order").update(sensitive_fields=["reason"])
     run = launch(CANCEL_TASK)
-    listed = api(alice).get("/api/v1/approvals/").json()
+    listed = api(alice).get("/api/v1/approvals/").json()["results"]
     assert [item["id"] for item in listed] == [pending_approval(run).pk]
     item = listed[0]
     assert item["run_id"] == run.pk and item["tool"] == "cancel_order" and item["task"] == CANCEL_TASK
@@ -261,7 +261,7 @@ def test_approve_then_the_second_decider_gets_a_409_naming_the_first(launch, ali
     approval.refresh_from_db()
     assert approval.status == Approval.Status.APPROVED and approval.decided_by.username == "alice"
     assert no_dispatch == [run.pk]
-    assert api(alice).get("/api/v1/approvals/").json() == []
+    assert api(alice).get("/api/v1/approvals/").json()["results"] == []
 
 
 def test_reject_with_a_reason_reaches_the_model(launch, alice, no_dispatch):

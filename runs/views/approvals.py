@@ -10,8 +10,8 @@ from runs.models import Approval
 from runs.roles import PERM_DECIDE, PERM_VIEW_APPROVAL
 from runs.selectors.approvals import (
     approval_decision_text,
-    approvals_pending,
     approvals_pending_count,
+    approvals_pending_page,
     approvals_recent_decisions,
 )
 from runs.services.approvals import AlreadyDecided, approval_decide
@@ -23,8 +23,9 @@ class ApprovalDecisionForm(forms.Form):
     reason = forms.CharField(required=False, max_length=2000)
 
 
-def _queue_context() -> dict:
-    return {"pending": approvals_pending(), "decisions": approvals_recent_decisions()}
+def _queue_context(request) -> dict:
+    page = approvals_pending_page(page=request.GET.get("page"))
+    return {"pending": page.object_list, "page_obj": page, "decisions": approvals_recent_decisions()}
 
 
 def _wants_json(request) -> bool:
@@ -36,14 +37,14 @@ def _wants_json(request) -> bool:
 @permission_required(PERM_VIEW_APPROVAL, raise_exception=True)
 @require_GET
 def approval_queue(request):
-    return render(request, "runs/approvals.html", _queue_context())
+    return render(request, "runs/approvals.html", _queue_context(request))
 
 
 @login_required
 @permission_required(PERM_VIEW_APPROVAL, raise_exception=True)
 @require_GET
 def approval_queue_partial(request):
-    return render(request, "runs/_approval_list.html", _queue_context())
+    return render(request, "runs/_approval_list.html", _queue_context(request))
 
 
 @login_required

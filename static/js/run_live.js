@@ -107,10 +107,17 @@ function onMessage(payload) {
     receive(payload);
   } else if (payload.type === "resumed") {
     resumeInFlight = false;
+    // The server sends a long history in parts: ask for the next one at once.
+    if (payload.more) resume();
     // Still a gap after a full replay: the missing event was not stored yet; ask again shortly.
-    if (waiting.size) setTimeout(() => waiting.size && !resumeInFlight && resume(), 1000);
+    else if (waiting.size) setTimeout(() => waiting.size && !resumeInFlight && resume(), 1000);
   } else if (payload.type === "error") {
     console.warn("timeline:", payload.message);
+    // Too many resumes on this connection: the server says when to ask again.
+    if (payload.retry_after) {
+      resumeInFlight = false;
+      setTimeout(() => !resumeInFlight && resume(), payload.retry_after * 1000);
+    }
   }
 }
 

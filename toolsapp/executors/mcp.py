@@ -1,9 +1,13 @@
 """Executes tools of kind "mcp" through the MCP client (one session per call)."""
+import json
+
 import mcp.types as mcp_types
+from django.conf import settings
 
 from toolsapp.executors.base import Executor, ToolContext, ToolError
 from toolsapp.mcp import IDEMPOTENCY_META_KEY
 from toolsapp.mcp.client import McpFailure, call_tool
+from toolsapp.text import MAX_JSON_DEPTH, nested_deeper_than
 
 
 def _blocks(content: list[mcp_types.ContentBlock]):
@@ -36,6 +40,17 @@ class McpExecutor(Executor):
             raise ToolError(str(exc)) from None
         if result.is_error:
             raise ToolError(_error_text(result))
-        if result.structured_content is not None:
-            return result.structured_content
-        return _blocks(result.content)
+        value = result.structured_content if result.structured_content is not None else _blocks(result.content)
+        return _bounded(value)
+
+
+def _bounded(value):
+    """`value`, or a ToolError when it is larger than MCP_MAX_RESULT_BYTES as JSON (as for HTTP
+    tools) or nested deeper than MAX_JSON_DEPTH: the model gets an error, not an unbounded row."""
+    if nested_deeper_than(value):
+        raise ToolError(f"the MCP tool's result is nested deeper than {MAX_JSON_DEPTH} levels")
+    limit = settings.MCP_MAX_RESULT_BYTES
+    size = len(json.dumps(value, ensure_ascii=False, default=str).encode())
+    if size > limit:
+        raise ToolError(f"the MCP tool's result is larger than {limit} bytes ({size} bytes)")
+    return value

@@ -1,6 +1,7 @@
 """An MCP server (stdio) that misbehaves in ways discovery and the client must survive:
 a tool whose schema points at a remote $ref, one that reports its environment, one that hangs,
-one whose output schema would hang a client that checked results with Python's re."""
+one whose output schema would hang a client that checked results with Python's re, one whose
+result is as large as asked."""
 import os
 
 import anyio
@@ -41,6 +42,14 @@ def evil_output() -> dict[str, str]:
 server._tool_manager.get_tool("evil_output").output_schema = {
     "type": "object", "properties": {"name": {"type": "string", "pattern": "^(a+)+$"}},
 }
+
+
+
+@server.tool()
+def huge(size: int) -> str:
+    """A result of `size` characters."""
+    return "z" * size
+
 
 if __name__ == "__main__":
     server.run("stdio")

@@ -54,6 +54,8 @@ class ToolServer:
                     self.end_headers()
                 elif route == "/big":
                     self._raw(200, b"[" + b"1," * 600_000 + b"1]")
+                elif route == "/deep":
+                    self._raw(200, b"[" * 200_000 + b"]" * 200_000)
                 elif route == "/slow":
                     time.sleep(3)
                     self._json(200, {})
@@ -180,6 +182,7 @@ def test_the_secret_comes_from_the_environment_and_is_never_stored(launch, scrip
     ("/fail", "answered HTTP 503: {\"error\": \"maintenance until noon\"}"),
     ("/html", "is not JSON"),
     ("/big", "larger than"),
+    ("/deep", "is JSON nested deeper than 64 levels"),
     ("/redirect302", "302 redirect"),
 ])
 def test_bad_answers_come_back_to_the_model_as_errors(launch, script, tool_server, settings, path, message):

@@ -121,7 +121,7 @@ def test_a_tool_with_a_remote_ref_schema_is_refused_and_the_others_stored(odd):
     assert result.ok
     assert [name for name, _ in result.refused] == ["remote_ref"]
     assert "Only local $ref" in result.refused[0][1]
-    assert sorted(result.added) == ["odd__env_names", "odd__evil_output", "odd__hang"]
+    assert sorted(result.added) == ["odd__env_names", "odd__evil_output", "odd__hang", "odd__huge"]
     assert not Tool.objects.filter(name="odd__remote_ref").exists()
 
 
@@ -156,6 +156,16 @@ def test_a_hostile_output_schema_is_not_run_against_the_result(odd):
     caller.start()
     caller.join(timeout=60)
     assert outcome == [{"name": "a" * 40 + "!"}]
+
+
+def test_a_result_larger_than_the_cap_is_a_tool_error(odd, settings):
+    settings.MCP_MAX_RESULT_BYTES = 100_000
+    mcp_server_discover(server=odd)
+    tool = Tool.objects.get(name="odd__huge")
+    context = ToolContext(run_id=1, call_id="c", idempotency_key="k")
+    assert McpExecutor().call(tool, {"size": 1000}, context) == {"result": "z" * 1000}
+    with pytest.raises(ToolError, match="result is larger than 100000 bytes"):
+        McpExecutor().call(tool, {"size": 500_000}, context)
 
 
 def test_a_command_that_cannot_start_is_recorded_as_the_servers_error(demo_data):

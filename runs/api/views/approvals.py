@@ -1,16 +1,22 @@
 """Approvals: the pending queue and the decisions."""
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
-from rest_framework import status
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
+from rest_framework import serializers, status
 from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.response import Response
 
 from runs.api import serializers as api
 from runs.api.schema import errors
 from runs.api.views.base import ApiView
+from runs.api.views.runs import PAGE_PARAMETER, _page_number, _page_url
 from runs.models import Approval
 from runs.roles import PERM_DECIDE, PERM_VIEW_APPROVAL
-from runs.selectors.approvals import ARCHIVE_PAGE, approval_decision_text, approvals_archived, approvals_pending
+from runs.selectors.approvals import (
+    ARCHIVE_PAGE,
+    approval_decision_text,
+    approvals_archived,
+    approvals_pending_page,
+)
 from runs.services.approvals import AlreadyDecided, approval_decide
 from runs.snapshots import approval_brief
 
@@ -20,32 +26,50 @@ def _arguments_text(lines) -> str:
                      for line in lines)
 
 
+def _pending_item(item) -> dict:
+    return {
+        "id": item.approval.pk,
+        "run_id": item.run.pk,
+        "agent": item.run.config.get("agent_name", ""),
+        "task": item.run.task,
+        "tool": item.call.tool_name,
+        "call_id": item.call.call_id,
+        "args_hash": item.call.args_hash,
+        "arguments": _arguments_text(item.lines),
+        "arguments_problem": item.arguments_problem,
+        "raw_arguments": item.raw_arguments,
+        "unseen_identifiers": item.unseen,
+        "model_said": item.model_said,
+        "note": item.approval.note,
+        "requested_at": item.approval.requested_at,
+        "expires_at": item.approval.expires_at,
+        "expired": item.expired,
+    }
+
+
+_PAGE = inline_serializer("PendingApprovalPage", {
+    "count": serializers.IntegerField(help_text="Pending approvals in all."),
+    "next": serializers.URLField(allow_null=True),
+    "previous": serializers.URLField(allow_null=True),
+    "results": api.PendingApprovalSerializer(many=True),
+})
+
+
 class ApprovalListView(ApiView):
     required_perms = {"GET": (PERM_VIEW_APPROVAL,)}
 
-    @extend_schema(operation_id="approvals_pending", summary="Pending approvals, oldest first", responses={200: api.PendingApprovalSerializer(many=True), **errors()})
+    @extend_schema(
+        operation_id="approvals_pending", summary="Pending approvals, oldest first, 50 a page",
+        parameters=[PAGE_PARAMETER], responses={200: _PAGE, **errors(400)},
+    )
     def get(self, request):
-        return Response([
-            {
-                "id": item.approval.pk,
-                "run_id": item.run.pk,
-                "agent": item.run.config.get("agent_name", ""),
-                "task": item.run.task,
-                "tool": item.call.tool_name,
-                "call_id": item.call.call_id,
-                "args_hash": item.call.args_hash,
-                "arguments": _arguments_text(item.lines),
-                "arguments_problem": item.arguments_problem,
-                "raw_arguments": item.raw_arguments,
-                "unseen_identifiers": item.unseen,
-                "model_said": item.model_said,
-                "note": item.approval.note,
-                "requested_at": item.approval.requested_at,
-                "expires_at": item.approval.expires_at,
-                "expired": item.expired,
-            }
-            for item in approvals_pending()
-        ])
+        page = approvals_pending_page(page=_page_number(request))
+        return Response({
+            "count": page.paginator.count,
+            "next": _page_url(request, page.next_page_number() if page.has_next() else None),
+            "previous": _page_url(request, page.previous_page_number() if page.has_previous() else None),
+            "results": [_pending_item(item) for item in page.object_list],
+        })
 
 
 class ApprovalDecisionView(ApiView):

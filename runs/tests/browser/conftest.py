@@ -51,6 +51,9 @@ def child_env(*, redis_url: str, demo_model_url: str, **extra) -> dict:
         "REDIS_URL": redis_url,
         "DEMO_MODEL_URL": demo_model_url,
         "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
+        # Run pages catch up in parts of 2 events, so every page load goes through "more" (and a
+        # long run through the resume rate limit).
+        "RUN_TIMELINE_RESUME_EVENTS": "2",
         "LLM_API_KEY": "",
         "LLM_BASE_URL": "",
         "LLM_MODELS": "",
