@@ -86,3 +86,13 @@ def test_fewer_failures_than_the_limit_still_let_the_right_password_in(alice, cl
     for n in range(4):
         token_attempt("alice", f"guess-{n}")
     assert token_attempt("alice", "pw-alice").status_code == 200
+
+
+def test_with_redis_away_people_still_sign_in_and_a_wrong_password_is_still_refused(alice, settings, caplog):
+    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
+                                   "LOCATION": "redis://127.0.0.1:1/0"}}  # nothing listens there
+    assert token_attempt("alice", "wrong").status_code == 400
+    assert token_attempt("alice", "pw-alice").status_code == 200
+    client, response = login_attempt("alice", "pw-alice")
+    assert response.status_code == 302 and "_auth_user_id" in client.session
+    assert "sign-in throttle unavailable" in caplog.text
