@@ -233,7 +233,12 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    "loggers": {name: {"level": "WARNING"} for name in ("httpx", "httpx2", "httpcore", "openai")},
+    # Celery's per-task "received"/"succeeded" lines and beat's "sending due task" would log three
+    # lines every 5 s for the sweep alone; failures still log at ERROR, and runs log their own lines.
+    "loggers": {
+        name: {"level": env_str("LIBRARY_LOG_LEVEL", "WARNING")}
+        for name in ("httpx", "httpx2", "httpcore", "openai", "celery.app.trace", "celery.worker.strategy", "celery.beat")
+    },
 }
 # A worker holds a lease on each run it drives; a lease that ran out is free to take. Short, so a
 # run whose worker died is picked up again within lease + SWEEP_INTERVAL_SECONDS (25 s by

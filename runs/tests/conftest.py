@@ -268,6 +268,7 @@ def celery_worker_proc(transactional_db, demo_server, broker, tool_log, tmp_path
             "RUN_MAX_TAKEOVERS": str(WORKER_MAX_TAKEOVERS),
             "CELERY_TASK_ALWAYS_EAGER": "false",
             "PYTHONUNBUFFERED": "1",
+            "LIBRARY_LOG_LEVEL": "INFO",  # tests read Celery's "succeeded in" lines
             worker_tools.LOG_ENV: str(tool_log),
             **worker_database_env(),
             **(env or {}),
