@@ -9,6 +9,7 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -293,13 +294,17 @@ def complete(
     provider_options: dict | None = None,
     max_output_tokens: int | None = None,
     timeout: float | None = None,
-    redacted: tuple[str, ...] = (),
+    redacted: Callable[[], Iterable[str]] = tuple,
 ) -> ModelReply:
     """Ask each model in order until one answers; raise ModelError with every failure otherwise.
 
-    `redacted`: values (sensitive tool arguments) that must not appear in an error kept or logged;
-    the API keys never do."""
-    secrets = (settings.LLM_API_KEY, *redacted)  # an endpoint's own key is this one or a placeholder
+    `redacted`: gives the values (sensitive tool arguments) that must not appear in an error kept
+    or logged; called only when there is an error to describe (finding them re-reads every call of
+    the conversation). The API keys never appear either."""
+
+    def secrets() -> tuple[str, ...]:
+        return (settings.LLM_API_KEY, *redacted())  # an endpoint's own key is this one or a placeholder
+
     client = client_for(endpoint.base_url, endpoint.api_key, timeout, guarded=endpoint.guarded)
     errors: list[str] = []
     for model in endpoint.models:
@@ -340,11 +345,11 @@ def complete(
                 if refused_required:
                     # llama.cpp's server answers 500 to tool_choice "required": ask again with "auto".
                     errors.append(
-                        f"{model}: tool_choice required refused ({_describe(exc, secrets)}); retried with auto"
+                        f"{model}: tool_choice required refused ({_describe(exc, secrets())}); retried with auto"
                     )
                     choice_used, fallback = "auto", True
                     continue
-                errors.append(f"{model}: {_describe(exc, secrets)}")
+                errors.append(f"{model}: {_describe(exc, secrets())}")
                 log.warning("model %s failed: %s", model, errors[-1])
                 break
             latency_ms = (time.perf_counter() - started) * 1000

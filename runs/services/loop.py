@@ -232,7 +232,7 @@ class _Driver:
                 parallel_tool_calls=self.config["parallel_tool_calls"],
                 provider_options=self.config["provider_options"],
                 max_output_tokens=self.config.get("max_output_tokens") or settings.LLM_MAX_OUTPUT_TOKENS,
-                redacted=tuple(sensitive_values_in_messages(self.messages + preamble, self.tools)),
+                redacted=lambda: sensitive_values_in_messages(self.messages + preamble, self.tools),
             )
 
     def read_calls(self, reply) -> tuple[list[guards.PlannedCall], list[str | None], dict[int, dict]]:
