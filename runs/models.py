@@ -218,6 +218,12 @@ class ToolCall(models.Model):
         return f"{self.tool_name} ({self.call_id})"
 
     @property
+    def may_have_taken_effect(self) -> bool:
+        """Handed to its tool at some point (marked started, or asked about again after a crash,
+        which keeps `started_at`) with no result recorded since: its outcome is unknown."""
+        return self.status == self.Status.STARTED or self.started_at is not None
+
+    @property
     def ok(self) -> bool | None:
         if self.status not in self.DONE_STATUSES:
             return None

@@ -49,7 +49,7 @@ def approval_gate(*, call: ToolCall, tool, config: dict, recorder) -> str:
     `tool` is the call's tool as it is now (None when disabled or removed while the run waited).
     """
     if tool is None:
-        if call.status == ToolCall.Status.STARTED or call.started_at is not None:
+        if call.may_have_taken_effect:
             error = f"outcome unknown: interrupted by a crash, it may have taken effect; tool {call.tool_name!r} is no longer available"
             recorder.call_update(call, ToolCall.Status.UNKNOWN, payload={"ok": False, "error": error})
             return DONE
@@ -110,7 +110,7 @@ def _apply(call: ToolCall, approval: Approval, recorder) -> str:
         recorder.call_update(call, ToolCall.Status.APPROVED, approval=approval)
         return RUN
     reason = approval.reason or (EXPIRED if approval.status == Approval.Status.EXPIRED else "no reason given")
-    if call.started_at is not None:
+    if call.may_have_taken_effect:
         # Started before a crash and not run again: "rejected" would tell the model nothing happened.
         error = f"outcome unknown: interrupted by a crash, it may have taken effect; not run again ({reason})"
         recorder.call_update(call, ToolCall.Status.UNKNOWN, payload={"ok": False, "error": error}, approval=approval)

@@ -140,7 +140,7 @@ def run_close(
     approvals_close(recorder=recorder, reason=reason)
     open_calls = ToolCall.objects.filter(run=run).exclude(status__in=ToolCall.DONE_STATUSES)
     for call in open_calls.select_related("approval"):
-        if call.status == ToolCall.Status.STARTED or call.started_at is not None or call.pk in in_flight:
+        if call.may_have_taken_effect or call.pk in in_flight:
             error = f"outcome unknown: the run ended ({reason}) after the call had started; it may have taken effect"
             recorder.call_update(call, ToolCall.Status.UNKNOWN, payload={"ok": False, "error": error})
             continue
