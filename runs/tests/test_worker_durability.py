@@ -32,6 +32,7 @@ from runs.services.loop import run_advance
 from runs.services.runs import run_cancel, run_create
 from runs.tasks import advance_run
 from runs.tests import worker_tools
+from runs.tests.timeline_replay import mismatches
 from runs.tests.worker_tools import CRASH, PURGE, SLOW, executions
 from toolsapp.models import Order, Ticket
 
@@ -382,7 +383,10 @@ def test_duplicate_deliveries_to_two_workers_never_run_an_iteration_twice(
     assert Step.objects.filter(run=run).count() == 5
     assert len(script.requests(model)) == 5, "the model was asked once per iteration"
     assert start_counts(tool_log, run) == {f"d{i}": 1 for i in range(1, 5)}
+    step_events = [d["index"] for d in RunEvent.objects.filter(run=run, kind="step").order_by("seq").values_list("data", flat=True)]
+    assert step_events == [1, 2, 3, 4, 5], "each step is in the timeline exactly once"
     assert_consistent_history(run)
+    assert mismatches(run.pk) == []
 
 
 def test_concurrent_run_advance_in_threads_drives_each_iteration_once(durable_agent, script, tool_log):
