@@ -5,8 +5,7 @@ LLM_BASE_URL; the same URL typed in the API stays behind the outbound guard. LLM
 to the host of LLM_BASE_URL and the hosts of LLM_API_KEY_HOSTS. Real servers on 127.0.0.x.
 """
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from io import StringIO
 
 import pytest
@@ -16,11 +15,12 @@ from rest_framework.test import APIClient
 from runs.models import Run
 from runs.services.loop import run_advance
 from runs.tests.approval_fixtures import make_user
+from toolsapp.tests.local_http import LocalServer
 
 KEY = "sk-live-operator-key-4f2a9c"
 
 
-class ChatServer:
+class ChatServer(LocalServer):
     """An OpenAI-compatible chat server that records each request's Authorization header."""
 
     def __init__(self, host="127.0.0.1", echo_error=False):
@@ -52,15 +52,9 @@ class ChatServer:
                 self.end_headers()
                 self.wfile.write(body)
 
-        self.httpd = ThreadingHTTPServer((host, 0), Handler)
-        self.httpd.daemon_threads = True
-        self.port = self.httpd.server_address[1]
+        self.serve(Handler, host)
         self.url = f"http://{host}:{self.port}/v1"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
-    def stop(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 @pytest.fixture

@@ -1,8 +1,7 @@
 """Webhooks for new pending approvals and daily budget alerts, received by a real local HTTP server."""
 import json
-import threading
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 from django.contrib.auth.models import Group, User
@@ -14,11 +13,12 @@ from runs.models import Agent, Approval, BudgetAlert, Run
 from runs.services.budget_alerts import budget_alerts_check
 from runs.services.notifications import signature
 from runs.tests.test_history import make_run
+from toolsapp.tests.local_http import LocalServer
 
 DEMO_TASK = "Please cancel order ORD-1001, the customer asked."
 
 
-class Receiver:
+class Receiver(LocalServer):
     """Records every POST; answers with the statuses in `script`, then 200."""
 
     def __init__(self, script=(), host="127.0.0.1"):
@@ -39,17 +39,12 @@ class Receiver:
                 self.end_headers()
                 self.wfile.write(b"{}")
 
-        self.httpd = ThreadingHTTPServer((host, 0), Handler)
-        self.port = self.httpd.server_address[1]
+        self.serve(Handler, host)
         self.url = f"http://{host}:{self.port}/hook"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
     def events(self) -> list[dict]:
         return [json.loads(r["body"]) for r in self.requests]
 
-    def stop(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 @pytest.fixture

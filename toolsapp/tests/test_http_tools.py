@@ -6,15 +6,15 @@ internal service an attacker would like to reach; the tests check it received no
 """
 import json
 import socket
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from runs.models import Run
 from toolsapp import net
 from toolsapp.models import Tool
+from toolsapp.tests.local_http import LocalServer
 
 SCHEMA = {
     "type": "object",
@@ -24,7 +24,7 @@ SCHEMA = {
 }
 
 
-class ToolServer:
+class ToolServer(LocalServer):
     """A real HTTP server that records what it receives and answers by path."""
 
     def __init__(self):
@@ -79,15 +79,9 @@ class ToolServer:
                 except OSError:
                     pass  # the client stopped reading (size cap)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.port = self.httpd.server_address[1]
+        self.serve(Handler)
         self.url = f"http://127.0.0.1:{self.port}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
-    def stop(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 @pytest.fixture

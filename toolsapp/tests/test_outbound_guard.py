@@ -9,21 +9,21 @@ import json
 import os
 import subprocess
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
 
 from runs.models import Run
 from toolsapp import net
+from toolsapp.tests.local_http import LocalServer
 from toolsapp.tests.test_http_tools import http_tool, internal_server, no_connections, run_with_call  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "s3cr3t-9f8e7d6c"
 
 
-class Recorder:
+class Recorder(LocalServer):
     """Records each POST; /to?url=X answers 307 to X, anything else 200 with {"ok": true} (or,
     with `redirect_all` set, 307 to that origin and the same path)."""
 
@@ -53,15 +53,9 @@ class Recorder:
                 self.end_headers()
                 self.wfile.write(data)
 
-        self.httpd = ThreadingHTTPServer((host, port), Handler)
-        self.httpd.daemon_threads = True
-        self.port = self.httpd.server_address[1]
+        self.serve(Handler, host, port)
         self.url = f"http://{host}:{self.port}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
-    def stop(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 @pytest.fixture
