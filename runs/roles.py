@@ -1,14 +1,16 @@
 """Roles are groups with permissions. Every view, API call and websocket checks permissions,
 never group names, so an installation can define its own roles."""
+from django.db.models import Q
 
 VIEW = [
     ("runs", "view_run"), ("runs", "view_agent"), ("runs", "view_approval"), ("runs", "view_step"),
-    ("runs", "view_toolcall"), ("toolsapp", "view_tool"),
+    ("runs", "view_toolcall"), ("toolsapp", "view_tool"), ("runs", "view_approvalrule"),
 ]
 OPERATE = VIEW + [("runs", "add_run"), ("runs", "cancel_run"), ("runs", "decide_approval")]
 ADMIN = OPERATE + [
     ("runs", "add_agent"), ("runs", "change_agent"), ("runs", "delete_agent"),
     ("toolsapp", "add_tool"), ("toolsapp", "change_tool"), ("toolsapp", "delete_tool"),
+    ("runs", "add_approvalrule"), ("runs", "change_approvalrule"), ("runs", "delete_approvalrule"),
 ]
 ROLES = {"viewers": VIEW, "operators": OPERATE, "admins": ADMIN}
 
@@ -26,6 +28,9 @@ PERM_VIEW_AGENT = "runs.view_agent"
 PERM_ADD_AGENT = "runs.add_agent"
 PERM_DELETE_AGENT = "runs.delete_agent"
 PERM_VIEW_APPROVAL = "runs.view_approval"
+# Approval rules: everyone who sees runs may read them (the queue names them); admins write them.
+PERM_VIEW_RULES = "runs.view_approvalrule"
+PERM_MANAGE_RULES = "runs.change_approvalrule"
 PERM_VIEW_TOOL = "toolsapp.view_tool"
 PERM_ADD_TOOL = "toolsapp.add_tool"
 PERM_DELETE_TOOL = "toolsapp.delete_tool"
@@ -34,6 +39,9 @@ PERM_DELETE_TOOL = "toolsapp.delete_tool"
 def ensure_roles(Group, Permission) -> None:
     for name, perms in ROLES.items():
         group, _ = Group.objects.get_or_create(name=name)
-        group.permissions.set(
-            [Permission.objects.get(content_type__app_label=app, codename=code) for app, code in perms]
-        )
+        # An earlier migration runs this before later models (and their permissions) exist;
+        # the migration that adds them calls it again.
+        wanted = Q()
+        for app, code in perms:
+            wanted |= Q(content_type__app_label=app, codename=code)
+        group.permissions.set(Permission.objects.filter(wanted))

@@ -16,6 +16,15 @@ class Tool(models.Model):
     description = models.TextField(blank=True)
     parameters = models.JSONField(default=dict, help_text="JSON Schema (Draft 2020-12) of the arguments.")
     destructive = models.BooleanField(default=False, help_text="Every call needs an operator's approval.")
+    always_ask = models.BooleanField(
+        default=False, help_text="Destructive calls always go to a person: rules, grants and policies never approve them."
+    )
+    critical = models.BooleanField(
+        default=False, help_text="Destructive calls need two different people's approval, neither the run's launcher."
+    )
+    allow_argument_edits = models.BooleanField(
+        default=True, help_text="Operators may edit a call's arguments before approving it."
+    )
     parallel_safe = models.BooleanField(default=True, help_text="May run at the same time as other calls.")
     idempotent = models.BooleanField(
         default=True, help_text="Safe to re-run with the same idempotency key after a crash."

@@ -34,6 +34,12 @@ class Agent(models.Model):
         default=False, help_text="When a limit stops the run, make one last tools-free call for a summary."
     )
     approval_timeout_seconds = models.PositiveIntegerField(null=True, blank=True)
+    escalate_after_seconds = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Notify the escalation target when an approval waits longer; empty: never."
+    )
+    escalation_emails = models.TextField(
+        blank=True, help_text="Who is e-mailed on escalation (comma separated); empty uses APPROVAL_ESCALATION_EMAILS."
+    )
     daily_token_alert = models.PositiveBigIntegerField(
         null=True, blank=True, help_text="Notify when this agent's runs use more tokens in a day (UTC)."
     )
@@ -203,6 +209,10 @@ class ToolCall(models.Model):
     attempts = models.PositiveSmallIntegerField(default=0)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Set when an operator edited the arguments before approving: what the tool ran with. The
+    # model's own `arguments` stay as sent, so its view of the conversation stays true.
+    executed_arguments = models.TextField(blank=True, help_text="The arguments an operator approved, when edited.")
+    executed_args_hash = models.CharField(max_length=64, blank=True)
     # The decision that counts now. A call asked about again (after a crash) keeps every earlier
     # decision in its `approvals`; this points at the newest.
     approval = models.ForeignKey(
@@ -248,12 +258,29 @@ class Approval(models.Model):
     decided_by_name = models.CharField(max_length=150, blank=True)
     decided_at = models.DateTimeField(null=True, blank=True)
     reason = models.TextField(blank=True)
-    automatic = models.BooleanField(default=False, help_text="Decided by a policy, not a person.")
+    automatic = models.BooleanField(default=False, help_text="Decided by a policy, a rule or a grant, not a person.")
+    # What decided it, when not a person: a rule (its version then) or a grant of the run.
+    rule = models.ForeignKey("ApprovalRule", null=True, blank=True, on_delete=models.SET_NULL, related_name="approvals")
+    rule_version = models.PositiveIntegerField(null=True, blank=True)
+    rule_name = models.CharField(max_length=200, blank=True, help_text="Kept with the decision: rules change.")
+    grant = models.ForeignKey("RunGrant", null=True, blank=True, on_delete=models.SET_NULL, related_name="approvals")
+    # Who may decide: how many different people must approve (a rejection by one ends it), and
+    # the group they must belong to when a rule names one.
+    required_approvals = models.PositiveSmallIntegerField(default=1)
+    approvals_given = models.PositiveSmallIntegerField(default=0)
+    group = models.ForeignKey("auth.Group", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    # An approval with edited arguments: what the call runs with instead, and its keyed hash.
+    edited_arguments = models.TextField(blank=True)
+    edited_args_hash = models.CharField(max_length=64, blank=True)
+    guidance = models.TextField(blank=True, help_text="With a rejection: what the model should do instead.")
+    unseen_ids = models.JSONField(default=list, blank=True, help_text="Identifiers the run had not seen when asked.")
+    escalate_at = models.DateTimeField(null=True, blank=True)
+    escalated_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["requested_at", "pk"]
         permissions = [("decide_approval", "Can approve or reject destructive calls")]
-        indexes = [models.Index(fields=["status", "requested_at"])]
+        indexes = [models.Index(fields=["status", "requested_at"]), models.Index(fields=["status", "escalate_at"])]
 
     def __str__(self):
         return f"Approval of {self.tool_call}"
@@ -271,87 +298,3 @@ class RunEvent(models.Model):
     class Meta:
         ordering = ["run", "seq"]
         constraints = [models.UniqueConstraint(fields=["run", "seq"], name="unique_event_seq")]
-
-
-class BudgetAlert(models.Model):
-    """An agent crossed its daily token or cost threshold; one row per agent, day and kind."""
-
-    class Kind(models.TextChoices):
-        TOKENS = "tokens", "Tokens"
-        COST = "cost", "Cost"
-
-    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="budget_alerts")
-    day = models.DateField()
-    kind = models.CharField(max_length=16, choices=Kind.choices)
-    threshold = models.FloatField()
-    observed = models.FloatField()
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        ordering = ["-created_at"]
-        constraints = [models.UniqueConstraint(fields=["agent", "day", "kind"], name="one_budget_alert_per_day")]
-
-    def __str__(self):
-        return f"{self.agent} {self.kind} {self.day}"
-
-
-class ArchivedApproval(models.Model):
-    """A decision of a pruned run, kept after the run, its steps and its calls are deleted.
-
-    Decisions are the audit record of who let what happen: pruning copies each one here first.
-    Plain columns, no foreign keys, so nothing deleted later can blank them.
-    """
-
-    approval_id = models.BigIntegerField(unique=True)
-    run_id = models.BigIntegerField(db_index=True)
-    agent_name = models.CharField(max_length=100, blank=True)
-    customer = models.CharField(max_length=200, blank=True)
-    run_task = models.TextField(blank=True)
-    tool_name = models.CharField(max_length=200)
-    call_id = models.TextField(blank=True)
-    arguments = models.TextField(blank=True)
-    args_hash = models.CharField(max_length=64, blank=True)
-    call_status = models.CharField(max_length=20, blank=True)
-    status = models.CharField(max_length=10)
-    note = models.TextField(blank=True)
-    reason = models.TextField(blank=True)
-    automatic = models.BooleanField(default=False)
-    decided_by_name = models.CharField(max_length=150, blank=True)
-    requested_at = models.DateTimeField(null=True)
-    decided_at = models.DateTimeField(null=True)
-    archived_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        ordering = ["requested_at", "approval_id"]
-
-    def __str__(self):
-        return f"Archived approval {self.approval_id} of run {self.run_id}"
-
-
-class WebhookDelivery(models.Model):
-    """An outgoing notification, recorded before it is sent so a lost broker loses nothing.
-
-    The sender marks it delivered; the sweep sends again what is still due.
-    """
-
-    class Status(models.TextChoices):
-        PENDING = "pending", "Pending"
-        DELIVERED = "delivered", "Delivered"
-        FAILED = "failed", "Failed"
-
-    url = models.TextField()
-    event = models.CharField(max_length=64)
-    body = models.JSONField(default=dict)
-    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
-    attempts = models.PositiveSmallIntegerField(default=0)
-    next_attempt_at = models.DateTimeField(null=True, blank=True)
-    last_error = models.TextField(blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    delivered_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        ordering = ["created_at", "pk"]
-        indexes = [models.Index(fields=["status", "next_attempt_at"])]
-
-    def __str__(self):
-        return f"{self.event} to {self.url} ({self.status})"

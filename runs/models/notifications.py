@@ -1,0 +1,54 @@
+from django.db import models
+
+from runs.models.core import Agent
+
+
+class BudgetAlert(models.Model):
+    """An agent crossed its daily token or cost threshold; one row per agent, day and kind."""
+
+    class Kind(models.TextChoices):
+        TOKENS = "tokens", "Tokens"
+        COST = "cost", "Cost"
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="budget_alerts")
+    day = models.DateField()
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    threshold = models.FloatField()
+    observed = models.FloatField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [models.UniqueConstraint(fields=["agent", "day", "kind"], name="one_budget_alert_per_day")]
+
+    def __str__(self):
+        return f"{self.agent} {self.kind} {self.day}"
+
+
+class WebhookDelivery(models.Model):
+    """An outgoing notification, recorded before it is sent so a lost broker loses nothing.
+
+    The sender marks it delivered; the sweep sends again what is still due.
+    """
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        DELIVERED = "delivered", "Delivered"
+        FAILED = "failed", "Failed"
+
+    url = models.TextField()
+    event = models.CharField(max_length=64)
+    body = models.JSONField(default=dict)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["created_at", "pk"]
+        indexes = [models.Index(fields=["status", "next_attempt_at"])]
+
+    def __str__(self):
+        return f"{self.event} to {self.url} ({self.status})"
