@@ -1,0 +1,230 @@
+"""Approval rules as plain data: which rule matches a destructive call, and whether a rule's
+conditions are well formed.
+
+A rule matches on the tool (a name or a glob pattern), on the run (agent, customer, who launched
+it) and on argument values found by a small JSON path (`$.refund.amount`, `$.items[0].sku`).
+Every condition must hold. Nothing here touches the database except `rules_in_force`.
+"""
+import fnmatch
+import functools
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import re2
+
+from runs.models import ApprovalRule
+
+OPERATORS = {
+    "eq": "equals",
+    "ne": "does not equal",
+    "lt": "is less than",
+    "gt": "is greater than",
+    "in": "is one of",
+    "matches": "matches the RE2 pattern",
+    "present": "is present",
+    "absent": "is absent",
+}
+# A condition value that stands for the run's own customer ("refunds to the run's customer").
+RUN_CUSTOMER = "$run.customer"
+MAX_CONDITIONS = 20
+MAX_PATTERN_CHARS = 500
+_MISSING = object()
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False  # a bad pattern is the editor's error message, not a log line
+_PATH_PART = re.compile(r"\.([A-Za-z_][\w-]*)|\[(\d+)\]|\[\"([^\"]*)\"\]")
+
+
+@dataclass(frozen=True)
+class RuleSpec:
+    """A rule as read when a call is evaluated: the version recorded with the decision is this one."""
+
+    id: int
+    name: str
+    version: int
+    action: str
+    agent_id: int | None = None
+    tool_pattern: str = "*"
+    conditions: tuple = ()
+    customer: str = ""
+    launched_by: str = ""
+    group_id: int | None = None
+    reason: str = ""
+    escalate_after_seconds: int | None = None
+
+    @property
+    def label(self) -> str:
+        return f"rule {self.name!r} v{self.version}"
+
+
+@dataclass(frozen=True)
+class CallFacts:
+    """What a rule may look at: the call and its run."""
+
+    tool_name: str
+    arguments: Any  # the parsed JSON arguments (a dict for every valid call)
+    agent_id: int | None
+    customer: str = ""
+    launched_by: str = ""  # the username of who launched the run; "" when nobody (CLI, schedule)
+
+
+def rule_spec(rule: ApprovalRule) -> RuleSpec:
+    return RuleSpec(
+        id=rule.pk, name=rule.name, version=rule.version, action=rule.action, agent_id=rule.agent_id,
+        tool_pattern=rule.tool_pattern or "*", conditions=tuple(rule.conditions or ()), customer=rule.customer,
+        launched_by=rule.launched_by, group_id=rule.group_id, reason=rule.reason,
+        escalate_after_seconds=rule.escalate_after_seconds,
+    )
+
+
+def rules_in_force(agent_id: int | None) -> list[RuleSpec]:
+    """The enabled rules that can apply to a run of this agent, in the order they are tried."""
+    rows = ApprovalRule.objects.filter(enabled=True).order_by("position", "pk")
+    return [rule_spec(r) for r in rows if r.agent_id is None or r.agent_id == agent_id]
+
+
+def first_match(rules: Iterable[RuleSpec], facts: CallFacts) -> RuleSpec | None:
+    """The rule that decides this call: the first that matches, or None (ask one person)."""
+    return next((rule for rule in rules if rule_matches(rule, facts)), None)
+
+
+def rule_matches(rule: RuleSpec, facts: CallFacts) -> bool:
+    if rule.agent_id is not None and rule.agent_id != facts.agent_id:
+        return False
+    if not fnmatch.fnmatchcase(facts.tool_name, rule.tool_pattern or "*"):
+        return False
+    if rule.customer and rule.customer != facts.customer:
+        return False
+    if rule.launched_by and rule.launched_by != facts.launched_by:
+        return False
+    return all(condition_holds(c, facts) for c in rule.conditions)
+
+
+def condition_holds(condition: dict, facts: CallFacts) -> bool:
+    op, expected = condition["op"], condition.get("value")
+    found = value_at(facts.arguments, condition["path"])
+    if op == "present":
+        return found is not _MISSING
+    if op == "absent":
+        return found is _MISSING
+    if found is _MISSING:
+        return False  # a condition on a value that is not there never holds (so never approves)
+    if expected == RUN_CUSTOMER:
+        expected = facts.customer
+    if op == "eq":
+        return _same(found, expected)
+    if op == "ne":
+        return not _same(found, expected)
+    if op == "in":
+        return any(_same(found, item) for item in expected)
+    if op in ("lt", "gt"):
+        number = _number(found)
+        if number is None:
+            return False
+        return number < expected if op == "lt" else number > expected
+    if op == "matches":
+        return isinstance(found, str) and _pattern(expected).search(found) is not None
+    return False
+
+
+@functools.lru_cache(maxsize=256)
+def _pattern(text: str):
+    return re2.compile(text, _RE2_OPTIONS)
+
+
+def _same(found: Any, expected: Any) -> bool:
+    # 50 and 50.0 are the same amount; True is not 1.
+    if isinstance(found, bool) or isinstance(expected, bool):
+        return found is expected
+    if isinstance(found, (int, float)) and isinstance(expected, (int, float)):
+        return found == expected
+    return type(found) is type(expected) and found == expected
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return value
+
+
+def value_at(data: Any, path: str) -> Any:
+    """The value at a JSON path such as `$.refund.amount` or `$.items[0].sku`; _MISSING if absent."""
+    current = data
+    for key, index, quoted in _path_parts(path):
+        if index is not None:
+            if not isinstance(current, list) or index >= len(current):
+                return _MISSING
+            current = current[index]
+        else:
+            if not isinstance(current, dict) or key not in current:
+                return _MISSING
+            current = current[key]
+    return current
+
+
+def _path_parts(path: str) -> list[tuple[str | None, int | None, None]]:
+    text = path.strip()
+    if not text.startswith("$"):
+        text = "$." + text
+    rest, parts = text[1:], []
+    while rest:
+        match = _PATH_PART.match(rest)
+        if match is None:
+            raise ValueError(f"not a JSON path: {path!r} (use $.name, $.list[0], $[\"odd key\"])")
+        name, index, quoted = match.groups()
+        parts.append((name if name is not None else quoted, int(index) if index is not None else None, None))
+        rest = rest[match.end():]
+    return parts
+
+
+def conditions_errors(conditions: Any) -> list[str]:
+    """What is wrong with a rule's conditions, in words for the editor; [] when they are usable."""
+    if not isinstance(conditions, list):
+        return ["Conditions must be a list."]
+    if len(conditions) > MAX_CONDITIONS:
+        return [f"At most {MAX_CONDITIONS} conditions."]
+    errors = []
+    for number, condition in enumerate(conditions, 1):
+        where = f"Condition {number}"
+        if not isinstance(condition, dict) or set(condition) - {"path", "op", "value"}:
+            errors.append(f"{where}: an object with path, op and value.")
+            continue
+        path, op, value = condition.get("path"), condition.get("op"), condition.get("value")
+        if not isinstance(path, str) or not path.strip():
+            errors.append(f"{where}: a JSON path such as $.amount is needed.")
+        else:
+            try:
+                _path_parts(path)
+            except ValueError as exc:
+                errors.append(f"{where}: {exc}.")
+        if op not in OPERATORS:
+            errors.append(f"{where}: op must be one of {', '.join(OPERATORS)}.")
+            continue
+        if op in ("lt", "gt") and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            errors.append(f"{where}: {op} compares with a number.")
+        elif op == "in" and not (isinstance(value, list) and value):
+            errors.append(f"{where}: in needs a non-empty list of values.")
+        elif op == "matches":
+            if not isinstance(value, str) or not value or len(value) > MAX_PATTERN_CHARS:
+                errors.append(f"{where}: matches needs an RE2 pattern of at most {MAX_PATTERN_CHARS} characters.")
+            else:
+                try:
+                    _pattern(value)
+                except re2.error as exc:
+                    message = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else exc
+                    errors.append(f"{where}: not an RE2 pattern: {message}.")
+        elif op in ("eq", "ne") and isinstance(value, (dict, list)):
+            errors.append(f"{where}: {op} compares with a string, number, true, false or null.")
+        elif op in ("present", "absent") and value is not None:
+            errors.append(f"{where}: {op} takes no value.")
+    return errors
+
+
+def condition_text(condition: dict) -> str:
+    """One condition in words: "$.amount is less than 50"."""
+    op = condition.get("op")
+    words = OPERATORS.get(op, str(op))
+    if op in ("present", "absent"):
+        return f"{condition.get('path')} {words}"
+    return f"{condition.get('path')} {words} {condition.get('value')!r}"
