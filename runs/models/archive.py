@@ -23,6 +23,15 @@ class ArchivedApproval(models.Model):
     reason = models.TextField(blank=True)
     automatic = models.BooleanField(default=False)
     decided_by_name = models.CharField(max_length=150, blank=True)
+    # Who or what decided beyond one person: the rule (as it was), everyone who approved a
+    # two-person call, and an operator's edit (masked like the arguments) with its hash.
+    rule_name = models.CharField(max_length=200, blank=True)
+    rule_version = models.PositiveIntegerField(null=True, blank=True)
+    required_approvals = models.PositiveSmallIntegerField(default=1)
+    voters = models.JSONField(default=list, blank=True)
+    edited_arguments = models.TextField(blank=True)
+    edited_args_hash = models.CharField(max_length=64, blank=True)
+    guidance = models.TextField(blank=True)
     requested_at = models.DateTimeField(null=True)
     decided_at = models.DateTimeField(null=True)
     archived_at = models.DateTimeField(auto_now_add=True)

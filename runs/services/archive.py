@@ -41,7 +41,8 @@ def approvals_archive(*, run_ids: Iterable[int]) -> int:
     An approval archived before (a deletion that was retried) is left as it was.
     """
     approvals = list(
-        Approval.objects.filter(run_id__in=list(run_ids)).select_related("run", "run__agent", "tool_call").order_by("pk")
+        Approval.objects.filter(run_id__in=list(run_ids)).select_related("run", "run__agent", "tool_call")
+        .prefetch_related("votes").order_by("pk")
     )
     sensitive_by_tool = dict(
         Tool.objects.filter(name__in={a.tool_call.tool_name for a in approvals}).values_list("name", "sensitive_fields")
@@ -49,6 +50,7 @@ def approvals_archive(*, run_ids: Iterable[int]) -> int:
     rows = []
     for approval in approvals:
         run, call = approval.run, approval.tool_call
+        sensitive = sensitive_by_tool.get(call.tool_name) or []
         rows.append(ArchivedApproval(
             approval_id=approval.pk,
             run_id=run.pk,
@@ -57,7 +59,7 @@ def approvals_archive(*, run_ids: Iterable[int]) -> int:
             run_task=run.task,
             tool_name=call.tool_name,
             call_id=call.call_id,
-            arguments=masked_arguments(call.arguments, sensitive_by_tool.get(call.tool_name) or []),
+            arguments=masked_arguments(call.arguments, sensitive),
             args_hash=call.args_hash,
             call_status=call.status,
             status=approval.status,
@@ -65,6 +67,13 @@ def approvals_archive(*, run_ids: Iterable[int]) -> int:
             reason=approval.reason,
             automatic=approval.automatic,
             decided_by_name=approval.decided_by_name,
+            rule_name=approval.rule_name,
+            rule_version=approval.rule_version,
+            required_approvals=approval.required_approvals,
+            voters=[vote.user_name for vote in approval.votes.all()],
+            edited_arguments=masked_arguments(approval.edited_arguments, sensitive) if approval.edited_arguments else "",
+            edited_args_hash=approval.edited_args_hash,
+            guidance=approval.guidance,
             requested_at=approval.requested_at,
             decided_at=approval.decided_at,
         ))
