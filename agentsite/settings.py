@@ -303,6 +303,28 @@ WEBHOOK_MAX_ATTEMPTS = env_int("WEBHOOK_MAX_ATTEMPTS", 6)
 WEBHOOK_RESEND_AFTER_SECONDS = env_int("WEBHOOK_RESEND_AFTER_SECONDS", 60)
 SITE_URL = env_str("SITE_URL", "http://127.0.0.1:8000")  # links in notifications
 
+# --- E-mail and escalation ------------------------------------------------------------------
+# An approval waiting past its threshold (the agent's escalate_after_seconds, or its rule's) is
+# escalated once by the sweep: a webhook ("approval.escalated") and an e-mail to the agent's
+# escalation_emails, else to APPROVAL_ESCALATION_EMAILS (comma separated). With no EMAIL_HOST
+# the e-mails are written to the console instead of sent.
+EMAIL_HOST = env_str("EMAIL_HOST")
+EMAIL_PORT = env_int("EMAIL_PORT", 25)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)  # STARTTLS, usually port 587
+EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL", False)  # TLS from the start, usually port 465
+if EMAIL_USE_TLS and EMAIL_USE_SSL:
+    raise ImproperlyConfigured("EMAIL_USE_TLS and EMAIL_USE_SSL cannot both be set")
+# Seconds one SMTP connection may block: the sweep sends escalation e-mails itself.
+EMAIL_TIMEOUT = env_float("EMAIL_TIMEOUT", 10.0)
+EMAIL_BACKEND = env_str(
+    "EMAIL_BACKEND",
+    "django.core.mail.backends.smtp.EmailBackend" if EMAIL_HOST else "django.core.mail.backends.console.EmailBackend",
+)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "agentsite@localhost")
+APPROVAL_ESCALATION_EMAILS = env_list("APPROVAL_ESCALATION_EMAILS", [])
+
 # --- REST API ----------------------------------------------------------------------------
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

@@ -301,3 +301,14 @@ def approvals_archived(*, run_id: int | None = None, after: int = 0, limit: int 
     if run_id is not None:
         rows = rows.filter(run_id=run_id)
     return list(rows[:limit])
+
+
+def approvals_oldest_pending() -> Approval | None:
+    """The approval that has waited longest (its requested_at is the age the header shows), or
+    None when nothing waits. One indexed query (status, requested_at)."""
+    return (
+        Approval.objects.filter(status=Approval.Status.PENDING)
+        .only("pk", "run_id", "requested_at")
+        .order_by("requested_at", "pk")
+        .first()
+    )

@@ -4,24 +4,26 @@ A period holds the runs created in it and everything of those runs: their model 
 (steps), tool calls and approvals. Related rows are selected with `run_id IN (the period's
 runs)`, which the Step(model, run), ToolCall(run, ...) and Approval(run) indexes answer.
 
-Sums and counts are GROUP BY queries. Percentiles are nearest-rank (the value at position
-ceil(p/100 * n) of the sorted values) and computed by the database, so a million steps never
-travel to Python: PostgreSQL has exactly that as an aggregate, PERCENTILE_DISC, computed for
-every model in one GROUP BY; elsewhere (SQLite) each percentile is one row read with
-`ORDER BY value LIMIT 1 OFFSET k`, sorted from whichever end is nearer (p95 counts back from
-the top) so the database keeps only k + 1 rows while it sorts.
+Sums and counts are GROUP BY queries; percentiles are nearest-rank, computed by the database
+(runs/selectors/aggregates.py).
 """
-import math
 from dataclasses import dataclass
 from datetime import date, timedelta
 
-from django.db import connections
-from django.db.models import Aggregate, Count, F, FloatField, Func, Q, QuerySet, Sum
-from django.db.models.functions import TruncDate
+from django.db.models import Count, F, Q, QuerySet, Sum
 from django.utils import timezone
 
 from runs.models import Agent, Approval, BudgetAlert, Run, Step, ToolCall
+from runs.selectors.aggregates import (  # noqa: F401 (nearest_rank_offset: read here by tests)
+    PercentileDisc,
+    SecondsBetween,
+    TruncDay,
+    has_percentile_disc,
+    nearest_rank_offset,
+    percentile_values,
+)
 from runs.selectors.history import day_start
+from runs.selectors.supervision_metrics import Supervision, supervision_summary
 
 DEFAULT_PERIOD_DAYS = 7
 
@@ -30,11 +32,6 @@ def default_period(today: date | None = None) -> tuple[date, date]:
     """The last seven days, today included."""
     today = today or timezone.localdate()
     return today - timedelta(days=DEFAULT_PERIOD_DAYS - 1), today
-
-
-def nearest_rank_offset(count: int, percent: float) -> int:
-    """0-based position of the nearest-rank percentile among `count` sorted values."""
-    return min(count - 1, max(0, math.ceil(percent / 100 * count) - 1))
 
 
 @dataclass(frozen=True)
@@ -111,6 +108,7 @@ class Metrics:
     model_latency: list[ModelLatencyRow]
     per_day: list[DayRow]
     approvals: ApprovalStats
+    supervision: Supervision
 
     @property
     def success_rate(self) -> float | None:
@@ -152,6 +150,7 @@ def metrics_summary(*, start: date, end: date, agent: Agent | None = None) -> Me
         model_latency=_model_latency(steps),
         per_day=_per_day(runs, start, end),
         approvals=_approval_stats(approvals),
+        supervision=supervision_summary(approvals),
     )
 
 
@@ -164,21 +163,8 @@ def _count_by(queryset: QuerySet, field_name: str, choices) -> list[CountRow]:
 
 def _percentiles(queryset: QuerySet, expression, count: int) -> Percentiles:
     """Nearest-rank p50 and p95 of `expression` over `queryset`, which holds `count` rows."""
-    if count == 0:
-        return Percentiles(count=0)
-    if _has_percentile_disc(queryset):
-        found = queryset.aggregate(p50=PercentileDisc(expression, 50), p95=PercentileDisc(expression, 95))
-        return Percentiles(count=count, p50=found["p50"], p95=found["p95"])
-    values = {}
-    for percent in (50, 95):
-        offset = nearest_rank_offset(count, percent)
-        from_top = count - 1 - offset
-        order = F("_value").asc() if offset <= from_top else F("_value").desc()
-        skip = min(offset, from_top)
-        ordered = queryset.annotate(_value=expression).order_by(order).values_list("_value", flat=True)
-        found = list(ordered[skip : skip + 1])  # ORDER BY ... LIMIT 1 OFFSET skip
-        values[percent] = found[0] if found else None
-    return Percentiles(count=count, p50=values[50], p95=values[95])
+    found = percentile_values(queryset, expression, count, (50, 95))
+    return Percentiles(count=count, p50=found[50], p95=found[95]) if count else Percentiles(count=0)
 
 
 def _tool_errors(calls: QuerySet[ToolCall]) -> list[ToolErrorRow]:
@@ -198,7 +184,7 @@ def _tool_errors(calls: QuerySet[ToolCall]) -> list[ToolErrorRow]:
 
 def _model_latency(steps: QuerySet[Step]) -> list[ModelLatencyRow]:
     by_model = steps.order_by().values_list("model")
-    if _has_percentile_disc(steps):
+    if has_percentile_disc(steps):
         rows = [
             ModelLatencyRow(model=model, steps=n, p50_ms=p50, p95_ms=p95)
             for model, n, p50, p95 in by_model.annotate(
@@ -248,54 +234,6 @@ def _approval_stats(approvals: QuerySet[Approval]) -> ApprovalStats:
             p95=round(waits.p95, 3) if waits.p95 is not None else None,
         ),
     )
-
-
-def _has_percentile_disc(queryset: QuerySet) -> bool:
-    return connections[queryset.db].vendor == "postgresql"
-
-
-class PercentileDisc(Aggregate):
-    """PostgreSQL's PERCENTILE_DISC: the value at position ceil(percent/100 * n), as above."""
-
-    function = "PERCENTILE_DISC"
-    template = "%(function)s(%(fraction)s) WITHIN GROUP (ORDER BY %(expressions)s)"
-
-    def __init__(self, expression, percent: float, **extra):
-        super().__init__(expression, fraction=repr(percent / 100), **extra)
-
-
-# On SQLite, Django computes date truncation and datetime differences with Python functions
-# called once per row, which costs seconds over a month of runs; these do the same in SQL.
-
-
-class TruncDay(TruncDate):
-    """TruncDate; on SQLite with UTC days, the date part of the stored text (UTC) instead."""
-
-    def as_sqlite(self, compiler, connection, **extra_context):
-        if self.get_tzname() in ("UTC", None):
-            sql, params = compiler.compile(self.lhs)
-            return f"substr({sql}, 1, 10)", params
-        return self.as_sql(compiler, connection, **extra_context)
-
-
-class SecondsBetween(Func):
-    """end - start in seconds, as a float."""
-
-    arity = 2
-    output_field = FloatField()
-
-    def as_sqlite(self, compiler, connection, **extra_context):
-        return self.as_sql(compiler, connection, template="((julianday(%(expressions)s)) * 86400.0)",
-                           arg_joiner=") - julianday(", **extra_context)
-
-    def as_postgresql(self, compiler, connection, **extra_context):
-        return self.as_sql(compiler, connection, template="EXTRACT(EPOCH FROM (%(expressions)s))::float8",
-                           arg_joiner=" - ", **extra_context)
-
-    def as_sql(self, compiler, connection, **extra_context):
-        if connection.vendor not in ("sqlite", "postgresql"):
-            raise NotImplementedError(f"SecondsBetween is not written for {connection.vendor}")
-        return super().as_sql(compiler, connection, **extra_context)
 
 
 def budget_alerts_recent(*, limit: int = 20) -> list[BudgetAlert]:

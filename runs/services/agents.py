@@ -7,7 +7,7 @@ import copy
 from collections.abc import Callable
 
 from django.core.exceptions import ValidationError
-from django.core.validators import URLValidator
+from django.core.validators import URLValidator, validate_email
 from django.db import transaction
 
 from runs.models import Agent
@@ -26,9 +26,11 @@ AGENT_FIELDS = (
     "name", "description", "system_prompt", "model_list", "base_url", "tools",
     "max_iterations", "repeat_limit", "max_wall_seconds", "max_tokens", "max_cost_usd", "max_output_tokens",
     "first_tool_choice", "later_tool_choice", "parallel_tool_calls", "provider_options",
-    "verifier", "summarize_on_stop", "approval_timeout_seconds", "daily_token_alert", "daily_cost_alert_usd",
+    "verifier", "summarize_on_stop", "approval_timeout_seconds", "escalate_after_seconds", "escalation_emails",
+    "daily_token_alert", "daily_cost_alert_usd",
 )
 MAX_MODEL_NAME = 200
+MAX_ESCALATION_EMAILS_CHARS = 2000
 _HTTP_URL = URLValidator(schemes=["http", "https"])
 
 
@@ -80,6 +82,21 @@ def _verifier(name):
         raise ValidationError(f"No verifier named {name!r}.")
 
 
+def _escalation_emails(text):
+    _text(text)
+    if len(text or "") > MAX_ESCALATION_EMAILS_CHARS:
+        raise ValidationError(f"At most {MAX_ESCALATION_EMAILS_CHARS} characters.")
+    wrong = []
+    for address in (text or "").split(","):
+        try:
+            if address.strip():
+                validate_email(address.strip())
+        except ValidationError:
+            wrong.append(address.strip())
+    if wrong:
+        raise ValidationError(f"Not e-mail addresses: {', '.join(wrong)} (separate addresses with commas).")
+
+
 def _limit(check, name: str, optional: bool = False) -> Callable:
     def rule(value):
         if value is None and optional:
@@ -103,10 +120,11 @@ _RULES: dict[str, Callable] = {
     "tools": _tools,
     "provider_options": _provider_options,
     "verifier": _verifier,
+    "escalation_emails": _escalation_emails,
     **{name: _limit(check_positive_int, name) for name in POSITIVE_INT_LIMITS},
     **{name: _limit(check_positive_number, name) for name in POSITIVE_NUMBER_LIMITS},
     **{name: _limit(check_positive_int, name, optional=True)
-       for name in ("max_output_tokens", "approval_timeout_seconds", "daily_token_alert")},
+       for name in ("max_output_tokens", "approval_timeout_seconds", "escalate_after_seconds", "daily_token_alert")},
     "daily_cost_alert_usd": _limit(check_positive_number, "daily_cost_alert_usd", optional=True),
 }
 

@@ -1,4 +1,5 @@
-"""Periodic care: hand out runs a worker lost, expire approvals, resend lost webhooks, prune old runs."""
+"""Periodic care: hand out runs a worker lost, expire and escalate approvals, resend lost webhooks,
+prune old runs."""
 import json
 import logging
 from datetime import timedelta
@@ -12,6 +13,7 @@ from runs.models import Approval, Run
 from runs.services.approvals import approvals_expire
 from runs.services.archive import runs_delete
 from runs.services.dispatch import run_dispatch
+from runs.services.escalation import approvals_escalate
 from runs.services.notifications import webhooks_resend
 from runs.snapshots import run_data
 
@@ -19,8 +21,8 @@ log = logging.getLogger(__name__)
 
 
 def runs_sweep() -> dict:
-    """Re-dispatch runs that no live worker drives; expire overdue approvals; queue again the
-    webhooks whose task was lost.
+    """Re-dispatch runs that no live worker drives; expire overdue approvals, then escalate those
+    waiting past their threshold; queue again the webhooks whose task was lost.
 
     A run is stranded when it is `running` with a lease that ran out (its worker died), or
     `queued` for a while with no lease (its message may have been lost with Redis). Sending a
@@ -43,11 +45,13 @@ def runs_sweep() -> dict:
     for run_id in stranded:
         run_dispatch(run_id=run_id)
     expired = approvals_expire()
+    escalated = approvals_escalate()  # after expiry: an expired approval needs nobody any more
     webhooks = webhooks_resend()
-    if stranded or expired or webhooks:
+    if stranded or expired or escalated or webhooks:
         log.info(json.dumps({"event": "sweep", "redispatched": stranded, "approvals_expired": expired,
-                             "webhooks_resent": webhooks}))
-    return {"redispatched": stranded, "approvals_expired": expired, "webhooks_resent": webhooks}
+                             "approvals_escalated": escalated, "webhooks_resent": webhooks}))
+    return {"redispatched": stranded, "approvals_expired": expired, "approvals_escalated": escalated,
+            "webhooks_resent": webhooks}
 
 
 def runs_prune(*, days: int, archive_dir: str | None = None, batch: int = 500) -> int:

@@ -4,12 +4,14 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
 from django.http import Http404, HttpResponseBadRequest, JsonResponse
 from django.shortcuts import redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from runs.models import Approval
 from runs.roles import PERM_DECIDE, PERM_VIEW_APPROVAL
 from runs.selectors.approvals import (
     approval_decision_text,
+    approvals_oldest_pending,
     approvals_pending_count,
     approvals_pending_page,
     approvals_recent_decisions,
@@ -51,7 +53,15 @@ def approval_queue_partial(request):
 @permission_required(PERM_VIEW_APPROVAL, raise_exception=True)
 @require_GET
 def approval_count(request):
-    return JsonResponse({"pending": approvals_pending_count()})
+    # The oldest wait as an instant and as seconds now: the badge ages it by its own clock from
+    # the seconds, so a browser whose clock is off still shows the right age.
+    oldest = approvals_oldest_pending()
+    waited = max(0.0, (timezone.now() - oldest.requested_at).total_seconds()) if oldest else None
+    return JsonResponse({
+        "pending": approvals_pending_count(),
+        "oldest_requested_at": oldest.requested_at.isoformat() if oldest else None,
+        "oldest_waiting_seconds": round(waited, 1) if oldest else None,
+    })
 
 
 @login_required

@@ -16,8 +16,19 @@ def metrics(request):
         summary = metrics_summary(start=data["date_from"], end=data["date_to"], agent=data["agent"])
     return render(
         request, "runs/metrics.html",
-        {"form": form, "m": summary, "charts": _charts(summary), "alerts": budget_alerts_recent()},
+        {"form": form, "m": summary, "charts": _charts(summary), "alerts": budget_alerts_recent(),
+         "wait_tables": _wait_tables(summary)},
     )
+
+
+def _wait_tables(summary) -> list[tuple]:
+    """(title, table id, rows, what a row is) of the two approval wait tables."""
+    if summary is None:
+        return []
+    return [
+        ("Approval wait by rule", "table-wait-by-rule", summary.supervision.wait_by_rule, "Rule"),
+        ("Approval wait by tool", "table-wait-by-tool", summary.supervision.wait_by_tool, "Tool"),
+    ]
 
 
 def _charts(summary) -> dict:

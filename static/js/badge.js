@@ -56,6 +56,47 @@ function connect() {
 
 const badge = document.getElementById("approval-badge");
 let latestRequest = 0;
+// The oldest waiting call's age: seconds as the server counted them, and when we heard it.
+let oldest = null;
+
+// "45 s", "4 min", "2 h 5 min", "3 d 4 h": coarse on purpose, it is read at a glance.
+export function ageText(seconds) {
+  const s = Math.max(0, Math.floor(seconds));
+  if (s < 60) return `${s} s`;
+  const minutes = Math.floor(s / 60);
+  if (minutes < 60) return `${minutes} min`;
+  const hours = Math.floor(minutes / 60);
+  if (hours < 24) return minutes % 60 ? `${hours} h ${minutes % 60} min` : `${hours} h`;
+  const days = Math.floor(hours / 24);
+  return hours % 24 ? `${days} d ${hours % 24} h` : `${days} d`;
+}
+
+function ageLabel() {
+  // Next to the count (whose text stays the number): "· oldest 4 min".
+  let label = document.getElementById("approval-oldest");
+  if (!label && badge) {
+    label = document.createElement("span");
+    label.id = "approval-oldest";
+    label.className = "badge-age";
+    badge.after(label);
+  }
+  return label;
+}
+
+function showAge() {
+  const label = ageLabel();
+  if (!label) return;
+  if (!oldest) {
+    label.textContent = "";
+    label.hidden = true;
+    badge.title = "Nothing waiting";
+    return;
+  }
+  const age = ageText(oldest.seconds + (performance.now() - oldest.heardAt) / 1000);
+  label.textContent = `· oldest ${age}`;
+  label.hidden = false;
+  badge.title = `${oldest.pending} waiting · oldest ${age}`;
+}
 
 async function updateBadge() {
   if (!badge || !badge.dataset.countUrl) return;
@@ -67,11 +108,16 @@ async function updateBadge() {
   });
   // A later request may have answered first: only the newest count is shown.
   if (request !== latestRequest || !response.ok || response.redirected) return;
-  const { pending } = await response.json();
+  const { pending, oldest_waiting_seconds: seconds } = await response.json();
   if (request !== latestRequest || typeof pending !== "number") return;
   badge.textContent = String(pending);
   badge.classList.toggle("badge-zero", pending === 0);
+  oldest = pending > 0 && typeof seconds === "number" ? { pending, seconds, heardAt: performance.now() } : null;
+  showAge();
 }
+
+// The age grows while nothing changes: count it on here, without asking the server.
+setInterval(showAge, 15000);
 
 subscribe((message) => {
   if (message.type === "socket.open" || message.type === "approvals.changed") {

@@ -4,7 +4,7 @@ from rest_framework import serializers
 
 from runs.api.serializers.fields import NameRelatedField, choice, service_errors
 from runs.models import Agent, ToolChoice
-from runs.services.agents import AGENT_FIELDS, agent_errors, agent_save
+from runs.services.agents import AGENT_FIELDS, MAX_ESCALATION_EMAILS_CHARS, agent_errors, agent_save
 from toolsapp.models import Tool
 
 
@@ -21,6 +21,11 @@ class AgentSerializer(serializers.ModelSerializer):
     verifier = serializers.CharField(required=False, allow_blank=True, max_length=100)
     first_tool_choice = choice(ToolChoice.choices, "ToolChoice", required=False)
     later_tool_choice = choice(ToolChoice.choices, "ToolChoice", required=False)
+    escalation_emails = serializers.CharField(
+        required=False, allow_blank=True, max_length=MAX_ESCALATION_EMAILS_CHARS,
+        help_text="Who is e-mailed when an approval waits past escalate_after_seconds (comma separated); "
+        "empty uses APPROVAL_ESCALATION_EMAILS.",
+    )
 
     class Meta:
         model = Agent

@@ -14,7 +14,7 @@ class MetricsView(ApiView):
     required_perms = {"GET": (PERM_VIEW,)}
 
     @extend_schema(
-        operation_id="metrics_retrieve", summary="Outcomes, iterations, tool errors, model latency, usage per day and approval waits",
+        operation_id="metrics_retrieve", summary="Outcomes, iterations, tool errors, model latency, usage per day, approval waits and who decides",
         parameters=form_parameters(MetricsFilterForm),
         responses={200: OpenApiTypes.OBJECT, **errors(400)},
     )
@@ -50,4 +50,27 @@ class MetricsView(ApiView):
                 "wait_seconds": {"count": m.approvals.wait_seconds.count, "p50": m.approvals.wait_seconds.p50,
                                  "p95": m.approvals.wait_seconds.p95},
             },
+            "supervision": supervision_data(m.supervision),
         })
+
+
+def supervision_data(s) -> dict:
+    waits = lambda rows: [{"key": r.key, "count": r.count, "p50": r.p50, "p90": r.p90} for r in rows]  # noqa: E731
+    return {
+        "decided": s.decided,
+        "deciders": [{"kind": d.kind, "label": d.label, "count": d.count, "share": d.share} for d in s.deciders],
+        "rule_hits": [
+            {"rule_name": r.rule_name, "rule_version": r.rule_version, "hits": r.hits, "approved": r.approved,
+             "rejected": r.rejected, "sent_to_people": r.asked}
+            for r in s.rule_hits
+        ],
+        "time_saved": {
+            "calls": s.saved_calls,
+            "minutes": s.saved_minutes,
+            "person_wait_p50_seconds": s.person_wait_p50,
+            "computed_as": "calls decided by rules or grants x median wait of people's decisions (asked to decided)",
+        },
+        "person_wait_seconds": {"count": s.person_decisions, "p50": s.person_wait_p50, "p90": s.person_wait_p90},
+        "wait_by_rule": waits(s.wait_by_rule),
+        "wait_by_tool": waits(s.wait_by_tool),
+    }
