@@ -10,6 +10,7 @@ import json
 from dataclasses import dataclass
 
 from django.conf import settings
+from django.db.models import Q
 
 from runs.models import Approval, ApprovalVote, ToolCall
 from runs.selectors.approvals import MASK
@@ -59,9 +60,8 @@ def check_decider(*, approval: Approval, user, approve: bool) -> None:
 
 
 def voted(*, approval: Approval, user) -> bool:
-    return ApprovalVote.objects.filter(approval=approval, user_name=user.get_username()).exists() or (
-        ApprovalVote.objects.filter(approval=approval, user=user).exists()
-    )
+    # By name (what the unique key holds) or by account (a person renamed since they voted).
+    return ApprovalVote.objects.filter(Q(user_name=user.get_username()) | Q(user=user), approval=approval).exists()
 
 
 def edit_of(*, approval: Approval, tool: Tool | None, text: str | None, approve: bool) -> Edit | None:
