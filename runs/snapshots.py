@@ -1,5 +1,6 @@
 """Plain-data views of runs, steps and calls: the CLI's JSON, timeline events and the API share them."""
-from runs.models import Approval, Run, Step, ToolCall
+from runs.models import Approval, Run, RunGrant, Step, ToolCall
+from runs.selectors.approvals import approval_decider
 
 PREVIEW_CHARS = 300
 
@@ -31,14 +32,42 @@ def _has_approval_cached(call: ToolCall) -> bool:
 
 
 def approval_brief(approval: Approval) -> dict:
+    """One approval as timeline events, the queue's live updates and the API show it (no query)."""
+    decided = approval.status != Approval.Status.PENDING
     return {
         "id": approval.pk,
         "status": approval.status,
-        "decided_by": approval.decided_by_name or None,  # kept with the decision: outlives the account
+        # A person's name (kept with the decision: it outlives the account), or what decided
+        # without one: "rule 'X' v3", "a grant for this run", "the run's policy", "expiry".
+        "decided_by": approval_decider(approval) if decided else None,
         "decided_at": approval.decided_at.isoformat() if approval.decided_at else None,
         "reason": approval.reason,
+        "guidance": approval.guidance,
         "automatic": approval.automatic,
         "expires_at": approval.expires_at.isoformat() if approval.expires_at else None,
+        "rule_name": approval.rule_name or None,
+        "rule_version": approval.rule_version,
+        "required_approvals": approval.required_approvals,
+        "approvals_given": approval.approvals_given,
+        "edited": bool(approval.edited_args_hash),
+        "edited_args_hash": approval.edited_args_hash or None,
+    }
+
+
+def grant_brief(grant: RunGrant) -> dict:
+    """A grant as its "grant" timeline events and the API show it."""
+    return {
+        "grant_id": grant.pk,
+        "run_id": grant.run_id,
+        "tool": grant.tool_name,
+        "scope": "identical" if grant.args_hash else "tool",
+        "args_hash": grant.args_hash,  # "" for every call of the tool
+        "by": grant.granted_by_name,
+        "created_at": grant.created_at.isoformat() if grant.created_at else None,
+        "source_approval_id": grant.source_approval_id,
+        "revoked": grant.revoked_at is not None,
+        "revoked_at": grant.revoked_at.isoformat() if grant.revoked_at else None,
+        "revoked_by": grant.revoked_by_name or None,
     }
 
 

@@ -8,15 +8,19 @@ decision keeps its decider's name, and a call asked about again gets a new appro
 """
 from datetime import timedelta
 
-from django.db import transaction
-from django.db.models import Case, Q, Value, When
+from django.db import IntegrityError, transaction
+from django.db.models import BigIntegerField, Case, CharField, DateTimeField, F, Q, TextField, Value, When
 from django.utils import timezone
 
-from runs.models import Approval, ToolCall
+from runs.models import Approval, ApprovalVote, ToolCall
+from runs.services.approval_checks import ALREADY_VOTED, EditRefused, NotAllowed, check_decider, check_grant, edit_of
+from runs.services.db import write_transaction
 from runs.services.dispatch import run_dispatch
 from runs.services.events import approvals_changed, event_record
+from runs.services.grants import grant_create
 from runs.services.notifications import approval_pending_data, notify
 from runs.snapshots import approval_brief
+from toolsapp.models import Tool
 
 EXPIRED = "approval expired"
 CRASH_NOTE = (
@@ -149,42 +153,106 @@ def _expire(approval: Approval, reason: str, *, recorder=None) -> Approval | Non
 # --- people's side ---------------------------------------------------------------------------------
 
 
-def approval_decide(*, approval_id: int, user, approve: bool, reason: str = "") -> Approval:
-    """Record one decision, only over a pending approval, in one conditional UPDATE.
+def approval_decide(
+    *, approval_id: int, user, approve: bool, reason: str = "", arguments: str | None = None, guidance: str = "",
+    grant: str = "",
+) -> Approval:
+    """Record one person's decision, only over a pending approval, in one conditional UPDATE.
 
     Of two concurrent deciders exactly one changes the row; the other's UPDATE matches nothing
     (PostgreSQL re-checks `status` once the winner commits) and is told who won. A decision is
     never written over: the statement cannot touch an approval that is no longer pending.
-    An overdue approval is recorded as expired in the same statement, whoever asks.
+    An overdue approval is recorded as expired, whoever asks.
+
+    A call that needs two people: each approval adds a vote and counts in the same UPDATE
+    (`approvals_given + 1`, computed by the database from the row as it is when the lock is
+    granted), which decides only when the count reaches `required_approvals`; the approval is
+    returned still pending after the first ("1 of 2"). One rejection decides. A person's second
+    vote meets the votes' unique key (NotAllowed), even when both arrive at once.
+
+    `arguments`: the operator's edit (JSON text), stored by the UPDATE that decides, and only if
+    it decides (EditRefused otherwise, or when the tool forbids edits or its schema refuses them).
+    `guidance` goes with a rejection; `grant` ("identical" or "tool") with an approval, given in
+    the same transaction. Raises Approval.DoesNotExist, AlreadyDecided, NotAllowed, EditRefused.
     """
-    now = timezone.now()
-    overdue = Q(expires_at__isnull=False, expires_at__lte=now)
-    decision = Approval.Status.APPROVED if approve else Approval.Status.REJECTED
-    decider = {"decided_by": None, "decided_by_name": ""}  # expiry, or no signed-in person
-    if user is not None and user.is_authenticated:
-        decider = {
-            "decided_by": Case(When(overdue, then=Value(None)), default=Value(user.pk)),
-            "decided_by_name": Case(When(overdue, then=Value("")), default=Value(user.get_username())),
-        }
-    with transaction.atomic():
-        changed = Approval.objects.filter(pk=approval_id, status=Approval.Status.PENDING).update(
-            status=Case(When(overdue, then=Value(Approval.Status.EXPIRED)), default=Value(decision)),
-            reason=Case(
-                When(overdue, then=Value(EXPIRED)),
-                default=Value(reason.strip() or ("" if approve else "no reason given")),
-            ),
-            decided_at=now,
-            **decider,
-        )
-        approval = Approval.objects.get(pk=approval_id)  # DoesNotExist: no such approval
-        if not changed:
+    person = user if user is not None and user.is_authenticated else None
+    with write_transaction():
+        approval = Approval.objects.select_related("run", "tool_call").get(pk=approval_id)
+        if approval.status != Approval.Status.PENDING:
             raise AlreadyDecided(approval)
+        now = timezone.now()
+        overdue = approval.expires_at is not None and approval.expires_at <= now
+        only_if, edit = Q(), None
+        if overdue:
+            fields = {"status": Approval.Status.EXPIRED, "reason": EXPIRED, "decided_at": now}
+            grant = ""
+        elif person is None:  # the sweep, or a caller without a signed-in person
+            fields = _decision_fields(approve=approve, person=None, reason=reason, guidance=guidance, now=now)
+            grant = ""
+        else:
+            tool = Tool.objects.filter(name=approval.tool_call.tool_name).first()
+            check_decider(approval=approval, user=person, approve=approve)
+            check_grant(approval=approval, tool=tool, approve=approve, scope=grant)
+            edit = edit_of(approval=approval, tool=tool, text=arguments, approve=approve)
+            fields = _decision_fields(approve=approve, person=person, reason=reason, guidance=guidance, now=now)
+            if edit is not None:
+                # Stored only by the UPDATE that decides: the count must still be one short.
+                only_if = Q(approvals_given__gte=F("required_approvals") - 1)
+                fields.update(edited_arguments=edit.text, edited_args_hash=edit.hash)
+            if approve and approval.required_approvals > 1:
+                _vote(approval=approval, user=person, reason=reason)
+        changed = Approval.objects.filter(only_if, pk=approval_id, status=Approval.Status.PENDING).update(**fields)
+        approval = Approval.objects.select_related("tool_call").get(pk=approval_id)
+        if not changed:
+            if approval.status == Approval.Status.PENDING:  # another approval counted first
+                raise EditRefused("Another approval was given meanwhile: look at the call again.")
+            raise AlreadyDecided(approval)  # and this transaction's vote, if any, is rolled back
         event_record(run_id=approval.run_id, kind="approval", data={"call_pk": approval.tool_call_id, **approval_brief(approval)})
+        if grant and approval.status == Approval.Status.APPROVED:
+            grant_create(approval=approval, user=person, scope=grant)
         approvals_changed(run_id=approval.run_id)
+        if approval.status == Approval.Status.PENDING:
+            return approval  # one of several approvals: the run keeps waiting
         if not Approval.objects.filter(run_id=approval.run_id, status=Approval.Status.PENDING).exists():
             # The last open decision of this run: hand it back to a worker.
             run_dispatch(run_id=approval.run_id)
     return approval
+
+
+def _decision_fields(*, approve: bool, person, reason: str, guidance: str, now) -> dict:
+    """The columns the deciding UPDATE sets. An approval counts one more; it decides (status,
+    decider, reason) only when the count reaches what the call needs, which the database
+    computes from the row it locked (in an UPDATE every column reads the row before it)."""
+    name = person.get_username() if person is not None else ""
+    if not approve:
+        return {
+            "status": Approval.Status.REJECTED, "decided_at": now, "decided_by": person, "decided_by_name": name,
+            "reason": reason.strip() or "no reason given", "guidance": guidance.strip(),
+        }
+    deciding = Q(approvals_given__gte=F("required_approvals") - 1)
+
+    def once_decided(value, meanwhile, field):
+        return Case(When(deciding, then=Value(value)), default=Value(meanwhile), output_field=field)
+
+    return {
+        "approvals_given": F("approvals_given") + 1,
+        "status": once_decided(Approval.Status.APPROVED, Approval.Status.PENDING, CharField()),
+        "decided_at": once_decided(now, None, DateTimeField()),
+        "decided_by": once_decided(person.pk if person is not None else None, None, BigIntegerField()),
+        "decided_by_name": once_decided(name, "", CharField()),
+        "reason": once_decided(reason.strip(), "", TextField()),
+    }
+
+
+def _vote(*, approval: Approval, user, reason: str) -> None:
+    """One person's approval of a call that needs several. The unique key on (approval, person)
+    refuses a second vote, also one sent at the same moment (PostgreSQL's insert waits for the
+    first to commit, then fails)."""
+    try:
+        with transaction.atomic():
+            ApprovalVote.objects.create(approval=approval, user=user, user_name=user.get_username(), reason=reason.strip())
+    except IntegrityError:
+        raise NotAllowed(ALREADY_VOTED) from None
 
 
 def approvals_expire() -> int:

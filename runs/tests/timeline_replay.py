@@ -1,6 +1,7 @@
 """Rebuild runs and calls from their timeline events alone, as the live page does, and compare
 them with the rows: the proof that every state change has its event."""
-from runs.models import Run, RunEvent, ToolCall
+from runs.models import Approval, Run, RunEvent, ToolCall
+from runs.selectors.approvals import approval_decider
 from runs.snapshots import PREVIEW_CHARS
 
 RUN_FIELDS = ("status", "stop_reason", "stop_detail", "answer", "iterations")
@@ -68,7 +69,7 @@ def mismatches(run_id: int) -> list[str]:
             if got:
                 problems.append(f"call {call.pk}: events show an approval, the row has none")
             continue
-        decider = approval.decided_by_name or None
+        decider = approval_decider(approval) if approval.status != Approval.Status.PENDING else None
         for name, value in (("id", approval.pk), ("status", approval.status), ("reason", approval.reason),
                             ("decided_by", decider), ("automatic", approval.automatic)):
             if got.get(name) != value:

@@ -7,11 +7,18 @@ plain dicts of runs.snapshots, shared with the CLI's JSON, for the schema.
 from runs.api.serializers.agents import AgentSerializer
 from runs.api.serializers.approvals import (
     ApprovalBriefSerializer,
+    ApproveSerializer,
     ArchivedApprovalPageSerializer,
     ArchivedApprovalSerializer,
+    BulkDecisionSerializer,
+    BulkOutcomeSerializer,
     DecisionResultSerializer,
     DecisionSerializer,
+    GrantListSerializer,
+    GrantResultSerializer,
+    GrantSerializer,
     PendingApprovalSerializer,
+    RejectSerializer,
 )
 from runs.api.serializers.fields import NameRelatedField, StorableUniqueValidator, choice
 from runs.api.serializers.runs import (
@@ -30,7 +37,10 @@ from runs.api.serializers.tools import ToolSerializer
 from runs.text import check_storable_json, storable_text
 
 __all__ = [
-    "AgentSerializer", "ApprovalBriefSerializer", "ArchivedApprovalPageSerializer", "ArchivedApprovalSerializer", "CallSerializer", "DecisionResultSerializer", "DecisionSerializer",
+    "AgentSerializer", "ApprovalBriefSerializer", "ApproveSerializer", "ArchivedApprovalPageSerializer",
+    "ArchivedApprovalSerializer", "BulkDecisionSerializer", "BulkOutcomeSerializer", "CallSerializer",
+    "DecisionResultSerializer", "DecisionSerializer", "GrantListSerializer", "GrantResultSerializer", "GrantSerializer",
+    "RejectSerializer",
     "NameRelatedField", "PendingApprovalSerializer", "RunActionSerializer", "RunCreateSerializer",
     "RunDetailSerializer", "RunListItemSerializer", "RunPageSerializer", "RunRerunSerializer", "RunSummarySerializer",
     "StepSerializer", "StorableUniqueValidator", "ToolSerializer", "UsageSerializer", "check_storable_json",

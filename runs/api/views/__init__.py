@@ -3,10 +3,12 @@ module per resource."""
 from runs.api.views.agents import AgentViewSet
 from runs.api.views.approvals import (
     ApprovalApproveView,
+    ApprovalBulkView,
     ApprovalListView,
     ApprovalRejectView,
     ArchivedApprovalListView,
 )
+from runs.api.views.grants import GrantRevokeView, RunGrantListView
 from runs.api.views.metrics import MetricsView
 from runs.api.views.runs import (
     RunCancelView,
@@ -19,8 +21,8 @@ from runs.api.views.runs import (
 from runs.api.views.tools import ToolViewSet
 
 __all__ = [
-    "AgentViewSet", "ApprovalApproveView", "ApprovalListView", "ApprovalRejectView", "ArchivedApprovalListView",
-    "MetricsView", "RunCancelView", "RunDetailView", "RunExportCsvView", "RunExportJsonlView", "RunListView",
-    "RunRerunView",
+    "AgentViewSet", "ApprovalApproveView", "ApprovalBulkView", "ApprovalListView", "ApprovalRejectView", "ArchivedApprovalListView",
+    "GrantRevokeView", "MetricsView", "RunCancelView", "RunDetailView", "RunExportCsvView", "RunExportJsonlView", "RunListView",
+    "RunGrantListView", "RunRerunView",
     "ToolViewSet",
 ]

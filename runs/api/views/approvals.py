@@ -2,7 +2,7 @@
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers, status
-from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
 from rest_framework.response import Response
 
 from runs.api import serializers as api
@@ -17,8 +17,12 @@ from runs.selectors.approvals import (
     approvals_archived,
     approvals_pending_page,
 )
-from runs.services.approvals import AlreadyDecided, approval_decide
-from runs.snapshots import approval_brief
+from runs.selectors.supervision import Supervision, approvals_supervision
+from runs.services.approval_checks import GrantRefused
+from runs.services.approvals import AlreadyDecided, EditRefused, NotAllowed, approval_decide
+from runs.services.bulk_decisions import approvals_decide_many
+from runs.services.grants import grant_of_approval
+from runs.snapshots import approval_brief, grant_brief
 
 
 def _arguments_text(lines) -> str:
@@ -26,9 +30,10 @@ def _arguments_text(lines) -> str:
                      for line in lines)
 
 
-def _pending_item(item) -> dict:
+def _pending_item(item, supervision: Supervision) -> dict:
+    approval = item.approval
     return {
-        "id": item.approval.pk,
+        "id": approval.pk,
         "run_id": item.run.pk,
         "agent": item.run.config.get("agent_name", ""),
         "task": item.run.task,
@@ -40,10 +45,18 @@ def _pending_item(item) -> dict:
         "raw_arguments": item.raw_arguments,
         "unseen_identifiers": item.unseen,
         "model_said": item.model_said,
-        "note": item.approval.note,
-        "requested_at": item.approval.requested_at,
-        "expires_at": item.approval.expires_at,
+        "note": approval.note,
+        "requested_at": approval.requested_at,
+        "expires_at": approval.expires_at,
         "expired": item.expired,
+        "required_approvals": approval.required_approvals,
+        "approvals_given": approval.approvals_given,
+        "voters": supervision.voters,
+        "group": supervision.group,
+        "rule_name": approval.rule_name or None,
+        "rule_version": approval.rule_version,
+        "allow_edits": supervision.allow_edits,
+        "parameters": supervision.parameters,
     }
 
 
@@ -64,24 +77,30 @@ class ApprovalListView(ApiView):
     )
     def get(self, request):
         page = approvals_pending_page(page=_page_number(request))
+        items = list(page.object_list)
+        supervision = approvals_supervision([item.approval for item in items])
         return Response({
             "count": page.paginator.count,
             "next": _page_url(request, page.next_page_number() if page.has_next() else None),
             "previous": _page_url(request, page.previous_page_number() if page.has_previous() else None),
-            "results": [_pending_item(item) for item in page.object_list],
+            "results": [_pending_item(item, supervision[item.approval.pk]) for item in items],
         })
 
 
 class ApprovalDecisionView(ApiView):
     required_perms = {"POST": (PERM_DECIDE,)}
     approve = True
+    serializer = api.DecisionSerializer
 
     def post(self, request, pk: int):
-        decision = api.DecisionSerializer(data=request.data)
+        decision = self.serializer(data=request.data)
         decision.is_valid(raise_exception=True)
-        reason = decision.validated_data.get("reason", "")
+        given = decision.validated_data
         try:
-            approval = approval_decide(approval_id=pk, user=request.user, approve=self.approve, reason=reason)
+            approval = approval_decide(
+                approval_id=pk, user=request.user, approve=self.approve, reason=given.get("reason", ""),
+                arguments=given.get("arguments"), guidance=given.get("guidance", ""), grant=given.get("grant", ""),
+            )
         except Approval.DoesNotExist:
             raise NotFound("No such approval.")
         except AlreadyDecided as exc:
@@ -90,11 +109,28 @@ class ApprovalDecisionView(ApiView):
                 {"detail": f"Already {approval_decision_text(winner)}.", "approval": approval_brief(winner)},
                 status=status.HTTP_409_CONFLICT,
             )
-        if approval.status == Approval.Status.EXPIRED:
-            text = "Too late: this approval had expired and was recorded as expired, which counts as a rejection."
-        else:
-            text = f"{approval.get_status_display()} {approval.tool_call.tool_name} in run {approval.run_id}."
-        return Response({"detail": text, "approval": approval_brief(approval)})
+        except NotAllowed as exc:
+            raise PermissionDenied(str(exc))
+        except EditRefused as exc:
+            raise ValidationError({"arguments" if not isinstance(exc, GrantRefused) else "grant": [str(exc)]})
+        answer = {"detail": decision_text(approval), "approval": approval_brief(approval)}
+        if given.get("grant") and approval.status == Approval.Status.APPROVED:
+            grant = grant_of_approval(approval=approval, scope=given["grant"])
+            if grant is not None:
+                answer["grant"] = grant_brief(grant)
+        return Response(answer)
+
+
+def decision_text(approval: Approval) -> str:
+    """What the person who decided is told."""
+    tool, run = approval.tool_call.tool_name, approval.run_id
+    if approval.status == Approval.Status.EXPIRED:
+        return "Too late: this approval had expired and was recorded as expired, which counts as a rejection."
+    if approval.status == Approval.Status.PENDING:
+        return (f"Approval {approval.approvals_given} of {approval.required_approvals} recorded for {tool} in run {run}: "
+                "another person must approve it too.")
+    edited = " with edited arguments" if approval.edited_args_hash else ""
+    return f"{approval.get_status_display()} {tool} in run {run}{edited}."
 
 
 _DECISION_RESPONSES = {
@@ -106,20 +142,53 @@ _DECISION_RESPONSES = {
 
 class ApprovalApproveView(ApprovalDecisionView):
     approve = True
+    serializer = api.ApproveSerializer
 
-    @extend_schema(operation_id="approvals_approve", summary="Approve a pending call; the run resumes",
-                   request=api.DecisionSerializer, responses=_DECISION_RESPONSES)
+    @extend_schema(
+        operation_id="approvals_approve", request=api.ApproveSerializer, responses=_DECISION_RESPONSES,
+        summary="Approve a pending call, optionally with edited arguments or a grant; the run resumes",
+        description="A call that needs two people stays pending after the first approval (`approvals_given` 1 of 2). "
+                    "403: this person may not decide it (not in its group, launched the run, already approved). "
+                    "400: the edit is refused (not a JSON object, the tool's schema refuses it, the tool forbids "
+                    "edits, not the deciding approval) or the grant cannot be given.",
+    )
     def post(self, request, pk: int):
         return super().post(request, pk)
 
 
 class ApprovalRejectView(ApprovalDecisionView):
     approve = False
+    serializer = api.RejectSerializer
 
-    @extend_schema(operation_id="approvals_reject", summary="Reject a pending call, with a reason the model is told",
-                   request=api.DecisionSerializer, responses=_DECISION_RESPONSES)
+    @extend_schema(operation_id="approvals_reject", request=api.RejectSerializer, responses=_DECISION_RESPONSES,
+                   summary="Reject a pending call, with a reason (and guidance) the model is told",
+                   description="One rejection decides, also of a call that needs two people. "
+                               "403: only members of the call's group may decide it.")
     def post(self, request, pk: int):
         return super().post(request, pk)
+
+
+class ApprovalBulkView(ApiView):
+    required_perms = {"POST": (PERM_DECIDE,)}
+
+    @extend_schema(
+        operation_id="approvals_bulk", summary="Approve or reject several pending calls with one reason",
+        description="Each approval is decided on its own: those decided meanwhile are listed in `already`, those "
+                    "this person may not decide (or that do not exist) in `refused`; the others are decided.",
+        request=api.BulkDecisionSerializer, responses={200: api.BulkOutcomeSerializer, **errors(400)},
+    )
+    def post(self, request):
+        body = api.BulkDecisionSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        outcome = approvals_decide_many(
+            approval_ids=body.validated_data["ids"], user=request.user,
+            approve=body.validated_data["decision"] == "approve", reason=body.validated_data.get("reason", ""),
+        )
+        return Response({
+            "decided": [approval_brief(approval) for approval in outcome.decided],
+            "already": [{"id": approval_id, "detail": detail} for approval_id, detail in outcome.already],
+            "refused": [{"id": approval_id, "detail": detail} for approval_id, detail in outcome.refused],
+        })
 
 
 def _id_parameter(request, name: str) -> int | None:

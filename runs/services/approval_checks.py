@@ -1,0 +1,131 @@
+"""What `approval_decide` checks before its one conditional UPDATE: who may decide a call (a named
+group's members; for two-person calls, two different people, neither the run's launcher), what an
+edit of the arguments may be (a JSON object the tool's schema accepts, for a tool that allows
+edits), and which grant a decision may give.
+
+Nothing here writes. A check that fails raises NotAllowed (the person may not do this: 403 in the
+API) or EditRefused (the request cannot be honoured as sent: 400).
+"""
+import json
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db.models import Q
+
+from runs.models import Approval, ApprovalVote, ToolCall
+from runs.selectors.approvals import MASK
+from runs.services.guards import args_hash, parse_arguments
+from toolsapp.models import Tool
+from toolsapp.schemas import validate_arguments
+from toolsapp.text import storable_json, storable_text
+
+MAX_EDIT_CHARS = 100_000
+IDENTICAL, WHOLE_TOOL = "identical", "tool"
+GRANT_SCOPES = ("", IDENTICAL, WHOLE_TOOL)
+ALREADY_VOTED = "You already approved this call: another person must give the next approval."
+
+
+class NotAllowed(Exception):
+    """This person may not take this decision (group, launcher, second vote of the same person)."""
+
+
+class EditRefused(ValueError):
+    """The edited arguments cannot be used: the message says why, for the operator."""
+
+
+class GrantRefused(EditRefused):
+    """The grant asked for cannot be given with this decision (a 400, like a refused edit)."""
+
+
+@dataclass(frozen=True)
+class Edit:
+    text: str  # the arguments as the operator approved them (compact JSON)
+    hash: str  # guards.args_hash of them, comparable with ToolCall.args_hash
+
+
+def check_decider(*, approval: Approval, user, approve: bool) -> None:
+    """Raise NotAllowed unless `user` may take this decision on `approval`.
+
+    Rejecting stays open to anyone who may decide (launcher or earlier approver included): it can
+    only stop a call. Approving a two-person call needs people other than the launcher, once each."""
+    if approval.group_id and not user.is_superuser and not user.groups.filter(pk=approval.group_id).exists():
+        group = approval.group.name if approval.group else "the named group"
+        raise NotAllowed(f"Only members of {group} may decide this call.")
+    if not approve or approval.required_approvals < 2:
+        return
+    if approval.run.created_by_id == user.pk:
+        raise NotAllowed("You launched this run: two other people must approve this call.")
+    if voted(approval=approval, user=user):
+        raise NotAllowed(ALREADY_VOTED)
+
+
+def voted(*, approval: Approval, user) -> bool:
+    # By name (what the unique key holds) or by account (a person renamed since they voted).
+    return ApprovalVote.objects.filter(Q(user_name=user.get_username()) | Q(user=user), approval=approval).exists()
+
+
+def edit_of(*, approval: Approval, tool: Tool | None, text: str | None, approve: bool) -> Edit | None:
+    """The checked edit of the call's arguments, or None when there is none (no text, blank text,
+    or the same arguments as the model's). Raises EditRefused with the reason in words."""
+    if text is None or not text.strip():
+        return None
+    call: ToolCall = approval.tool_call
+    if not approve:
+        raise EditRefused("Edited arguments go with an approval; a rejection runs nothing.")
+    if tool is None:
+        raise EditRefused(f"The tool {call.tool_name!r} is no longer available.")
+    if not tool.allow_argument_edits:
+        raise EditRefused(f"The tool {tool.name!r} does not allow edited arguments: approve or reject the call as sent.")
+    if approval.approvals_given + 1 < approval.required_approvals:
+        raise EditRefused(
+            f"This call needs {approval.required_approvals} approvals and has {approval.approvals_given}: "
+            "only the approval that decides may edit the arguments."
+        )
+    if len(text) > MAX_EDIT_CHARS or not storable_text(text):
+        raise EditRefused(f"The edited arguments must be at most {MAX_EDIT_CHARS} characters of storable text.")
+    edited, error = parse_arguments(text)
+    if error:
+        raise EditRefused(f"The edited {error}.")
+    original, _ = parse_arguments(call.arguments)
+    edited = unmasked(edited, original or {}, {f.lower() for f in tool.sensitive_fields})
+    if not storable_json(edited):
+        raise EditRefused("The edited arguments contain a NUL or an unpaired surrogate character.")
+    error = validate_arguments(tool.parameters, edited, tool.sensitive_fields)
+    if error:
+        raise EditRefused(f"The tool's schema refuses the edited arguments: {error}.")
+    text = json.dumps(edited, ensure_ascii=False)
+    digest = args_hash(text, settings.ARGS_HASH_KEY)
+    if digest == call.args_hash:
+        return None  # the model's own arguments, reformatted: nothing was changed
+    return Edit(text=text, hash=digest)
+
+
+def unmasked(edited, original, sensitive: set[str]):
+    """`edited` with each sensitive field left as the queue showed it (MASK) given back the
+    model's value at the same place: an operator edits what they see, never the hidden value."""
+    if isinstance(edited, dict) and isinstance(original, dict):
+        return {
+            key: original[key] if str(key).lower() in sensitive and value == MASK and key in original
+            else unmasked(value, original.get(key), sensitive)
+            for key, value in edited.items()
+        }
+    if isinstance(edited, list) and isinstance(original, list):
+        return [unmasked(v, original[i] if i < len(original) else None, sensitive) for i, v in enumerate(edited)]
+    return edited
+
+
+def check_grant(*, approval: Approval, tool: Tool | None, approve: bool, scope: str) -> None:
+    """Raise GrantRefused unless a grant of `scope` ("", "identical", "tool") may go with this decision.
+
+    Grants never cover calls that need two people or a named group, nor tools marked always-ask
+    or critical (the loop would not apply them): giving one would promise what cannot happen."""
+    if scope not in GRANT_SCOPES:
+        raise GrantRefused(f"A grant is {IDENTICAL!r} (identical calls) or {WHOLE_TOOL!r} (every call of the tool).")
+    if not scope:
+        return
+    if not approve:
+        raise GrantRefused("A grant goes with an approval, not a rejection.")
+    if approval.required_approvals > 1 or approval.group_id:
+        raise GrantRefused("Calls that need two people or a named group cannot be granted for the rest of the run.")
+    if tool is None or tool.critical or tool.always_ask:
+        raise GrantRefused("This tool is marked always-ask or critical: each of its calls goes to a person.")

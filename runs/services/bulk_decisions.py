@@ -1,0 +1,32 @@
+"""Deciding several approvals at once, as the queue's bulk actions and the API do: each approval
+is decided on its own by `approval_decide` (its own transaction and conditional UPDATE), so one
+decided meanwhile, or one this person may not decide, is reported and never stops the others."""
+from dataclasses import dataclass, field
+
+from runs.models import Approval
+from runs.selectors.approvals import approval_decision_text
+from runs.services.approvals import AlreadyDecided, EditRefused, NotAllowed, approval_decide
+
+MAX_BULK = 200
+
+
+@dataclass
+class BulkOutcome:
+    decided: list[Approval] = field(default_factory=list)  # a two-person call may still be pending here: "1 of 2"
+    already: list[tuple[int, str]] = field(default_factory=list)  # (id, "approved by bob at ...")
+    refused: list[tuple[int, str]] = field(default_factory=list)  # (id, why this person may not)
+
+
+def approvals_decide_many(*, approval_ids, user, approve: bool, reason: str = "") -> BulkOutcome:
+    """Decide each approval of `approval_ids` (in order, each once) with one reason."""
+    outcome = BulkOutcome()
+    for approval_id in dict.fromkeys(approval_ids):
+        try:
+            outcome.decided.append(approval_decide(approval_id=approval_id, user=user, approve=approve, reason=reason))
+        except AlreadyDecided as exc:
+            outcome.already.append((approval_id, f"Already {approval_decision_text(exc.approval)}."))
+        except Approval.DoesNotExist:
+            outcome.refused.append((approval_id, "No such approval."))
+        except (NotAllowed, EditRefused) as exc:
+            outcome.refused.append((approval_id, str(exc)))
+    return outcome

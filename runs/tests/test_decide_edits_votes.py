@@ -1,0 +1,157 @@
+"""People's decisions beyond approve and reject as sent: edited arguments (checked on the server
+against the tool's schema), two-person approvals, named groups and guidance for the model."""
+import json
+
+import pytest
+from django.conf import settings
+
+from runs.models import Approval, ApprovalVote, RunEvent
+from runs.services.approvals import AlreadyDecided, EditRefused, NotAllowed, approval_decide
+from runs.services.guards import args_hash
+from runs.tests.approval_fixtures import make_user
+from runs.tests.supervision_fixtures import EDITED, for_group, needing_two, parked
+from toolsapp.models import Tool
+
+
+def decide(approval, user, approve=True, **kwargs):
+    return approval_decide(approval_id=approval.pk, user=user, approve=approve, **kwargs)
+
+
+# --- Edit, then approve ---------------------------------------------------------------------------
+
+
+def test_an_edited_approval_records_the_edit_and_both_hashes(launch, alice, no_dispatch):
+    approval = parked(launch)
+    model_hash = approval.tool_call.args_hash
+
+    decided = decide(approval, alice, arguments=EDITED, reason="wrong order")
+
+    assert decided.status == Approval.Status.APPROVED and decided.decided_by_name == "alice"
+    assert json.loads(decided.edited_arguments) == json.loads(EDITED)
+    assert decided.edited_args_hash == args_hash(EDITED, settings.ARGS_HASH_KEY) != model_hash
+    decided.tool_call.refresh_from_db()
+    assert decided.tool_call.args_hash == model_hash, "the model's call keeps its own hash"
+    event = RunEvent.objects.get(run=approval.run, kind="approval").data
+    assert event["edited"] is True and event["edited_args_hash"] == decided.edited_args_hash
+    assert no_dispatch == [approval.run_id]
+
+
+@pytest.mark.parametrize("text, says", [
+    ('{"order_id": "ORD-1002"', "not valid JSON"),
+    ('["ORD-1002"]', "must be a JSON object"),
+    ('{"order_id": "1002", "reason": "The customer meant their second order"}', "schema refuses"),
+    ('{"order_id": "ORD-1002"}', "'reason' is a required property"),
+])
+def test_an_edit_the_tool_would_refuse_is_refused_and_nothing_is_decided(launch, alice, no_dispatch, text, says):
+    approval = parked(launch)
+    with pytest.raises(EditRefused, match=says):
+        decide(approval, alice, arguments=text)
+    approval.refresh_from_db()
+    assert approval.status == Approval.Status.PENDING and approval.edited_arguments == ""
+    assert not RunEvent.objects.filter(run=approval.run, kind="approval").exists() and no_dispatch == []
+
+
+def test_a_tool_that_forbids_edits_refuses_them(launch, alice, no_dispatch):
+    approval = parked(launch)
+    Tool.objects.filter(name="cancel_order").update(allow_argument_edits=False)
+    with pytest.raises(EditRefused, match="does not allow edited arguments"):
+        decide(approval, alice, arguments=EDITED)
+    assert decide(approval, alice).status == Approval.Status.APPROVED, "approving as sent still works"
+
+
+def test_a_rejection_cannot_carry_an_edit(launch, alice, no_dispatch):
+    approval = parked(launch)
+    with pytest.raises(EditRefused, match="go with an approval"):
+        decide(approval, alice, approve=False, arguments=EDITED)
+    approval.refresh_from_db()
+    assert approval.status == Approval.Status.PENDING
+
+
+def test_the_same_arguments_reformatted_are_no_edit(launch, alice, no_dispatch):
+    approval = parked(launch)
+    same = json.dumps(json.loads(approval.tool_call.arguments), indent=4, sort_keys=True)
+    decided = decide(approval, alice, arguments=same)
+    assert decided.status == Approval.Status.APPROVED and decided.edited_arguments == "" and decided.edited_args_hash == ""
+
+
+def test_a_masked_field_left_as_shown_keeps_the_models_value(launch, alice, no_dispatch):
+    Tool.objects.filter(name="cancel_order").update(sensitive_fields=["reason"])
+    approval = parked(launch)
+    decided = decide(approval, alice, arguments='{"order_id": "ORD-1002", "reason": "••••"}')
+    assert json.loads(decided.edited_arguments) == {"order_id": "ORD-1002", "reason": "Customer asked to cancel"}
+
+
+# --- Two people ---------------------------------------------------------------------------------
+
+
+def test_two_people_approve_a_call_that_needs_two(launch, alice, bob, no_dispatch):
+    approval = needing_two(parked(launch))
+
+    first = decide(approval, alice, reason="looks right")
+    assert (first.status, first.approvals_given, first.decided_by_name) == (Approval.Status.PENDING, 1, "")
+    assert no_dispatch == [], "the run keeps waiting for the second person"
+    second = decide(approval, bob)
+
+    assert (second.status, second.approvals_given, second.decided_by_name) == (Approval.Status.APPROVED, 2, "bob")
+    assert list(ApprovalVote.objects.filter(approval=approval).values_list("user_name", "reason")) == [
+        ("alice", "looks right"), ("bob", "")]
+    events = [e.data for e in RunEvent.objects.filter(run=approval.run, kind="approval").order_by("seq")]
+    assert [(e["status"], e["approvals_given"], e["required_approvals"]) for e in events] == [
+        ("pending", 1, 2), ("approved", 2, 2)]
+    assert no_dispatch == [approval.run_id]
+
+
+def test_the_same_person_cannot_approve_twice(launch, alice, no_dispatch):
+    approval = needing_two(parked(launch))
+    decide(approval, alice)
+    with pytest.raises(NotAllowed, match="already approved"):
+        decide(approval, alice)
+    approval.refresh_from_db()
+    assert (approval.status, approval.approvals_given) == (Approval.Status.PENDING, 1)
+
+
+def test_the_launcher_cannot_approve_a_call_that_needs_two(launch, alice, bob, no_dispatch):
+    approval = needing_two(parked(launch), launched_by=alice)
+    with pytest.raises(NotAllowed, match="You launched this run"):
+        decide(approval, alice)
+    carol = make_user("carol", "operators")
+    decide(approval, bob)
+    assert decide(approval, carol).status == Approval.Status.APPROVED
+
+
+def test_one_rejection_ends_a_two_person_approval(launch, alice, bob, no_dispatch):
+    approval = needing_two(parked(launch))
+    decide(approval, alice)
+    rejected = decide(approval, bob, approve=False, reason="not this order")
+    assert (rejected.status, rejected.reason, rejected.decided_by_name) == (Approval.Status.REJECTED, "not this order", "bob")
+    carol = make_user("carol", "operators")
+    with pytest.raises(AlreadyDecided, match="already rejected by bob"):
+        decide(approval, carol)
+
+
+def test_only_the_deciding_approval_may_edit(launch, alice, bob, no_dispatch):
+    approval = needing_two(parked(launch))
+    with pytest.raises(EditRefused, match="only the approval that decides"):
+        decide(approval, alice, arguments=EDITED)
+    decide(approval, alice)
+    decided = decide(approval, bob, arguments=EDITED)
+    assert decided.status == Approval.Status.APPROVED and decided.edited_args_hash
+
+
+# --- A named group, guidance --------------------------------------------------------------------
+
+
+def test_only_members_of_the_named_group_decide(launch, alice, bob, no_dispatch):
+    approval = parked(launch)
+    for_group(approval, "finance").user_set.add(bob)
+    for approve in (True, False):
+        with pytest.raises(NotAllowed, match="Only members of finance"):
+            decide(approval, alice, approve=approve)
+    assert decide(approval, bob).decided_by_name == "bob"
+
+
+def test_a_rejection_keeps_its_guidance(launch, alice, no_dispatch):
+    approval = parked(launch)
+    rejected = decide(approval, alice, approve=False, reason="wrong order", guidance="Cancel ORD-1002 instead")
+    assert rejected.guidance == "Cancel ORD-1002 instead"
+    assert RunEvent.objects.get(run=approval.run, kind="approval").data["guidance"] == "Cancel ORD-1002 instead"
