@@ -14,7 +14,7 @@ from runs.selectors.approvals import (
     approval_decision_text,
     approvals_pending_count,
 )
-from runs.services.approvals import AlreadyDecided, approval_decide
+from runs.services.approvals import AlreadyDecided, EditRefused, NotAllowed, approval_decide
 from runs.services.events import APPROVALS_GROUP
 from runs.services.sessions import session_user
 from runs.snapshots import approval_brief
@@ -60,6 +60,10 @@ def _decide(user, approval_id: int, approve: bool, reason: str) -> dict:
             "approval_id": approval_id,
             "approval": approval_brief(winner),
         }
+    except (NotAllowed, EditRefused) as exc:
+        # Not this person's decision (launched the run, already approved, not in the named
+        # group): the socket stays open, the approval stays pending.
+        return {"type": "error", "error": str(exc), "approval_id": approval_id}
     return {"type": "decided", "approval_id": approval_id, "approval": approval_brief(approval)}
 
 

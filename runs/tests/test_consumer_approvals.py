@@ -335,3 +335,31 @@ def test_an_operator_given_the_role_after_connecting_may_decide(launch, viewer, 
 
     decided = async_to_sync(body)()
     assert decided["approval"]["status"] == Approval.Status.APPROVED and decided["approval"]["decided_by"] == viewer.username
+
+
+def test_a_decision_that_is_not_this_persons_to_make_is_refused_and_the_socket_stays_open(launch, alice, bob, no_dispatch):
+    """A call that needs two people: the one who launched the run may not approve it, and nobody
+    approves twice. The refusal is an error message; the approval stays pending."""
+    run = launch(DEMO_TASK, approval_policy="ask")
+    run.created_by = alice
+    run.save(update_fields=["created_by"])
+    approval = pending_approval(run)
+    Approval.objects.filter(pk=approval.pk).update(required_approvals=2)
+    headers = headers_for(alice)
+
+    async def body():
+        communicator = WebsocketCommunicator(application, PATH, headers=headers)
+        assert (await communicator.connect())[0]
+        try:
+            await communicator.send_json_to({"type": "decide", "approval_id": approval.pk, "approve": True})
+            refused = await receive(communicator, "error", approval_id=approval.pk)
+            await communicator.send_json_to({"type": "decide", "approval_id": approval.pk, "approve": True})
+            again = await receive(communicator, "error", approval_id=approval.pk)
+            return refused, again
+        finally:
+            await communicator.disconnect()
+
+    refused, again = async_to_sync(body)()
+    assert "launched" in refused["error"] and "launched" in again["error"], refused
+    approval.refresh_from_db()
+    assert (approval.status, approval.approvals_given) == (Approval.Status.PENDING, 0)
