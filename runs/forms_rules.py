@@ -7,6 +7,7 @@ from django.contrib.auth.models import Group
 
 from runs.models import Agent, ApprovalRule
 from runs.services.rule_admin import RULE_FIELDS, rule_errors
+from runs.services.rules import OPERATORS
 from toolsapp.text import loads as bounded_loads
 
 MAX_CONDITIONS_TEXT = 20_000
@@ -30,7 +31,8 @@ class RuleForm(forms.Form):
     )
     conditions = forms.CharField(
         required=False, max_length=MAX_CONDITIONS_TEXT, label="Conditions on the arguments",
-        widget=forms.Textarea(attrs={"rows": 5, "class": "mono", "spellcheck": "false"}), help_text=CONDITIONS_HELP,
+        widget=forms.Textarea(attrs={"rows": 5, "class": "mono", "spellcheck": "false", "data-operators": json.dumps(OPERATORS)}),
+        help_text=CONDITIONS_HELP,
     )
     customer = forms.CharField(required=False, max_length=100, help_text="Only runs for this customer; empty: any.")
     launched_by = forms.CharField(required=False, max_length=150, help_text="Only runs this user launched (username); empty: any.")

@@ -11,6 +11,7 @@ from runs.roles import PERM_DELETE_RULES, PERM_MANAGE_RULES, PERM_VIEW_RULES
 from runs.selectors.rule_preview import PREVIEW_CALLS, draft_spec, rule_preview
 from runs.selectors.rules import rule_conditions_text, rule_history, rule_list
 from runs.services.rule_admin import SAFEGUARDS_TEXT, rule_create, rule_delete, rule_update
+from runs.services.rules import condition_text
 
 
 @login_required
@@ -53,16 +54,21 @@ def _rule_form(request, rule: ApprovalRule | None):
     if rule is None and request.GET.get("agent", "").isdigit():
         initial = {"agent": request.GET["agent"]}  # "Add a rule" from an agent's page
     form = RuleForm(request.POST if request.method == "POST" else None, rule=rule, initial=initial)
-    preview = None
+    preview = {}
     if request.method == "POST" and form.is_valid():
         if "preview" in request.POST:  # the same form, shown again with what the rule would have done
-            preview = rule_preview(draft_spec(form.rule_data(), rule=rule))
+            data = form.rule_data()
+            preview = {
+                "preview": rule_preview(draft_spec(data, rule=rule)),
+                "preview_conditions": [condition_text(c) for c in data["conditions"]],
+                "preview_action": ApprovalRule.Action(data["action"]).label,
+            }
         else:
             data = form.rule_data()
             saved = rule_update(rule=rule, data=data, user=request.user) if rule else rule_create(data=data, user=request.user)
             messages.success(request, f"Rule {saved.name!r} saved (version {saved.version}).")
             return redirect("rule_list")
     return render(request, "runs/rule_form.html", {
-        "form": form, "rule": rule, "preview": preview, "preview_calls": PREVIEW_CALLS,
+        "form": form, "rule": rule, **preview, "preview_calls": PREVIEW_CALLS,
         "safeguards": SAFEGUARDS_TEXT, "history": rule_history(rule_key=rule.pk, limit=20) if rule else [],
     })
