@@ -6,7 +6,7 @@ from django import forms
 from django.contrib.auth.models import Group
 
 from runs.models import Agent, ApprovalRule
-from runs.services.rule_admin import RULE_FIELDS, rule_errors
+from runs.services.rule_admin import MAX_INT, RULE_FIELDS, rule_errors
 from runs.services.rules import OPERATORS
 from toolsapp.text import loads as bounded_loads
 
@@ -24,7 +24,7 @@ class RuleForm(forms.Form):
         required=False, queryset=Agent.objects.only("pk", "name").order_by("name"), empty_label="every agent",
         help_text="Only runs of this agent.",
     )
-    position = forms.IntegerField(initial=100, help_text="Rules are tried from the lowest position; the first that matches decides.")
+    position = forms.IntegerField(initial=100, min_value=-MAX_INT - 1, max_value=MAX_INT, help_text="Rules are tried from the lowest position; the first that matches decides.")
     enabled = forms.BooleanField(required=False, initial=True)
     tool_pattern = forms.CharField(
         max_length=200, initial="*", label="Tool", help_text="A tool name, or a pattern with * and ? (refund_*)."
@@ -46,7 +46,7 @@ class RuleForm(forms.Form):
         help_text="With 'Reject automatically': what the model is told.",
     )
     escalate_after_seconds = forms.IntegerField(
-        required=False, min_value=1, label="Escalate after (seconds)",
+        required=False, min_value=1, max_value=MAX_INT, label="Escalate after (seconds)",
         help_text="Calls this rule sends to people escalate after this long; empty: the agent's setting.",
     )
 

@@ -25,6 +25,8 @@ SAFEGUARDS_TEXT = (
     "arguments hold an identifier the run has never seen, or to a tool marked always ask."
 )
 _TEXT_FIELDS = ("name", "tool_pattern", "customer", "launched_by", "reason")
+MAX_INT = 2**31 - 1  # what an integer column holds on every database (SQLite would not say)
+_INT_RANGES = {"position": (-MAX_INT - 1, MAX_INT), "escalate_after_seconds": (1, MAX_INT)}
 
 
 class InvalidRule(ValueError):
@@ -50,6 +52,10 @@ def rule_errors(*, rule: ApprovalRule | None, data: dict) -> dict[str, list[str]
         errors["name"] = ["A rule needs a name (the queue shows it with every decision it makes)."]
     if "tool_pattern" in data and not errors.get("tool_pattern") and not str(data["tool_pattern"] or "").strip():
         errors["tool_pattern"] = ["A tool name or a pattern such as refund_* or * (every tool) is needed."]
+    for name, (low, high) in _INT_RANGES.items():
+        value = data.get(name)
+        if value is not None and not (isinstance(value, int) and low <= value <= high):
+            errors[name] = [f"A whole number from {low} to {high}."]
     if "conditions" in data:
         messages = conditions_errors(data["conditions"])
         if not messages:

@@ -1,7 +1,10 @@
 """Writing approval rules: every change is a new version with a snapshot in the audit trail, in
 words when the rule cannot be saved, and deleting a rule keeps its history."""
+import threading
+
 import pytest
 from django.contrib.auth.models import Group
+from django.db import connection
 
 from runs.models import Agent, ApprovalRule, ApprovalRuleVersion
 from runs.selectors.rules import rule_history
@@ -101,3 +104,51 @@ def test_deleting_a_rule_keeps_every_version_and_records_the_deletion(ada):
     assert [(v.version, v.change) for v in versions] == [(1, "created"), (2, "updated"), (3, "deleted")]
     assert all(v.rule_id is None for v in versions)
     assert versions[-1].snapshot["name"] == "small cancellations" and versions[-1].changed_by_name == "ada"
+
+
+def test_numbers_a_column_cannot_hold_are_refused_before_the_database(ada):
+    errors = rule_errors(rule=None, data={"name": "x", "position": 10**20, "escalate_after_seconds": 0})
+
+    assert errors["position"] == ["A whole number from -2147483648 to 2147483647."]
+    assert errors["escalate_after_seconds"] == ["A whole number from 1 to 2147483647."]
+
+
+ROUNDS = 10  # each round two saves meet at a barrier; without the row lock most rounds collide
+
+
+def save_together(rule, saves) -> list[Exception]:
+    """rule_update for each (user, data) at once, each thread with its own connection and the
+    same stale copy of the rule; returns what they raised."""
+    barrier, failures = threading.Barrier(len(saves)), []
+
+    def save(user, data):
+        try:
+            barrier.wait(timeout=10)
+            rule_update(rule=rule, data=data, user=user)
+        except Exception as exc:  # noqa: BLE001 (reported by the caller's assertion)
+            failures.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=save, args=pair) for pair in saves]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert not any(t.is_alive() for t in threads), "a save hung"
+    return failures
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_admins_saving_the_same_rule_at_once_make_two_versions_and_lose_neither_change(ada):
+    rule = rule_create(data=REFUNDS, user=ada)
+    bea = make_user("bea", "admins")
+
+    for n in range(1, ROUNDS + 1):
+        failures = save_together(rule, [(ada, {"position": n}), (bea, {"reason": f"round {n}"})])
+
+        assert not failures
+        rule.refresh_from_db()
+        assert (rule.version, rule.position, rule.reason) == (1 + 2 * n, n, f"round {n}")
+    versions = ApprovalRuleVersion.objects.filter(rule_key=rule.pk).order_by("version")
+    assert [v.version for v in versions] == list(range(1, 2 + 2 * ROUNDS))
