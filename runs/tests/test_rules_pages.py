@@ -5,6 +5,7 @@ import re
 from html import unescape
 
 import pytest
+from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 
@@ -145,3 +146,15 @@ def test_the_agent_page_lists_its_rules_and_links_to_all_that_apply(admin, saved
     assert "demo refunds" in listing and "cancel ORD orders" in listing
     new = text(admin.get(reverse("rule_create") + f"?agent={demo.pk}"))
     assert f'<option value="{demo.pk}" selected>' in new
+
+
+def test_the_django_admin_shows_rules_read_only_so_every_change_is_versioned(saved_rule):
+    root = Client()
+    root.force_login(User.objects.create_superuser("su", password="pw-su"))
+
+    assert root.get(reverse("admin:runs_approvalrule_changelist")).status_code == 200
+    page = text(root.get(reverse("admin:runs_approvalrule_change", args=[saved_rule.pk])))
+    assert "cancel ORD orders" in page and 'name="_save"' not in page
+    assert root.get(reverse("admin:runs_approvalrule_add")).status_code == 403
+    assert root.post(reverse("admin:runs_approvalrule_delete", args=[saved_rule.pk]), {"post": "yes"}).status_code == 403
+    assert ApprovalRule.objects.filter(pk=saved_rule.pk).exists()
