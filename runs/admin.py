@@ -1,6 +1,6 @@
 from django.contrib import admin, messages
 
-from .models import Agent, Approval, ArchivedApproval, Run, Step, ToolCall
+from .models import Agent, Approval, ApprovalRule, ApprovalRuleVersion, ArchivedApproval, Run, Step, ToolCall
 from .services.archive import runs_delete
 
 
@@ -84,3 +84,30 @@ class ArchivedApprovalAdmin(RecordAdmin):
     list_display = ("approval_id", "run_id", "agent_name", "tool_name", "status", "decided_by_name", "decided_at")
     list_filter = ("status", "automatic")
     search_fields = ("tool_name", "decided_by_name", "customer", "agent_name")
+
+
+class ApprovalRuleVersionInline(admin.TabularInline):
+    model = ApprovalRuleVersion
+    extra = 0
+    fields = ("version", "change", "changed_by_name", "changed_at", "snapshot")
+    readonly_fields = fields
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(ApprovalRule)
+class ApprovalRuleAdmin(RecordAdmin):
+    # Read-only: the dashboard's editor (Rules) versions every change and records who made it;
+    # a write here would bypass the audit trail.
+    list_display = ("name", "position", "agent", "tool_pattern", "action", "version", "enabled", "updated_by_name")
+    list_filter = ("action", "enabled", "agent")
+    search_fields = ("name", "tool_pattern")
+    inlines = [ApprovalRuleVersionInline]
+
+
+@admin.register(ApprovalRuleVersion)
+class ApprovalRuleVersionAdmin(RecordAdmin):
+    list_display = ("rule_key", "version", "change", "changed_by_name", "changed_at")
+    list_filter = ("change",)

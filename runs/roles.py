@@ -31,6 +31,8 @@ PERM_VIEW_APPROVAL = "runs.view_approval"
 # Approval rules: everyone who sees runs may read them (the queue names them); admins write them.
 PERM_VIEW_RULES = "runs.view_approvalrule"
 PERM_MANAGE_RULES = "runs.change_approvalrule"
+PERM_ADD_RULES = "runs.add_approvalrule"
+PERM_DELETE_RULES = "runs.delete_approvalrule"
 PERM_VIEW_TOOL = "toolsapp.view_tool"
 PERM_ADD_TOOL = "toolsapp.add_tool"
 PERM_DELETE_TOOL = "toolsapp.delete_tool"

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from runs.views import agents, approvals, history, metrics, runs
+from runs.views import agents, approvals, history, metrics, rules, runs
 
 urlpatterns = [
     path("", history.home, name="home"),
@@ -19,4 +19,8 @@ urlpatterns = [
     path("agents/new/", agents.agent_create, name="agent_create"),
     path("agents/<int:pk>/", agents.agent_detail, name="agent_detail"),
     path("agents/<int:pk>/edit/", agents.agent_edit, name="agent_edit"),
+    path("rules/", rules.rule_list_view, name="rule_list"),
+    path("rules/new/", rules.rule_create_view, name="rule_create"),
+    path("rules/<int:pk>/", rules.rule_edit_view, name="rule_edit"),
+    path("rules/<int:pk>/delete/", rules.rule_delete_view, name="rule_delete"),
 ]

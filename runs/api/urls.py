@@ -6,10 +6,12 @@ from drf_spectacular.views import SpectacularAPIView
 from rest_framework.routers import SimpleRouter
 
 from runs.api import views
+from runs.api.views.rules import RuleViewSet
 
 router = SimpleRouter()
 router.register("agents", views.AgentViewSet, basename="api-agent")
 router.register("tools", views.ToolViewSet, basename="api-tool")
+router.register("rules", RuleViewSet, basename="api-rule")  # approval rules (+ preview/, <id>/versions/)
 
 
 @csrf_exempt  # an unknown path is a 404 whatever the method, never a CSRF page

@@ -1,0 +1,88 @@
+"""The approval rule editor. The form reads text, numbers and choices; rule_errors
+(runs.services.rule_admin) decides what a rule may be, for this form and the API alike."""
+import json
+
+from django import forms
+from django.contrib.auth.models import Group
+
+from runs.models import Agent, ApprovalRule
+from runs.services.rule_admin import MAX_INT, RULE_FIELDS, rule_errors
+from runs.services.rules import OPERATORS
+from toolsapp.text import loads as bounded_loads
+
+MAX_CONDITIONS_TEXT = 20_000
+CONDITIONS_HELP = (
+    'A JSON list; every condition must hold. Each is {"path": "$.amount", "op": "lt", "value": 50}. '
+    'Operators: eq, ne, lt, gt, in (a list: ["a", "b"]), matches (an RE2 pattern), present, absent (no value). '
+    'The value "$run.customer" stands for the run\'s customer. Empty: any arguments.'
+)
+
+
+class RuleForm(forms.Form):
+    name = forms.CharField(max_length=200, help_text="Shown with every decision the rule makes.")
+    agent = forms.ModelChoiceField(
+        required=False, queryset=Agent.objects.only("pk", "name").order_by("name"), empty_label="every agent",
+        help_text="Only runs of this agent.",
+    )
+    position = forms.IntegerField(initial=100, min_value=-MAX_INT - 1, max_value=MAX_INT, help_text="Rules are tried from the lowest position; the first that matches decides.")
+    enabled = forms.BooleanField(required=False, initial=True)
+    tool_pattern = forms.CharField(
+        max_length=200, initial="*", label="Tool", help_text="A tool name, or a pattern with * and ? (refund_*)."
+    )
+    conditions = forms.CharField(
+        required=False, max_length=MAX_CONDITIONS_TEXT, label="Conditions on the arguments",
+        widget=forms.Textarea(attrs={"rows": 5, "class": "mono", "spellcheck": "false", "data-operators": json.dumps(OPERATORS)}),
+        help_text=CONDITIONS_HELP,
+    )
+    customer = forms.CharField(required=False, max_length=100, help_text="Only runs for this customer; empty: any.")
+    launched_by = forms.CharField(required=False, max_length=150, help_text="Only runs this user launched (username); empty: any.")
+    action = forms.ChoiceField(choices=ApprovalRule.Action.choices, initial=ApprovalRule.Action.ASK)
+    group = forms.ModelChoiceField(
+        required=False, queryset=Group.objects.order_by("name"), empty_label="—",
+        help_text="With 'Ask a named group': only its members decide.",
+    )
+    reason = forms.CharField(
+        required=False, max_length=2000, widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="With 'Reject automatically': what the model is told.",
+    )
+    escalate_after_seconds = forms.IntegerField(
+        required=False, min_value=1, max_value=MAX_INT, label="Escalate after (seconds)",
+        help_text="Calls this rule sends to people escalate after this long; empty: the agent's setting.",
+    )
+
+    def __init__(self, *args, rule: ApprovalRule | None = None, **kwargs):
+        self.rule = rule
+        if rule is not None and rule.pk and kwargs.get("initial") is None:
+            kwargs["initial"] = rule_initial(rule)
+        super().__init__(*args, **kwargs)
+
+    def clean_conditions(self) -> list:
+        text = self.cleaned_data["conditions"].strip()
+        if not text:
+            return []
+        try:
+            return bounded_loads(text)
+        except ValueError as exc:
+            raise forms.ValidationError(f"Conditions are not valid JSON: {exc}.")
+
+    def clean(self):
+        cleaned = super().clean()
+        data = self.rule_data()
+        for name, messages in rule_errors(rule=self.rule, data=data).items():
+            if name in self.errors:
+                continue  # the field's own message says it already
+            if name in self.fields:
+                self.add_error(name, messages)
+            else:
+                self.add_error(None, messages)
+        return cleaned
+
+    def rule_data(self) -> dict:
+        """The fields that read cleanly, as rule_create / rule_update take them."""
+        return {name: self.cleaned_data[name] for name in RULE_FIELDS if name in self.cleaned_data}
+
+
+def rule_initial(rule: ApprovalRule) -> dict:
+    initial = {name: getattr(rule, name) for name in RULE_FIELDS}
+    initial["conditions"] = json.dumps(rule.conditions, ensure_ascii=False, indent=1) if rule.conditions else ""
+    return initial

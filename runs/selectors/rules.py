@@ -1,0 +1,67 @@
+"""Reads for the rule pages and the API: the rules in the order they are tried, and the audit
+trail of their changes (what each version changed, in words)."""
+import functools
+import operator
+from dataclasses import dataclass
+
+from django.db.models import Q
+
+from runs.models import Agent, ApprovalRule, ApprovalRuleVersion
+from runs.services.rules import condition_text
+
+HISTORY_LIMIT = 50
+_FIELD_NAMES = {
+    "agent": "agent", "position": "position", "enabled": "enabled", "tool_pattern": "tool",
+    "conditions": "conditions", "customer": "customer", "launched_by": "launched by", "action": "action",
+    "group": "group", "reason": "reason", "escalate_after_seconds": "escalation", "name": "name",
+}
+
+
+@dataclass
+class RuleChange:
+    version: ApprovalRuleVersion
+    changed: list[str]  # the fields this version changed (empty for a creation or a deletion)
+
+
+def rule_list(*, agent: Agent | None = None) -> list[ApprovalRule]:
+    """Every rule in the order they are tried (global and per agent); with `agent`, those that can
+    apply to its runs."""
+    rules = ApprovalRule.objects.select_related("agent", "group").order_by("position", "pk")
+    if agent is not None:
+        rules = rules.filter(Q(agent=None) | Q(agent=agent))
+    return list(rules)
+
+
+def rule_conditions_text(rule: ApprovalRule) -> list[str]:
+    return [condition_text(c) for c in rule.conditions or ()]
+
+
+def rule_history(*, rule_key: int | None = None, limit: int = HISTORY_LIMIT) -> list[RuleChange]:
+    """The newest changes of rules (of one rule with `rule_key`), each with what it changed from the
+    version before it. Two queries."""
+    versions = ApprovalRuleVersion.objects.order_by("-changed_at", "-pk")
+    if rule_key is not None:
+        versions = versions.filter(rule_key=rule_key)
+    versions = list(versions[:limit])
+    # Versions are numbered one after the other: each change's "before" is the version under it.
+    wanted = [Q(rule_key=v.rule_key, version=v.version - 1) for v in versions
+              if v.change == ApprovalRuleVersion.Change.UPDATED]
+    before = {}
+    if wanted:
+        rows = ApprovalRuleVersion.objects.filter(functools.reduce(operator.or_, wanted)).only(
+            "rule_key", "version", "snapshot"
+        )
+        before = {(row.rule_key, row.version): row.snapshot for row in rows}
+    changes = []
+    for v in versions:
+        earlier = before.get((v.rule_key, v.version - 1))
+        changes.append(RuleChange(v, _changed_fields(earlier, v.snapshot) if earlier is not None else []))
+    return changes
+
+
+def _changed_fields(before: dict, after: dict) -> list[str]:
+    names = []
+    for key, label in _FIELD_NAMES.items():
+        if before.get(key) != after.get(key):
+            names.append(label)
+    return names

@@ -1,0 +1,162 @@
+"""Creating, changing and deleting approval rules: every rule on a rule's fields, for the
+dashboard and the API, and the audit trail of changes.
+
+Each change bumps the rule's `version` and writes an ApprovalRuleVersion (a snapshot of every
+field, who changed it) in the same transaction, so a decision that names "rule 'X' v3" can always
+be traced to what v3 said, even after the rule was changed again or deleted.
+"""
+import copy
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from runs.models import ApprovalRule, ApprovalRuleVersion
+from runs.services.rules import conditions_errors
+from runs.text import check_storable_json, storable_text
+
+# Every field of a rule that a person chooses, in the editor's order.
+RULE_FIELDS = (
+    "name", "agent", "position", "enabled", "tool_pattern", "conditions", "customer", "launched_by",
+    "action", "group", "reason", "escalate_after_seconds",
+)
+DEFAULT_REJECT_REASON = "An approval rule does not allow this call."
+SAFEGUARDS_TEXT = (
+    "Automatic approval never applies to a call whose outcome is unknown after a crash, to a call whose "
+    "arguments hold an identifier the run has never seen, or to a tool marked always ask."
+)
+_TEXT_FIELDS = ("name", "tool_pattern", "customer", "launched_by", "reason")
+MAX_INT = 2**31 - 1  # what an integer column holds on every database (SQLite would not say)
+_INT_RANGES = {"position": (-MAX_INT - 1, MAX_INT), "escalate_after_seconds": (1, MAX_INT)}
+
+
+class InvalidRule(ValueError):
+    """Fields a rule cannot have; `errors` holds the messages by field ("__all__" for none)."""
+
+    def __init__(self, errors: dict[str, list[str]]):
+        super().__init__("; ".join(f"{field}: {' '.join(messages)}" for field, messages in errors.items()))
+        self.errors = errors
+
+
+def rule_errors(*, rule: ApprovalRule | None, data: dict) -> dict[str, list[str]]:
+    """What is wrong with `data` as the new fields of `rule` (None: a new rule), by field; {} when
+    nothing is. Fields left out of `data` keep the rule's values (a new rule's defaults)."""
+    unknown = sorted(set(data) - set(RULE_FIELDS))
+    if unknown:
+        raise TypeError(f"not fields of a rule: {', '.join(unknown)}")
+    errors: dict[str, list[str]] = {}
+    for name in _TEXT_FIELDS:
+        value = data.get(name)
+        if isinstance(value, str) and not storable_text(value):
+            errors[name] = ["Text with a NUL or an unpaired surrogate character cannot be stored."]
+    if "name" in data and not errors.get("name") and not str(data["name"] or "").strip():
+        errors["name"] = ["A rule needs a name (the queue shows it with every decision it makes)."]
+    if "tool_pattern" in data and not errors.get("tool_pattern") and not str(data["tool_pattern"] or "").strip():
+        errors["tool_pattern"] = ["A tool name or a pattern such as refund_* or * (every tool) is needed."]
+    for name, (low, high) in _INT_RANGES.items():
+        value = data.get(name)
+        if value is not None and not (isinstance(value, int) and low <= value <= high):
+            errors[name] = [f"A whole number from {low} to {high}."]
+    if "conditions" in data:
+        messages = conditions_errors(data["conditions"])
+        if not messages:
+            try:
+                check_storable_json(data["conditions"], "Conditions")
+            except ValidationError as exc:
+                messages = list(exc.messages)
+        if messages:
+            errors["conditions"] = messages
+    candidate = copy.copy(rule) if rule is not None else ApprovalRule()
+    _assign(candidate, {name: value for name, value in data.items() if name not in errors})
+    if candidate.action == ApprovalRule.Action.ASK_GROUP and candidate.group_id is None and "group" not in errors:
+        errors["group"] = ["'Ask a named group' needs the group whose members decide."]
+    try:
+        candidate.full_clean(exclude=[*errors, "conditions"])  # conditions: checked above, in words
+    except ValidationError as exc:
+        for name, messages in exc.message_dict.items():
+            errors.setdefault(name, []).extend(messages)
+    return errors
+
+
+def rule_snapshot(rule: ApprovalRule) -> dict:
+    """Every field of the rule as plain data: what one version of it said."""
+    return {
+        "name": rule.name, "agent_id": rule.agent_id, "agent": rule.agent.name if rule.agent_id else None,
+        "position": rule.position, "enabled": rule.enabled, "tool_pattern": rule.tool_pattern,
+        "conditions": rule.conditions, "customer": rule.customer, "launched_by": rule.launched_by,
+        "action": rule.action, "group_id": rule.group_id, "group": rule.group.name if rule.group_id else None,
+        "reason": rule.reason, "escalate_after_seconds": rule.escalate_after_seconds, "version": rule.version,
+    }
+
+
+def rule_create(*, data: dict, user) -> ApprovalRule:
+    errors = rule_errors(rule=None, data=data)
+    if errors:
+        raise InvalidRule(errors)
+    rule = ApprovalRule()
+    with transaction.atomic():
+        _assign(rule, data)
+        _normalize(rule)
+        rule.version = 1
+        rule.updated_by_name = _name(user)
+        rule.save()
+        _record(rule, ApprovalRuleVersion.Change.CREATED, user)
+    return rule
+
+
+def rule_update(*, rule: ApprovalRule, data: dict, user) -> ApprovalRule:
+    """Change the given fields; a save that changes nothing makes no new version."""
+    errors = rule_errors(rule=rule, data=data)
+    if errors:
+        raise InvalidRule(errors)
+    with transaction.atomic():
+        # Under the row lock: two admins saving at once get versions n+1 and n+2, never two n+1.
+        current = ApprovalRule.objects.select_for_update().get(pk=rule.pk)
+        before = rule_snapshot(current)
+        _assign(current, data)
+        _normalize(current)
+        if rule_snapshot(current) == before:
+            return current
+        current.version += 1
+        current.updated_by_name = _name(user)
+        current.save()
+        _record(current, ApprovalRuleVersion.Change.UPDATED, user)
+    return current
+
+
+def rule_delete(*, rule: ApprovalRule, user) -> None:
+    """Delete the rule; its versions stay (by rule_key), ending with a "deleted" one. Decisions it
+    made keep its name and version (Approval.rule_name, rule_version)."""
+    with transaction.atomic():
+        current = ApprovalRule.objects.select_for_update().filter(pk=rule.pk).first()
+        if current is None:
+            return  # deleted meanwhile: the first deletion is in the trail
+        current.version += 1
+        _record(current, ApprovalRuleVersion.Change.DELETED, user)
+        current.delete()
+
+
+def _record(rule: ApprovalRule, change: str, user) -> None:
+    ApprovalRuleVersion.objects.create(
+        rule=rule, rule_key=rule.pk, version=rule.version, change=change,
+        snapshot=rule_snapshot(rule), changed_by_name=_name(user),
+    )
+
+
+def _normalize(rule: ApprovalRule) -> None:
+    rule.name = rule.name.strip()
+    rule.tool_pattern = rule.tool_pattern.strip()
+    rule.customer = rule.customer.strip()
+    rule.launched_by = rule.launched_by.strip()
+    if rule.action != ApprovalRule.Action.ASK_GROUP:
+        rule.group = None  # only "ask a named group" uses one; kept, it would read as if it mattered
+    if rule.action == ApprovalRule.Action.REJECT and not rule.reason.strip():
+        rule.reason = DEFAULT_REJECT_REASON  # the model is always told why
+
+
+def _assign(rule: ApprovalRule, data: dict) -> None:
+    for name, value in data.items():
+        setattr(rule, name, value)
+
+
+def _name(user) -> str:
+    return user.get_username() if user is not None else ""
