@@ -1,6 +1,4 @@
 """The approval queue: pending destructive calls, the decision controls, and the audit trail."""
-import json
-
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
@@ -17,7 +15,7 @@ from runs.selectors.approvals import (
     approvals_pending_count,
     approvals_recent_decisions,
 )
-from runs.selectors.supervision import approval_for_page, approvals_oldest_pending_at, approvals_queue_page
+from runs.selectors.queue_controls import approval_for_page, approvals_oldest_pending_at, approvals_queue_page
 from runs.services.approvals import AlreadyDecided, EditRefused, NotAllowed, approval_decide
 from runs.services.bulk_decisions import approvals_decide_many
 from runs.snapshots import approval_brief
@@ -116,18 +114,6 @@ def approval_count(request):
     return JsonResponse({"pending": approvals_pending_count()})
 
 
-def _edited_arguments(text: str, original: str) -> str | None:
-    """The edit to send, or None when the box holds the call's own arguments (no edit)."""
-    if not text.strip():
-        return None
-    try:
-        if json.loads(text) == json.loads(original or "{}"):
-            return None
-    except ValueError:
-        pass  # the service says what is wrong with it
-    return text
-
-
 def _decision_message(approval: Approval) -> tuple[str, int]:
     call = approval.tool_call
     if approval.status == Approval.Status.EXPIRED:
@@ -153,10 +139,9 @@ def approval_decide_view(request, pk: int):
         return HttpResponseBadRequest("invalid decision")
     data = form.cleaned_data
     approve, grant = DECISIONS[data["decision"]]
-    arguments = None
-    if approve and data["arguments"]:
-        original = Approval.objects.filter(pk=pk).values_list("tool_call__arguments", flat=True).first()
-        arguments = _edited_arguments(data["arguments"], original or "")
+    # The edit box holds the call's arguments (masked values as shown): sent unchanged, the
+    # service finds the same arguments hash and records no edit.
+    arguments = data["arguments"] if approve and data["arguments"].strip() else None
     try:
         approval = approval_decide(
             approval_id=pk, user=request.user, approve=approve, reason=data["reason"],
@@ -188,6 +173,12 @@ def _refused(request, text: str, status: int, approval: dict | None = None):
     return _back(request)
 
 
+def _already(text: str) -> str:
+    """ "already approved by bob at ..." from the service's "Already approved by bob at ...". """
+    text = text.strip().rstrip(".")
+    return text[0].lower() + text[1:] if text.lower().startswith("already ") else f"already {text}"
+
+
 def bulk_message(outcome, *, approve: bool) -> str:
     """One message for a bulk decision: what was decided, what others decided meanwhile, what was refused."""
     verb = "Approved" if approve else "Rejected"
@@ -197,11 +188,9 @@ def bulk_message(outcome, *, approve: bool) -> str:
     else:
         parts.append(f"{verb} none.")
     if outcome.already:
-        parts.append("Decided meanwhile: " + "; ".join(
-            f"#{pk} {text if text.startswith('already') else 'already ' + text}" for pk, text in outcome.already
-        ) + ".")
+        parts.append("Decided meanwhile: " + "; ".join(f"#{pk} {_already(text)}" for pk, text in outcome.already) + ".")
     if outcome.refused:
-        parts.append("Not decided: " + "; ".join(f"#{pk} ({text})" for pk, text in outcome.refused) + ".")
+        parts.append("Not decided: " + "; ".join(f"#{pk} ({text.rstrip('.')})" for pk, text in outcome.refused) + ".")
     return " ".join(parts)
 
 

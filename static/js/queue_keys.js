@@ -44,7 +44,11 @@ export function installQueueKeys({ live, help }) {
     const edit = card.querySelector("details.edit-args");
     if (edit) {
       edit.open = !edit.open;
-      if (edit.open) card.querySelector("textarea.edit-arguments")?.focus();
+      const area = card.querySelector("textarea.edit-arguments");
+      if (edit.open && area) {
+        area.disabled = false; // the toggle event, which enables it too, comes later
+        area.focus();
+      }
       return;
     }
     const link = card.querySelector("a.approval-link");

@@ -17,12 +17,14 @@ function el(tag, attrs = {}, text = null) {
 
 const short = (hash) => (hash || "").slice(0, HASH_CHARS);
 
-// "rule 'refunds under 50' v3", "a grant for this run", "alice"; null when a policy decided.
+// Who or what decided: "alice", "rule 'refunds under 50' v3", "a grant for this run"; null when
+// the run's policy did (that text has its own wording). A rule that only sent the call to a
+// person is not its decider: the person is.
 function decider(approval) {
-  if (approval.rule_name) return `rule '${approval.rule_name}' v${approval.rule_version}`;
   const who = approval.decided_by;
-  if (!who || (approval.automatic && who === "the run's policy")) return null;
-  return who;
+  if (who) return approval.automatic && who === "the run's policy" ? null : who;
+  if (approval.automatic && approval.rule_name) return `rule '${approval.rule_name}' v${approval.rule_version}`;
+  return null;
 }
 
 function votes(approval) {
@@ -39,7 +41,8 @@ export function approvalNode(approval, { call, approvalUrl }) {
   const by = decider(approval);
   const count = votes(approval);
   if (status === "pending") {
-    const waiting = ["Waiting for approval", count, approval.group ? `asks group ${approval.group}` : ""].filter(Boolean);
+    const rule = approval.rule_name ? `sent by rule '${approval.rule_name}' v${approval.rule_version}` : "";
+    const waiting = ["Waiting for approval", count, rule].filter(Boolean);
     node.append(`${waiting.join(" — ")} — `, el("a", { href: approvalUrl(approval.id) }, "open the approval queue"));
   } else if (status === "approved") {
     if (by) node.textContent = `Approved by ${by}${count ? ` (${count})` : ""}`;
@@ -96,7 +99,7 @@ function markRevoked(row, by) {
   row.querySelector(".revoke-form")?.remove();
 }
 
-// A "grant" event: {grant_id, tool, args_hash, by, revoked}. Replayed events arrive in order
+// A "grant" event: {grant_id, tool, args_hash, by, revoked, revoked_by}. Replayed events arrive in order
 // from the first; a revoked grant stays revoked (an older event never makes it active again).
 export function renderGrant(data) {
   const table = document.getElementById("run-grants");
@@ -107,11 +110,10 @@ export function renderGrant(data) {
     const state = el("td", { class: "grant-state ok" }, "active");
     const actions = el("td", { class: "grant-actions" });
     if (table.dataset.canRevoke === "true") actions.append(revokeForm(table, data.grant_id));
-    row.append(el("td", { class: "grant-scope" }, scopeText(data)), el("td", { class: "grant-by" }, data.revoked ? "" : data.by),
+    row.append(el("td", { class: "grant-scope" }, scopeText(data)), el("td", { class: "grant-by" }, data.by),
       el("td", { class: "grant-when muted" }, "just now"), state, actions);
     table.querySelector("tbody").append(row);
-    document.getElementById("run-grants-empty")?.remove();
-    table.hidden = false;
+    document.getElementById("run-grants-section").hidden = false;
   }
-  if (data.revoked && row.dataset.active !== "false") markRevoked(row, data.by);
+  if (data.revoked && row.dataset.active !== "false") markRevoked(row, data.revoked_by);
 }

@@ -3,7 +3,7 @@
 // It covers what tool schemas use: type, required, properties, additionalProperties: false,
 // enum, const, minimum/maximum, minLength/maxLength, pattern, items, minItems/maxItems. It is a
 // courtesy that saves a round trip: the server checks the edit again with the full validator
-// and its answer is what counts (and is shown when it refuses).
+// and its answer is what counts (and is shown when it refuses). Masked values are not checked.
 
 function typeOf(value) {
   if (value === null) return "null";
@@ -22,8 +22,11 @@ function where(path) {
   return path.length ? path.join("/") : "(root)";
 }
 
+// A sensitive value stays masked in the edit box; the server puts the hidden value back and checks it.
+const MASK = "••••";
+
 function check(schema, value, path, errors) {
-  if (!schema || typeof schema !== "object") return;
+  if (!schema || typeof schema !== "object" || value === MASK) return;
   const at = where(path);
   if (schema.type !== undefined) {
     const types = Array.isArray(schema.type) ? schema.type : [schema.type];

@@ -5,12 +5,13 @@ Display only: whether a decision is allowed is decided by the services; these sa
 controls to offer, and why not, so the page never offers what the server would refuse."""
 import json
 from collections import defaultdict
+from typing import Any
 
 from django.contrib.auth.models import Group
 from django.core.paginator import Page
 
 from runs.models import Approval, ApprovalVote
-from runs.selectors.approvals import PendingApproval, _pending_items, approvals_pending_page
+from runs.selectors.approvals import MASK, PendingApproval, _pending_items, approvals_pending_page
 from toolsapp.models import Tool
 from toolsapp.text import loads as bounded_loads
 
@@ -55,7 +56,7 @@ def pending_supervision(items: list[PendingApproval]) -> None:
     tools = {
         t["name"]: t
         for t in Tool.objects.filter(name__in={item.call.tool_name for item in items}).values(
-            "name", "parameters", "allow_argument_edits", "critical", "always_ask"
+            "name", "parameters", "allow_argument_edits", "critical", "always_ask", "sensitive_fields"
         )
     }
     for item in items:
@@ -71,8 +72,8 @@ def pending_supervision(items: list[PendingApproval]) -> None:
 def edit_offer(item: PendingApproval, tool: dict | None) -> tuple[str, str]:
     """(the arguments as JSON to edit, "") or ("", why editing is not offered).
 
-    A masked value is never put in the edit box: the box would hand the secret to the page
-    (and an edit of the masked text would replace the secret with the mask)."""
+    Sensitive values stay masked in the edit box as in the view (the secret never reaches the
+    page); the server puts the hidden value back where the mask is left unchanged."""
     approval = item.approval
     if approval.status != Approval.Status.PENDING:
         return "", ""
@@ -82,15 +83,23 @@ def edit_offer(item: PendingApproval, tool: dict | None) -> tuple[str, str]:
         return "", "This tool forbids edits."
     if item.arguments_problem:
         return "", "The arguments cannot be shown, so they cannot be edited."
-    if any(line.masked for line in item.lines):
-        return "", "Editing is not offered: this call has sensitive fields, which stay hidden."
     if approval.approvals_given + 1 < approval.required_approvals:
         return "", f"The arguments can be edited with the last of the {approval.required_approvals} approvals."
     try:
         arguments = bounded_loads(item.call.arguments or "{}")
     except ValueError:
         return "", "The arguments cannot be shown, so they cannot be edited."
-    return json.dumps(arguments, indent=2, ensure_ascii=False), ""
+    masked = masked_arguments(arguments, {f.lower() for f in tool["sensitive_fields"] or []})
+    return json.dumps(masked, indent=2, ensure_ascii=False), ""
+
+
+def masked_arguments(value: Any, sensitive: set[str]) -> Any:
+    """`value` with every sensitive key's value replaced by MASK, at any depth (as the queue shows it)."""
+    if isinstance(value, dict):
+        return {k: MASK if str(k).lower() in sensitive else masked_arguments(v, sensitive) for k, v in value.items()}
+    if isinstance(value, list):
+        return [masked_arguments(v, sensitive) for v in value]
+    return value
 
 
 def grant_refusal(approval: Approval, tool: dict | None) -> str:
