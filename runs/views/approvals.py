@@ -184,7 +184,11 @@ def bulk_message(outcome, *, approve: bool) -> str:
     verb = "Approved" if approve else "Rejected"
     parts = []
     if outcome.decided:
-        parts.append(f"{verb} {len(outcome.decided)}: " + ", ".join(f"#{a.pk}" for a in outcome.decided) + ".")
+        # A two-person call may still wait after this approval: "#12 (1 of 2 approvals)".
+        parts.append(f"{verb} {len(outcome.decided)}: " + ", ".join(
+            f"#{a.pk} ({a.approvals_given} of {a.required_approvals} approvals)" if a.status == Approval.Status.PENDING
+            else f"#{a.pk}" for a in outcome.decided
+        ) + ".")
     else:
         parts.append(f"{verb} none.")
     if outcome.already:

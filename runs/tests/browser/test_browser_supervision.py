@@ -86,6 +86,8 @@ def test_operator_edits_the_arguments_and_the_edited_call_runs(live, browser, us
     run_page = browser.tab(queue)
     run_page.goto(f"/runs/{run.pk}/")
     edited = run_page.locator("#timeline .call-edited")
+    expect(edited).to_be_visible()
+    shot(run_page, "run-edited-hashes")
     expect(edited.locator(".model-hash")).to_have_text(call.args_hash[:12])
     expect(edited.locator(".ran-hash")).to_have_text(approval.edited_args_hash[:12])
     # What the model read: the result says an operator changed the arguments, and what changed.
@@ -252,3 +254,24 @@ def test_keyboard_moves_selects_and_approves_but_not_while_typing(live, browser,
     assert second.status == Approval.Status.APPROVED and second.edited_args_hash == ""
     for r in runs:
         wait_for_status(r.pk, *FINISHED)
+
+
+def test_the_approval_page_of_an_escalation_link_decides_only_on_a_click(live, browser, users, launch):
+    run = launch(CANCEL_ORDER)
+    approval = pending_of(run)
+    page = browser.login(users["operator"])
+    page.goto(f"/approvals/{approval.pk}/")
+    expect(page.locator("#approval-live-status")).to_have_text("Live updates: on.")
+    card = page.locator(f".approval[data-approval-id='{approval.pk}']")
+    expect(card.locator("pre.arguments")).to_contain_text("ORD-1001")
+    approval.refresh_from_db()
+    assert approval.status == Approval.Status.PENDING, "opening the link decided the call"
+    card.locator("input[name=reason]").fill("not this one")
+    card.locator("input[name=guidance]").fill("ask the customer which order")
+    card.locator(".reject-button").click()
+    expect(card.locator(".decided")).to_contain_text("rejected by operator")
+    expect(card.locator(".decided")).to_contain_text("Guidance: ask the customer which order")
+    expect(card.locator(".reject-button")).to_have_count(0)
+    approval.refresh_from_db()
+    assert (approval.status, approval.guidance) == (Approval.Status.REJECTED, "ask the customer which order")
+    wait_for_status(run.pk, *FINISHED)
