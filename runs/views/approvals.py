@@ -151,8 +151,8 @@ def approval_decide_view(request, pk: int):
         raise Http404("no such approval")
     except AlreadyDecided as exc:
         return _refused(request, f"Already {approval_decision_text(exc.approval)}.", 409, approval_brief(exc.approval))
-    except EditRefused as exc:
-        return _refused(request, f"The edited arguments were refused: {exc}", 400)
+    except EditRefused as exc:  # a refused edit, or a grant this decision cannot give: says which
+        return _refused(request, str(exc), 400)
     except NotAllowed as exc:
         return _refused(request, f"Not allowed: {exc}", 403)
 

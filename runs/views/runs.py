@@ -62,7 +62,6 @@ def run_detail(request, pk: int):
         "status_groups": {"run_finished": list(Run.FINISHED_STATUSES), "call_done": list(ToolCall.DONE_STATUSES),
                           "call_unknown": [ToolCall.Status.UNKNOWN]},
         "call_result_url": reverse("call_result", args=[run.pk, 0]),
-        "approvals_url": reverse("approval_queue"),
         "approval_url": reverse("approval_detail", args=[0]),
         "grants": grants_of_run(run.pk),
         "policy_labels": POLICY_LABELS,
