@@ -166,6 +166,15 @@ class PendingApproval:
     unseen: list[str] = field(default_factory=list)
     model_said: str = ""
     expired: bool = False
+    # Supervision (filled by pending_supervision): who approved so far when two must, the group
+    # asked, the rule that routed the call, and which controls the operator is offered.
+    voters: list[str] = field(default_factory=list)
+    group_name: str = ""
+    routed_by: str = ""
+    edit_json: str = ""  # the arguments to edit; "" when editing is not offered
+    edit_refusal: str = ""  # why there is no edit control
+    schema: dict = field(default_factory=dict)  # the tool's JSON schema, for the browser's check
+    grant_refusal: str = ""  # why there are no "for this run" choices
 
 
 def approvals_pending_count() -> int:

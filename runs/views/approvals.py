@@ -1,38 +1,86 @@
-"""The approval queue: pending destructive calls, the decision buttons, and the audit trail."""
+"""The approval queue: pending destructive calls, the decision controls, and the audit trail."""
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
 from django.http import Http404, HttpResponseBadRequest, JsonResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
 from runs.models import Approval
 from runs.roles import PERM_DECIDE, PERM_VIEW_APPROVAL
 from runs.selectors.approvals import (
+    PAGE_SIZE,
     approval_decision_text,
     approvals_oldest_pending,
     approvals_pending_count,
-    approvals_pending_page,
     approvals_recent_decisions,
 )
-from runs.services.approvals import AlreadyDecided, approval_decide
+from runs.selectors.queue_controls import approval_for_page, approvals_queue_page
+from runs.services.approvals import AlreadyDecided, EditRefused, NotAllowed, approval_decide
+from runs.services.bulk_decisions import approvals_decide_many
 from runs.snapshots import approval_brief
+
+# The buttons of a card: approve alone, approve with a grant for the rest of the run, reject.
+DECISIONS = {
+    "approve": (True, ""),
+    "approve_identical": (True, "identical"),
+    "approve_tool": (True, "tool"),
+    "reject": (False, ""),
+}
 
 
 class ApprovalDecisionForm(forms.Form):
+    decision = forms.ChoiceField(choices=[(d, d) for d in DECISIONS])
+    reason = forms.CharField(required=False, max_length=2000)
+    guidance = forms.CharField(required=False, max_length=2000)
+    # Sent only when the operator opened the edit box (it is disabled otherwise).
+    arguments = forms.CharField(required=False, max_length=100_000, strip=False)
+
+
+class BulkDecisionForm(forms.Form):
+    ids = forms.TypedMultipleChoiceField(coerce=int, choices=[])  # any ids: each is checked when decided
     decision = forms.ChoiceField(choices=[("approve", "Approve"), ("reject", "Reject")])
     reason = forms.CharField(required=False, max_length=2000)
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["ids"].valid_value = lambda value: str(value).isdigit()
+
+    def clean_ids(self):
+        ids = list(dict.fromkeys(self.cleaned_data["ids"]))
+        if len(ids) > PAGE_SIZE:
+            raise forms.ValidationError(f"at most {PAGE_SIZE} approvals at once (one page)")
+        return ids
+
 
 def _queue_context(request) -> dict:
-    page = approvals_pending_page(page=request.GET.get("page"))
-    return {"pending": page.object_list, "page_obj": page, "decisions": approvals_recent_decisions()}
+    page = approvals_queue_page(page=request.GET.get("page"))
+    # The queue is oldest first: on its first page, the oldest waiting call is the first shown.
+    if page.number == 1:
+        oldest = page.object_list[0].approval.requested_at if page.object_list else None
+    else:
+        oldest = getattr(approvals_oldest_pending(), "requested_at", None)
+    return {
+        "pending": page.object_list,
+        "page_obj": page,
+        "decisions": approvals_recent_decisions(),
+        "oldest_pending_at": oldest,
+    }
 
 
 def _wants_json(request) -> bool:
     # Explicit: a browser's form post accepts */*, which would match application/json.
     return "application/json" in request.headers.get("Accept", "")
+
+
+def _back(request, fallback: str = "approval_queue"):
+    """Back to the page the form was on (the queue, or one approval's page)."""
+    target = request.POST.get("next", "")
+    if url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}, require_https=request.is_secure()):
+        return redirect(target)
+    return redirect(fallback)
 
 
 @login_required
@@ -52,6 +100,18 @@ def approval_queue_partial(request):
 @login_required
 @permission_required(PERM_VIEW_APPROVAL, raise_exception=True)
 @require_GET
+def approval_detail(request, pk: int):
+    """One approval with the queue's controls: where escalation e-mails link. A GET never decides."""
+    item = approval_for_page(approval_id=pk)
+    if item is None:
+        raise Http404("No such approval.")
+    template = "runs/_approval_detail_body.html" if request.GET.get("partial") else "runs/approval_detail.html"
+    return render(request, template, {"item": item, "decision_text": approval_decision_text(item.approval)})
+
+
+@login_required
+@permission_required(PERM_VIEW_APPROVAL, raise_exception=True)
+@require_GET
 def approval_count(request):
     # The oldest wait as an instant and as seconds now: the badge ages it by its own clock from
     # the seconds, so a browser whose clock is off still shows the right age.
@@ -64,6 +124,20 @@ def approval_count(request):
     })
 
 
+def _decision_message(approval: Approval) -> tuple[str, int]:
+    call = approval.tool_call
+    if approval.status == Approval.Status.EXPIRED:
+        return "Too late: this approval had expired and was recorded as expired, which counts as a rejection.", messages.WARNING
+    if approval.status == Approval.Status.PENDING:
+        return (
+            f"Your approval is {approval.approvals_given} of {approval.required_approvals} for {call.tool_name} "
+            f"in run {approval.run_id}: it runs once another person approves.",
+            messages.SUCCESS,
+        )
+    edited = " with your edited arguments" if approval.edited_args_hash else ""
+    return f"{approval.get_status_display()} {call.tool_name} in run {approval.run_id}{edited}.", messages.SUCCESS
+
+
 @login_required
 @permission_required(PERM_DECIDE, raise_exception=True)
 @require_POST
@@ -73,26 +147,88 @@ def approval_decide_view(request, pk: int):
         if _wants_json(request):
             return JsonResponse({"error": "invalid decision", "fields": form.errors}, status=400)
         return HttpResponseBadRequest("invalid decision")
-    approve = form.cleaned_data["decision"] == "approve"
+    data = form.cleaned_data
+    approve, grant = DECISIONS[data["decision"]]
+    # The edit box holds the call's arguments (masked values as shown): sent unchanged, the
+    # service finds the same arguments hash and records no edit.
+    arguments = data["arguments"] if approve and data["arguments"].strip() else None
     try:
-        approval = approval_decide(approval_id=pk, user=request.user, approve=approve, reason=form.cleaned_data["reason"])
+        approval = approval_decide(
+            approval_id=pk, user=request.user, approve=approve, reason=data["reason"],
+            arguments=arguments, guidance="" if approve else data["guidance"].strip(), grant=grant,
+        )
     except Approval.DoesNotExist:
         raise Http404("no such approval")
     except AlreadyDecided as exc:
-        winner = exc.approval
-        text = f"Already {approval_decision_text(winner)}."
-        if _wants_json(request):
-            return JsonResponse({"error": text, "approval": approval_brief(winner)}, status=409)
-        messages.error(request, text)
-        return redirect("approval_queue")
+        return _refused(request, f"Already {approval_decision_text(exc.approval)}.", 409, approval_brief(exc.approval))
+    except EditRefused as exc:  # a refused edit, or a grant this decision cannot give: says which
+        return _refused(request, str(exc), 400)
+    except NotAllowed as exc:
+        return _refused(request, f"Not allowed: {exc}", 403)
 
-    if approval.status == Approval.Status.EXPIRED:
-        text = "Too late: this approval had expired and was recorded as expired, which counts as a rejection."
-        level = messages.WARNING
-    else:
-        text = f"{approval.get_status_display()} {approval.tool_call.tool_name} in run {approval.run_id}."
-        level = messages.SUCCESS
+    text, level = _decision_message(approval)
     if _wants_json(request):
         return JsonResponse({"message": text, "approval": approval_brief(approval)})
+    messages.add_message(request, level, text)
+    return _back(request)
+
+
+def _refused(request, text: str, status: int, approval: dict | None = None):
+    if _wants_json(request):
+        body = {"error": text}
+        if approval is not None:
+            body["approval"] = approval
+        return JsonResponse(body, status=status)
+    messages.error(request, text)
+    return _back(request)
+
+
+def _already(text: str) -> str:
+    """ "already approved by bob at ..." from the service's "Already approved by bob at ...". """
+    text = text.strip().rstrip(".")
+    return text[0].lower() + text[1:] if text.lower().startswith("already ") else f"already {text}"
+
+
+def bulk_message(outcome, *, approve: bool) -> str:
+    """One message for a bulk decision: what was decided, what others decided meanwhile, what was refused."""
+    verb = "Approved" if approve else "Rejected"
+    parts = []
+    if outcome.decided:
+        # A two-person call may still wait after this approval: "#12 (1 of 2 approvals)".
+        parts.append(f"{verb} {len(outcome.decided)}: " + ", ".join(
+            f"#{a.pk} ({a.approvals_given} of {a.required_approvals} approvals)" if a.status == Approval.Status.PENDING
+            else f"#{a.pk}" for a in outcome.decided
+        ) + ".")
+    else:
+        parts.append(f"{verb} none.")
+    if outcome.already:
+        parts.append("Decided meanwhile: " + "; ".join(f"#{pk} {_already(text)}" for pk, text in outcome.already) + ".")
+    if outcome.refused:
+        parts.append("Not decided: " + "; ".join(f"#{pk} ({text.rstrip('.')})" for pk, text in outcome.refused) + ".")
+    return " ".join(parts)
+
+
+@login_required
+@permission_required(PERM_DECIDE, raise_exception=True)
+@require_POST
+def approval_bulk(request):
+    """Approve or reject the selected approvals with one reason; each is decided on its own."""
+    form = BulkDecisionForm(request.POST)
+    if not form.is_valid():
+        text = "Select at least one approval." if "ids" in form.errors else "invalid bulk decision"
+        return _refused(request, text, 400)
+    approve = form.cleaned_data["decision"] == "approve"
+    outcome = approvals_decide_many(
+        approval_ids=form.cleaned_data["ids"], user=request.user, approve=approve, reason=form.cleaned_data["reason"]
+    )
+    text = bulk_message(outcome, approve=approve)
+    if _wants_json(request):
+        return JsonResponse({
+            "message": text,
+            "decided": [a.pk for a in outcome.decided],
+            "already": [{"id": pk, "text": t} for pk, t in outcome.already],
+            "refused": [{"id": pk, "text": t} for pk, t in outcome.refused],
+        })
+    level = messages.WARNING if outcome.already or outcome.refused else messages.SUCCESS
     messages.add_message(request, level, text)
     return redirect("approval_queue")

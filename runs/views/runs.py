@@ -8,10 +8,11 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST, require_safe
 
 from runs.forms import LaunchForm
-from runs.models import Run, ToolCall
-from runs.roles import PERM_CANCEL, PERM_LAUNCH, PERM_VIEW
+from runs.models import Run, RunGrant, ToolCall
+from runs.roles import PERM_CANCEL, PERM_DECIDE, PERM_LAUNCH, PERM_VIEW
 from runs.selectors.runs import agent_defaults, call_in_run, run_for_page, run_reruns
 from runs.services.dispatch import run_dispatch
+from runs.services.grants import grant_revoke, grants_of_run
 from runs.services.launch import POLICY_LABELS, LaunchNotAllowed, launch_policy
 from runs.services.reruns import rerun_create
 from runs.services.runs import InvalidRun, run_cancel, run_create
@@ -61,7 +62,8 @@ def run_detail(request, pk: int):
         "status_groups": {"run_finished": list(Run.FINISHED_STATUSES), "call_done": list(ToolCall.DONE_STATUSES),
                           "call_unknown": [ToolCall.Status.UNKNOWN]},
         "call_result_url": reverse("call_result", args=[run.pk, 0]),
-        "approvals_url": reverse("approval_queue"),
+        "approval_url": reverse("approval_detail", args=[0]),
+        "grants": grants_of_run(run.pk),
         "policy_labels": POLICY_LABELS,
     }
     return render(request, "runs/run_detail.html", context)
@@ -81,6 +83,22 @@ def run_cancel_view(request, pk: int):
         else:
             messages.success(request, f"Run {run.pk} will stop at its next check.")
     return redirect("run_detail", pk=run.pk)
+
+
+@login_required
+@permission_required(PERM_DECIDE, raise_exception=True)
+@require_POST
+def grant_revoke_view(request, pk: int):
+    """Revoke a grant: the run's next matching call goes to a person again."""
+    try:
+        grant = grant_revoke(grant_id=pk, user=request.user)
+    except RunGrant.DoesNotExist:
+        raise Http404("No such grant.")
+    if grant.revoked_by_name == request.user.get_username():
+        messages.success(request, f"Revoked the grant of {grant}: such calls go to a person again.")
+    else:
+        messages.info(request, f"{grant.revoked_by_name} had already revoked the grant of {grant}.")
+    return redirect("run_detail", pk=grant.run_id)
 
 
 @login_required

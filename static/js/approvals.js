@@ -1,10 +1,17 @@
-// The approval queue: the list is refetched whenever the socket says approvals changed, and
-// decisions are posted with fetch, so nothing needs a page reload.
+// The approval queue (and one approval's page): the list is refetched whenever the socket says
+// approvals changed, and decisions are posted with fetch, so nothing needs a page reload.
 import { subscribe } from "./badge.js";
+import { installQueueKeys } from "./queue_keys.js";
+import { argumentErrors } from "./schema_check.js";
 
 const live = document.getElementById("approval-live");
 const flash = document.getElementById("approval-flash");
 const liveStatus = document.getElementById("approval-live-status");
+const bulkForm = document.getElementById("bulk-form");
+const selectAll = document.getElementById("select-all");
+const bulkCount = document.getElementById("bulk-count");
+const keys = installQueueKeys({ live, help: document.getElementById("keys-help") });
+document.getElementById("keys-help-button")?.addEventListener("click", () => keys.toggleHelp());
 
 function showMessage(text, level = "info") {
   if (!flash || !text) return;
@@ -25,29 +32,63 @@ function cardOf(element) {
   return element.closest(".approval[data-approval-id]");
 }
 
-// Replace the list, keeping what the operator was typing: a new approval arriving must not
-// wipe a half-written rejection reason.
-function replaceList(html) {
-  const typed = new Map();
-  for (const input of live.querySelectorAll(".approval input[name=reason]")) {
-    if (input.value) typed.set(cardOf(input).dataset.approvalId, input.value);
+function cardById(id) {
+  return live.querySelector(`.approval[data-approval-id="${CSS.escape(id)}"]`);
+}
+
+// What the operator has typed, opened or selected in one card: a refresh must not lose it.
+const KEPT_FIELDS = ["input[name=reason]", "input[name=guidance]", "textarea.edit-arguments"];
+
+function cardState(card) {
+  const fields = {};
+  for (const selector of KEPT_FIELDS) {
+    const field = card.querySelector(selector);
+    if (field && field.value !== field.defaultValue) fields[selector] = field.value;
   }
+  return {
+    fields,
+    editOpen: Boolean(card.querySelector("details.edit-args")?.open),
+    selected: Boolean(card.querySelector("input.select-approval")?.checked),
+    editError: card.querySelector(".edit-error:not([hidden])")?.textContent || "",
+  };
+}
+
+function restoreCard(card, state) {
+  for (const [selector, value] of Object.entries(state.fields)) {
+    const field = card.querySelector(selector);
+    if (field) field.value = value;
+  }
+  const edit = card.querySelector("details.edit-args");
+  if (edit && state.editOpen) setEditOpen(edit, true);
+  const box = card.querySelector("input.select-approval");
+  if (box) box.checked = state.selected;
+  if (state.editError) showEditError(card, state.editError);
+}
+
+function replaceList(html) {
+  const kept = new Map();
+  for (const card of live.querySelectorAll(".approval[data-approval-id]")) kept.set(card.dataset.approvalId, cardState(card));
   const active = document.activeElement;
-  const focused = active && live.contains(active) && active.name === "reason"
-    ? { id: cardOf(active).dataset.approvalId, start: active.selectionStart, end: active.selectionEnd }
+  const typingIn = active && live.contains(active) && active.matches("input[type=text], textarea") && cardOf(active)
+    ? { id: cardOf(active).dataset.approvalId, name: active.name, start: active.selectionStart, end: active.selectionEnd }
     : null;
+  const cardHadFocus = keys.hasFocus();
   live.innerHTML = html;
 
   for (const card of live.querySelectorAll(".approval[data-approval-id]")) {
     const id = card.dataset.approvalId;
-    const input = card.querySelector("input[name=reason]");
-    if (input && typed.has(id)) input.value = typed.get(id);
+    if (kept.has(id)) restoreCard(card, kept.get(id));
     if (deciding.has(id)) markBusy(card, true);
-    if (input && focused && focused.id === id) {
-      input.focus();
-      input.setSelectionRange(focused.start, focused.end);
+    if (typingIn && typingIn.id === id) {
+      const field = card.querySelector(`[name="${CSS.escape(typingIn.name)}"]`);
+      if (field && !field.disabled) {
+        field.focus();
+        field.setSelectionRange(typingIn.start, typingIn.end);
+      }
     }
   }
+  keys.restore(cardHadFocus);
+  updateBulkCount();
 }
 
 let inFlight = null;
@@ -89,45 +130,150 @@ function markBusy(card, busy) {
 function setDeciding(id, busy) {
   if (busy) deciding.add(id);
   else deciding.delete(id);
-  const card = live.querySelector(`.approval[data-approval-id="${CSS.escape(id)}"]`);
+  const card = cardById(id);
   if (card) markBusy(card, busy);
+}
+
+// --- editing the arguments ------------------------------------------------------------------
+
+// Only an opened edit box is sent: closed, its textarea is disabled and the call runs as asked.
+function setEditOpen(details, open) {
+  details.open = open;
+  const area = details.querySelector("textarea.edit-arguments");
+  if (area) area.disabled = !open;
+}
+
+live.addEventListener("toggle", (event) => {
+  const details = event.target;
+  if (details.matches && details.matches("details.edit-args")) setEditOpen(details, details.open);
+}, true); // toggle does not bubble
+
+function showEditError(card, text) {
+  const box = card.querySelector(".edit-error");
+  if (!box) return false;
+  box.textContent = text;
+  box.hidden = !text;
+  return true;
+}
+
+// The browser's check of an opened edit; the server checks again and has the last word.
+function editProblems(card) {
+  const area = card.querySelector("textarea.edit-arguments");
+  if (!area || area.disabled) return [];
+  const schemaNode = card.querySelector("details.edit-args script[type='application/json']");
+  const schema = schemaNode ? JSON.parse(schemaNode.textContent) : {};
+  return argumentErrors(schema, area.value);
+}
+
+// --- one decision ---------------------------------------------------------------------------
+
+async function postForm(form, body) {
+  const response = await fetch(form.action, {
+    method: "POST",
+    body,
+    credentials: "same-origin",
+    headers: { Accept: "application/json", "X-CSRFToken": csrfToken(form) },
+  });
+  let data = {};
+  try {
+    data = await response.json();
+  } catch {
+    data = {};
+  }
+  return { response, data };
 }
 
 live.addEventListener("submit", async (event) => {
   const form = event.target.closest("form.approval-decide");
   if (!form) return;
   event.preventDefault();
-  const id = cardOf(form).dataset.approvalId;
+  const card = cardOf(form);
+  const id = card.dataset.approvalId;
   if (deciding.has(id)) return;
   const body = new FormData(form);
-  // Pressing Enter in the reason field submits with the first button, which is Reject.
+  // Pressing Enter in a text field submits with the first button, which is Reject.
   const button = event.submitter;
   if (button && button.name) body.set(button.name, button.value);
+  const approving = String(body.get("decision") || "").startsWith("approve");
+  if (approving) {
+    const problems = editProblems(card);
+    if (problems.length) {
+      showEditError(card, `Not sent, the edit does not fit the tool's schema: ${problems.join("; ")}`);
+      card.querySelector("textarea.edit-arguments")?.focus();
+      return;
+    }
+  }
+  showEditError(card, "");
   setDeciding(id, true);
   try {
-    const response = await fetch(form.action, {
-      method: "POST",
-      body,
-      credentials: "same-origin",
-      headers: { Accept: "application/json", "X-CSRFToken": csrfToken(form) },
-    });
-    let data = {};
-    try {
-      data = await response.json();
-    } catch {
-      data = {};
-    }
+    const { response, data } = await postForm(form, body);
     if (response.status === 409) {
       showMessage(data.error || "Someone else decided this approval first.", "error");
     } else if (!response.ok) {
-      showMessage(data.error || `The decision was not recorded (HTTP ${response.status}).`, "error");
+      const text = data.error || `The decision was not recorded (HTTP ${response.status}).`;
+      // The server's refusal of an edit also goes next to the edit box (kept across the refresh).
+      if (approving && body.has("arguments") && response.status === 400) showEditError(cardById(id) || card, text);
+      showMessage(text, "error");
     } else if (data.approval && data.approval.status === "expired") {
       showMessage(data.message, "warning");
+    } else if (data.message) {
+      showMessage(data.message, "success");
     }
   } catch {
     showMessage("Network error: the decision may not have been recorded; check the list.", "error");
   } finally {
     setDeciding(id, false);
+    await refresh();
+  }
+});
+
+// --- bulk decisions -------------------------------------------------------------------------
+
+function selectedBoxes() {
+  return [...live.querySelectorAll("input.select-approval:checked")];
+}
+
+function updateBulkCount() {
+  if (!bulkCount) return;
+  const boxes = live.querySelectorAll("input.select-approval");
+  const n = selectedBoxes().length;
+  bulkCount.textContent = n ? `${n} selected` : "none selected";
+  if (selectAll) {
+    selectAll.checked = boxes.length > 0 && n === boxes.length;
+    selectAll.indeterminate = n > 0 && n < boxes.length;
+  }
+}
+
+live.addEventListener("change", (event) => {
+  if (event.target.matches("input.select-approval")) updateBulkCount();
+});
+
+selectAll?.addEventListener("change", () => {
+  for (const box of live.querySelectorAll("input.select-approval")) box.checked = selectAll.checked;
+  updateBulkCount();
+});
+
+bulkForm?.addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const body = new FormData(bulkForm); // the cards' checkboxes belong to this form
+  if (event.submitter && event.submitter.name) body.set(event.submitter.name, event.submitter.value);
+  const ids = body.getAll("ids");
+  if (!ids.length) {
+    showMessage("Select at least one approval first (x, or the boxes).", "error");
+    return;
+  }
+  for (const id of ids) setDeciding(id, true);
+  try {
+    const { response, data } = await postForm(bulkForm, body);
+    if (!response.ok) showMessage(data.error || `Nothing was recorded (HTTP ${response.status}).`, "error");
+    else {
+      showMessage(data.message, data.already.length || data.refused.length ? "warning" : "success");
+      bulkForm.querySelector("input[name=reason]").value = "";
+    }
+  } catch {
+    showMessage("Network error: the decisions may not have been recorded; check the list.", "error");
+  } finally {
+    for (const id of ids) setDeciding(id, false);
     await refresh();
   }
 });

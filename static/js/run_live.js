@@ -5,6 +5,7 @@
 // strictly in seq order: an old one is ignored, the next one is applied, one after a gap is kept
 // until the gap is filled (by asking the server to replay from the last applied seq), so every
 // path ends with exactly the same timeline. All text goes in through textContent.
+import { approvalNode, renderGrant } from "./run_approvals.js";
 
 const page = document.getElementById("run-page");
 const timeline = document.getElementById("timeline");
@@ -12,7 +13,8 @@ const liveState = document.getElementById("live-state");
 const wsPath = page.dataset.wsPath;
 const renderedSeq = Number(page.dataset.renderedSeq || 0); // the header was rendered at this seq
 const callResultUrl = page.dataset.callResultUrl; // .../calls/0/result/
-const approvalsUrl = page.dataset.approvalsUrl;
+const approvalUrlPattern = page.dataset.approvalUrl; // .../approvals/0/
+const approvalUrl = (id) => approvalUrlPattern.replace(/\/0\/$/, `/${encodeURIComponent(id)}/`);
 const labels = {
   run: readJson("run-status-labels"),
   call: readJson("call-status-labels"),
@@ -222,7 +224,7 @@ function fillCall(li, data) {
     line.append(button);
   }
   li.append(line);
-  const approval = approvalNode(data.approval);
+  const approval = approvalNode(data.approval, { call: data, approvalUrl });
   if (approval) li.append(approval);
   if (OUTCOME_UNKNOWN.has(data.status)) {
     li.append(el("div", { class: "call-unknown warn" },
@@ -231,29 +233,6 @@ function fillCall(li, data) {
   if (data.error) li.append(el("div", { class: "call-error error" }, data.error));
   if (data.result_preview) li.append(el("pre", { class: "call-preview mono" }, data.result_preview));
   li.append(full);
-}
-
-function approvalNode(approval) {
-  if (!approval) return null;
-  const status = approval.status;
-  const node = el("div", { class: "call-approval" });
-  const who = approval.decided_by || "someone";
-  if (status === "pending") {
-    node.append("Waiting for approval — ", el("a", { href: approvalsUrl }, "open the approval queue"));
-  } else if (status === "approved") {
-    node.textContent = approval.automatic ? `Approved automatically (${approval.reason || "policy"})` : `Approved by ${who}`;
-  } else if (status === "rejected") {
-    node.textContent = approval.automatic
-      ? `Rejected automatically: ${approval.reason || "policy"}`
-      : `Rejected by ${who}: ${approval.reason || "no reason given"}`;
-  } else if (status === "expired") {
-    node.textContent = `Approval expired${approval.reason ? `: ${approval.reason}` : ""}`;
-  } else {
-    node.textContent = `Approval ${status}`;
-  }
-  node.classList.add(`approval-${status}`);
-  node.dataset.approvalStatus = status;
-  return node;
 }
 
 function renderCall(data) {
@@ -352,6 +331,7 @@ const RENDERERS = {
   step: renderStepAndCounters,
   call: renderCall,
   approval: renderApproval,
+  grant: renderGrant,
   verification: renderVerification,
 };
 

@@ -1,0 +1,106 @@
+"""Reads for the queue's supervision controls: the two-person state, the group asked, the rule
+that routed a call, and whether the operator may edit its arguments or grant it for the run.
+
+Display only: whether a decision is allowed is decided by the services; these say which
+controls to offer, and why not, so the page never offers what the server would refuse."""
+import json
+from collections import defaultdict
+from typing import Any
+
+from django.contrib.auth.models import Group
+from django.core.paginator import Page
+
+from runs.models import Approval, ApprovalVote
+from runs.selectors.approvals import MASK, PendingApproval, _pending_items, approvals_pending_page
+from toolsapp.models import Tool
+from toolsapp.text import loads as bounded_loads
+
+
+def approvals_queue_page(*, page=1) -> Page:
+    """approvals_pending_page with what the queue's controls need (3 more queries at most)."""
+    page_obj = approvals_pending_page(page=page)
+    pending_supervision(page_obj.object_list)
+    return page_obj
+
+
+def approval_for_page(*, approval_id: int) -> PendingApproval | None:
+    """One approval, pending or decided, as the queue shows it (its page, the e-mails' link)."""
+    approval = Approval.objects.select_related("run", "tool_call", "tool_call__step").filter(pk=approval_id).first()
+    if approval is None:
+        return None
+    items = _pending_items([approval])
+    pending_supervision(items)
+    return items[0]
+
+
+def pending_supervision(items: list[PendingApproval]) -> None:
+    """Fill each item's supervision fields, in one query per kind of thing, however many items."""
+    if not items:
+        return
+    approvals = [item.approval for item in items]
+    voters: dict[int, list[str]] = defaultdict(list)
+    several = [a.pk for a in approvals if a.required_approvals > 1]
+    if several:
+        for approval_id, name in ApprovalVote.objects.filter(approval_id__in=several).values_list("approval_id", "user_name"):
+            voters[approval_id].append(name)
+    group_ids = {a.group_id for a in approvals if a.group_id}
+    groups = dict(Group.objects.filter(pk__in=group_ids).values_list("pk", "name")) if group_ids else {}
+    tools = {
+        t["name"]: t
+        for t in Tool.objects.filter(name__in={item.call.tool_name for item in items}).values(
+            "name", "parameters", "allow_argument_edits", "critical", "always_ask", "sensitive_fields"
+        )
+    }
+    for item in items:
+        approval, tool = item.approval, tools.get(item.call.tool_name)
+        item.voters = voters.get(approval.pk, [])
+        item.group_name = groups.get(approval.group_id, "")
+        item.routed_by = f"rule {approval.rule_name!r} v{approval.rule_version}" if approval.rule_name else ""
+        item.schema = (tool or {}).get("parameters") or {}
+        item.edit_json, item.edit_refusal = edit_offer(item, tool)
+        item.grant_refusal = grant_refusal(approval, tool)
+
+
+def edit_offer(item: PendingApproval, tool: dict | None) -> tuple[str, str]:
+    """(the arguments as JSON to edit, "") or ("", why editing is not offered).
+
+    Sensitive values stay masked in the edit box as in the view (the secret never reaches the
+    page); the server puts the hidden value back where the mask is left unchanged."""
+    approval = item.approval
+    if approval.status != Approval.Status.PENDING:
+        return "", ""
+    if tool is None:
+        return "", "The tool no longer exists."
+    if not tool["allow_argument_edits"]:
+        return "", "This tool forbids edits."
+    if item.arguments_problem:
+        return "", "The arguments cannot be shown, so they cannot be edited."
+    if approval.approvals_given + 1 < approval.required_approvals:
+        return "", f"The arguments can be edited with the last of the {approval.required_approvals} approvals."
+    try:
+        arguments = bounded_loads(item.call.arguments or "{}")
+    except ValueError:
+        return "", "The arguments cannot be shown, so they cannot be edited."
+    masked = masked_arguments(arguments, {f.lower() for f in tool["sensitive_fields"] or []})
+    return json.dumps(masked, indent=2, ensure_ascii=False), ""
+
+
+def masked_arguments(value: Any, sensitive: set[str]) -> Any:
+    """`value` with every sensitive key's value replaced by MASK, at any depth (as the queue shows it)."""
+    if isinstance(value, dict):
+        return {k: MASK if str(k).lower() in sensitive else masked_arguments(v, sensitive) for k, v in value.items()}
+    if isinstance(value, list):
+        return [masked_arguments(v, sensitive) for v in value]
+    return value
+
+
+def grant_refusal(approval: Approval, tool: dict | None) -> str:
+    """Why "approve for the rest of this run" is not offered, or "" when it is. Grants never
+    cover calls that need two people, a named group, or a person every time."""
+    if approval.required_approvals > 1 or (tool or {}).get("critical"):
+        return "No grants for calls that need two people."
+    if approval.group_id:
+        return "No grants for calls that a named group decides."
+    if (tool or {}).get("always_ask"):
+        return "No grants: this tool always asks a person."
+    return ""
