@@ -170,16 +170,14 @@ def operator_edit(original: Any, executed: Any, *, sensitive_fields=()) -> dict:
 
     def walk(before: Any, after: Any, path: str, key: str | None) -> None:
         if key is not None and key.lower() in sensitive:
-            before = MASK if before is not _ABSENT else before
-            after = MASK if after is not _ABSENT else after
-            if before != after:
-                changed[path] = _change(before, after)
+            if before is _ABSENT or after is _ABSENT or _differ(before, after):  # that it changed, not to what
+                changed[path] = _change(MASK if before is not _ABSENT else before, MASK if after is not _ABSENT else after)
             return
         if isinstance(before, dict) and isinstance(after, dict):
             for name in [*before, *(k for k in after if k not in before)]:
                 walk(before.get(name, _ABSENT), after.get(name, _ABSENT), _child(path, name), str(name))
             return
-        if before is _ABSENT or after is _ABSENT or type(before) is not type(after) or before != after:
+        if before is _ABSENT or after is _ABSENT or _differ(before, after):
             changed[path] = _change(before, after)
 
     walk(original, executed, "$", None)
@@ -187,6 +185,11 @@ def operator_edit(original: Any, executed: Any, *, sensitive_fields=()) -> dict:
 
 
 _ABSENT = object()
+
+
+def _differ(before: Any, after: Any) -> bool:
+    # 1 and true are different arguments to a tool, though equal in Python.
+    return type(before) is not type(after) or before != after
 
 
 def _child(path: str, name: str) -> str:
