@@ -48,22 +48,57 @@ def is_id_key(key: str | None) -> bool:
     return bool(key) and bool(_ID_KEY.search(key) or _ID_KEY_CAMEL.search(key))
 
 
+def whole_identifier(key: str | None, value: Any) -> str | None:
+    """The scalar value as an identifier when it is one as a whole (an "order_id", a UUID), else None."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int):
+        return str(value) if is_id_key(key) else None
+    if not isinstance(value, str):
+        return None
+    text = value.strip()
+    if is_id_key(key) and text and len(text) <= 100 and not any(c.isspace() for c in text):
+        return text
+    return text if _WHOLE_ID.fullmatch(text) else None
+
+
 def identifiers_in(key: str | None, value: Any) -> list[str]:
     """The identifiers one scalar argument value holds (`key` is its name, or its list's name)."""
-    if isinstance(value, bool) or value is None:
-        return []
-    if isinstance(value, int):
-        return [str(value)] if is_id_key(key) else []
+    whole = whole_identifier(key, value)
+    if whole is not None:
+        return [whole]
     if not isinstance(value, str):
         return []
-    text = value.strip()
-    if not text:
-        return []
-    if is_id_key(key) and len(text) <= 100 and not any(c.isspace() for c in text):
-        return [text]
-    if _WHOLE_ID.fullmatch(text):
-        return [text]
-    return list(dict.fromkeys(_EMBEDDED_ID.findall(text)))
+    return list(dict.fromkeys(_EMBEDDED_ID.findall(value.strip())))
+
+
+def result_identifiers(text: str) -> str:
+    """What of one tool result counts as shown, for identifiers: the values of its fields that
+    are identifiers as a whole (an order's "order_id", a ticket's "id"), one a line. Not the ids
+    that free text inside it mentions: a ticket's body is anyone's words ("cancel ORD-2001").
+    A result that is not a JSON object (cut short, or a truncated preview) counts as a whole."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return text
+    if not isinstance(data, dict) or data.get("truncated"):
+        return text
+    found: list[str] = []
+
+    def walk(value: Any, key: str | None) -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                walk(v, str(k))
+        elif isinstance(value, list):
+            for v in value:
+                walk(v, key)
+        else:
+            whole = whole_identifier(key, value)
+            if whole is not None:
+                found.append(whole)
+
+    walk(data, None)
+    return "\n".join(found)
 
 
 def identifier_seen(identifier: str, known_text: str) -> bool:
@@ -266,12 +301,13 @@ def runs_shown(upto: dict[int, int]) -> tuple[dict[int, dict[int, tuple[list, An
 
 def known_text(run: Run, step_index: int, run_steps: dict[int, tuple[list, Any]], run_results: Iterable[tuple[int, str]]) -> str:
     """The text a run's model had been shown when it asked for a call at `step_index`: the
-    system prompt, the task, the preambles of its steps up to then, the tool results before."""
+    system prompt, the task, the preambles of its steps up to then, and the identifiers in the
+    structured fields of the tool results before (see `result_identifiers`)."""
     known = [run.config.get("system_prompt", ""), run.task]
     for index, (preamble, _message) in sorted(run_steps.items()):
         if index <= step_index:
             known.extend(_message_text(m) for m in preamble)
-    known.extend(text for index, text in run_results if index < step_index)
+    known.extend(result_identifiers(text) for index, text in run_results if index < step_index)
     # An identifier past the cut is flagged as unseen: a flag too many, never one too few.
     return "\n".join(known)[:KNOWN_TEXT_CHARS]
 

@@ -1,6 +1,13 @@
 """Where a destructive call goes, as the pure route function decides it (no database)."""
 from runs.services.approval_routes import (
-    APPROVED, EDIT_NOTE, PENDING, REJECTED, GrantFacts, operator_edit, rejection_payload, route_call,
+    APPROVED,
+    EDIT_NOTE,
+    PENDING,
+    REJECTED,
+    GrantFacts,
+    operator_edit,
+    rejection_payload,
+    route_call,
 )
 from runs.services.rules import CallFacts, RuleSpec, first_match
 
@@ -130,3 +137,11 @@ def test_an_operator_edit_lists_each_change_and_masks_sensitive_fields():
         '$["odd key"]': {"to": 1},
     }}
     assert operator_edit({"n": 1}, {"n": True})["changed"] == {"$.n": {"from": 1, "to": True}}
+
+
+def test_only_whole_identifiers_in_a_tool_result_count_as_shown():
+    from runs.selectors.approvals import result_identifiers
+
+    text = '{"ok": true, "result": {"id": 12, "order_id": "ORD-1003", "body": "cancel ORD-2001", "ref": "INV-77"}}'
+    assert result_identifiers(text).split("\n") == ["12", "ORD-1003", "INV-77"]
+    assert result_identifiers('{"ok": true, "truncated": true, "preview": "ORD-9"}') == '{"ok": true, "truncated": true, "preview": "ORD-9"}'
