@@ -48,22 +48,57 @@ def is_id_key(key: str | None) -> bool:
     return bool(key) and bool(_ID_KEY.search(key) or _ID_KEY_CAMEL.search(key))
 
 
+def whole_identifier(key: str | None, value: Any) -> str | None:
+    """The scalar value as an identifier when it is one as a whole (an "order_id", a UUID), else None."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int):
+        return str(value) if is_id_key(key) else None
+    if not isinstance(value, str):
+        return None
+    text = value.strip()
+    if is_id_key(key) and text and len(text) <= 100 and not any(c.isspace() for c in text):
+        return text
+    return text if _WHOLE_ID.fullmatch(text) else None
+
+
 def identifiers_in(key: str | None, value: Any) -> list[str]:
     """The identifiers one scalar argument value holds (`key` is its name, or its list's name)."""
-    if isinstance(value, bool) or value is None:
-        return []
-    if isinstance(value, int):
-        return [str(value)] if is_id_key(key) else []
+    whole = whole_identifier(key, value)
+    if whole is not None:
+        return [whole]
     if not isinstance(value, str):
         return []
-    text = value.strip()
-    if not text:
-        return []
-    if is_id_key(key) and len(text) <= 100 and not any(c.isspace() for c in text):
-        return [text]
-    if _WHOLE_ID.fullmatch(text):
-        return [text]
-    return list(dict.fromkeys(_EMBEDDED_ID.findall(text)))
+    return list(dict.fromkeys(_EMBEDDED_ID.findall(value.strip())))
+
+
+def result_identifiers(text: str) -> str:
+    """What of one tool result counts as shown, for identifiers: the values of its fields that
+    are identifiers as a whole (an order's "order_id", a ticket's "id"), one a line. Not the ids
+    that free text inside it mentions: a ticket's body is anyone's words ("cancel ORD-2001").
+    A result that is not a JSON object (cut short, or a truncated preview) counts as a whole."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return text
+    if not isinstance(data, dict) or data.get("truncated"):
+        return text
+    found: list[str] = []
+
+    def walk(value: Any, key: str | None) -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                walk(v, str(k))
+        elif isinstance(value, list):
+            for v in value:
+                walk(v, key)
+        else:
+            whole = whole_identifier(key, value)
+            if whole is not None:
+                found.append(whole)
+
+    walk(data, None)
+    return "\n".join(found)
 
 
 def identifier_seen(identifier: str, known_text: str) -> bool:
@@ -199,46 +234,20 @@ def approvals_pending_page(*, page=1, per_page: int = PAGE_SIZE) -> Page:
 def _pending_items(approvals: list[Approval]) -> list[PendingApproval]:
     if not approvals:
         return []
-    # Only what the shown approvals need: each run's steps up to the asking step, and the tool
-    # results before it (cut to KNOWN_RESULT_CHARS each, in the database).
     upto: dict[int, int] = {}
     for approval in approvals:
         upto[approval.run_id] = max(upto.get(approval.run_id, -1), approval.tool_call.step.index)
-    shown_steps, earlier_results = Q(), Q()
-    for run_id, index in upto.items():
-        shown_steps |= Q(run_id=run_id, index__lte=index)
-        earlier_results |= Q(run_id=run_id, step__index__lt=index)
+    steps, results = runs_shown(upto)
     sensitive_by_tool = dict(
         Tool.objects.filter(name__in={a.tool_call.tool_name for a in approvals}).values_list("name", "sensitive_fields")
     )
-    # What each run's model was shown before each step: the preambles of its steps, its own
-    # words (by step index), and every tool result (by the index of the step that asked).
-    steps: dict[int, dict[int, tuple[list, Any]]] = defaultdict(dict)
-    for run_id, index, preamble, message in Step.objects.filter(shown_steps).values_list(
-        "run_id", "index", "preamble", "message"
-    ):
-        steps[run_id][index] = (preamble or [], message)
-    results: dict[int, list[tuple[int, str]]] = defaultdict(list)
-    for run_id, step_index, text in (
-        ToolCall.objects.filter(earlier_results)
-        .exclude(result_text="")
-        .values_list("run_id", "step__index", Substr("result_text", 1, KNOWN_RESULT_CHARS))
-    ):
-        results[run_id].append((step_index, text))
-
     now = timezone.now()
     pending = []
     for approval in approvals:
         run, call = approval.run, approval.tool_call
         step_index = call.step.index
         run_steps = steps.get(run.pk, {})
-        known = [run.config.get("system_prompt", ""), run.task]
-        for index, (preamble, _message) in sorted(run_steps.items()):
-            if index <= step_index:
-                known.extend(_message_text(m) for m in preamble)
-        known.extend(text for index, text in results.get(run.pk, ()) if index < step_index)
-        # An identifier past the cut is flagged as unseen: a flag too many, never one too few.
-        known_text = "\n".join(known)[:KNOWN_TEXT_CHARS]
+        known = known_text(run, step_index, run_steps, results.get(run.pk, ()))
 
         said = assistant_text(call.step.message)
         if not said and step_index - 1 in run_steps:
@@ -263,11 +272,70 @@ def _pending_items(approvals: list[Approval]) -> list[PendingApproval]:
                 item.raw_arguments = call.arguments
         else:
             item.lines = argument_lines(
-                arguments, sensitive_fields=sensitive, unseen=lambda k, v, known=known_text: unseen_identifiers(k, v, known)
+                arguments, sensitive_fields=sensitive, unseen=lambda k, v, known=known: unseen_identifiers(k, v, known)
             )
-            item.unseen = list(dict.fromkeys(i for line in item.lines for i in line.unseen))
+            item.unseen = unseen_in_lines(item.lines)
         pending.append(item)
     return pending
+
+
+# --- What a run's model was shown: the identifiers a call may use -------------------------------
+
+
+def runs_shown(upto: dict[int, int]) -> tuple[dict[int, dict[int, tuple[list, Any]]], dict[int, list[tuple[int, str]]]]:
+    """What each run's model was shown up to a step (`upto`: {run id: step index}), in 2 queries
+    however many runs: {run: {step index: (preamble, message)}} for its steps up to that index,
+    and {run: [(index of the asking step, result text cut to KNOWN_RESULT_CHARS)]} for the tool
+    results before it (cut in the database)."""
+    shown_steps, earlier_results = Q(), Q()
+    for run_id, index in upto.items():
+        shown_steps |= Q(run_id=run_id, index__lte=index)
+        earlier_results |= Q(run_id=run_id, step__index__lt=index)
+    steps: dict[int, dict[int, tuple[list, Any]]] = defaultdict(dict)
+    results: dict[int, list[tuple[int, str]]] = defaultdict(list)
+    if not upto:
+        return steps, results
+    for run_id, index, preamble, message in Step.objects.filter(shown_steps).values_list(
+        "run_id", "index", "preamble", "message"
+    ):
+        steps[run_id][index] = (preamble or [], message)
+    for run_id, step_index, text in (
+        ToolCall.objects.filter(earlier_results)
+        .exclude(result_text="")
+        .values_list("run_id", "step__index", Substr("result_text", 1, KNOWN_RESULT_CHARS))
+    ):
+        results[run_id].append((step_index, text))
+    return steps, results
+
+
+def known_text(run: Run, step_index: int, run_steps: dict[int, tuple[list, Any]], run_results: Iterable[tuple[int, str]]) -> str:
+    """The text a run's model had been shown when it asked for a call at `step_index`: the
+    system prompt, the task, the preambles of its steps up to then, and the identifiers in the
+    structured fields of the tool results before (see `result_identifiers`)."""
+    known = [run.config.get("system_prompt", ""), run.task]
+    for index, (preamble, _message) in sorted(run_steps.items()):
+        if index <= step_index:
+            known.extend(_message_text(m) for m in preamble)
+    known.extend(result_identifiers(text) for index, text in run_results if index < step_index)
+    # An identifier past the cut is flagged as unseen: a flag too many, never one too few.
+    return "\n".join(known)[:KNOWN_TEXT_CHARS]
+
+
+def unseen_in_lines(lines: list[ArgumentLine]) -> list[str]:
+    return list(dict.fromkeys(i for line in lines for i in line.unseen))
+
+
+def call_unseen_ids(*, run: Run, call: ToolCall, arguments: Any, sensitive_fields: Iterable[str]) -> list[str]:
+    """The identifiers in a call's (parsed) arguments that its run had not been shown before the
+    call's step: what the queue flags, for the loop (2 queries, plus 1 when the step is not loaded).
+    Masked values are not looked at, as on the card."""
+    step_index = call.step.index
+    steps, results = runs_shown({run.pk: step_index})
+    known = known_text(run, step_index, steps.get(run.pk, {}), results.get(run.pk, ()))
+    lines = argument_lines(
+        arguments, sensitive_fields=sensitive_fields, unseen=lambda k, v: unseen_identifiers(k, v, known)
+    )
+    return unseen_in_lines(lines)
 
 
 def approvals_recent_decisions(*, limit: int = AUDIT_LIMIT) -> list[Approval]:

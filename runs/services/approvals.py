@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from runs.models import Approval, ApprovalVote, ToolCall
 from runs.services.approval_checks import ALREADY_VOTED, EditRefused, NotAllowed, check_decider, check_grant, edit_of
+from runs.services.approval_routes import call_route, rejection_payload
 from runs.services.db import write_transaction
 from runs.services.dispatch import run_dispatch
 from runs.services.events import approvals_changed, event_record
@@ -66,9 +67,11 @@ def approval_gate(*, call: ToolCall, tool, config: dict, recorder) -> str:
         # Started before a crash, with no result recorded: its effect may or may not exist.
         if tool.idempotent:
             return RUN
-        return approval_request(call=call, config=config, recorder=recorder, note=CRASH_NOTE, outcome_unknown=True)
+        return approval_request(
+            call=call, tool=tool, config=config, recorder=recorder, note=CRASH_NOTE, outcome_unknown=True
+        )
     if status == ToolCall.Status.PENDING:
-        return approval_request(call=call, config=config, recorder=recorder) if tool.destructive else RUN
+        return approval_request(call=call, tool=tool, config=config, recorder=recorder) if tool.destructive else RUN
     if status == ToolCall.Status.APPROVED:
         return RUN
     if status != ToolCall.Status.AWAITING_APPROVAL:
@@ -80,28 +83,37 @@ def approval_gate(*, call: ToolCall, tool, config: dict, recorder) -> str:
     return _apply(call, approval, recorder)
 
 
-def approval_request(*, call: ToolCall, config: dict, recorder, note: str = "", outcome_unknown: bool = False) -> str:
-    """Ask for a decision on `call`, or take it from the run's automatic policy.
+def approval_request(
+    *, call: ToolCall, tool, config: dict, recorder, note: str = "", outcome_unknown: bool = False
+) -> str:
+    """Ask for a decision on `call`, or take it from the run's policy, a rule or a grant
+    (`approval_routes.route_call` says which; this gathers the facts and writes its route).
 
     A call whose outcome is unknown (it may have taken effect) always waits for a person,
     whatever the policy: approving it again is a decision about a possible second effect."""
-    policy = "ask" if outcome_unknown else config.get("approval_policy", "ask")
+    run = recorder.run
+    route, unseen = call_route(call=call, tool=tool, run=run, config=config, outcome_unknown=outcome_unknown)
     timeout = config.get("approval_timeout_seconds")
     now = timezone.now()
     approval = Approval(
-        tool_call=call, run=recorder.run, note=note, expires_at=now + timedelta(seconds=timeout) if timeout else None
+        tool_call=call, run=run, note=" ".join(n for n in (note, route.note) if n),
+        expires_at=now + timedelta(seconds=timeout) if timeout else None,
+        required_approvals=route.required_approvals, group_id=route.group_id, grant_id=route.grant_id,
+        unseen_ids=list(unseen),
     )
-    if policy in ("approve", "reject"):
-        approval.status = Approval.Status.APPROVED if policy == "approve" else Approval.Status.REJECTED
-        approval.automatic = True
-        approval.decided_at = now
-        approval.reason = f"automatic: {policy}-all policy of this run"
+    if route.rule is not None:
+        approval.rule_id, approval.rule_version, approval.rule_name = route.rule.id, route.rule.version, route.rule.name
+    if route.automatic:
+        approval.status, approval.automatic, approval.decided_at, approval.reason = route.status, True, now, route.reason
+    else:
+        escalate_after = (route.rule and route.rule.escalate_after_seconds) or config.get("escalate_after_seconds")
+        approval.escalate_at = now + timedelta(seconds=escalate_after) if escalate_after else None
     approval.save()
     call.approval = approval
     if approval.status != Approval.Status.PENDING:
         return _apply(call, approval, recorder)
     recorder.call_update(call, ToolCall.Status.AWAITING_APPROVAL, approval=approval)
-    approvals_changed(run_id=recorder.run.pk)
+    approvals_changed(run_id=run.pk)
     notify("approval.pending", lambda: approval_pending_data(approval))
     return WAIT
 
@@ -111,7 +123,12 @@ def _apply(call: ToolCall, approval: Approval, recorder) -> str:
     if approval.status == Approval.Status.PENDING:
         return WAIT
     if approval.status == Approval.Status.APPROVED:
-        recorder.call_update(call, ToolCall.Status.APPROVED, approval=approval)
+        edited = {}
+        if approval.edited_arguments:
+            # The call runs with what the operator approved; a later approval without edits (asked
+            # again after a crash) keeps these, so a resumed call runs what a person approved.
+            edited = {"executed_arguments": approval.edited_arguments, "executed_args_hash": approval.edited_args_hash}
+        recorder.call_update(call, ToolCall.Status.APPROVED, approval=approval, **edited)
         return RUN
     reason = approval.reason or (EXPIRED if approval.status == Approval.Status.EXPIRED else "no reason given")
     if call.may_have_taken_effect:
@@ -119,9 +136,7 @@ def _apply(call: ToolCall, approval: Approval, recorder) -> str:
         error = f"outcome unknown: interrupted by a crash, it may have taken effect; not run again ({reason})"
         recorder.call_update(call, ToolCall.Status.UNKNOWN, payload={"ok": False, "error": error}, approval=approval)
         return DONE
-    recorder.call_update(
-        call, ToolCall.Status.REJECTED, payload={"ok": False, "error": f"rejected by operator: {reason}"}, approval=approval
-    )
+    recorder.call_update(call, ToolCall.Status.REJECTED, payload=rejection_payload(approval, reason), approval=approval)
     return DONE
 
 

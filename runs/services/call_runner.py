@@ -10,10 +10,16 @@ from django.utils import timezone
 
 from runs.models import Run, ToolCall
 from runs.services import guards, throttle
+from runs.services.approval_routes import operator_edit
 from runs.services.db import release_db_connection
 from runs.services.leases import keeper
 from runs.services.tool_exec import call_status, execute_calls
 from toolsapp.executors.base import ToolContext
+
+
+def ran_with(call: ToolCall) -> str:
+    """The arguments a call runs with: an operator's edit when it has one, else the model's."""
+    return call.executed_arguments or call.arguments
 
 
 class CallRunner:
@@ -47,7 +53,7 @@ class CallRunner:
 
     def execute(self, calls: list[ToolCall], *, parallel: bool) -> bool:
         """Run calls and record each result as it comes; False when a cancel stopped them."""
-        jobs = [self.job(c.tool_name, json.loads(c.arguments or "{}"), c.call_id, c.idempotency_key) for c in calls]
+        jobs = [self.job(c.tool_name, json.loads(ran_with(c) or "{}"), c.call_id, c.idempotency_key) for c in calls]
 
         def mark_started(batch):
             # Only a call that is not safe to repeat needs "started" on disk before it runs: after a
@@ -82,6 +88,8 @@ class CallRunner:
             if item is None:
                 break
             position, payload, latency_ms = item
+            if calls[position].executed_arguments:
+                payload = self.with_edit_note(calls[position], payload)
             with self.record.transaction():
                 self.record.call_update(calls[position], call_status(payload), payload=payload, latency_ms=latency_ms)
             self.in_flight.discard(calls[position].pk)
@@ -95,6 +103,16 @@ class CallRunner:
                     )
             return False
         return True
+
+    def with_edit_note(self, call: ToolCall, payload: dict) -> dict:
+        """The result of a call an operator edited says so, and what changed: the model sees its
+        own call in the conversation, and must not take this result for that call's."""
+        tool = self.tools.get(call.tool_name)
+        edit = operator_edit(
+            json.loads(call.arguments or "{}"), json.loads(call.executed_arguments),
+            sensitive_fields=tool.sensitive_fields if tool is not None else (),
+        )
+        return {**payload, "operator_edit": edit}
 
     def job(self, tool_name: str, arguments: dict, call_id: str, idempotency_key: str):
         """What execute_calls takes for one call."""

@@ -13,7 +13,7 @@ from runs.services.tool_exec import reads_only
 from toolsapp.models import Tool
 
 # The flags a call's fate depends on, in the order of the query below.
-FLAGS = ("enabled", "destructive", "idempotent", "parallel_safe")
+FLAGS = ("enabled", "destructive", "idempotent", "parallel_safe", "always_ask", "critical")
 
 
 def facts_of(tool: Tool) -> ToolFacts:

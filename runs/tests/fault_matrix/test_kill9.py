@@ -152,7 +152,7 @@ def _approved_unkeyed_effect_then_crash(policy, celery_worker_proc, agent, effec
     model = script({"tool_calls": [{"id": "p1", "name": UNKEYED, "arguments": {"target": "row-9"}}]},
                    {"content": "told about the call"})
     first = celery_worker_proc(env=worker_env["dying"])
-    run = run_create(agent=agent, task="one unkeyed effect", overrides={"models": [model]}, approval_policy=policy)
+    run = run_create(agent=agent, task="one unkeyed effect on row-9", overrides={"models": [model]}, approval_policy=policy)
     run_dispatch(run_id=run.pk)
     if policy == "ask":
         wait_for_run(run.pk, Run.Status.AWAITING_APPROVAL)

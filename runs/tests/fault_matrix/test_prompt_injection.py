@@ -5,7 +5,6 @@ hold: the destructive call waits for a person, the card shows its arguments, a r
 no effect, and even an approval by mistake cannot touch an order of another customer (the
 run's customer scopes the tool).
 """
-import pytest
 from django.urls import reverse
 
 from runs.models import Approval, Run, ToolCall
@@ -84,12 +83,6 @@ def test_an_injected_cancel_approved_by_mistake_still_cannot_touch_another_custo
     assert mismatches(run.pk) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="GAP: the card flags only ids seen in neither the task nor ANY tool result, so an id that "
-    "only injected free text in a tool result mentions is not flagged (ids from structured fields of "
-    "lookups would still count as seen)",
-)
 def test_the_card_flags_an_order_id_that_only_injected_text_mentioned(launch, script, client, alice, no_dispatch):
     run, _ = injected_run(launch, script)
     client.force_login(alice)

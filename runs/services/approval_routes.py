@@ -1,0 +1,240 @@
+"""Where a destructive call goes when the loop asks for a decision, as one pure function over
+plain data: the run's policy, the first matching rule, the tool's flags, the identifiers the run
+had not seen, the run's grants. `approval_request` gathers these and writes what this returns.
+
+The order (the shared design of issue 14):
+1. a call whose outcome is unknown after a crash goes to one person, whatever anything else says;
+2. a reject-all policy rejects;
+3. the first matching rule: reject rejects with its reason; approve approves unless a safeguard
+   holds (tool marked always-ask, an identifier the run never saw, outcome unknown); ask_two asks
+   two people, ask_group a named group; ask is the default (as if no rule matched);
+4. a critical tool needs two people, whatever approves it;
+5. a grant of the run approves an identical call (same tool and arguments hash) or any call of
+   its tool, never a call that needs two people or a group, a tool grant never an unseen id;
+6. an approve-all policy approves unless a safeguard holds;
+7. else one person.
+Nothing that approves automatically can widen what the loop allows: a call gets here only after
+the schema and the agent's tool list let it through, and its tool still checks ownership.
+"""
+from dataclasses import dataclass
+from typing import Any
+
+from runs.models import RunGrant
+from runs.selectors.approvals import MASK, call_unseen_ids
+from runs.services.guards import parse_arguments
+from runs.services.rules import CallFacts, RuleSpec, first_match, rules_in_force
+
+PENDING, APPROVED, REJECTED = "pending", "approved", "rejected"
+
+
+@dataclass(frozen=True)
+class GrantFacts:
+    """An active grant of the run for this call's tool: `args_hash` "" covers every call of it."""
+
+    id: int
+    args_hash: str
+
+
+@dataclass(frozen=True)
+class Route:
+    """What to write on the call's new approval."""
+
+    status: str  # PENDING (people decide), APPROVED or REJECTED (decided now, automatically)
+    reason: str = ""  # of an automatic decision
+    note: str = ""  # for the people who decide: why nothing decided it automatically
+    rule: RuleSpec | None = None  # the rule that decided or routed it
+    grant_id: int | None = None  # the grant that approved it
+    required_approvals: int = 1
+    group_id: int | None = None
+
+    @property
+    def automatic(self) -> bool:
+        return self.status != PENDING
+
+
+def route_call(
+    *,
+    tool_name: str,
+    args_hash: str,
+    policy: str,
+    rule: RuleSpec | None,
+    always_ask: bool = False,
+    critical: bool = False,
+    unseen_ids: tuple[str, ...] = (),
+    outcome_unknown: bool = False,
+    grants: tuple[GrantFacts, ...] = (),
+) -> Route:
+    """The route of one destructive call (see the module's docstring for the order)."""
+    action = rule.action if rule is not None else "ask"
+    if not outcome_unknown:
+        if policy == "reject":
+            return Route(REJECTED, reason="automatic: reject-all policy of this run")
+        if action == "reject":
+            return Route(REJECTED, reason=rule.reason.strip() or "no reason given", rule=rule)
+    two = critical or action == "ask_two"
+    group_id = rule.group_id if action == "ask_group" else None
+    would, grant = _would_approve(action, rule, policy, grants, args_hash, two=two)
+    if outcome_unknown:
+        # One person, whatever anything else says: approving is a decision about a second effect.
+        note = _held_back(would, ["the outcome of this call is unknown after a crash"]) if would else ""
+        return Route(PENDING, note=note)
+    people = {"rule": rule, "required_approvals": 2 if two else 1, "group_id": group_id}
+    if not would:
+        return Route(PENDING, **people)
+    # An identical grant was given by a person who read these very arguments: its ids were seen.
+    unseen = () if grant is not None and grant.args_hash else unseen_ids
+    blocks = _safeguards(tool_name, always_ask=always_ask, unseen_ids=unseen, critical=critical)
+    if blocks:
+        return Route(PENDING, note=_held_back(would, blocks), **people)
+    if grant is not None:
+        return Route(APPROVED, reason="automatic: a grant for this run", grant_id=grant.id)
+    if action == "approve":
+        return Route(APPROVED, reason=f"automatic: rule {rule.name!r} v{rule.version}", rule=rule)
+    return Route(APPROVED, reason="automatic: approve-all policy of this run")
+
+
+def _would_approve(action: str, rule: RuleSpec | None, policy: str, grants, args_hash: str, *, two: bool):
+    """(who would approve the call automatically, in words, or "", and the grant when it is one).
+
+    A rule that asks two people or a group is explicit: neither a grant nor the policy overrides
+    it. A rule that asks one person is the default, so grants and the policy still apply."""
+    if action == "approve":
+        return f"Rule {rule.name!r} v{rule.version}", None
+    if action != "ask":
+        return "", None
+    grant = None if two else _grant_for(grants, args_hash)
+    if grant is not None:
+        return "A grant for this run", grant
+    if policy == "approve":
+        return "The run's approve-all policy", None
+    return "", None
+
+
+def _grant_for(grants: tuple[GrantFacts, ...], args_hash: str) -> GrantFacts | None:
+    """The grant that covers the call: one for identical calls first, then one for its tool."""
+    identical = [g for g in grants if g.args_hash and g.args_hash == args_hash]
+    whole_tool = [g for g in grants if not g.args_hash]
+    return (identical or whole_tool or [None])[0]
+
+
+def _safeguards(tool_name: str, *, always_ask: bool, unseen_ids: tuple[str, ...], critical: bool) -> list[str]:
+    """Why nothing may approve this call automatically, in words; [] when nothing holds it back."""
+    reasons = []
+    if always_ask:
+        reasons.append(f"{tool_name} is marked always ask")
+    if critical:
+        reasons.append(f"{tool_name} is critical, so two people must approve")
+    if unseen_ids:
+        reasons.append(f"the arguments hold {_and(unseen_ids)}, which this run has never seen")
+    return reasons
+
+
+def _held_back(would: str, reasons: list[str]) -> str:
+    """"Rule 'small refunds' v3 would approve, but the arguments hold ORD-999, which this run has never seen." """
+    return f"{would} would approve, but {_and(reasons, sep='; and ')}."
+
+
+def _and(items, sep: str = ", ") -> str:
+    items = list(items)
+    if len(items) <= 1:
+        return "".join(items)
+    if sep == ", ":
+        return f"{', '.join(items[:-1])} and {items[-1]}"
+    return sep.join(items)
+
+
+# --- What the model reads -----------------------------------------------------------------------
+
+EDIT_NOTE = "An operator changed the arguments before approving; the call ran with the changed arguments."
+
+
+def rejection_payload(approval, reason: str) -> dict:
+    """The result the model reads for a rejected call: who rejected it and why, and what to do
+    instead when the person said so."""
+    if approval.automatic and approval.rule_name:
+        error = f"rejected by rule {approval.rule_name!r} v{approval.rule_version}: {reason}"
+    else:
+        error = f"rejected by operator: {reason}"
+    payload = {"ok": False, "error": error}
+    if approval.guidance:
+        payload["guidance"] = approval.guidance
+    return payload
+
+
+def operator_edit(original: Any, executed: Any, *, sensitive_fields=()) -> dict:
+    """What the model reads with the result of a call an operator edited: a note and each changed
+    value by JSON path ({"$.reason": {"from": "x", "to": "y"}}; "from" is left out for an added
+    value and "to" for a removed one). A sensitive field's values show as the mask."""
+    sensitive = {f.lower() for f in sensitive_fields}
+    changed: dict[str, dict] = {}
+
+    def walk(before: Any, after: Any, path: str, key: str | None) -> None:
+        if key is not None and key.lower() in sensitive:
+            if before is _ABSENT or after is _ABSENT or _differ(before, after):  # that it changed, not to what
+                changed[path] = _change(MASK if before is not _ABSENT else before, MASK if after is not _ABSENT else after)
+            return
+        if isinstance(before, dict) and isinstance(after, dict):
+            for name in [*before, *(k for k in after if k not in before)]:
+                walk(before.get(name, _ABSENT), after.get(name, _ABSENT), _child(path, name), str(name))
+            return
+        if before is _ABSENT or after is _ABSENT or _differ(before, after):
+            changed[path] = _change(before, after)
+
+    walk(original, executed, "$", None)
+    return {"note": EDIT_NOTE, "changed": changed}
+
+
+_ABSENT = object()
+
+
+def _differ(before: Any, after: Any) -> bool:
+    # 1 and true are different arguments to a tool, though equal in Python.
+    return type(before) is not type(after) or before != after
+
+
+def _child(path: str, name: str) -> str:
+    plain = name.replace("_", "a").replace("-", "a").isalnum() and not name[:1].isdigit()
+    return f"{path}.{name}" if plain else f'{path}["{name}"]'
+
+
+def _change(before: Any, after: Any) -> dict:
+    change = {}
+    if before is not _ABSENT:
+        change["from"] = before
+    if after is not _ABSENT:
+        change["to"] = after
+    return change
+
+
+# --- The facts of one call (the only reads here) ----------------------------------------------------
+
+
+def call_route(*, call, tool, run, config: dict, outcome_unknown: bool = False) -> tuple[Route, tuple[str, ...]]:
+    """(the route of `call`, the identifiers of its arguments the run had not seen).
+
+    Reads the rules in force now (a rule changed since the last call counts with its new version),
+    the run's active grants for the tool and, for the arguments, what the run had been shown."""
+    policy = config.get("approval_policy", "ask")
+    arguments, _error = parse_arguments(call.arguments)  # a call that got here has valid arguments
+    arguments = arguments or {}
+    rules = rules_in_force(run.agent_id)
+    launched_by = ""
+    if run.created_by_id and any(r.launched_by for r in rules):
+        launched_by = run.created_by.get_username()
+    facts = CallFacts(call.tool_name, arguments, run.agent_id, customer=run.customer or "", launched_by=launched_by)
+    rule = first_match(rules, facts)
+    grants = tuple(
+        GrantFacts(pk, args_hash)
+        for pk, args_hash in RunGrant.objects.filter(
+            run_id=run.pk, tool_name=call.tool_name, revoked_at__isnull=True, args_hash__in=[call.args_hash, ""]
+        ).order_by("pk").values_list("pk", "args_hash")
+    )
+    unseen = ()
+    if policy != "reject":
+        unseen = tuple(call_unseen_ids(run=run, call=call, arguments=arguments, sensitive_fields=tool.sensitive_fields or []))
+    route = route_call(
+        tool_name=call.tool_name, args_hash=call.args_hash, policy=policy, rule=rule,
+        always_ask=tool.always_ask, critical=tool.critical, unseen_ids=unseen,
+        outcome_unknown=outcome_unknown, grants=grants,
+    )
+    return route, unseen
