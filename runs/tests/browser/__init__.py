@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 
 CHROMIUM = "/usr/bin/chromium"
-ARTIFACTS = Path(__file__).resolve().parents[3] / "test-artifacts"
 TIMEOUT_MS = 30_000  # generous: auto-waiting expectations, never wall-clock assertions
 PASSWORD = "correct horse battery staple"
 
@@ -42,11 +41,23 @@ def wait_for_seq(page, seq: int) -> None:
     page.wait_for_function("seq => document.body.dataset.lastSeq === String(seq)", arg=seq, timeout=TIMEOUT_MS)
 
 
-def screenshot(page, name: str) -> Path:
-    """A full-page PNG in test-artifacts/, named by the database so both passes keep theirs."""
-    from django.db import connection
+def screenshot_dir() -> Path | None:
+    """Where screenshots go: $SCREENSHOT_DIR (created when missing), or None when it is unset, so
+    a plain test run writes nothing into the checkout."""
+    directory = os.environ.get("SCREENSHOT_DIR", "").strip()
+    if not directory:
+        return None
+    path = Path(directory)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
-    ARTIFACTS.mkdir(exist_ok=True)
-    path = ARTIFACTS / f"{name}-{connection.vendor}.png"
+
+def screenshot(page, name: str) -> Path | None:
+    """A full-page PNG of the page as `<name>.png` in $SCREENSHOT_DIR (the README's pictures);
+    does nothing when SCREENSHOT_DIR is unset. A later pass (PostgreSQL) overwrites the first."""
+    directory = screenshot_dir()
+    if directory is None:
+        return None
+    path = directory / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)
     return path

@@ -24,7 +24,7 @@ import pytest
 import redis as redis_lib
 from django.db import close_old_connections, connections
 
-from runs.tests.browser import ARTIFACTS, CHROMIUM, PASSWORD, TIMEOUT_MS
+from runs.tests.browser import CHROMIUM, PASSWORD, TIMEOUT_MS, screenshot_dir
 from runs.tests.conftest import (
     ROOT,
     WorkerProc,
@@ -256,7 +256,7 @@ class Browser:
 
 
 @pytest.fixture
-def browser(live, monkeypatch, request):
+def browser(live, monkeypatch, request, tmp_path):
     """Chromium driven by Playwright's sync API, against the live server.
 
     The sync API runs an asyncio event loop in a greenlet of this (the main) thread from
@@ -280,10 +280,13 @@ def browser(live, monkeypatch, request):
         session = Browser(chromium, live.url)
         yield session
         if _failed(request):
-            ARTIFACTS.mkdir(exist_ok=True)
+            # What each page showed when the test failed: in $SCREENSHOT_DIR when set, else in
+            # the test's own temporary directory (never in the checkout).
+            where = screenshot_dir() or tmp_path
             for n, page in enumerate(session.pages):
                 if not page.is_closed():
-                    page.screenshot(path=str(ARTIFACTS / f"failed-{request.node.name}-{n}.png"), full_page=True)
+                    page.screenshot(path=str(where / f"failed-{request.node.name}-{n}.png"), full_page=True)
+            print(f"screenshots of the failed test's pages: {where}/failed-{request.node.name}-*.png")
         chromium.close()
     finally:
         # While Playwright's loop runs, Django keeps this thread's connections in a separate,

@@ -50,7 +50,7 @@ def test_admin_writes_a_rule_sees_its_preview_and_saves_it(live, browser, users)
     expect(row.locator(".condition-value")).to_have_value("^ORD-")
     expect(page.locator("#rule-preview-words")).to_contain_text("$.order_id matches the RE2 pattern '^ORD-'")
     assert not ApprovalRule.objects.exists()
-    screenshot(page, "rule-preview")
+    screenshot(page, "rule-preview-ask-two")
 
     page.locator("#rule-save").click()
     expect(page.locator(".messages")).to_contain_text("saved (version 1)")

@@ -3,29 +3,19 @@ two-person rule seen from three contexts, bulk decisions racing another operator
 keyboard. Runs go on through the real worker and the demo model (scripted where the test needs
 exact calls). With SCREENSHOT_DIR set, the key moments are saved there for the README."""
 import json
-import os
 import re
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
 
 from runs.models import Approval, ApprovalRule, ApprovalVote, Run, RunGrant, ToolCall
-from runs.tests.browser import CANCEL_ORDER, requires_chromium
+from runs.tests.browser import CANCEL_ORDER, requires_chromium, screenshot
 from runs.tests.conftest import wait_for_status, wait_until
 from toolsapp.models import Order, Tool
 
 pytestmark = [pytest.mark.browser, requires_chromium]
 
 FINISHED = tuple(Run.FINISHED_STATUSES)
-
-
-def shot(page, name: str) -> None:
-    """A full-page screenshot into $SCREENSHOT_DIR (not committed), when it is set."""
-    directory = os.environ.get("SCREENSHOT_DIR")
-    if directory:
-        Path(directory).mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(Path(directory) / f"{name}.png"), full_page=True)
 
 
 def open_queue(page):
@@ -67,12 +57,12 @@ def test_operator_edits_the_arguments_and_the_edited_call_runs(live, browser, us
     card.locator(".approve-button").click()
     expect(card.locator(".edit-error")).to_be_visible()
     expect(card.locator(".edit-error")).to_contain_text("order_id: must match")
-    shot(queue, "edit-arguments-refused")
+    screenshot(queue, "edit-arguments-refused")
     approval.refresh_from_db()
     assert approval.status == Approval.Status.PENDING
 
     box.fill(json.dumps({"order_id": "ORD-1003", "reason": "the customer meant the lamp"}, indent=2))
-    shot(queue, "edit-arguments")
+    screenshot(queue, "edit-arguments")
     card.locator(".approve-button").click()
     expect(card).to_have_count(0)
 
@@ -87,7 +77,7 @@ def test_operator_edits_the_arguments_and_the_edited_call_runs(live, browser, us
     run_page.goto(f"/runs/{run.pk}/")
     edited = run_page.locator("#timeline .call-edited")
     expect(edited).to_be_visible()
-    shot(run_page, "run-edited-hashes")
+    screenshot(run_page, "run-edited-hashes")
     expect(edited.locator(".model-hash")).to_have_text(call.args_hash[:12])
     expect(edited.locator(".ran-hash")).to_have_text(approval.edited_args_hash[:12])
     # What the model read: the result says an operator changed the arguments, and what changed.
@@ -117,7 +107,7 @@ def test_a_grant_approves_the_next_identical_call_and_stops_after_revocation(liv
     expect(row.locator(".grant-state")).to_have_text("active")
     granted_call = run_page.locator(f"#timeline .call[data-call-pk='{second.tool_call_id}'] .call-approval")
     expect(granted_call).to_contain_text("grant")
-    shot(run_page, "run-grants")
+    screenshot(run_page, "run-grants")
     row.locator(".revoke-button").click()
     expect(run_page.locator(f"#run-grants tr[data-grant-id='{grant.pk}'] .grant-state")).to_have_text("revoked by operator")
     expect(run_page.locator(f"#run-grants tr[data-grant-id='{grant.pk}'] .revoke-button")).to_have_count(0)
@@ -150,7 +140,7 @@ def test_a_critical_call_needs_two_operators_and_a_third_context_sees_one_of_two
     seen = card_of_run(third, run.pk)
     expect(seen.locator(".approvals-count")).to_have_text("1 of 2 approvals")
     expect(seen.locator(".voters")).to_have_text("approved by operator")
-    shot(third, "two-person-one-of-two")
+    screenshot(third, "two-person-one-of-two")
 
     # The same person cannot give the second approval.
     card.locator(".approve-button").click()
@@ -176,7 +166,7 @@ def test_bulk_approve_reports_the_one_another_operator_decided_meanwhile(live, b
     mine = open_queue(browser.login(users["operator"]))
     for r in runs:
         expect(card_of_run(mine, r.pk).locator(".routed-by")).to_have_text("sent by rule 'cancellations: ask a person' v1")
-    shot(mine, "queue-rule-name")
+    screenshot(mine, "queue-rule-name")
     mine.locator("#select-all").check()
     expect(mine.locator("#bulk-count")).to_have_text("2 selected")
 
