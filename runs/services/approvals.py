@@ -247,7 +247,9 @@ def _decision_fields(*, approve: bool, person, reason: str, guidance: str, now) 
     deciding = Q(approvals_given__gte=F("required_approvals") - 1)
 
     def once_decided(value, meanwhile, field):
-        return Case(When(deciding, then=Value(value)), default=Value(meanwhile), output_field=field)
+        # Typed values: PostgreSQL reads an untyped NULL (a decider without an account) as text.
+        return Case(When(deciding, then=Value(value, output_field=field)), default=Value(meanwhile, output_field=field),
+                    output_field=field)
 
     return {
         "approvals_given": F("approvals_given") + 1,
