@@ -352,7 +352,8 @@ def approval_decider(approval: Approval) -> str:
     # The name kept with the decision: it outlives the user's account.
     if approval.decided_by_name:
         return approval.decided_by_name
-    if approval.rule_name:
+    # A rule that only sent the call to people did not decide it (expiry or a person did).
+    if approval.automatic and approval.rule_name:
         return f"rule {approval.rule_name!r} v{approval.rule_version}"
     if approval.automatic and approval.grant_id:
         return "a grant for this run"

@@ -15,7 +15,8 @@ from collections.abc import Iterable, Iterator
 
 from django.db.models import Count, QuerySet
 
-from runs.models import Run, Step, ToolCall
+from runs.models import Approval, Run, Step, ToolCall
+from runs.selectors.approvals import approval_decider
 
 BATCH = 200
 STEP_BATCH = 2000
@@ -89,7 +90,8 @@ def _with_steps(rows: list[dict]) -> list[dict]:
         ToolCall.objects.filter(run_id__in=run_ids)
         .select_related("approval")
         .only("pk", "step_id", "index", "call_id", "tool_name", "args_hash", "status", "truncated", "latency_ms",
-              "approval__status", "approval__decided_by_name")
+              "approval__status", "approval__decided_by_name", "approval__automatic", "approval__rule_name",
+              "approval__rule_version", "approval__grant")
         .order_by("step_id", "index")
     )
     for call in calls:
@@ -107,7 +109,8 @@ def _with_steps(rows: list[dict]) -> list[dict]:
             "latency_ms": round(call.latency_ms, 2) if call.latency_ms is not None else None,
             "approval": None if approval is None else {
                 "status": approval.status,
-                "decided_by": approval.decided_by_name or None,
+                # A person's name, or what decided without one: "rule 'X' v3", "a grant for this run".
+                "decided_by": approval_decider(approval) if approval.status != Approval.Status.PENDING else None,
             },
         })
     steps_by_run: dict[int, list[dict]] = defaultdict(list)

@@ -4,15 +4,13 @@ that routed a call, and whether the operator may edit its arguments or grant it 
 Display only: whether a decision is allowed is decided by the services; these say which
 controls to offer, and why not, so the page never offers what the server would refuse."""
 import json
-from collections import defaultdict
 from typing import Any
 
-from django.contrib.auth.models import Group
 from django.core.paginator import Page
 
-from runs.models import Approval, ApprovalVote
+from runs.models import Approval
 from runs.selectors.approvals import MASK, PendingApproval, _pending_items, approvals_pending_page
-from toolsapp.models import Tool
+from runs.selectors.supervision import Supervision, approvals_supervision
 from toolsapp.text import loads as bounded_loads
 
 
@@ -34,34 +32,20 @@ def approval_for_page(*, approval_id: int) -> PendingApproval | None:
 
 
 def pending_supervision(items: list[PendingApproval]) -> None:
-    """Fill each item's supervision fields, in one query per kind of thing, however many items."""
-    if not items:
-        return
-    approvals = [item.approval for item in items]
-    voters: dict[int, list[str]] = defaultdict(list)
-    several = [a.pk for a in approvals if a.required_approvals > 1]
-    if several:
-        for approval_id, name in ApprovalVote.objects.filter(approval_id__in=several).values_list("approval_id", "user_name"):
-            voters[approval_id].append(name)
-    group_ids = {a.group_id for a in approvals if a.group_id}
-    groups = dict(Group.objects.filter(pk__in=group_ids).values_list("pk", "name")) if group_ids else {}
-    tools = {
-        t["name"]: t
-        for t in Tool.objects.filter(name__in={item.call.tool_name for item in items}).values(
-            "name", "parameters", "allow_argument_edits", "critical", "always_ask", "sensitive_fields"
-        )
-    }
+    """Fill each item's supervision fields from approvals_supervision (the API's pending list reads
+    the same), in one query per kind of thing, however many items."""
+    supervision = approvals_supervision([item.approval for item in items])
     for item in items:
-        approval, tool = item.approval, tools.get(item.call.tool_name)
-        item.voters = voters.get(approval.pk, [])
-        item.group_name = groups.get(approval.group_id, "")
+        approval, facts = item.approval, supervision[item.approval.pk]
+        item.voters = facts.voters
+        item.group_name = facts.group or ""
         item.routed_by = f"rule {approval.rule_name!r} v{approval.rule_version}" if approval.rule_name else ""
-        item.schema = (tool or {}).get("parameters") or {}
-        item.edit_json, item.edit_refusal = edit_offer(item, tool)
-        item.grant_refusal = grant_refusal(approval, tool)
+        item.schema = facts.parameters
+        item.edit_json, item.edit_refusal = edit_offer(item, facts)
+        item.grant_refusal = grant_refusal(approval, facts)
 
 
-def edit_offer(item: PendingApproval, tool: dict | None) -> tuple[str, str]:
+def edit_offer(item: PendingApproval, facts: Supervision) -> tuple[str, str]:
     """(the arguments as JSON to edit, "") or ("", why editing is not offered).
 
     Sensitive values stay masked in the edit box as in the view (the secret never reaches the
@@ -69,9 +53,9 @@ def edit_offer(item: PendingApproval, tool: dict | None) -> tuple[str, str]:
     approval = item.approval
     if approval.status != Approval.Status.PENDING:
         return "", ""
-    if tool is None:
+    if not facts.tool_found:
         return "", "The tool no longer exists."
-    if not tool["allow_argument_edits"]:
+    if not facts.allow_edits:
         return "", "This tool forbids edits."
     if item.arguments_problem:
         return "", "The arguments cannot be shown, so they cannot be edited."
@@ -81,7 +65,7 @@ def edit_offer(item: PendingApproval, tool: dict | None) -> tuple[str, str]:
         arguments = bounded_loads(item.call.arguments or "{}")
     except ValueError:
         return "", "The arguments cannot be shown, so they cannot be edited."
-    masked = masked_arguments(arguments, {f.lower() for f in tool["sensitive_fields"] or []})
+    masked = masked_arguments(arguments, {f.lower() for f in facts.sensitive_fields})
     return json.dumps(masked, indent=2, ensure_ascii=False), ""
 
 
@@ -94,13 +78,13 @@ def masked_arguments(value: Any, sensitive: set[str]) -> Any:
     return value
 
 
-def grant_refusal(approval: Approval, tool: dict | None) -> str:
+def grant_refusal(approval: Approval, facts: Supervision) -> str:
     """Why "approve for the rest of this run" is not offered, or "" when it is. Grants never
     cover calls that need two people, a named group, or a person every time."""
-    if approval.required_approvals > 1 or (tool or {}).get("critical"):
+    if approval.required_approvals > 1 or facts.critical:
         return "No grants for calls that need two people."
     if approval.group_id:
         return "No grants for calls that a named group decides."
-    if (tool or {}).get("always_ask"):
+    if facts.always_ask:
         return "No grants: this tool always asks a person."
     return ""

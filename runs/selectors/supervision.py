@@ -1,5 +1,8 @@
 """Reads for deciding calls under supervision rules: who approved a two-person call so far, which
-group decides it, and whether (and against which schema) its tool allows edited arguments."""
+group decides it, and what its tool says about edits, grants and masking.
+
+The one reader of these facts: the API's pending list and the queue page (queue_controls) both
+build on approvals_supervision, so they cannot disagree."""
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -13,33 +16,49 @@ from toolsapp.models import Tool
 class Supervision:
     voters: list[str] = field(default_factory=list)  # who approved so far, in order
     group: str | None = None  # only its members decide
+    tool_found: bool = False  # the tool is still there (edits and its flags need it)
     allow_edits: bool = False  # the tool (still there) allows edited arguments
     parameters: dict = field(default_factory=dict)  # the tool's JSON schema, which an edit must satisfy
+    critical: bool = False  # the tool needs two people every time
+    always_ask: bool = False  # the tool asks a person every time (no rule or grant approves it)
+    sensitive_fields: tuple[str, ...] = ()  # argument names whose values stay masked
 
 
 def approvals_supervision(approvals: list[Approval]) -> dict[int, Supervision]:
-    """Supervision of each approval by id, in three queries however many approvals there are
-    (each approval's tool_call must be loaded with it)."""
+    """Supervision of each approval by id, in three queries at most however many approvals there
+    are (each approval's tool_call must be loaded with it)."""
     if not approvals:
         return {}
     voters: dict[int, list[str]] = defaultdict(list)
-    for approval_id, name in ApprovalVote.objects.filter(approval__in=approvals).order_by("created_at", "pk").values_list(
-        "approval_id", "user_name"
-    ):
-        voters[approval_id].append(name)
+    several = [a.pk for a in approvals if a.required_approvals > 1]  # only these take votes
+    if several:
+        for approval_id, name in ApprovalVote.objects.filter(approval_id__in=several).order_by("created_at", "pk").values_list(
+            "approval_id", "user_name"
+        ):
+            voters[approval_id].append(name)
     group_ids = {a.group_id for a in approvals if a.group_id}
     groups = dict(Group.objects.filter(pk__in=group_ids).values_list("pk", "name")) if group_ids else {}
     tools = {
-        name: (allow, parameters)
-        for name, allow, parameters in Tool.objects.filter(name__in={a.tool_call.tool_name for a in approvals}).values_list(
-            "name", "allow_argument_edits", "parameters"
+        t["name"]: t
+        for t in Tool.objects.filter(name__in={a.tool_call.tool_name for a in approvals}).values(
+            "name", "allow_argument_edits", "parameters", "critical", "always_ask", "sensitive_fields"
         )
     }
     result = {}
     for approval in approvals:
-        allow, parameters = tools.get(approval.tool_call.tool_name, (False, {}))
+        tool = tools.get(approval.tool_call.tool_name)
         result[approval.pk] = Supervision(
-            voters=voters.get(approval.pk, []), group=groups.get(approval.group_id), allow_edits=allow,
-            parameters=parameters or {},
+            voters=voters.get(approval.pk, []), group=groups.get(approval.group_id), tool_found=tool is not None,
+            **_tool_facts(tool),
         )
     return result
+
+
+def _tool_facts(tool: dict | None) -> dict:
+    if tool is None:
+        return {}
+    return {
+        "allow_edits": tool["allow_argument_edits"], "parameters": tool["parameters"] or {},
+        "critical": tool["critical"], "always_ask": tool["always_ask"],
+        "sensitive_fields": tuple(tool["sensitive_fields"] or ()),
+    }

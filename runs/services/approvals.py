@@ -253,7 +253,8 @@ def _decision_fields(*, approve: bool, person, reason: str, guidance: str, now) 
         "approvals_given": F("approvals_given") + 1,
         "status": once_decided(Approval.Status.APPROVED, Approval.Status.PENDING, CharField()),
         "decided_at": once_decided(now, None, DateTimeField()),
-        "decided_by": once_decided(person.pk if person is not None else None, None, BigIntegerField()),
+        # Without a person it is NULL either way; a CASE of two untyped NULLs is text to PostgreSQL.
+        "decided_by": once_decided(person.pk, None, BigIntegerField()) if person is not None else None,
         "decided_by_name": once_decided(name, "", CharField()),
         "reason": once_decided(reason.strip(), "", TextField()),
     }

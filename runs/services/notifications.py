@@ -1,7 +1,8 @@
 """Outgoing notifications: a POST to every URL in WEBHOOK_URLS, so operators need not watch the page.
 
-Events: "approval.pending" (a destructive call waits for a person) and "budget.alert" (an agent
-crossed its daily threshold). Each URL's delivery is a row (WebhookDelivery) written in the
+Events: "approval.pending" (a destructive call waits for a person), "approval.escalated" (it has
+waited past its escalation threshold; sent once, by runs/services/escalation.py, alongside an
+e-mail) and "budget.alert" (an agent crossed its daily threshold). Each URL's delivery is a row (WebhookDelivery) written in the
 transaction that makes the event, so a lost broker loses nothing: its task is queued after commit,
 sends it and marks it delivered, or failed after WEBHOOK_MAX_ATTEMPTS with backoff; the periodic
 sweep queues again a delivery whose task never came (`webhooks_resend`). Delivery is at least

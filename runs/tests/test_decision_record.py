@@ -40,7 +40,7 @@ def test_deleting_the_deciders_account_keeps_their_name_with_the_decision(launch
     assert decided_call(json.loads(json.dumps(record, default=str)))["approval"]["decided_by"] == "alice"
     client.force_login(bob)
     audit = client.get(reverse("approval_queue")).content.decode()
-    assert f'data-approval-id="{approval.pk}">' in audit and "<td>alice</td>" in audit
+    assert f'data-approval-id="{approval.pk}">' in audit and '<td class="decider">alice</td>' in audit
     # A late decider is told who won, by name.
     with pytest.raises(AlreadyDecided, match="already rejected by alice at "):
         approval_decide(approval_id=approval.pk, user=bob, approve=True)
@@ -121,3 +121,38 @@ def test_the_loops_expiry_on_a_stale_read_keeps_a_decision_that_just_landed(laun
     assert (approval.status, approval.reason, approval.decided_by_name) == (Approval.Status.APPROVED, "checked", "alice")
     call.refresh_from_db()
     assert call.status == ToolCall.Status.APPROVED
+
+
+def test_exports_say_what_decided_a_call_when_no_person_did(launch, script, alice, viewer, no_dispatch):
+    """A rule, a grant and the run's policy decide without a name: the JSONL and CSV exports say
+    which, as the run page does, instead of a blank."""
+    from runs.models import ApprovalRule
+    from runs.services.approval_checks import IDENTICAL
+    from runs.services.loop import run_advance
+    from runs.tests.loop_contract.support import call, calls
+    from runs.tests.test_api import api
+
+    def cancel(order_id, call_id):
+        return calls(call("cancel_order", {"order_id": order_id, "reason": "customer asked"}, call_id))
+
+    ApprovalRule.objects.create(name="cancels of ORD-1001", action="approve", tool_pattern="cancel_*",
+                                conditions=[{"path": "$.order_id", "op": "eq", "value": "ORD-1001"}])
+    by_rule = launch("Cancel order ORD-1001", models=[script(cancel("ORD-1001", "c1"), {"content": "done"})])
+    by_policy = launch("Cancel order ORD-1003", approval_policy="approve",
+                       models=[script(cancel("ORD-1003", "c1"), {"content": "done"})])
+    by_grant = launch("Cancel order ORD-1003", models=[
+        script(cancel("ORD-1003", "first"), cancel("ORD-1003", "again"), {"content": "done"})])
+    approval_decide(approval_id=pending_approval(by_grant).pk, user=alice, approve=True, grant=IDENTICAL)
+    run_advance(run_id=by_grant.pk)
+    runs = [by_rule, by_policy, by_grant]
+
+    lines = api(viewer).get("/api/v1/runs/export.jsonl").streaming_content
+    records = {r["run_id"]: r for r in (json.loads(line) for line in b"".join(lines).decode().splitlines())}
+    deciders = {run.pk: [c["approval"]["decided_by"] for s in records[run.pk]["steps"] for c in s["calls"]] for run in runs}
+    assert deciders == {
+        by_rule.pk: ["rule 'cancels of ORD-1001' v1"],
+        by_policy.pk: ["the run's policy"],
+        by_grant.pk: ["alice", "a grant for this run"],
+    }
+    csv_text = b"".join(api(viewer).get("/api/v1/runs/export.csv").streaming_content).decode()
+    assert "rule 'cancels of ORD-1001' v1" in csv_text and "a grant for this run" in csv_text

@@ -9,14 +9,17 @@ from datetime import timedelta
 
 import pytest
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.utils import timezone
 
 from runs.models import Agent, Approval, ApprovalRule, Run, RunGrant, ToolCall
 from runs.services import guards
+from runs.services.approval_checks import IDENTICAL
 from runs.services.approval_routes import EDIT_NOTE
 from runs.services.approvals import approval_decide
+from runs.services.grants import grant_create, grant_revoke
 from runs.services.loop import run_advance
-from runs.tests.approval_fixtures import pending_approval
+from runs.tests.approval_fixtures import make_user, pending_approval
 from runs.tests.loop_contract.support import call, calls, result_for
 from runs.tests.timeline_replay import mismatches
 from toolsapp.executors.python import python_handler
@@ -58,7 +61,9 @@ def resume(run):
 @python_handler("test_grants_revoke")
 def _revoke(args, ctx):
     # An operator revokes the run's grants while it goes on (another connection, like the run page).
-    RunGrant.objects.filter(run_id=ctx.run_id).update(revoked_at=timezone.now(), revoked_by_name="alice")
+    operator = User.objects.get(username="alice")
+    for grant_id in RunGrant.objects.filter(run_id=ctx.run_id).values_list("pk", flat=True):
+        grant_revoke(grant_id=grant_id, user=operator)
     return {"revoked": True}
 
 
@@ -72,8 +77,9 @@ def test_a_grant_approves_the_next_identical_call_and_stops_after_it_is_revoked(
     run = launch("Cancel ORD-1003 and ORD-1001", models=[model], tools=["cancel_order", "revoke_grants"])
     first = pending_approval(run)
     decide(first)
-    grant = RunGrant.objects.create(run=run, tool_name="cancel_order", args_hash=first.tool_call.args_hash,
-                                    source_approval=first, granted_by_name="alice")
+    # Given as the deciding service gives it, with its "grant" event (the timeline must show it).
+    grant = grant_create(approval=first, user=make_user("alice", "operators"), scope=IDENTICAL)
+    assert (grant.tool_name, grant.args_hash) == ("cancel_order", first.tool_call.args_hash)
 
     elsewhere = launch("Cancel ORD-1003", models=[script(cancel("ORD-1003", "first"))])
     assert pending_approval(elsewhere).grant_id is None, "a grant is for its own run only"

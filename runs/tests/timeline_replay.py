@@ -1,6 +1,6 @@
-"""Rebuild runs and calls from their timeline events alone, as the live page does, and compare
-them with the rows: the proof that every state change has its event."""
-from runs.models import Approval, Run, RunEvent, ToolCall
+"""Rebuild runs, calls and grants from their timeline events alone, as the live page does, and
+compare them with the rows: the proof that every state change has its event."""
+from runs.models import Approval, Run, RunEvent, RunGrant, ToolCall
 from runs.selectors.approvals import approval_decider
 from runs.snapshots import PREVIEW_CHARS
 
@@ -10,8 +10,15 @@ CALL_FIELDS = ("status", "ok", "error", "truncated", "result_preview", "latency_
 
 def replay(run_id: int) -> tuple[dict, dict[int, dict]]:
     """(the run's last state, {call pk: call state}) from the run's events, in sequence order."""
+    run, calls, _ = replay_all(run_id)
+    return run, calls
+
+
+def replay_all(run_id: int) -> tuple[dict, dict[int, dict], dict[int, dict]]:
+    """(the run's last state, {call pk: call state}, {grant id: grant state}) from the run's events."""
     run: dict = {}
     calls: dict[int, dict] = {}
+    grants: dict[int, dict] = {}
     for kind, data in RunEvent.objects.filter(run_id=run_id).order_by("seq").values_list("kind", "data"):
         if kind == "run":
             run = data
@@ -23,7 +30,9 @@ def replay(run_id: int) -> tuple[dict, dict[int, dict]]:
         elif kind == "approval":
             approval = {k: v for k, v in data.items() if k != "call_pk"}
             calls.setdefault(data["call_pk"], {})["approval"] = approval
-    return run, calls
+        elif kind == "grant":
+            grants[data["grant_id"]] = data
+    return run, calls, grants
 
 
 def _apply_call(calls: dict, data: dict) -> None:
@@ -35,7 +44,7 @@ def _apply_call(calls: dict, data: dict) -> None:
 
 def mismatches(run_id: int) -> list[str]:
     """Where the replayed state differs from the rows (empty when they agree)."""
-    replayed_run, replayed_calls = replay(run_id)
+    replayed_run, replayed_calls, replayed_grants = replay_all(run_id)
     row = Run.objects.get(pk=run_id)
     problems = []
     expected_run = {
@@ -70,8 +79,32 @@ def mismatches(run_id: int) -> list[str]:
                 problems.append(f"call {call.pk}: events show an approval, the row has none")
             continue
         decider = approval_decider(approval) if approval.status != Approval.Status.PENDING else None
-        for name, value in (("id", approval.pk), ("status", approval.status), ("reason", approval.reason),
-                            ("decided_by", decider), ("automatic", approval.automatic)):
+        expected_approval = {
+            "id": approval.pk, "status": approval.status, "reason": approval.reason, "decided_by": decider,
+            "automatic": approval.automatic, "rule_name": approval.rule_name or None,
+            "rule_version": approval.rule_version, "required_approvals": approval.required_approvals,
+            "approvals_given": approval.approvals_given, "edited": bool(approval.edited_args_hash),
+            "edited_args_hash": approval.edited_args_hash or None, "guidance": approval.guidance,
+        }
+        for name, value in expected_approval.items():
             if got.get(name) != value:
                 problems.append(f"call {call.pk} approval {name}: events say {got.get(name)!r}, the row says {value!r}")
+    return problems + _grant_mismatches(run_id, replayed_grants)
+
+
+def _grant_mismatches(run_id: int, replayed: dict[int, dict]) -> list[str]:
+    problems = []
+    for grant in RunGrant.objects.filter(run_id=run_id):
+        seen = replayed.get(grant.pk)
+        if seen is None:
+            problems.append(f"grant {grant.pk} ({grant.tool_name}) has no event")
+            continue
+        expected = {
+            "tool": grant.tool_name, "args_hash": grant.args_hash, "by": grant.granted_by_name,
+            "source_approval_id": grant.source_approval_id, "revoked": grant.revoked_at is not None,
+            "revoked_by": grant.revoked_by_name or None,
+        }
+        for name, value in expected.items():
+            if seen.get(name) != value:
+                problems.append(f"grant {grant.pk} {name}: events say {seen.get(name)!r}, the row says {value!r}")
     return problems

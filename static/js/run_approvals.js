@@ -1,21 +1,7 @@
 // What the run page says about a call's approval, and the run's grants; built from the run's
 // events (approval_brief and "grant" events), always through textContent.
 
-const HASH_CHARS = 12;
-
-function el(tag, attrs = {}, text = null) {
-  const node = document.createElement(tag);
-  for (const [key, value] of Object.entries(attrs)) {
-    if (value === null || value === undefined || value === false) continue;
-    if (key === "class") node.className = value;
-    else if (key === "dataset") Object.assign(node.dataset, value);
-    else node.setAttribute(key, value === true ? "" : String(value));
-  }
-  if (text !== null && text !== undefined) node.textContent = String(text);
-  return node;
-}
-
-const short = (hash) => (hash || "").slice(0, HASH_CHARS);
+import { el, shortHash } from "./dom.js";
 
 // Who or what decided: "alice", "rule 'refunds under 50' v3", "a grant for this run"; null when
 // the run's policy did (that text has its own wording). A rule that only sent the call to a
@@ -64,9 +50,9 @@ export function approvalNode(approval, { call, approvalUrl }) {
     const line = el("div", { class: "call-edited", dataset: { modelHash: call.args_hash || "", ranHash: ran } });
     line.append(
       "Arguments edited before approval: the model's ",
-      el("code", { class: "model-hash", title: call.args_hash }, short(call.args_hash)),
+      el("code", { class: "model-hash", title: call.args_hash }, shortHash(call.args_hash)),
       ", ran with ",
-      el("code", { class: "ran-hash", title: ran }, short(ran)),
+      el("code", { class: "ran-hash", title: ran }, shortHash(ran)),
     );
     node.append(line);
   }
@@ -76,7 +62,7 @@ export function approvalNode(approval, { call, approvalUrl }) {
 // --- the run's grants ------------------------------------------------------------------------
 
 function scopeText(grant) {
-  return grant.args_hash ? `identical ${grant.tool} calls (args ${short(grant.args_hash)})` : `every ${grant.tool} call`;
+  return grant.args_hash ? `identical ${grant.tool} calls (args ${shortHash(grant.args_hash)})` : `every ${grant.tool} call`;
 }
 
 function csrfToken() {

@@ -5,6 +5,7 @@
 // strictly in seq order: an old one is ignored, the next one is applied, one after a gap is kept
 // until the gap is filled (by asking the server to replay from the last applied seq), so every
 // path ends with exactly the same timeline. All text goes in through textContent.
+import { el, shortHash } from "./dom.js";
 import { approvalNode, renderGrant } from "./run_approvals.js";
 
 const page = document.getElementById("run-page");
@@ -25,7 +26,6 @@ const labels = {
 const groups = readJson("status-groups");
 const FINISHED = new Set(groups.run_finished || []);
 const OUTCOME_UNKNOWN = new Set(groups.call_unknown || []);
-const HASH_CHARS = 12;
 // A dropped live event is noticed at the next one (a gap); a dropped LAST event has no next one,
 // so the page also asks for anything new now and then.
 const CATCH_UP_MS = 20000;
@@ -43,18 +43,6 @@ document.body.dataset.lastSeq = "0";
 function readJson(id) {
   const node = document.getElementById(id);
   return node ? JSON.parse(node.textContent) : {};
-}
-
-function el(tag, attrs = {}, text = null) {
-  const node = document.createElement(tag);
-  for (const [key, value] of Object.entries(attrs)) {
-    if (value === null || value === undefined || value === false) continue;
-    if (key === "class") node.className = value;
-    else if (key === "dataset") Object.assign(node.dataset, value);
-    else node.setAttribute(key, value === true ? "" : String(value));
-  }
-  if (text !== null && text !== undefined) node.textContent = String(text);
-  return node;
 }
 
 function setStatusBadge(node, status, names) {
@@ -208,7 +196,7 @@ function fillCall(li, data) {
   const line = el("div", { class: "call-line" });
   line.append(
     el("span", { class: "call-tool mono" }, data.tool),
-    el("code", { class: "call-hash", title: `arguments hash ${data.args_hash}` }, (data.args_hash || "").slice(0, HASH_CHARS)),
+    el("code", { class: "call-hash", title: `arguments hash ${data.args_hash}` }, shortHash(data.args_hash)),
   );
   const badge = el("span", { class: "call-status status" });
   li.dataset.status = data.status;

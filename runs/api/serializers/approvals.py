@@ -164,15 +164,27 @@ class DecisionResultSerializer(serializers.Serializer):
 
 class ArchivedApprovalSerializer(serializers.ModelSerializer):
     status = choice(Approval.Status.choices, "ApprovalStatus")
+    voters = serializers.ListField(
+        child=serializers.CharField(), read_only=True, help_text="Who approved a call that needed several people, in order."
+    )
 
     class Meta:
         model = ArchivedApproval
         fields = [
             "id", "approval_id", "run_id", "agent_name", "customer", "run_task", "tool_name", "call_id", "args_hash",
-            "arguments", "call_status", "status", "note", "reason", "automatic", "decided_by_name", "requested_at",
-            "decided_at", "archived_at",
+            "arguments", "call_status", "status", "note", "reason", "automatic", "decided_by_name", "rule_name",
+            "rule_version", "required_approvals", "voters", "edited_arguments", "edited_args_hash", "guidance",
+            "requested_at", "decided_at", "archived_at",
         ]
-        extra_kwargs = {"arguments": {"help_text": "As the model sent them, fields the tool marks sensitive masked."}}
+        extra_kwargs = {
+            "arguments": {"help_text": "As the model sent them, fields the tool marks sensitive masked."},
+            "rule_name": {"help_text": "The rule that decided or routed the call, as it was then; empty when none."},
+            "rule_version": {"help_text": "That rule's version; null when no rule."},
+            "edited_arguments": {"help_text": "The arguments an operator approved instead, sensitive fields masked; "
+                                              "empty when not edited."},
+            "edited_args_hash": {"help_text": "The hash of the edited arguments (what ran); empty when not edited."},
+            "guidance": {"help_text": "With a rejection: what the model was told to do instead."},
+        }
 
 
 class ArchivedApprovalPageSerializer(serializers.Serializer):
