@@ -19,7 +19,9 @@ the schema and the agent's tool list let it through, and its tool still checks o
 from dataclasses import dataclass
 from typing import Any
 
-from runs.models import RunGrant
+from django.db import connection
+
+from runs.models import ApprovalRule, RunGrant
 from runs.selectors.approvals import MASK, call_unseen_ids
 from runs.services.guards import parse_arguments
 from runs.services.rules import CallFacts, RuleSpec, first_match, rules_in_force
@@ -217,12 +219,7 @@ def call_route(*, call, tool, run, config: dict, outcome_unknown: bool = False) 
     policy = config.get("approval_policy", "ask")
     arguments, _error = parse_arguments(call.arguments)  # a call that got here has valid arguments
     arguments = arguments or {}
-    rules = rules_in_force(run.agent_id)
-    launched_by = ""
-    if run.created_by_id and any(r.launched_by for r in rules):
-        launched_by = run.created_by.get_username()
-    facts = CallFacts(call.tool_name, arguments, run.agent_id, customer=run.customer or "", launched_by=launched_by)
-    rule = first_match(rules, facts)
+    rule = _matching_rule(run=run, call=call, arguments=arguments)
     grants = tuple(
         GrantFacts(pk, args_hash)
         for pk, args_hash in RunGrant.objects.filter(
@@ -238,3 +235,37 @@ def call_route(*, call, tool, run, config: dict, outcome_unknown: bool = False) 
         outcome_unknown=outcome_unknown, grants=grants,
     )
     return route, unseen
+
+
+def _matching_rule(*, run, call, arguments) -> RuleSpec | None:
+    """The first rule in force that matches the call, its row held as read until the loop's
+    transaction commits the approval that names it.
+
+    Held (FOR KEY SHARE: what the approval's foreign key check takes at commit anyway, so runs do
+    not wait for each other), the rule cannot be saved or deleted before the decision commits: a
+    save waits, and once it returns no call is decided by the version it replaced. Without the
+    hold, a rule deleted meanwhile failed the approval's foreign key at commit, and with it the
+    whole step (the run ended with an internal error). A rule saved or deleted after it was read
+    and before it was held is read again, as it is now."""
+    while True:
+        rules = rules_in_force(run.agent_id)
+        launched_by = ""
+        if run.created_by_id and any(r.launched_by for r in rules):
+            launched_by = run.created_by.get_username()
+        facts = CallFacts(call.tool_name, arguments, run.agent_id, customer=run.customer or "", launched_by=launched_by)
+        rule = first_match(rules, facts)
+        if rule is None or _rule_held(rule):
+            return rule
+
+
+def _rule_held(rule: RuleSpec) -> bool:
+    """Hold the rule's row until the transaction ends; False when it is no longer the version read.
+    SQLite needs no hold: the loop's write transaction keeps every other writer out from its start."""
+    if connection.vendor != "postgresql":
+        return True
+    table = connection.ops.quote_name(ApprovalRule._meta.db_table)
+    with connection.cursor() as cursor:
+        # After waiting for a save, READ COMMITTED returns the row as that save left it.
+        cursor.execute(f"SELECT version FROM {table} WHERE id = %s FOR KEY SHARE", [rule.id])
+        row = cursor.fetchone()
+    return row is not None and row[0] == rule.version
