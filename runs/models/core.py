@@ -61,6 +61,7 @@ class Run(models.Model):
         QUEUED = "queued", "Queued"
         RUNNING = "running", "Running"
         AWAITING_APPROVAL = "awaiting_approval", "Awaiting approval"
+        PAUSED = "paused", "Paused"
         SUCCEEDED = "succeeded", "Succeeded"
         FAILED = "failed", "Failed"
         CANCELLED = "cancelled", "Cancelled"
@@ -77,10 +78,11 @@ class Run(models.Model):
         COST_BUDGET = "cost_budget", "Cost budget"
         VERIFICATION_FAILED = "verification_failed", "Verification failed"
         CANCELLED = "cancelled", "Cancelled"
+        OPERATOR_STOP = "operator_stop", "Stopped by an operator"
         WORKER_LOST = "worker_lost", "Worker lost"
         INTERNAL_ERROR = "internal_error", "Internal error"
 
-    ACTIVE_STATUSES = (Status.QUEUED, Status.RUNNING, Status.AWAITING_APPROVAL)
+    ACTIVE_STATUSES = (Status.QUEUED, Status.RUNNING, Status.AWAITING_APPROVAL, Status.PAUSED)
     FINISHED_STATUSES = (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED)
 
     agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="runs")
@@ -89,6 +91,9 @@ class Run(models.Model):
     config = models.JSONField(default=dict, help_text="The agent's settings with overrides, frozen at launch.")
     overrides = models.JSONField(default=dict, blank=True)
     rerun_of = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="reruns")
+    # A fork starts from a copy of its parent's conversation up to and including one step.
+    forked_from = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="forks")
+    forked_at_step = models.PositiveIntegerField(null=True, blank=True, help_text="The parent's step index.")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
 
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
@@ -105,6 +110,14 @@ class Run(models.Model):
     pending_messages = models.JSONField(default=list, blank=True, help_text="Sent before the next model call.")
 
     cancel_requested = models.BooleanField(default=False)
+    # Operators' levers, applied by the driver at the next iteration boundary: pause (the run
+    # then holds no worker until resumed) and stop with a summary.
+    pause_requested = models.BooleanField(default=False)
+    paused_by_name = models.CharField(max_length=150, blank=True)
+    paused_at = models.DateTimeField(null=True, blank=True)
+    stop_requested_by_name = models.CharField(
+        max_length=150, blank=True, help_text="Set when an operator asked to stop with a summary."
+    )
     lease_owner = models.CharField(max_length=64, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     takeovers = models.PositiveIntegerField(default=0, help_text="Times a worker took over from a dead one.")
