@@ -1,10 +1,11 @@
 """The runs app's tables, one module per concern; everything is importable from `runs.models`."""
 from runs.models.archive import ArchivedApproval
 from runs.models.core import Agent, Approval, Run, RunEvent, Step, ToolCall, ToolChoice
+from runs.models.levers import OperatorMessage
 from runs.models.notifications import BudgetAlert, WebhookDelivery
 from runs.models.supervision import ApprovalRule, ApprovalRuleVersion, ApprovalVote, RunGrant
 
 __all__ = [
     "Agent", "Approval", "ApprovalRule", "ApprovalRuleVersion", "ApprovalVote", "ArchivedApproval", "BudgetAlert",
-    "Run", "RunEvent", "RunGrant", "Step", "ToolCall", "ToolChoice", "WebhookDelivery",
+    "OperatorMessage", "Run", "RunEvent", "RunGrant", "Step", "ToolCall", "ToolChoice", "WebhookDelivery",
 ]
