@@ -6,6 +6,7 @@ from drf_spectacular.views import SpectacularAPIView
 from rest_framework.routers import SimpleRouter
 
 from runs.api import views
+from runs.api.views import levers
 from runs.api.views.rules import RuleViewSet
 
 router = SimpleRouter()
@@ -28,6 +29,11 @@ urlpatterns = [
     path("v1/runs/<int:pk>/", views.RunDetailView.as_view(), name="api-run-detail"),
     path("v1/runs/<int:pk>/cancel/", views.RunCancelView.as_view(), name="api-run-cancel"),
     path("v1/runs/<int:pk>/rerun/", views.RunRerunView.as_view(), name="api-run-rerun"),
+    # Operators' levers (runs/api/views/levers.py).
+    path("v1/runs/<int:pk>/pause/", levers.RunPauseView.as_view(), name="api-run-pause"),
+    path("v1/runs/<int:pk>/resume/", levers.RunResumeView.as_view(), name="api-run-resume"),
+    path("v1/runs/<int:pk>/message/", levers.RunMessageView.as_view(), name="api-run-message"),
+    path("v1/runs/<int:pk>/stop/", levers.RunStopView.as_view(), name="api-run-stop"),
     path("v1/runs/<int:pk>/grants/", views.RunGrantListView.as_view(), name="api-run-grants"),
     path("v1/grants/<int:pk>/revoke/", views.GrantRevokeView.as_view(), name="api-grant-revoke"),
     path("v1/approvals/", views.ApprovalListView.as_view(), name="api-approval-list"),

@@ -11,6 +11,12 @@ or overtake replayed ones: the client applies them strictly by seq.
 One connection may resume RUN_TIMELINE_RESUMES_PER_WINDOW times per RESUME_WINDOW_SECONDS; past
 that it gets {"type": "error", "message", "retry_after": <seconds>} and nothing is read, so a
 client cannot make the server read a long run's events over and over.
+
+Operators steer the run on the same socket: {"type": "lever", "lever": "pause"|"resume"|"stop"|
+"message", "text": <the note, for "message">} is answered {"type": "lever_done", "lever", "run",
+"levers"} or {"type": "error", "lever", "message"}; what it changed arrives as events like any
+other. Each lever checks the session and the permission again at that moment (signed out or a
+changed password: the error, then the socket closes; a viewer: the error, and it keeps watching).
 """
 import time
 from collections import deque
@@ -19,9 +25,18 @@ from channels.db import database_sync_to_async
 from django.conf import settings
 
 from runs.consumers.frames import BoundedJsonConsumer
-from runs.roles import PERM_VIEW
+from runs.models import Run
+from runs.roles import PERM_CANCEL, PERM_VIEW
+from runs.selectors.levers import run_lever_state
 from runs.selectors.runs import EVENT_BATCH, run_events_after, run_group_name
 from runs.services.guards import MAX_SAFE_INTEGER
+from runs.services.levers import LeverRefused, run_message, run_pause, run_resume, run_stop
+from runs.services.sessions import session_user
+from runs.snapshots import run_summary
+
+LEVERS = {"pause": run_pause, "resume": run_resume, "stop": run_stop, "message": run_message}
+SIGNED_OUT = "your session has ended (signed out, password changed or account deactivated): sign in again"
+CLOSE_SIGNED_OUT = 4401
 
 
 @database_sync_to_async
@@ -37,6 +52,23 @@ def _group_of(run_id: int) -> str | None:
 @database_sync_to_async
 def _events_after(run_id: int, after: int, limit: int) -> list[dict]:
     return run_events_after(run_id=run_id, after=after, limit=limit)
+
+
+@database_sync_to_async
+def _pull(session_key: str | None, user_id: int, run_id: int, lever: str, text) -> dict:
+    """The lever's reply, after checking who the session signs in now and what they may do."""
+    user = session_user(session_key)
+    if user is None or user.pk != user_id:
+        return {"type": "error", "lever": lever, "message": SIGNED_OUT, "close": True}
+    if not user.has_perm(PERM_CANCEL):
+        return {"type": "error", "lever": lever, "message": "permission denied: your role may watch runs, not steer them"}
+    kwargs = {"text": text if isinstance(text, str) else ""} if lever == "message" else {}
+    try:
+        LEVERS[lever](run_id=run_id, user=user, **kwargs)
+    except LeverRefused as exc:
+        return {"type": "error", "lever": lever, "message": str(exc)}
+    run = Run.objects.get(pk=run_id)
+    return {"type": "lever_done", "lever": lever, "run": run_summary(run), "levers": run_lever_state(run)}
 
 
 RESUME_WINDOW_SECONDS = 10
@@ -66,6 +98,9 @@ class RunTimelineConsumer(BoundedJsonConsumer):
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
     async def receive_json(self, content, **kwargs):
+        if isinstance(content, dict) and content.get("type") == "lever":
+            await self.lever(content)
+            return
         if not isinstance(content, dict) or content.get("type") != "resume":
             await self.send_json({"type": "error", "message": 'expected {"type": "resume", "after": <seq>}'})
             return
@@ -94,6 +129,19 @@ class RunTimelineConsumer(BoundedJsonConsumer):
                 reply["more"] = True
                 break
         await self.send_json(reply)
+
+    async def lever(self, content: dict):
+        lever = content.get("lever")
+        if lever not in LEVERS:
+            await self.send_json({"type": "error", "message": f"lever must be one of {', '.join(sorted(LEVERS))}"})
+            return
+        session = self.scope.get("session")
+        reply = await _pull(getattr(session, "session_key", None), self.scope["user"].pk, self.run_id, lever,
+                            content.get("text"))
+        close = reply.pop("close", False)
+        await self.send_json(reply)
+        if close:
+            await self.close(code=CLOSE_SIGNED_OUT)
 
     def _resume_refused_for(self) -> int:
         """0 when this connection may resume now (and count it), else the seconds to wait."""

@@ -12,7 +12,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import BigIntegerField, Case, CharField, DateTimeField, F, Q, TextField, Value, When
 from django.utils import timezone
 
-from runs.models import Approval, ApprovalVote, ToolCall
+from runs.models import Approval, ApprovalVote, Run, ToolCall
 from runs.services.approval_checks import ALREADY_VOTED, EditRefused, NotAllowed, check_decider, check_grant, edit_of
 from runs.services.approval_routes import call_route, rejection_payload
 from runs.services.db import write_transaction
@@ -195,6 +195,7 @@ def approval_decide(
         approval = Approval.objects.select_related("run", "tool_call").get(pk=approval_id)
         if approval.status != Approval.Status.PENDING:
             raise AlreadyDecided(approval)
+        paused = approval.run.status == Run.Status.PAUSED  # decided meanwhile: it waits for its resume
         now = timezone.now()
         overdue = approval.expires_at is not None and approval.expires_at <= now
         only_if, edit = Q(), None
@@ -228,7 +229,7 @@ def approval_decide(
         approvals_changed(run_id=approval.run_id)
         if approval.status == Approval.Status.PENDING:
             return approval  # one of several approvals: the run keeps waiting
-        if not Approval.objects.filter(run_id=approval.run_id, status=Approval.Status.PENDING).exists():
+        if not paused and not Approval.objects.filter(run_id=approval.run_id, status=Approval.Status.PENDING).exists():
             # The last open decision of this run: hand it back to a worker.
             run_dispatch(run_id=approval.run_id)
     return approval

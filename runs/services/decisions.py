@@ -15,6 +15,8 @@ StopReason = Run.StopReason
 
 # Limits after which the opt-in summary call is made.
 SUMMARY_REASONS = (StopReason.ITERATION_LIMIT, StopReason.REPEATED_CALL, StopReason.TIME_BUDGET)
+# ... and after which it is made whatever the agent's setting: the operator asked for it.
+FORCED_SUMMARY_REASONS = (StopReason.OPERATOR_STOP,)
 
 
 @dataclass(frozen=True)
@@ -69,10 +71,15 @@ class Decision:
     parallel: bool = False  # the runnable calls may run at the same time
 
 
-def stop_before_request(*, config: dict, counters: Counters, cancel_requested: bool) -> str | None:
-    """The reason the run must stop before asking the model again, or None."""
+def stop_before_request(
+    *, config: dict, counters: Counters, cancel_requested: bool, stop_requested: bool = False
+) -> str | None:
+    """The reason the run must stop before asking the model again, or None. An operator's stop
+    with a summary comes after a cancel (which asks for nothing more) and before the limits."""
     if cancel_requested:
         return StopReason.CANCELLED
+    if stop_requested:
+        return StopReason.OPERATOR_STOP
     budget = _budget_used_up(config, counters)
     if budget:
         return budget
@@ -144,6 +151,6 @@ def ending_status(reason: str) -> str:
     """The run status a stop reason ends in."""
     if reason == StopReason.FINAL_ANSWER:
         return Run.Status.SUCCEEDED
-    if reason == StopReason.CANCELLED:
+    if reason in (StopReason.CANCELLED, StopReason.OPERATOR_STOP):
         return Run.Status.CANCELLED
     return Run.Status.FAILED

@@ -20,7 +20,7 @@ from django.db import connection
 from django.db.models import F
 from django.utils import timezone
 
-from runs.models import Run
+from runs.models import OperatorMessage, Run
 
 log = logging.getLogger(__name__)
 
@@ -52,8 +52,10 @@ def lease_release(run_id: int, owner: str) -> None:
 def fenced_update(run: Run, owner: str, *, events: int = 0, lease_seconds: float | None = None, **fields) -> int:
     """Write run fields only while `owner` still holds the lease: the fence against a second worker.
 
-    One statement also renews the lease, takes `events` sequence numbers and reads the cancel
-    flag, because this runs several times per iteration. Returns the last sequence number taken.
+    One statement also renews the lease, takes `events` sequence numbers and reads the operators'
+    flags (cancel, pause, stop with a summary, and whether notes wait to be sent), because this
+    runs several times per iteration: the driver learns of a lever without a statement of its own.
+    Returns the last sequence number taken.
 
     `lease_seconds`: how long the driver is about to need the run (e.g. a tool's timeout). The
     lease itself stays RUN_LEASE_SECONDS and the keeper renews it for that long, so a worker that
@@ -67,7 +69,9 @@ def fenced_update(run: Run, owner: str, *, events: int = 0, lease_seconds: float
         params.append(field.get_db_prep_save(value, connection))
     sql = (
         f"UPDATE {Run._meta.db_table} SET {', '.join(sets)}, event_seq = event_seq + %s "
-        "WHERE id = %s AND lease_owner = %s RETURNING event_seq, cancel_requested"
+        "WHERE id = %s AND lease_owner = %s RETURNING event_seq, cancel_requested, pause_requested, "
+        f"paused_by_name, stop_requested_by_name, EXISTS (SELECT 1 FROM {OperatorMessage._meta.db_table} "
+        f"WHERE run_id = {Run._meta.db_table}.id AND step_id IS NULL)"
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, [*params, events, run.pk, owner])
@@ -76,7 +80,9 @@ def fenced_update(run: Run, owner: str, *, events: int = 0, lease_seconds: float
         raise LeaseLost(run.pk)
     for name, value in fields.items():
         setattr(run, name, value)
-    run.event_seq, run.cancel_requested = row[0], bool(row[1])
+    run.event_seq, run.cancel_requested, run.pause_requested = row[0], bool(row[1]), bool(row[2])
+    run.paused_by_name, run.stop_requested_by_name = row[3], row[4]
+    run.notes_waiting = bool(row[5])  # not a column: read by the loop before its next request
     if lease_seconds and lease_seconds > settings.RUN_LEASE_SECONDS:
         keeper.expect_wait(owner, lease_seconds)
     return row[0]

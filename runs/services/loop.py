@@ -15,29 +15,25 @@ import time
 import uuid
 
 from django.conf import settings
-from django.db.models import Count
+from django.db.models import Count, Q
 from django.utils import timezone
 
 from runs import llm
-from runs.models import Run, Step, ToolCall
+from runs.models import OperatorMessage, Run, Step, ToolCall
 from runs.services import approvals, decisions, guards, throttle
 from runs.services.call_runner import CallRunner
 from runs.services.db import release_db_connection
 from runs.services.decisions import StopReason
 from runs.services.history import build_messages, step_messages
 from runs.services.leases import LeaseLost, keeper, lease_claim, lease_release
-from runs.services.records import NAME_CHARS, Recorder, bounded, run_close, set_result
+from runs.services.records import NAME_CHARS, Recorder, bounded, run_close, run_pause, set_result
 from runs.services.run_tools import RunTools
+from runs.services.summaries import iteration_log, summary_record, summary_wanted
 from runs.services.tool_exec import call_status, check_call
 from toolsapp.sensitive import sensitive_values_in_messages
 from toolsapp.verifiers import VERIFIERS
 
 log = logging.getLogger("runs.loop")
-
-SUMMARY_PROMPT = (
-    "The run has stopped: {detail} Do not call any tools. In a few sentences, tell the user what "
-    "was done, what was found, and what is left undone."
-)
 
 
 class Outcome(enum.Enum):
@@ -59,7 +55,7 @@ def run_advance(*, run_id: int) -> Run | None:
         if not lease_claim(run_id, owner):
             return None
         try:
-            return _Driver(run_id, owner).drive()
+            run = _Driver(run_id, owner).drive()
         except LeaseLost:
             log.warning(json.dumps({"event": "lease_lost", "run": run_id}))
             return None
@@ -67,6 +63,30 @@ def run_advance(*, run_id: int) -> Run | None:
             keeper.forget(owner)
             lease_release(run_id, owner)
             release_db_connection()
+    asked = Q(pause_requested=True) | ~Q(stop_requested_by_name="")
+    if run.status == Run.Status.AWAITING_APPROVAL and Run.objects.filter(asked, pk=run_id).exists():
+        return run_levers_apply(run_id=run_id) or run  # it came as we parked: it found the lease taken
+    return run
+
+
+def run_levers_apply(*, run_id: int) -> Run | None:
+    """Apply an operator's stop or pause to a run nobody drives (queued, awaiting approval, paused,
+    or whose worker died) at once. None when a driver holds it: it applies them at its next boundary."""
+    owner = f"lever-{run_id}-{uuid.uuid4().hex[:12]}"
+    if not lease_claim(run_id, owner):
+        return None
+    try:  # under the lease: exactly one of the lever and a driver applies it
+        run = Run.objects.get(pk=run_id)
+        if run.stop_requested_by_name and not run.cancel_requested:
+            return _Driver(run_id, owner).end(StopReason.OPERATOR_STOP)
+        if run.pause_requested and run.status != Run.Status.PAUSED:
+            recorder = Recorder(run, owner)
+            with recorder.transaction():
+                run_pause(recorder, elapsed=run.active_seconds)
+        return run
+    finally:
+        keeper.forget(owner)
+        lease_release(run_id, owner)
 
 
 def run_end(*, run_id: int, owner: str, reason: str, detail: str = "") -> Run:
@@ -132,16 +152,21 @@ class _Driver:
             if run.takeovers > settings.RUN_MAX_TAKEOVERS:
                 # Every worker that took this run died with it: stop instead of looping forever.
                 return self.end(StopReason.WORKER_LOST, detail=f"Taken over {run.takeovers} times after workers died.")
+            if run.status == Run.Status.PAUSED or self.at_boundary():
+                return self.run  # only a resume hands a paused run out again (a decision meanwhile does not)
             with self.record.transaction():
                 if run.status != Run.Status.RUNNING:
                     self.record.run_update(status=Run.Status.RUNNING, started_at=run.started_at or timezone.now())
             outcome = self.settle(self.open_calls)  # what a crash or a decision left open
             while outcome == CONTINUE:
                 stop = decisions.stop_before_request(
-                    config=self.config, counters=self.counters(), cancel_requested=run.cancel_requested
+                    config=self.config, counters=self.counters(), cancel_requested=run.cancel_requested,
+                    stop_requested=bool(run.stop_requested_by_name),
                 )
                 if stop:
                     return self.end(stop)
+                if run.pause_requested:
+                    return self.pause()
                 outcome = self.iterate()
             if outcome == PARKED:
                 return self.park()
@@ -161,7 +186,8 @@ class _Driver:
 
     def iterate(self) -> Outcome:
         """One iteration: ask the model, decide, record, run what is allowed."""
-        preamble = list(self.run.pending_messages)  # e.g. verification feedback, sent with this request
+        # E.g. verification feedback, then the notes operators typed since the last request.
+        preamble = list(self.run.pending_messages) + self.take_notes()
         reply = self.ask(preamble)
         planned, errors, arguments = self.read_calls(reply)
         answer = decisions.Answer(reply.finish_reason, reply.refusal, reply.tokens_in + reply.tokens_out,
@@ -189,6 +215,25 @@ class _Driver:
         if outcome == CONTINUE and self.messages is not None:
             self.messages.extend(step_messages(preamble, reply.message, calls))
         return outcome
+
+    def at_boundary(self) -> Run | None:
+        """Apply an operator's stop or pause (flags as of the last commit, which reads them): the run, or None."""
+        run = self.run
+        if run.stop_requested_by_name and not run.cancel_requested:
+            return self.end(StopReason.OPERATOR_STOP)
+        if run.pause_requested:
+            return self.pause()
+        return None
+
+    def take_notes(self) -> list[dict]:
+        """Operators' waiting notes as user messages (their rows get this request's step in its commit),
+        read only when the last commit saw some (or this driver has not committed yet)."""
+        self.sent_notes = []
+        if not getattr(self.run, "notes_waiting", True):
+            return []
+        notes = list(OperatorMessage.objects.filter(run_id=self.run.pk, step=None).values_list("pk", "text"))
+        self.sent_notes = [pk for pk, _ in notes]
+        return [{"role": "user", "content": text} for _, text in notes]
 
     def settle(self, calls: list[ToolCall], step_calls: list[ToolCall] | None = None) -> Outcome:
         """Bring open calls to a result: run the allowed ones, park on the ones a person decides."""
@@ -294,6 +339,8 @@ class _Driver:
         step, calls = self.record.step_create(
             index=self.step_count, iteration=run.iterations + 1, reply=reply, preamble=preamble, calls=calls
         )
+        if self.sent_notes:  # only those sent: a note typed meanwhile waits for the next request
+            OperatorMessage.objects.filter(pk__in=self.sent_notes).update(step=step)
         self.record.counters_update(
             iterations=run.iterations + 1,
             tokens_in=run.tokens_in + reply.tokens_in,
@@ -307,12 +354,21 @@ class _Driver:
     # --- endings ----------------------------------------------------------------------------------
 
     def park(self) -> Run:
+        if self.at_boundary():
+            return self.run
         with self.record.transaction():
             self.record.run_update(status=Run.Status.AWAITING_APPROVAL, active_seconds=self.elapsed())
         return self.run
 
+    def pause(self) -> Run:
+        with self.record.transaction():
+            run_pause(self.record, elapsed=self.elapsed())
+        return self.run
+
     def end(self, reason: str, *, detail: str = "") -> Run:
-        """End the run between iterations (cancel, budget, limit, model error, internal error)."""
+        """End the run between iterations (cancel, stop, budget, limit, model error, internal error)."""
+        if reason == StopReason.OPERATOR_STOP and not detail:
+            detail = f"Stopped by {self.run.stop_requested_by_name or 'an operator'} with a summary."
         with self.record.transaction():
             run_close(self.record, reason, detail=detail, elapsed=self.elapsed(), in_flight=frozenset(self.runner.in_flight))
         self.log(None, [], reason)
@@ -320,34 +376,13 @@ class _Driver:
         return self.run
 
     def summarise_if_asked(self, reason: str) -> None:
-        """The opt-in last, tools-free call: a summary the user can read instead of a bare limit."""
-        if reason not in decisions.SUMMARY_REASONS or not self.config.get("summarize_on_stop"):
+        if not summary_wanted(reason, self.config):
             return
-        instruction = {"role": "user", "content": SUMMARY_PROMPT.format(detail=self.run.stop_detail)}
-        try:
-            if self.endpoint is None:
-                self.endpoint = llm.resolve_endpoint(**llm.endpoint_settings(self.config))
-            with throttle.waiting():
-                reply = llm.complete(
-                    endpoint=self.endpoint,
-                    messages=build_messages(self.run) + [instruction],
-                    tools=self.toolbox.definitions,
-                    tool_choice="none",
-                    parallel_tool_calls=self.config["parallel_tool_calls"],
-                    provider_options=self.config["provider_options"],
-                )
-        except llm.ModelError as exc:
-            log.warning("summary for run %s failed: %s", self.run.pk, exc)
-            return
-        run = self.run
-        with self.record.transaction():
+        if self.endpoint is None:
+            self.endpoint = llm.resolve_endpoint(**llm.endpoint_settings(self.config))
+        if summary_record(recorder=self.record, config=self.config, endpoint=self.endpoint,
+                          tools=self.toolbox.definitions, index=self.step_count + 1):
             self.step_count += 1
-            # A summary must not leave unanswered calls in the history.
-            self.record.step_create(index=self.step_count, iteration=run.iterations, reply=reply, preamble=[instruction],
-                                    kind=Step.Kind.SUMMARY, tool_choice="none",
-                                    message={"role": "assistant", "content": reply.content})
-            self.record.run_update(answer=reply.content, tokens_in=run.tokens_in + reply.tokens_in,
-                                   tokens_out=run.tokens_out + reply.tokens_out, cost_usd=run.cost_usd + reply.cost_usd)
 
     # --- small helpers ----------------------------------------------------------------------------
 
@@ -359,16 +394,4 @@ class _Driver:
         return decisions.Counters(run.iterations, run.total_tokens, run.cost_usd, self.elapsed())
 
     def log(self, step: Step | None, planned, stop: str | None) -> None:
-        if not log.isEnabledFor(logging.INFO):
-            return
-        log.info(json.dumps({
-            "event": "iteration",
-            "run": self.run.pk,
-            "iteration": step.iteration if step else self.run.iterations,
-            "model": step.model if step else None,
-            "latency_ms": round(step.latency_ms, 1) if step else None,
-            "tools": [p.tool_name for p in planned],
-            "args_hashes": [p.args_hash[:16] for p in planned],
-            "stop_reason": stop,
-        }))
-
+        iteration_log(self.run, step, planned, stop)

@@ -157,3 +157,18 @@ def run_close(
     if answer is not None:
         fields["answer"] = answer
     recorder.run_update(**fields)
+
+
+def lever_data(lever: str, by: str, at, text: str | None = None) -> dict:
+    """A "lever" timeline event: what an operator did to a run (or the driver did for them), who, when."""
+    data = {"lever": lever, "by": by, "at": at.isoformat()}
+    if text is not None:
+        data["text"] = text
+    return data
+
+
+def run_pause(recorder: Recorder, *, elapsed: float) -> None:
+    """Pause the run at a boundary: it holds no worker until resumed, and its clock stops here."""
+    now = timezone.now()
+    recorder.run_update(status=Run.Status.PAUSED, pause_requested=False, paused_at=now, active_seconds=elapsed)
+    recorder.event("lever", lever_data("paused", recorder.run.paused_by_name, now))

@@ -1,6 +1,6 @@
 """Rebuild runs, calls and grants from their timeline events alone, as the live page does, and
 compare them with the rows: the proof that every state change has its event."""
-from runs.models import Approval, Run, RunEvent, RunGrant, ToolCall
+from runs.models import Approval, OperatorMessage, Run, RunEvent, RunGrant, ToolCall
 from runs.selectors.approvals import approval_decider
 from runs.snapshots import PREVIEW_CHARS
 
@@ -89,7 +89,7 @@ def mismatches(run_id: int) -> list[str]:
         for name, value in expected_approval.items():
             if got.get(name) != value:
                 problems.append(f"call {call.pk} approval {name}: events say {got.get(name)!r}, the row says {value!r}")
-    return problems + _grant_mismatches(run_id, replayed_grants)
+    return problems + _grant_mismatches(run_id, replayed_grants) + lever_mismatches(run_id)
 
 
 def _grant_mismatches(run_id: int, replayed: dict[int, dict]) -> list[str]:
@@ -108,3 +108,38 @@ def _grant_mismatches(run_id: int, replayed: dict[int, dict]) -> list[str]:
             if seen.get(name) != value:
                 problems.append(f"grant {grant.pk} {name}: events say {seen.get(name)!r}, the row says {value!r}")
     return problems
+
+
+def replay_levers(run_id: int) -> dict:
+    """Operators' levers as the live page shows them, from the "lever" events alone: the notes
+    (who, text), who paused the run, whether a pause or a stop waits, and who asked for it."""
+    state = {"notes": [], "pause_requested": False, "paused_by": "", "stop_requested_by": ""}
+    for data in RunEvent.objects.filter(run_id=run_id, kind="lever").order_by("seq").values_list("data", flat=True):
+        lever = data["lever"]
+        if lever == "message":
+            state["notes"].append((data["by"], data["text"]))
+        elif lever == "pause":
+            state["pause_requested"], state["paused_by"] = True, data["by"]
+        elif lever == "paused":
+            state["pause_requested"], state["paused_by"] = False, data["by"]
+        elif lever == "resume":
+            state["pause_requested"] = False
+        elif lever == "stop":
+            state["stop_requested_by"] = data["by"]
+    return state
+
+
+def lever_mismatches(run_id: int) -> list[str]:
+    """Where the replayed levers differ from the rows: every note has its event, and the run's
+    pause and stop requests (with who asked) are the events' (its paused status is the run events')."""
+    replayed = replay_levers(run_id)
+    row = Run.objects.get(pk=run_id)
+    expected = {
+        "notes": list(OperatorMessage.objects.filter(run_id=run_id).order_by("created_at", "pk")
+                      .values_list("author_name", "text")),
+        "pause_requested": row.pause_requested,
+        "paused_by": row.paused_by_name,
+        "stop_requested_by": row.stop_requested_by_name,
+    }
+    return [f"run {run_id} levers {name}: events say {replayed[name]!r}, the rows say {value!r}"
+            for name, value in expected.items() if replayed[name] != value]
