@@ -229,3 +229,18 @@ def test_levers_that_cannot_apply_say_why_and_change_nothing(launch, script, gat
         run_pause(run_id=queued.pk, user=alice)
     with pytest.raises(Run.DoesNotExist):
         run_pause(run_id=10**9, user=alice)
+
+
+def test_the_sweep_never_hands_out_a_paused_run(script, gate, alice, settings):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from runs.services.housekeeping import runs_sweep
+
+    run = new_run(script({"content": "x"}))
+    run_pause(run_id=run.pk, user=alice)
+    long_ago = timezone.now() - timedelta(seconds=settings.RUN_REQUEUE_AFTER_SECONDS + 3600)
+    Run.objects.filter(pk=run.pk).update(created_at=long_ago, lease_expires_at=long_ago)
+    assert run.pk not in runs_sweep()["redispatched"]
+    assert Run.objects.get(pk=run.pk).status == Run.Status.PAUSED

@@ -114,5 +114,22 @@ def test_before_a_request_a_cancel_comes_first_then_budgets_then_the_iteration_c
 def test_each_stop_reason_ends_in_one_status():
     assert ending_status(StopReason.FINAL_ANSWER) == Run.Status.SUCCEEDED
     assert ending_status(StopReason.CANCELLED) == Run.Status.CANCELLED
-    others = set(StopReason) - {StopReason.FINAL_ANSWER, StopReason.CANCELLED}
+    assert ending_status(StopReason.OPERATOR_STOP) == Run.Status.CANCELLED  # an operator's stop is no failure
+    others = set(StopReason) - {StopReason.FINAL_ANSWER, StopReason.CANCELLED, StopReason.OPERATOR_STOP}
     assert {ending_status(reason) for reason in others} == {Run.Status.FAILED}
+
+
+def test_an_operators_stop_comes_after_a_cancel_and_before_the_limits():
+    spent = Counters(iterations=5, tokens=5000, cost=0.0, elapsed=0.0)
+    assert stop_before_request(config=CONFIG, counters=START, cancel_requested=False, stop_requested=True) == StopReason.OPERATOR_STOP
+    assert stop_before_request(config=CONFIG, counters=spent, cancel_requested=False, stop_requested=True) == StopReason.OPERATOR_STOP
+    assert stop_before_request(config=CONFIG, counters=START, cancel_requested=True, stop_requested=True) == StopReason.CANCELLED
+
+
+def test_an_operators_stop_always_gets_its_summary_and_limits_only_when_the_agent_asks():
+    from runs.services.summaries import summary_wanted
+
+    assert summary_wanted(StopReason.OPERATOR_STOP, {"summarize_on_stop": False})
+    assert summary_wanted(StopReason.ITERATION_LIMIT, {"summarize_on_stop": True})
+    assert not summary_wanted(StopReason.ITERATION_LIMIT, {"summarize_on_stop": False})
+    assert not summary_wanted(StopReason.CANCELLED, {"summarize_on_stop": True})
