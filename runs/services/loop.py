@@ -378,8 +378,6 @@ class _Driver:
     def summarise_if_asked(self, reason: str) -> None:
         if not summary_wanted(reason, self.config):
             return
-        if self.endpoint is None:
-            self.endpoint = llm.resolve_endpoint(**llm.endpoint_settings(self.config))
         if summary_record(recorder=self.record, config=self.config, endpoint=self.endpoint,
                           tools=self.toolbox.definitions, index=self.step_count + 1):
             self.step_count += 1

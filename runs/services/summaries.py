@@ -25,10 +25,12 @@ def summary_wanted(reason: str, config: dict) -> bool:
 
 def summary_record(*, recorder, config: dict, endpoint, tools: list, index: int) -> bool:
     """Ask for the summary of the ended run `recorder.run` and record it as its answer (step
-    `index`). False when the model failed: the run keeps its ending without one."""
+    `index`); `endpoint` None: the config's. False when the model failed: the run keeps its
+    ending without one."""
     run = recorder.run
     instruction = {"role": "user", "content": SUMMARY_PROMPT.format(detail=run.stop_detail)}
     try:
+        endpoint = endpoint or llm.resolve_endpoint(**llm.endpoint_settings(config))
         with throttle.waiting():
             reply = llm.complete(
                 endpoint=endpoint,
