@@ -42,6 +42,8 @@ def test_an_operator_pauses_notes_resumes_and_stops_over_the_api(launch, alice, 
     body = response.json()
     assert body["detail"] == f"Run {run.pk} is paused."
     assert body["run"]["status"] == "paused" and body["levers"]["paused_by"] == "alice"
+    detail = client.get(f"{base}/").json()
+    assert detail["status"] == "paused" and detail["levers"]["paused_by"] == "alice"
 
     response = client.post(f"{base}/message/", {"text": "  Check ORD-1002 too.  "}, format="json")
     assert response.status_code == 200

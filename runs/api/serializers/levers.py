@@ -1,7 +1,7 @@
 """Operators' levers in the API: a note's text in, the run and its levers' state out."""
 from rest_framework import serializers
 
-from runs.api.serializers.runs import RunSummarySerializer
+from runs.api.serializers.runs import LeverStateSerializer, RunSummarySerializer
 from runs.services.levers import MESSAGE_MAX_CHARS
 from runs.text import storable_text
 
@@ -13,14 +13,6 @@ class RunMessageSerializer(serializers.Serializer):
         if not storable_text(value):
             raise serializers.ValidationError("The text contains a NUL or an unpaired surrogate character.")
         return value
-
-
-class LeverStateSerializer(serializers.Serializer):
-    pause_requested = serializers.BooleanField(help_text="Pauses at its next boundary.")
-    paused_by = serializers.CharField(allow_null=True, help_text="Who asked for the pause (also once paused).")
-    paused_at = serializers.DateTimeField(allow_null=True)
-    stop_requested_by = serializers.CharField(allow_null=True, help_text="Who asked it to stop with a summary.")
-    notes_waiting = serializers.IntegerField(help_text="Operators' notes not sent to the model yet.")
 
 
 class OperatorMessageSerializer(serializers.Serializer):

@@ -159,12 +159,21 @@ class RunSummarySerializer(serializers.Serializer):
     finished_at = serializers.DateTimeField(allow_null=True)
 
 
+class LeverStateSerializer(serializers.Serializer):
+    pause_requested = serializers.BooleanField(help_text="Pauses at its next boundary.")
+    paused_by = serializers.CharField(allow_null=True, help_text="Who asked for the pause (also once paused).")
+    paused_at = serializers.DateTimeField(allow_null=True)
+    stop_requested_by = serializers.CharField(allow_null=True, help_text="Who asked it to stop with a summary.")
+    notes_waiting = serializers.IntegerField(help_text="Operators' notes not sent to the model yet.")
+
+
 class RunDetailSerializer(RunSummarySerializer):
     agent_id = serializers.IntegerField()
     customer = serializers.CharField(allow_blank=True)
     created_by = serializers.CharField(allow_null=True)
     rerun_of = serializers.IntegerField(allow_null=True)
     cancel_requested = serializers.BooleanField()
+    levers = LeverStateSerializer(help_text="Operators' pause and stop requests, and notes not sent yet.")
     overrides = serializers.JSONField()
     steps = StepSerializer(many=True)
 

@@ -17,6 +17,7 @@ from runs.models import Run
 from runs.roles import PERM_CANCEL, PERM_LAUNCH, PERM_VIEW
 from runs.selectors.exports import runs_csv, runs_jsonl
 from runs.selectors.history import run_history, run_history_page
+from runs.selectors.levers import run_lever_state
 from runs.selectors.runs import run_for_page
 from runs.services.dispatch import run_dispatch
 from runs.services.launch import LaunchNotAllowed, launch_policy
@@ -48,6 +49,7 @@ def _run_detail(run: Run) -> dict:
         "created_by": run.created_by.get_username() if run.created_by_id and run.created_by else None,
         "rerun_of": run.rerun_of_id,
         "cancel_requested": run.cancel_requested,
+        "levers": run_lever_state(run),
         "overrides": run.overrides,
     }
 
