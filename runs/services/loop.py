@@ -26,7 +26,7 @@ from runs.services.db import release_db_connection
 from runs.services.decisions import StopReason
 from runs.services.history import build_messages, step_messages
 from runs.services.leases import LeaseLost, keeper, lease_claim, lease_release
-from runs.services.records import NAME_CHARS, Recorder, bounded, run_close, run_pause, set_result
+from runs.services.records import NAME_CHARS, Recorder, bounded, operator_stop_first, run_close, run_pause, set_result
 from runs.services.run_tools import RunTools
 from runs.services.summaries import iteration_log, summary_record, summary_wanted
 from runs.services.tool_exec import call_status, check_call
@@ -201,6 +201,8 @@ class _Driver:
         early = self.runner.reads_first(planned, arguments, decision, self.step_count + 1) if decision.reads_first else {}
         with self.record.transaction(lease_seconds=self.runner.lease_for(planned)):
             step, calls = self.record_step(reply, preamble, planned, decision, early)
+            if stop:  # before the approvals are closed: the run's row, then theirs, as a decision does
+                stop, detail = operator_stop_first(self.record, stop, detail)
             if feedback:
                 self.record.event("verification", {"ok": False, "reason": detail})
                 self.record.counters_update(verification_attempts=self.run.verification_attempts + 1,
@@ -367,9 +369,8 @@ class _Driver:
 
     def end(self, reason: str, *, detail: str = "") -> Run:
         """End the run between iterations (cancel, stop, budget, limit, model error, internal error)."""
-        if reason == StopReason.OPERATOR_STOP and not detail:
-            detail = f"Stopped by {self.run.stop_requested_by_name or 'an operator'} with a summary."
         with self.record.transaction():
+            reason, detail = operator_stop_first(self.record, reason, detail)
             run_close(self.record, reason, detail=detail, elapsed=self.elapsed(), in_flight=frozenset(self.runner.in_flight))
         self.log(None, [], reason)
         self.summarise_if_asked(reason)

@@ -13,7 +13,7 @@ from runs.models import Run, Step, ToolCall
 from runs.services import guards
 from runs.services.approvals import approvals_close
 from runs.services.db import write_transaction
-from runs.services.decisions import ending_status
+from runs.services.decisions import StopReason, ending_status
 from runs.services.events import events_store
 from runs.services.leases import fenced_update
 from runs.snapshots import call_data, run_summary, step_data
@@ -172,3 +172,21 @@ def run_pause(recorder: Recorder, *, elapsed: float) -> None:
     now = timezone.now()
     recorder.run_update(status=Run.Status.PAUSED, pause_requested=False, paused_at=now, active_seconds=elapsed)
     recorder.event("lever", lever_data("paused", recorder.run.paused_by_name, now))
+
+
+def operator_stop_first(recorder: Recorder, reason: str, detail: str) -> tuple[str, str]:
+    """(reason, detail) of an ending, called inside the transaction that ends the run: an
+    operator's stop asked before it wins over the run's own end (a cancel, or a failure of the
+    loop itself, keeps its reason). The run's row stays locked until this commits (PostgreSQL; on
+    SQLite the write transaction shuts other writers out), so a stop asked after finds the run
+    ended: a stop racing the run's end has exactly one outcome. One read, at the run's end only."""
+    run = recorder.run
+    if reason == StopReason.OPERATOR_STOP:
+        return reason, detail or f"Stopped by {run.stop_requested_by_name or 'an operator'} with a summary."
+    if reason in (StopReason.CANCELLED, StopReason.INTERNAL_ERROR, StopReason.WORKER_LOST):
+        return reason, detail
+    name = Run.objects.select_for_update().filter(pk=run.pk).values_list("stop_requested_by_name", flat=True).get()
+    if not name:
+        return reason, detail
+    run.stop_requested_by_name = name
+    return StopReason.OPERATOR_STOP, f"Stopped by {name} with a summary."

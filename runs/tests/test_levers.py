@@ -244,3 +244,18 @@ def test_the_sweep_never_hands_out_a_paused_run(script, gate, alice, settings):
     Run.objects.filter(pk=run.pk).update(created_at=long_ago, lease_expires_at=long_ago)
     assert run.pk not in runs_sweep()["redispatched"]
     assert Run.objects.get(pk=run.pk).status == Run.Status.PAUSED
+
+
+def test_a_stop_asked_while_the_model_writes_its_final_answer_still_ends_the_run_as_stopped(script, gate, alice):
+    model = script({"content": "all done", "latency": 2.0}, {"content": "Summary: answered at once."})
+    run = new_run(model)
+    thread = drive(run.pk)
+    wait_until(lambda: len(script.requests(model)) >= 1, timeout=30, message="the request")
+    run_stop(run_id=run.pk, user=alice)  # the lever came first: the run's own end must not win
+    finish(thread)
+    run.refresh_from_db()
+    assert (run.status, run.stop_reason) == (Run.Status.CANCELLED, Run.StopReason.OPERATOR_STOP)
+    assert run.answer == "Summary: answered at once."
+    assert [s.message["content"] for s in Step.objects.filter(run=run).order_by("index")] == [
+        "all done", "Summary: answered at once."]
+    assert mismatches(run.pk) == []

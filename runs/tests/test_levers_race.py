@@ -8,7 +8,7 @@ import time
 import pytest
 from django.db import connection
 
-from runs.models import Agent, OperatorMessage, Run, RunEvent
+from runs.models import Agent, OperatorMessage, Run, RunEvent, Step
 from runs.services.levers import LeverRefused, run_message, run_pause, run_stop
 from runs.services.loop import run_advance
 from runs.services.runs import run_create
@@ -72,8 +72,11 @@ def test_a_lever_racing_the_runs_end_applies_or_is_too_late_never_both(script, a
             assert not ended or pulled[0] < ended[0], "a lever was recorded after the run had ended"
             if lever == "pause":
                 assert run.status == Run.Status.PAUSED or (run.is_finished and run.pause_requested)
-            if lever == "stop":
-                assert run.stop_requested_by_name == "alice" and run.is_finished
+            if lever == "stop":  # even when the model's last answer was on its way: the stop came first
+                assert (run.status, run.stop_reason) == (Run.Status.CANCELLED, Run.StopReason.OPERATOR_STOP)
+                last = Step.objects.filter(run=run).order_by("index").last()
+                assert run.stop_detail == "Stopped by alice with a summary."
+                assert last.kind == Step.Kind.SUMMARY and run.answer == last.message["content"]
             if lever == "message":
                 assert OperatorMessage.objects.filter(run=run).count() == 1
         assert mismatches(run.pk) == []
