@@ -6,6 +6,7 @@ from drf_spectacular.views import SpectacularAPIView
 from rest_framework.routers import SimpleRouter
 
 from runs.api import views
+from runs.api.views.forks import RunCompareView, RunForkView
 from runs.api.views.rules import RuleViewSet
 
 router = SimpleRouter()
@@ -29,6 +30,8 @@ urlpatterns = [
     path("v1/runs/<int:pk>/cancel/", views.RunCancelView.as_view(), name="api-run-cancel"),
     path("v1/runs/<int:pk>/rerun/", views.RunRerunView.as_view(), name="api-run-rerun"),
     path("v1/runs/<int:pk>/grants/", views.RunGrantListView.as_view(), name="api-run-grants"),
+    path("v1/runs/<int:pk>/fork/", RunForkView.as_view(), name="api-run-fork"),
+    path("v1/runs/<int:pk>/compare/", RunCompareView.as_view(), name="api-run-compare"),
     path("v1/grants/<int:pk>/revoke/", views.GrantRevokeView.as_view(), name="api-grant-revoke"),
     path("v1/approvals/", views.ApprovalListView.as_view(), name="api-approval-list"),
     path("v1/approvals/archived/", views.ArchivedApprovalListView.as_view(), name="api-approval-archived"),
