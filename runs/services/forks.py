@@ -72,12 +72,14 @@ def run_fork(*, run_id: int, step_index: int, user, edit: dict | None = None) ->
         elif kind == "answer":
             last.message = {**last.message, "content": value}
             last.save(update_fields=["message"])
+        notes = _copy_notes(parent, fork, {old.pk: new for old, new in zip(steps, new_steps)})
         events = [("fork", _fork_event(parent, step_index, kind, value, by))]
-        events += [("step", step_data(step, new_calls[step.pk])) for step in new_steps]
+        for step in new_steps:  # as the parent's timeline showed them: each note, then the step that sent it
+            events += [("lever", _note_event(note)) for note in notes.get(step.pk, [])]
+            events.append(("step", step_data(step, new_calls[step.pk])))
         if kind == "message":
             note = OperatorMessage.objects.create(run=fork, text=value, author=_person(user), author_name=by)
-            events.append(("lever", {"lever": "message", "by": by, "at": note.created_at.isoformat(), "text": value}))
-        _copy_notes(parent, fork, {old.pk: new for old, new in zip(steps, new_steps)})
+            events.append(("lever", _note_event(note)))
         events.append(("run", run_summary(fork)))
         Run.objects.filter(pk=fork.pk).update(event_seq=len(events))
         fork.event_seq = len(events)
@@ -195,12 +197,23 @@ def _edit_result(call: ToolCall, content: str, by: str) -> None:
     call.save(update_fields=["result", "result_text", "truncated"])
 
 
-def _copy_notes(parent: Run, fork: Run, step_for: dict[int, Step]) -> None:
-    """Operators' notes the copied steps sent go along, with their steps (already sent)."""
-    for note in OperatorMessage.objects.filter(run=parent, step__in=list(step_for)):
+def _copy_notes(parent: Run, fork: Run, step_for: dict[int, Step]) -> dict[int, list[OperatorMessage]]:
+    """Operators' notes the copied steps sent go along (already sent, with who typed them and
+    when): {new step pk: its notes}. Their text reaches the model in the steps' preambles."""
+    copies: dict[int, list[OperatorMessage]] = {}
+    for note in OperatorMessage.objects.filter(run=parent, step__in=list(step_for)).order_by("created_at", "pk"):
+        step = step_for[note.step_id]
         copy = OperatorMessage.objects.create(run=fork, text=note.text, author_id=note.author_id,
-                                              author_name=note.author_name, step=step_for[note.step_id])
+                                              author_name=note.author_name, step=step)
         OperatorMessage.objects.filter(pk=copy.pk).update(created_at=note.created_at)  # when it was typed
+        copy.created_at = note.created_at
+        copies.setdefault(step.pk, []).append(copy)
+    return copies
+
+
+def _note_event(note: OperatorMessage) -> dict:
+    """A note's "lever" event, as the message lever records it."""
+    return {"lever": "message", "by": note.author_name, "at": note.created_at.isoformat(), "text": note.text}
 
 
 def _fork_event(parent: Run, step_index: int, kind: str | None, value, by: str) -> dict:

@@ -12,6 +12,7 @@ from runs.models import Approval, OperatorMessage, Run, RunEvent, Step, ToolCall
 from runs.selectors.forks import NotAFork, run_comparison, run_family
 from runs.services import guards
 from runs.services.approvals import approval_decide
+from runs.services.events import event_record
 from runs.services.forks import NOT_EXECUTED, ForkRefused, run_fork
 from runs.services.loop import run_advance
 from runs.services.reruns import rerun_create
@@ -270,3 +271,22 @@ def test_the_replay_check_sees_a_fork_whose_copied_step_has_no_event(launch, scr
     step_two.delete()
     assert fork_mismatches(fork.pk) == [f"fork {fork.pk}: copied step 2 has no event"]
     RunEvent.objects.create(run=fork, seq=step_two.seq, kind="step", data=step_two.data)
+
+
+def test_notes_an_operator_sent_in_the_copied_steps_go_along_with_who_and_when(launch, script, alice, dispatched):
+    parent = launched(launch, four_steps(script))
+    # As the message lever leaves them: a note sent with step 2 (its row names the step), and its event.
+    note = OperatorMessage.objects.create(run=parent, text="Check the second one twice.", author_name="bob",
+                                          step=Step.objects.get(run=parent, index=2))
+    event_record(run_id=parent.pk, kind="lever", data={"lever": "message", "by": "bob",
+                                                        "at": note.created_at.isoformat(), "text": note.text})
+
+    fork = run_fork(run_id=parent.pk, step_index=3, user=alice, edit={"message": "Now the third."})
+
+    copied, waiting = OperatorMessage.objects.filter(run=fork).order_by("created_at", "pk")
+    assert (copied.text, copied.author_name, copied.created_at, copied.step.index) == (
+        note.text, "bob", note.created_at, 2)
+    assert (copied.step.run_id, waiting.text, waiting.step_id) == (fork.pk, "Now the third.", None)
+    timeline = [(kind, data.get("index") or data.get("text")) for kind, data in
+                RunEvent.objects.filter(run=fork).exclude(kind__in=("fork", "run")).order_by("seq").values_list("kind", "data")]
+    assert timeline == [("step", 1), ("lever", note.text), ("step", 2), ("step", 3), ("lever", "Now the third.")]
