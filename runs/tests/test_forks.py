@@ -187,6 +187,14 @@ def test_a_fork_of_a_parked_run_never_runs_the_waiting_call_and_its_own_goes_thr
     run_advance(run_id=parent.pk)
     assert [e["key"] for e in EFFECTS] == [guards.idempotency_key(fork.pk, 2, 0), guards.idempotency_key(parent.pk, 1, 0)]
 
+    # A copy of the call now decided and run shows the parent's decision; no second approval exists.
+    again = run_fork(run_id=parent.pk, step_index=1, user=alice)
+    copy = ToolCall.objects.select_related("approval").get(run=again, call_id="p1")
+    assert (copy.status, copy.approval.decided_by_name) == (ToolCall.Status.SUCCEEDED, "alice")
+    assert copy.approval == Approval.objects.get(run=parent) and not Approval.objects.filter(run=again).exists()
+    assert RunEvent.objects.get(run=again, kind="step").data["calls"][0]["approval"]["decided_by"] == "alice"
+    assert len(EFFECTS) == 2
+
 
 def test_a_fork_of_a_running_run_leaves_its_unfinished_calls_unrun_and_tells_the_model(launch, script, alice, dispatched):
     both = {**calls(call("fork_me", {"n": 1}, "f1"), call("effect", {"n": 2}, "e1")), **usage(1)}
