@@ -66,21 +66,17 @@ def run_fork(*, run_id: int, step_index: int, user, edit: dict | None = None) ->
             raise ForkRefused(f"You may not fork this run: {message}.")
         fork = _fork_row(parent, steps, step_index, user)
         new_steps, new_calls = _copy(fork, steps, calls, parent=parent)
-        last = new_steps[-1]
-        if kind == "tool_result":
-            _edit_result(next(c for c in new_calls[last.pk] if c.call_id == value["call_id"]), value["content"], by)
-        elif kind == "answer":
-            last.message = {**last.message, "content": value}
-            last.save(update_fields=["message"])
+        _apply_edit(kind, value, new_steps[-1], new_calls[new_steps[-1].pk], by)
         notes = _copy_notes(parent, fork, {old.pk: new for old, new in zip(steps, new_steps)})
         events = [("fork", _fork_event(parent, step_index, kind, value, by))]
         for step in new_steps:  # as the parent's timeline showed them: each note, then the step that sent it
             events += [("lever", _note_event(note)) for note in notes.get(step.pk, [])]
             events.append(("step", step_data(step, new_calls[step.pk])))
-        if kind == "message":
+        if kind == "message":  # waits for the fork's first request
             note = OperatorMessage.objects.create(run=fork, text=value, author=_person(user), author_name=by)
             events.append(("lever", _note_event(note)))
         events.append(("run", run_summary(fork)))
+        # Nobody else knows the fork yet: its events are numbered from 1 in one statement.
         Run.objects.filter(pk=fork.pk).update(event_seq=len(events))
         fork.event_seq = len(events)
         events_store(run_id=fork.pk, first_seq=1, events=events)
@@ -186,6 +182,15 @@ def _close_unfinished(copy: ToolCall, call: ToolCall, parent: Run) -> None:
     else:
         set_result(copy, {"ok": False, "error": NOT_EXECUTED}, ToolCall.Status.SKIPPED)
     copy.latency_ms = None
+
+
+def _apply_edit(kind: str | None, value, step: Step, calls: list[ToolCall], by: str) -> None:
+    """The edit, on the fork's copy of the fork step (already checked by _check_edit)."""
+    if kind == "tool_result":
+        _edit_result(next(c for c in calls if c.call_id == value["call_id"]), value["content"], by)
+    elif kind == "answer":
+        step.message = {**step.message, "content": value}
+        step.save(update_fields=["message"])
 
 
 def _edit_result(call: ToolCall, content: str, by: str) -> None:
