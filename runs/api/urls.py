@@ -7,6 +7,7 @@ from rest_framework.routers import SimpleRouter
 
 from runs.api import views
 from runs.api.views import levers
+from runs.api.views.forks import RunCompareView, RunForkView
 from runs.api.views.rules import RuleViewSet
 
 router = SimpleRouter()
@@ -35,6 +36,8 @@ urlpatterns = [
     path("v1/runs/<int:pk>/message/", levers.RunMessageView.as_view(), name="api-run-message"),
     path("v1/runs/<int:pk>/stop/", levers.RunStopView.as_view(), name="api-run-stop"),
     path("v1/runs/<int:pk>/grants/", views.RunGrantListView.as_view(), name="api-run-grants"),
+    path("v1/runs/<int:pk>/fork/", RunForkView.as_view(), name="api-run-fork"),
+    path("v1/runs/<int:pk>/compare/", RunCompareView.as_view(), name="api-run-compare"),
     path("v1/grants/<int:pk>/revoke/", views.GrantRevokeView.as_view(), name="api-grant-revoke"),
     path("v1/approvals/", views.ApprovalListView.as_view(), name="api-approval-list"),
     path("v1/approvals/archived/", views.ArchivedApprovalListView.as_view(), name="api-approval-archived"),

@@ -1,6 +1,6 @@
 """Rebuild runs, calls and grants from their timeline events alone, as the live page does, and
 compare them with the rows: the proof that every state change has its event."""
-from runs.models import Approval, OperatorMessage, Run, RunEvent, RunGrant, ToolCall
+from runs.models import Approval, OperatorMessage, Run, RunEvent, RunGrant, Step, ToolCall
 from runs.selectors.approvals import approval_decider
 from runs.snapshots import PREVIEW_CHARS
 
@@ -89,7 +89,7 @@ def mismatches(run_id: int) -> list[str]:
         for name, value in expected_approval.items():
             if got.get(name) != value:
                 problems.append(f"call {call.pk} approval {name}: events say {got.get(name)!r}, the row says {value!r}")
-    return problems + _grant_mismatches(run_id, replayed_grants) + lever_mismatches(run_id)
+    return problems + _grant_mismatches(run_id, replayed_grants) + lever_mismatches(run_id) + fork_mismatches(run_id)
 
 
 def _grant_mismatches(run_id: int, replayed: dict[int, dict]) -> list[str]:
@@ -143,3 +143,40 @@ def lever_mismatches(run_id: int) -> list[str]:
     }
     return [f"run {run_id} levers {name}: events say {replayed[name]!r}, the rows say {value!r}"
             for name, value in expected.items() if replayed[name] != value]
+
+
+def fork_mismatches(run_id: int) -> list[str]:
+    """A fork's timeline must say where it came from (one "fork" event naming its parent and
+    step) and show every copied step as its rows hold it, calls included."""
+    row = Run.objects.get(pk=run_id)
+    if row.forked_at_step is None:
+        return []
+    problems = []
+    events = list(RunEvent.objects.filter(run_id=run_id, kind__in=("fork", "step")).order_by("seq").values_list("kind", "data"))
+    forks = [data for kind, data in events if kind == "fork"]
+    if len(forks) != 1:
+        problems.append(f"fork {run_id}: {len(forks)} fork events, expected one")
+    elif (forks[0].get("step"), row.forked_from_id is None or forks[0].get("parent") == row.forked_from_id) != (
+        row.forked_at_step, True
+    ):
+        problems.append(f"fork {run_id}: the fork event says {forks[0]!r}, the row says parent "
+                        f"{row.forked_from_id} step {row.forked_at_step}")
+    shown = {data["index"]: data for kind, data in events if kind == "step"}
+    calls: dict[int, list[int]] = {}
+    for step_id, pk in ToolCall.objects.filter(run_id=run_id).order_by("step_id", "index").values_list("step_id", "pk"):
+        calls.setdefault(step_id, []).append(pk)
+    for step in Step.objects.filter(run_id=run_id, index__lte=row.forked_at_step):
+        seen = shown.get(step.index)
+        if seen is None:
+            problems.append(f"fork {run_id}: copied step {step.index} has no event")
+            continue
+        expected = {
+            "model": step.model, "finish_reason": step.finish_reason, "tokens_in": step.tokens_in,
+            "tokens_out": step.tokens_out, "cost_usd": step.cost_usd, "content": step.message.get("content") or "",
+            "calls": calls.get(step.pk, []),
+        }
+        got = {**seen, "calls": [c["pk"] for c in seen.get("calls", [])]}
+        for name, value in expected.items():
+            if got.get(name) != value:
+                problems.append(f"fork {run_id} step {step.index} {name}: events say {got.get(name)!r}, the row says {value!r}")
+    return problems

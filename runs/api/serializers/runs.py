@@ -3,6 +3,7 @@ from rest_framework import serializers
 
 from runs.api.serializers.approvals import ApprovalBriefSerializer
 from runs.api.serializers.fields import NameRelatedField, choice, service_errors
+from runs.api.serializers.forks import RunFamilySerializer
 from runs.models import Agent, Run, ToolCall, ToolChoice
 from runs.services.guards import MAX_SAFE_INTEGER, POSITIVE_INT_LIMITS
 from runs.services.launch import (
@@ -172,6 +173,9 @@ class RunDetailSerializer(RunSummarySerializer):
     customer = serializers.CharField(allow_blank=True)
     created_by = serializers.CharField(allow_null=True)
     rerun_of = serializers.IntegerField(allow_null=True)
+    forked_from = serializers.IntegerField(allow_null=True, help_text="The run this one was forked from.")
+    forked_at_step = serializers.IntegerField(allow_null=True, help_text="The parent's step the fork started after.")
+    family = RunFamilySerializer(help_text="Where this run came from, its forks and its re-runs.")
     cancel_requested = serializers.BooleanField()
     levers = LeverStateSerializer(help_text="Operators' pause and stop requests, and notes not sent yet.")
     overrides = serializers.JSONField()

@@ -16,6 +16,7 @@ from runs.forms_admin import HistoryFilterForm
 from runs.models import Run
 from runs.roles import PERM_CANCEL, PERM_LAUNCH, PERM_VIEW
 from runs.selectors.exports import runs_csv, runs_jsonl
+from runs.selectors.forks import run_family
 from runs.selectors.history import run_history, run_history_page
 from runs.selectors.levers import run_lever_state
 from runs.selectors.runs import run_for_page
@@ -48,6 +49,9 @@ def _run_detail(run: Run) -> dict:
         "customer": run.customer,
         "created_by": run.created_by.get_username() if run.created_by_id and run.created_by else None,
         "rerun_of": run.rerun_of_id,
+        "forked_from": run.forked_from_id,
+        "forked_at_step": run.forked_at_step,
+        "family": run_family(run),
         "cancel_requested": run.cancel_requested,
         "levers": run_lever_state(run),
         "overrides": run.overrides,

@@ -1,0 +1,111 @@
+"""Forks in the API: the fork request, a run's family, and a fork compared with its parent (the
+plain dicts of runs.selectors.forks). What an edit may say is checked by runs.services.forks."""
+from rest_framework import serializers
+
+from runs.api.serializers.fields import choice
+from runs.models import Run, ToolCall
+from runs.services.forks import EDIT_SHAPES, MAX_STEP
+
+
+class ToolResultEditSerializer(serializers.Serializer):
+    call_id = serializers.CharField(trim_whitespace=False, help_text="The model's id of a call of the fork step.")
+    content = serializers.CharField(trim_whitespace=False, help_text="What the model reads as that call's result, exactly.")
+
+
+class ForkEditSerializer(serializers.Serializer):
+    """One of: a tool result of the fork step replaced, the fork step's answer replaced (a step
+    without calls only), or an operator's message sent with the fork's first request."""
+
+    tool_result = ToolResultEditSerializer(required=False)
+    answer = serializers.CharField(required=False, help_text="The fork step's text, when it made no tool calls.")
+    message = serializers.CharField(required=False, help_text="An operator's note, at most 4000 characters.")
+
+    def validate(self, attrs):
+        if len(attrs) != 1:
+            raise serializers.ValidationError(f"An edit is one of {EDIT_SHAPES}.")
+        return attrs
+
+
+class RunForkSerializer(serializers.Serializer):
+    step = serializers.IntegerField(min_value=1, max_value=MAX_STEP, help_text="The parent's step to fork after (1-based).")
+    edit = ForkEditSerializer(required=False, allow_null=True)
+
+
+class FamilyMemberSerializer(serializers.Serializer):
+    run_id = serializers.IntegerField()
+    status = choice(Run.Status.choices, "RunStatus")
+    status_label = serializers.CharField()
+    created_at = serializers.DateTimeField()
+
+
+class FamilyParentSerializer(FamilyMemberSerializer):
+    relation = serializers.ChoiceField(choices=["fork", "rerun"], help_text="How this run came from it.")
+    step = serializers.IntegerField(allow_null=True, help_text="The parent's step a fork started after.")
+
+
+class ForkMemberSerializer(FamilyMemberSerializer):
+    step = serializers.IntegerField(help_text="The step of this run the fork started after.")
+
+
+class RunFamilySerializer(serializers.Serializer):
+    parent = FamilyParentSerializer(allow_null=True, help_text="The run this one was forked or re-run from.")
+    forks = ForkMemberSerializer(many=True)
+    reruns = FamilyMemberSerializer(many=True)
+
+
+class ComparedCallSerializer(serializers.Serializer):
+    tool = serializers.CharField()
+    args_hash = serializers.CharField(help_text="The first 12 characters of the keyed hash of the arguments.")
+    status = choice(ToolCall.Status.choices, "CallStatus")
+    status_label = serializers.CharField()
+
+
+class ComparedStepSerializer(serializers.Serializer):
+    index = serializers.IntegerField()
+    kind = serializers.CharField()
+    model = serializers.CharField()
+    finish_reason = serializers.CharField(allow_blank=True)
+    tokens_in = serializers.IntegerField()
+    tokens_out = serializers.IntegerField()
+    cost_usd = serializers.FloatField()
+    latency_ms = serializers.FloatField()
+    calls = ComparedCallSerializer(many=True)
+
+
+class ComparedTotalsSerializer(serializers.Serializer):
+    tokens_in = serializers.IntegerField()
+    tokens_out = serializers.IntegerField()
+    total_tokens = serializers.IntegerField()
+    cost_usd = serializers.FloatField()
+
+
+class ComparedRunSerializer(serializers.Serializer):
+    run_id = serializers.IntegerField()
+    status = choice(Run.Status.choices, "RunStatus")
+    status_label = serializers.CharField()
+    stop_reason = choice(Run.StopReason.choices, "StopReason", allow_null=True)
+    stop_reason_label = serializers.CharField(allow_null=True)
+    steps_since_fork = serializers.IntegerField()
+    since_fork = ComparedTotalsSerializer(help_text="The steps after the fork step.")
+    run_totals = ComparedTotalsSerializer(help_text="The whole run (a fork counts the steps it copied).")
+
+
+class ComparisonRowSerializer(serializers.Serializer):
+    index = serializers.IntegerField()
+    shared = serializers.BooleanField(help_text="The fork step itself, copied (and perhaps edited).")
+    parent = ComparedStepSerializer(allow_null=True)
+    fork = ComparedStepSerializer(allow_null=True)
+
+
+class ForkEditBriefSerializer(serializers.Serializer):
+    edit = serializers.ChoiceField(choices=["tool_result", "answer", "message"])
+    by = serializers.CharField()
+    call_id = serializers.CharField(required=False)
+
+
+class RunComparisonSerializer(serializers.Serializer):
+    fork_step = serializers.IntegerField()
+    edit = ForkEditBriefSerializer(allow_null=True)
+    parent = ComparedRunSerializer()
+    fork = ComparedRunSerializer()
+    rows = ComparisonRowSerializer(many=True, help_text="Per step index from the fork step on, each side's step or null.")
