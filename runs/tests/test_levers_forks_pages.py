@@ -29,9 +29,9 @@ def users(demo_data):
 
 @pytest.fixture
 def dispatched(monkeypatch):
-    """Run ids the fork view hands to workers (no worker runs in these tests)."""
+    """Run ids handed to workers by forks (no worker runs in these tests)."""
     ids = []
-    monkeypatch.setattr("runs.views.forks.run_dispatch", lambda *, run_id: ids.append(run_id))
+    monkeypatch.setattr("runs.services.forks.run_dispatch", lambda *, run_id: ids.append(run_id))
     return ids
 
 

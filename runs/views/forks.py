@@ -7,8 +7,7 @@ from django.views.decorators.http import require_http_methods, require_safe
 
 from runs.models import Run, Step
 from runs.roles import PERM_LAUNCH, PERM_VIEW
-from runs.selectors.forks import run_comparison
-from runs.services.dispatch import run_dispatch
+from runs.selectors.forks import NotAFork, run_comparison
 from runs.services.forks import ForkRefused, run_fork
 
 # The one change a fork may make to the copied conversation (the service checks it against the step).
@@ -70,7 +69,6 @@ def run_fork_view(request, pk: int):
             except ForkRefused as exc:
                 form.add_error(None, str(exc))
             else:
-                run_dispatch(run_id=fork.pk)  # a second hand-out of a run is harmless: the lease decides
                 return redirect("run_detail", pk=fork.pk)
     else:
         chosen = request.GET.get("step", "")
@@ -94,12 +92,14 @@ def run_fork_view(request, pk: int):
 @require_safe
 def run_compare(request, pk: int):
     """A fork and its parent side by side from the fork point on."""
-    fork = Run.objects.select_related("forked_from", "agent").filter(pk=pk).first()
+    fork = Run.objects.select_related("forked_from").filter(pk=pk).first()
     if fork is None:
         raise Http404("No such run.")
-    if fork.forked_from_id is None:
-        raise Http404("This run is not a fork: there is nothing to compare it with.")
-    parent = fork.forked_from
+    try:
+        comparison = run_comparison(fork)
+    except NotAFork as exc:
+        raise Http404(str(exc))
     return render(request, "runs/run_compare.html", {
-        "fork": fork, "parent": parent, "sides": [parent, fork], "comparison": run_comparison(fork),
+        "fork": fork, "parent": fork.forked_from, "comparison": comparison,
+        "sides": [comparison["parent"], comparison["fork"]],
     })

@@ -74,6 +74,21 @@ function leverState(data) {
   }
 }
 
+const EDITS = {
+  tool_result: (data) => `the result of call ${data.call_id} was changed`,
+  answer: () => "the model's answer of that step was changed",
+  message: () => "an operator message was added",
+};
+
+// The first entry of a fork's timeline: where its copied conversation comes from.
+export function renderFork(data, { append }) {
+  const edit = EDITS[data.edit];
+  const node = el("div", { class: "lever fork-origin", dataset: { parent: data.parent, step: data.step } });
+  node.append(`Forked by ${data.by || "an operator"} at `, timeNode(data.at),
+    ` from step ${data.step} of run ${data.parent}${edit ? `; ${edit(data)}` : ""}. The copied steps below were not run again.`);
+  append(node);
+}
+
 // `append(node)` puts a node in the timeline; `live` is true for events newer than the rendered page.
 export function renderLever(data, { append, live }) {
   append(leverNode(data));

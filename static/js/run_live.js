@@ -7,7 +7,7 @@
 // path ends with exactly the same timeline. All text goes in through textContent.
 import { el, shortHash } from "./dom.js";
 import { approvalNode, renderGrant } from "./run_approvals.js";
-import { leverControls, renderLever } from "./run_levers.js";
+import { leverControls, renderFork, renderLever } from "./run_levers.js";
 
 const page = document.getElementById("run-page");
 const timeline = document.getElementById("timeline");
@@ -328,6 +328,7 @@ const RENDERERS = {
   grant: renderGrant,
   verification: renderVerification,
   lever: (data, seq) => renderLever(data, { append, live: seq > renderedSeq }),
+  fork: (data) => renderFork(data, { append }),
 };
 
 // --- the full result of a call -------------------------------------------------------------
