@@ -12,6 +12,7 @@ from runs.tests.conftest import wait_for_status
 pytestmark = [pytest.mark.browser, requires_chromium]
 
 SNOW = "London: snowing, -3 C"
+ALERTS = {"tool_calls": [{"name": "search_tickets", "arguments": {"query": "weather alerts"}}]}
 
 
 def weather(call_id: str, city: str) -> dict:
@@ -21,11 +22,10 @@ def weather(call_id: str, city: str) -> dict:
 def test_fork_from_a_step_with_an_edited_result_then_compare(live, browser, users, launch, script):
     # The parent takes the first four answers; the fork, which copies steps 1-2, the last two.
     model = script(
-        weather("call_lagos", "Lagos"), weather("call_london", "London"), weather("call_paris", "Paris"),
-        {"content": "Warm everywhere."},
-        weather("call_paris", "Paris"), {"content": "Snow in London, warm elsewhere."},
+        weather("call_lagos", "Lagos"), weather("call_london", "London"), ALERTS, {"content": "Warm everywhere."},
+        ALERTS, {"content": "Snow in London, warm elsewhere."},
     )
-    parent = launch("What's the weather in Lagos, London and Paris?", models=[model])
+    parent = launch("What's the weather in Lagos and London, and any tickets about it?", models=[model])
     assert parent.status == Run.Status.SUCCEEDED and parent.steps.count() == 4
 
     page = browser.login(users["operator"])
@@ -59,7 +59,8 @@ def test_fork_from_a_step_with_an_edited_result_then_compare(live, browser, user
     expect(parent_side.filter(has_text="Step 4")).to_have_count(1)
     expect(parent_side.filter(has_text="Step 1")).to_have_count(0)
     expect(fork_side.filter(has_text="Step 3")).to_have_count(1)
-    expect(fork_side.first).to_contain_text("get_weather")
+    expect(fork_side.filter(has_text="Step 3")).to_contain_text("search_tickets")
+    expect(page.locator("#compare-fork-point")).to_contain_text("changed the result of call call_london")
     expect(page.locator("#compare-outcome .compare-stop-reason")).to_have_count(2)
     screenshot(page, "fork-compare")
 

@@ -59,7 +59,7 @@ def test_pause_message_resume_with_a_viewer_watching(live, browser, users, scrip
     assert not run.lease_owner, "a paused run holds its worker"
     paused_at_step = run.steps.count()
     assert paused_at_step < 7, "the run went on to its end before the pause"
-    screenshot(watcher, "run-paused")
+    screenshot(operator, "run-paused")  # with the levers an operator has
 
     operator.locator("#message-text").fill(NOTE)
     with operator.expect_navigation():
@@ -70,7 +70,7 @@ def test_pause_message_resume_with_a_viewer_watching(live, browser, users, scrip
         expect(note.locator(".operator-message-head")).to_contain_text("Message from operator operator")
         expect(note.locator(".operator-message-text")).to_have_text(NOTE)
     assert Run.objects.get(pk=run_id).steps.count() == paused_at_step, "a message woke a paused run"
-    screenshot(watcher, "run-operator-message")
+    screenshot(watcher, "run-operator-message")  # as a viewer sees it
 
     with operator.expect_navigation():
         operator.locator("#resume-button").click()
