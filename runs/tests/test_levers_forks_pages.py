@@ -89,6 +89,7 @@ def test_an_operator_sees_the_levers_of_an_active_run_and_none_on_a_finished_one
     page = client.get(reverse("run_detail", args=[active.pk])).content.decode()
     for control in ['id="pause-button"', 'id="stop-button"', 'id="message-form"', "data-fork-url"]:
         assert control in page
+    assert "{#" not in page and "{%" not in page
     done = client.get(reverse("run_detail", args=[finished.pk])).content.decode()
     assert '<div id="run-levers" hidden>' in done
 

@@ -89,3 +89,27 @@ def test_pause_message_resume_with_a_viewer_watching(live, browser, users, scrip
     carrying = [n for n, request in enumerate(requests) if NOTE in user_texts(request)]
     assert carrying and carrying[0] == paused_at_step, carrying
     assert OperatorMessage.objects.get(run_id=run_id).step.index == paused_at_step + 1
+
+
+def test_stop_with_a_summary_ends_the_run_for_everyone_watching(live, browser, users, script):
+    # The repeating entry is skipped by the run's own requests and answers only the tools-free summary.
+    summary = {"repeat": True, "if_tool_choice": "none", "content": "Searched two queries; no printer tickets found."}
+    model = script(summary, *searches(6), {"content": "never reached"}, latency=1.5)
+    operator = browser.login(users["operator"])
+    run_id = launch_slow_run(operator, model)
+    watcher = browser.login(users["viewer"])
+    watcher.goto(f"/runs/{run_id}/")
+    expect(watcher.locator("#timeline .step[data-index]").first).to_be_visible()
+
+    with operator.expect_navigation():
+        operator.locator("#stop-button").click()
+    run = wait_for_status(run_id, *Run.FINISHED_STATUSES)
+    assert run.status == Run.Status.CANCELLED and run.stop_reason == Run.StopReason.OPERATOR_STOP
+    assert run.answer == summary["content"]
+    for page in (operator, watcher):
+        expect(page.locator("#timeline .lever-stop")).to_contain_text("Stop with a summary requested by operator")
+        expect(page.locator("#run-stop-reason")).to_have_attribute("data-stop-reason", Run.StopReason.OPERATOR_STOP)
+        expect(page.locator("#run-answer")).to_have_text(summary["content"])
+        expect(page.locator("#timeline .step-summary")).to_have_count(1)
+    expect(operator.locator("#run-levers")).to_be_hidden()
+    expect(operator.locator("#run-stop-requested")).to_be_hidden()
