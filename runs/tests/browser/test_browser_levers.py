@@ -103,9 +103,7 @@ def test_stop_with_a_summary_ends_the_run_for_everyone_watching(live, browser, u
 
     with operator.expect_navigation():
         operator.locator("#stop-button").click()
-    run = wait_for_status(run_id, *Run.FINISHED_STATUSES)
-    assert run.status == Run.Status.CANCELLED and run.stop_reason == Run.StopReason.OPERATOR_STOP
-    assert run.answer == summary["content"]
+    # The run ends first; its summary follows as the last step and becomes the answer.
     for page in (operator, watcher):
         expect(page.locator("#timeline .lever-stop")).to_contain_text("Stop with a summary requested by operator")
         expect(page.locator("#run-stop-reason")).to_have_attribute("data-stop-reason", Run.StopReason.OPERATOR_STOP)
@@ -113,3 +111,6 @@ def test_stop_with_a_summary_ends_the_run_for_everyone_watching(live, browser, u
         expect(page.locator("#timeline .step-summary")).to_have_count(1)
     expect(operator.locator("#run-levers")).to_be_hidden()
     expect(operator.locator("#run-stop-requested")).to_be_hidden()
+    run = Run.objects.get(pk=run_id)
+    assert run.status == Run.Status.CANCELLED and run.stop_reason == Run.StopReason.OPERATOR_STOP
+    assert run.answer == summary["content"]
