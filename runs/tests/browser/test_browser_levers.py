@@ -6,7 +6,7 @@ from playwright.sync_api import expect
 
 from runs.models import OperatorMessage, Run
 from runs.tests.browser import RUN_URL, requires_chromium, run_id_of, screenshot
-from runs.tests.conftest import wait_for_status
+from runs.tests.conftest import wait_for_status, wait_until
 
 pytestmark = [pytest.mark.browser, requires_chromium]
 
@@ -33,7 +33,7 @@ def user_texts(request: dict) -> list[str]:
 
 
 def test_pause_message_resume_with_a_viewer_watching(live, browser, users, script):
-    model = script(*searches(6), {"content": "Found the scanner tickets."}, latency=1.5)
+    model = script(*searches(6), {"content": "Found the scanner tickets."}, latency=2.0)
     operator = browser.login(users["operator"])
     run_id = launch_slow_run(operator, model)
     watcher = browser.login(users["viewer"])
@@ -56,7 +56,7 @@ def test_pause_message_resume_with_a_viewer_watching(live, browser, users, scrip
     expect(operator.locator("#pause-button")).to_be_hidden()
     run = Run.objects.get(pk=run_id)
     assert run.status == Run.Status.PAUSED and run.paused_by_name == "operator"
-    assert not run.lease_owner, "a paused run holds its worker"
+    wait_until(lambda: not Run.objects.get(pk=run_id).lease_owner, message="the paused run to let go of its worker")
     paused_at_step = run.steps.count()
     assert paused_at_step < 7, "the run went on to its end before the pause"
     screenshot(operator, "run-paused")  # with the levers an operator has
@@ -69,7 +69,8 @@ def test_pause_message_resume_with_a_viewer_watching(live, browser, users, scrip
         expect(note).to_have_count(1)
         expect(note.locator(".operator-message-head")).to_contain_text("Message from operator operator")
         expect(note.locator(".operator-message-text")).to_have_text(NOTE)
-    assert Run.objects.get(pk=run_id).steps.count() == paused_at_step, "a message woke a paused run"
+    run = Run.objects.get(pk=run_id)
+    assert run.status == Run.Status.PAUSED and run.steps.count() == paused_at_step, "a message woke a paused run"
     screenshot(watcher, "run-operator-message")  # as a viewer sees it
 
     with operator.expect_navigation():
