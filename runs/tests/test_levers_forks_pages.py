@@ -118,6 +118,7 @@ def test_a_get_changes_nothing(client, users, launch, dispatched):
         assert client.get(reverse(name, args=[active.pk]), {"text": "hello"}).status_code == 405, name
     form = client.get(reverse("run_fork", args=[finished.pk]), {"step": 2, "edit": "message", "content": "hi"})
     assert form.status_code == 200
+    assert client.get(reverse("run_fork", args=[finished.pk]), {"step": "²"}).status_code == 200  # not a step: the last one
     assert snapshot(active) == before
     assert RunEvent.objects.count() == events and dispatched == []
 

@@ -73,7 +73,7 @@ def run_fork_view(request, pk: int):
     else:
         chosen = request.GET.get("step", "")
         default = steps[-1].index if steps else 1
-        form = ForkForm(initial={"step": int(chosen) if chosen.isdigit() else default, "edit": ""})
+        form = ForkForm(initial={"step": int(chosen) if chosen.isascii() and chosen.isdigit() else default, "edit": ""})
     step_index = form["step"].value()
     chosen_step = next((s for s in steps if str(s.index) == str(step_index)), None)
     context = {
@@ -82,9 +82,9 @@ def run_fork_view(request, pk: int):
         "steps": steps,
         "chosen_step": chosen_step,
         "chosen_answer": ((chosen_step.message or {}).get("content") or "") if chosen_step else "",
-        "status": 400 if form.is_bound else 200,
     }
-    return render(request, "runs/fork_form.html", context, status=context["status"])
+    # Only a POST that created nothing gets here with a bound form: say so in the status too.
+    return render(request, "runs/fork_form.html", context, status=400 if form.is_bound else 200)
 
 
 @login_required
