@@ -37,6 +37,7 @@ def test_fork_from_a_step_with_an_edited_result_then_compare(live, browser, user
 
     page.locator("#fork-form input[name=edit][value=tool_result]").check()
     page.locator("#id_call_id").select_option("call_london")
+    expect(page.locator("#id_content")).to_have_value(re.compile("light rain"))  # the recorded result, to edit
     page.locator("#id_content").fill(SNOW)
     page.locator("#fork-button").click()
     page.wait_for_url(RUN_URL)
