@@ -1,6 +1,6 @@
 from django.urls import path
 
-from runs.views import agents, approvals, history, metrics, rules, runs
+from runs.views import agents, approvals, forks, history, levers, metrics, rules, runs
 
 urlpatterns = [
     path("", history.home, name="home"),
@@ -10,6 +10,12 @@ urlpatterns = [
     path("runs/<int:pk>/cancel/", runs.run_cancel_view, name="run_cancel"),
     path("runs/<int:pk>/rerun/", runs.run_rerun, name="run_rerun"),
     path("runs/<int:pk>/calls/<int:call_pk>/result/", runs.call_result, name="call_result"),
+    path("runs/<int:pk>/pause/", levers.run_pause_view, name="run_pause"),
+    path("runs/<int:pk>/resume/", levers.run_resume_view, name="run_resume"),
+    path("runs/<int:pk>/message/", levers.run_message_view, name="run_message"),
+    path("runs/<int:pk>/stop/", levers.run_stop_view, name="run_stop"),
+    path("runs/<int:pk>/fork/", forks.run_fork_view, name="run_fork"),
+    path("runs/<int:pk>/compare/", forks.run_compare, name="run_compare"),
     path("approvals/", approvals.approval_queue, name="approval_queue"),
     path("approvals/pending/", approvals.approval_queue_partial, name="approval_queue_partial"),
     path("approvals/count/", approvals.approval_count, name="approval_count"),

@@ -10,7 +10,8 @@ from django.views.decorators.http import require_POST, require_safe
 from runs.forms import LaunchForm
 from runs.models import Run, RunGrant, ToolCall
 from runs.roles import PERM_CANCEL, PERM_DECIDE, PERM_LAUNCH, PERM_VIEW
-from runs.selectors.runs import agent_defaults, call_in_run, run_for_page, run_reruns
+from runs.selectors.forks import run_family
+from runs.selectors.runs import agent_defaults, call_in_run, run_for_page
 from runs.services.dispatch import run_dispatch
 from runs.services.grants import grant_revoke, grants_of_run
 from runs.services.launch import POLICY_LABELS, LaunchNotAllowed, launch_policy
@@ -53,7 +54,8 @@ def run_detail(request, pk: int):
         raise Http404("No such run.")
     context = {
         "run": run,
-        "reruns": run_reruns(run=run),
+        # The run it came from (fork or re-run), its forks and its re-runs.
+        "family": run_family(run),
         "ws_path": f"/ws/runs/{run.pk}/",
         "status_labels": dict(Run.Status.choices),
         "call_status_labels": dict(ToolCall.Status.choices),

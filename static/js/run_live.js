@@ -7,6 +7,7 @@
 // path ends with exactly the same timeline. All text goes in through textContent.
 import { el, shortHash } from "./dom.js";
 import { approvalNode, renderGrant } from "./run_approvals.js";
+import { leverControls, renderFork, renderLever } from "./run_levers.js";
 
 const page = document.getElementById("run-page");
 const timeline = document.getElementById("timeline");
@@ -15,6 +16,7 @@ const wsPath = page.dataset.wsPath;
 const renderedSeq = Number(page.dataset.renderedSeq || 0); // the header was rendered at this seq
 const callResultUrl = page.dataset.callResultUrl; // .../calls/0/result/
 const approvalUrlPattern = page.dataset.approvalUrl; // .../approvals/0/
+const forkUrl = page.dataset.forkUrl; // .../fork/, for operators who may launch
 const approvalUrl = (id) => approvalUrlPattern.replace(/\/0\/$/, `/${encodeURIComponent(id)}/`);
 const labels = {
   run: readJson("run-status-labels"),
@@ -162,6 +164,9 @@ function renderStep(data, seq) {
     el("span", { class: "step-cost muted" }, usd(data.cost_usd)),
     el("span", { class: "step-finish" }, `finish: ${data.finish_reason || "—"}`),
   );
+  if (forkUrl) {
+    head.append(el("a", { class: "step-fork", href: `${forkUrl}?step=${encodeURIComponent(data.index)}` }, "Fork from here"));
+  }
   if (data.tool_choice) {
     const text = data.tool_choice_fallback
       ? `tool choice: ${data.tool_choice} ("required" was refused)`
@@ -287,6 +292,7 @@ function updateHeader(data) {
   if (cancel) cancel.hidden = finished;
   const rerun = document.getElementById("rerun-form");
   if (rerun) rerun.hidden = !finished;
+  leverControls(data.status, { finished });
 }
 
 function setCounters({ iterations, tokensIn, tokensOut, cost, wall }) {
@@ -321,6 +327,8 @@ const RENDERERS = {
   approval: renderApproval,
   grant: renderGrant,
   verification: renderVerification,
+  lever: (data, seq) => renderLever(data, { append, live: seq > renderedSeq }),
+  fork: (data) => renderFork(data, { append }),
 };
 
 // --- the full result of a call -------------------------------------------------------------

@@ -1,0 +1,113 @@
+// Operators' levers on the run page: the timeline's "lever" events (pause, paused, resume,
+// message, stop) and the state they leave in the header (paused by whom, pausing, stopping),
+// and which lever buttons an operator sees. Built from the run's events only, like the rest of
+// the timeline; all text goes in through textContent.
+import { el } from "./dom.js";
+
+const byId = (id) => document.getElementById(id);
+
+// "2026-11-30 19:52:36" in the reader's time zone; the exact instant is in the title.
+function when(iso) {
+  const at = new Date(iso);
+  if (!iso || Number.isNaN(at.getTime())) return "";
+  const pad = (n) => String(n).padStart(2, "0");
+  return `${at.getFullYear()}-${pad(at.getMonth() + 1)}-${pad(at.getDate())} ` +
+    `${pad(at.getHours())}:${pad(at.getMinutes())}:${pad(at.getSeconds())}`;
+}
+
+function timeNode(iso) {
+  return el("time", { datetime: iso || null, title: iso || null }, when(iso));
+}
+
+const LINES = {
+  pause: "Pause requested by",
+  paused: "Paused by",
+  resume: "Resumed by",
+  stop: "Stop with a summary requested by",
+};
+
+// The timeline entry of one lever event.
+function leverNode(data) {
+  const by = data.by || "an operator";
+  if (data.lever === "message") {
+    const node = el("div", { class: "operator-message", dataset: { lever: "message", by } });
+    const head = el("div", { class: "operator-message-head muted" }, `Message from operator ${by} · `);
+    head.append(timeNode(data.at));
+    node.append(head, el("div", { class: "operator-message-text run-text" }, data.text || ""));
+    return node;
+  }
+  const node = el("div", { class: `lever lever-${data.lever}`, dataset: { lever: data.lever, by } });
+  node.append(`${LINES[data.lever] || `${data.lever} by`} ${by} at `, timeNode(data.at));
+  return node;
+}
+
+function show(id, visible) {
+  const node = byId(id);
+  if (node) node.hidden = !visible;
+}
+
+function setPausedBy(data) {
+  const name = byId("paused-by");
+  const at = byId("paused-at");
+  if (name) name.textContent = data.by || "an operator";
+  if (at) {
+    at.textContent = when(data.at);
+    if (data.at) at.setAttribute("datetime", data.at);
+  }
+}
+
+// The header's lever state after an event newer than the rendered page.
+function leverState(data) {
+  if (data.lever === "pause") {
+    setPausedBy(data); // a run nobody drives is paused at once, with this name
+    show("run-pause-requested", true);
+    show("pause-form", false);
+  } else if (data.lever === "paused") {
+    setPausedBy(data);
+    show("run-pause-requested", false);
+    show("run-paused", true);
+  } else if (data.lever === "stop") {
+    const by = byId("stop-requested-by");
+    if (by) by.textContent = data.by || "an operator";
+    show("run-stop-requested", true);
+    show("stop-form", false);
+  }
+}
+
+const EDITS = {
+  tool_result: (data) => `the result of call ${data.call_id} was changed`,
+  answer: () => "the model's answer of that step was changed",
+  message: () => "an operator message was added",
+};
+
+// The first entry of a fork's timeline: where its copied conversation comes from.
+export function renderFork(data, { append }) {
+  const edit = EDITS[data.edit];
+  const node = el("div", { class: "lever fork-origin", dataset: { parent: data.parent, step: data.step } });
+  node.append(`Forked by ${data.by || "an operator"} at `, timeNode(data.at),
+    ` from step ${data.step} of run ${data.parent}${edit ? `; ${edit(data)}` : ""}. The copied steps below were not run again.`);
+  append(node);
+}
+
+// `append(node)` puts a node in the timeline; `live` is true for events newer than the rendered page.
+export function renderLever(data, { append, live }) {
+  append(leverNode(data));
+  if (live) leverState(data);
+}
+
+// Which levers an operator sees for a run in `status` (the elements exist only for operators).
+export function leverControls(status, { finished }) {
+  const paused = status === "paused";
+  show("run-levers", !finished);
+  show("resume-form", paused);
+  show("run-paused", paused);
+  if (paused || finished) show("run-pause-requested", false);
+  if (finished) show("run-stop-requested", false);
+  // Resumed: it can be paused again (unless a pause is already on its way).
+  show("pause-form", !finished && !paused && !isVisible("run-pause-requested"));
+}
+
+function isVisible(id) {
+  const node = byId(id);
+  return Boolean(node) && !node.hidden;
+}
