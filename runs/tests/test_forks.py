@@ -155,6 +155,22 @@ def test_a_message_edit_waits_for_the_forks_first_request(launch, script, alice,
         "parent": parent.pk, "step": 3, "edit": "message", "by": "alice", "at": None}
 
 
+
+def test_a_message_edit_reaches_the_forks_first_request(launch, script, alice, dispatched):
+    model = four_steps(script, {"content": "shorter", **usage(5)})
+    parent = launched(launch, model)
+
+    fork = run_fork(run_id=parent.pk, step_index=3, user=alice, edit={"message": "Say it again, shorter."})
+    run_advance(run_id=fork.pk)
+    fork.refresh_from_db()
+
+    first = script.requests(model)[4]["messages"]
+    assert first[-1] == {"role": "user", "content": "Say it again, shorter."}
+    assert fork.status == Run.Status.SUCCEEDED and fork.answer == "shorter"
+    note = OperatorMessage.objects.get(run=fork)
+    assert note.step == Step.objects.get(run=fork, index=4), "sent once, with the fork's first new step"
+    assert mismatches(fork.pk) == []
+
 def test_a_fork_of_a_parked_run_never_runs_the_waiting_call_and_its_own_goes_through_approval(
     launch, script, alice, dispatched
 ):
