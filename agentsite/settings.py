@@ -224,8 +224,10 @@ TOOL_PARALLEL_WORKERS = env_int("TOOL_PARALLEL_WORKERS", 8)
 # until it returns. A tool with this many hung calls in one process has its new calls refused
 # (an error the model reads) until one of them returns (see runs/services/tool_threads.py).
 TOOL_MAX_HUNG_CALLS = env_int("TOOL_MAX_HUNG_CALLS", 4)
-# Extra modules that register Python tool handlers and verifiers (comma separated).
-TOOL_MODULES = env_list("TOOL_MODULES", [])
+# Extra modules that register Python tool handlers and verifiers (comma separated), imported at
+# start after those of the installed packages' `agentsite.tools` entry points (toolsapp/plugins.py).
+# TOOL_MODULES is the older name of the variable, still read.
+AGENTSITE_TOOL_MODULES = env_list("AGENTSITE_TOOL_MODULES", []) + env_list("TOOL_MODULES", [])
 
 LOGGING = {
     "version": 1,

@@ -7,13 +7,13 @@ class ToolsappConfig(AppConfig):
     verbose_name = "Tools"
 
     def ready(self):
-        # Registers the built-in handlers and verifiers, and those of TOOL_MODULES (your own
-        # tools, without editing this app), by importing their modules.
-        from importlib import import_module
-
+        # Registers the built-in handlers and verifiers, then those of the installed packages'
+        # `agentsite.tools` entry points and of AGENTSITE_TOOL_MODULES (your own tools, without
+        # editing this app), by importing their modules. Web and worker processes both get here
+        # through django.setup(); a module that cannot be loaded stops the process (plugins.py).
         from django.conf import settings
 
         from . import builtin  # noqa: F401
+        from .plugins import load_tool_modules
 
-        for module in settings.TOOL_MODULES:
-            import_module(module)
+        load_tool_modules(settings.AGENTSITE_TOOL_MODULES)

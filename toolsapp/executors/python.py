@@ -1,6 +1,8 @@
-"""Python tools: functions registered by name in this process (built-in or from TOOL_MODULES)."""
+"""Python tools: functions registered by name in this process (built-in, or from the modules of toolsapp/plugins.py)."""
 from collections.abc import Callable
 from typing import Any
+
+from django.core.exceptions import ImproperlyConfigured
 
 from toolsapp.executors.base import Executor, ToolContext, ToolError
 
@@ -8,6 +10,19 @@ Handler = Callable[[dict, ToolContext], Any]
 
 PYTHON_HANDLERS: dict[str, Handler] = {}
 READ_ONLY_HANDLERS: set[str] = set()
+HANDLER_MODULES: dict[str, str] = {}  # name -> the module that registered it
+
+
+def claim_name(kind: str, name: str, fn: Callable, owners: dict[str, str]) -> None:
+    """Record that fn's module registers `name`; a name two modules register is an error.
+
+    The same module may register a name again (a reload, a test); two packages that both ship a
+    `lookup` would otherwise have one silently replace the other, in an order nobody chose.
+    """
+    module = getattr(fn, "__module__", None) or "?"
+    first = owners.setdefault(name, module)
+    if first != module:
+        raise ImproperlyConfigured(f"{kind} {name!r} is registered by both {first} and {module}; rename one of them")
 
 
 def python_handler(name: str, *, read_only: bool = False):
@@ -21,6 +36,7 @@ def python_handler(name: str, *, read_only: bool = False):
     """
 
     def register(fn: Handler) -> Handler:
+        claim_name("Python tool handler", name, fn, HANDLER_MODULES)
         PYTHON_HANDLERS[name] = fn
         if read_only:
             READ_ONLY_HANDLERS.add(name)
