@@ -1,0 +1,2 @@
+"""A tool module with a bug at import time."""
+raise RuntimeError("the tools' settings file is missing")
