@@ -17,6 +17,7 @@ steps, and the test shows the same guarantees with fewer interleavings.
 """
 import json
 import threading
+import time
 
 import pytest
 from django.db import connection
@@ -91,6 +92,16 @@ def in_threads(*actions) -> list:
     return raised
 
 
+def saved_count() -> int:
+    return ApprovalRuleVersion.objects.count()
+
+
+def progress_before(count: int, *, deadline: float) -> None:
+    """Wait (bounded) until another rule version than the `count` so far is saved."""
+    while saved_count() <= count and time.monotonic() < deadline:
+        time.sleep(0.005)
+
+
 def decide_while(launch, script, change_rules) -> list[int]:
     """Drive runs of cancel_order calls while `change_rules(stop)` changes rules in another
     thread until `stop` is set, for several rounds; the runs' ids."""
@@ -101,6 +112,9 @@ def decide_while(launch, script, change_rules) -> list[int]:
         def evaluate(round_number=round_number, stop=stop):
             try:
                 for run_number in range(RUNS_PER_ROUND):
+                    # Each run starts after at least one more save than the last, so the runs meet
+                    # several versions even when a busy machine starves the saving thread.
+                    progress_before(saved_count(), deadline=time.monotonic() + 10)
                     model = script(cancels(round_number, run_number), {"content": "Done."})
                     run_ids.append(launch(TASK, models=[model]).pk)
             finally:
