@@ -11,6 +11,7 @@ Who may scrape: METRICS_TOKEN (a bearer token) and/or METRICS_ALLOWED_NETWORKS (
 one set must pass. With neither set the endpoint does not exist (404), so nothing leaks by
 default.
 """
+import hashlib
 import hmac
 import ipaddress
 
@@ -45,15 +46,14 @@ class DatabaseCollector:
         return []  # nothing is read when the collector is registered
 
     def collect(self):
-        yield _counter("runs_started", "Runs a worker started.", ["agent"], q.runs_started())
+        runs = q.run_figures()
+        yield _counter("runs_started", "Runs a worker started.", ["agent"], runs.started)
         yield _counter("runs_ended", "Runs that ended, by final status and stop reason.",
-                       ["agent", "status", "stop_reason"], q.runs_ended())
-        totals = q.run_totals()
-        yield _counter("run_iterations", "Loop iterations of runs.", ["agent"],
-                       {key: value["iterations"] for key, value in totals.items()})
+                       ["agent", "status", "stop_reason"], runs.ended)
+        yield _counter("run_iterations", "Loop iterations of runs.", ["agent"], runs.iterations)
         yield _counter("lease_takeovers", "Times a worker took a run over from a worker that died.", ["agent"],
-                       {key: value["takeovers"] for key, value in totals.items()})
-        usage = q.model_usage()
+                       runs.takeovers)
+        usage, latency = q.model_figures()
         tokens = {}
         for (agent, model), value in usage.items():
             tokens[(agent, model, "input")] = value["tokens_in"]
@@ -62,18 +62,20 @@ class DatabaseCollector:
         yield _counter("model_cost_usd", "Cost of model calls in US dollars.", ["agent", "model"],
                        {key: value["cost_usd"] for key, value in usage.items()})
         yield _histogram("model_request_duration_seconds", "Seconds a model call took, by the model that answered.",
-                         ["model"], q.MODEL_LATENCY_BUCKETS, q.model_latency())
-        yield _counter("tool_calls", "Tool calls that reached an outcome.", ["tool", "status"], q.tool_calls())
+                         ["model"], q.MODEL_LATENCY_BUCKETS, latency)
+        calls, latency = q.tool_figures()
+        yield _counter("tool_calls", "Tool calls that reached an outcome.", ["tool", "status"], calls)
         yield _histogram("tool_call_duration_seconds", "Seconds a tool call ran.", ["tool", "status"],
-                         q.TOOL_LATENCY_BUCKETS, q.tool_latency())
+                         q.TOOL_LATENCY_BUCKETS, latency)
         pending = GaugeMetricFamily(f"{PREFIX}_approvals_pending", "Tool calls waiting for a decision now.")
         pending.add_metric([], q.approvals_pending())
         yield pending
+        decided, wait = q.approval_figures()
         yield _counter("approvals_decided", "Decisions on tool calls, by outcome and by who decided "
                        "(person, rule, automatic: the run's policy or a grant, expiry).",
-                       ["outcome", "decider"], q.approvals_decided())
+                       ["outcome", "decider"], decided)
         yield _histogram("approval_wait_seconds", "Seconds from asking to deciding, by who decided.", ["decider"],
-                         q.APPROVAL_WAIT_BUCKETS, q.approval_wait())
+                         q.APPROVAL_WAIT_BUCKETS, wait)
         busy = GaugeMetricFamily(f"{PREFIX}_worker_slots_busy",
                                  "Runs a worker drives now (a live lease holds one worker thread), all hosts.")
         busy.add_metric([], q.runs_driven())
@@ -111,8 +113,10 @@ def address_allowed(address: str, networks: list[str]) -> bool:
 
 def token_matches(request, token: str) -> bool:
     scheme, _, given = request.META.get("HTTP_AUTHORIZATION", "").partition(" ")
-    # Constant time: how much of a guess was right must not show in the answer's timing.
-    return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode())
+    # Constant time: how much of a guess was right must not show in the answer's timing, nor its
+    # length (digests of equal length are compared).
+    digest = lambda text: hashlib.sha256(text.encode()).digest()  # noqa: E731
+    return hmac.compare_digest(digest(given.strip()), digest(token)) and scheme.lower() == "bearer"
 
 
 def scrape_refusal(request) -> int | None:

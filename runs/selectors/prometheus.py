@@ -10,7 +10,7 @@ first), so their counters never go down. Runs, model calls and tool calls are de
 runs are pruned: their counters go down then, which Prometheus reads as a counter reset (see the
 README's "Prometheus").
 """
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from django.db.models import Case, CharField, Count, F, FloatField, Q, QuerySet, Sum, Value, When
 from django.db.models.functions import Coalesce
@@ -35,17 +35,22 @@ DECIDED = (Approval.Status.APPROVED, Approval.Status.REJECTED, Approval.Status.E
 class Histogram:
     labels: tuple[str, ...]
     cumulative: tuple[int, ...]  # observations <= each bound, in the bounds' order
-    count: int
+    count: int  # observations (rows with a value)
     total: float
+    rows: int = 0  # rows of the group, with a value or not
+    extra: dict = field(default_factory=dict)  # further sums of the group
 
 
-def _histograms(rows: QuerySet, labels: tuple[str, ...], value, bounds, scale: float = 1.0) -> list[Histogram]:
+def _histograms(rows: QuerySet, labels: tuple[str, ...], value, bounds, scale: float = 1.0, **sums) -> list[Histogram]:
     """One histogram per label combination of `rows`, counting `value` (in units of `scale`
-    seconds) against `bounds` (seconds) in one query."""
+    seconds; rows without one are counted in `rows` only) against `bounds` (seconds), with the
+    `sums` of each group, in one query."""
     buckets = {f"le_{i}": Count("pk", filter=Q(observed__lte=bound / scale)) for i, bound in enumerate(bounds)}
     grouped = (
-        rows.annotate(observed=value).filter(observed__isnull=False).values(*labels)
-        .annotate(n=Count("pk"), total=Coalesce(Sum("observed"), Value(0.0), output_field=FloatField()), **buckets)
+        rows.annotate(observed=value).values(*labels)
+        .annotate(rows=Count("pk"), n=Count("observed"), total=Coalesce(Sum("observed"), Value(0.0),
+                                                                         output_field=FloatField()),
+                  **buckets, **{name: Sum(expression) for name, expression in sums.items()})
         .order_by(*labels)
     )
     return [
@@ -54,6 +59,8 @@ def _histograms(rows: QuerySet, labels: tuple[str, ...], value, bounds, scale: f
             cumulative=tuple(row[f"le_{i}"] for i in range(len(bounds))),
             count=row["n"],
             total=row["total"] * scale,
+            rows=row["rows"],
+            extra={name: row[name] or 0 for name in sums},
         )
         for row in grouped
     ]
@@ -65,7 +72,7 @@ def _merge(histograms: list[Histogram]) -> list[Histogram]:
     for h in histograms:
         if (seen := merged.get(h.labels)) is not None:
             h = Histogram(h.labels, tuple(a + b for a, b in zip(seen.cumulative, h.cumulative)),
-                          seen.count + h.count, seen.total + h.total)
+                          seen.count + h.count, seen.total + h.total, seen.rows + h.rows)
         merged[h.labels] = h
     return [merged[key] for key in sorted(merged)]
 
@@ -74,71 +81,52 @@ def _add(totals: dict, key: tuple, value) -> None:
     totals[key] = totals.get(key, 0) + value
 
 
-def runs_started() -> dict[tuple, int]:
-    """{(agent,): runs a worker started}"""
-    rows = Run.objects.filter(started_at__isnull=False).values("agent__name").annotate(n=Count("pk"))
-    return {(row["agent__name"],): row["n"] for row in rows.order_by("agent__name")}
+@dataclass(frozen=True)
+class RunFigures:
+    started: dict  # {(agent,): runs a worker started}
+    ended: dict  # {(agent, status, stop_reason): runs that ended}
+    iterations: dict  # {(agent,): loop iterations}
+    takeovers: dict  # {(agent,): leases taken over from dead workers}
 
 
-def runs_ended() -> dict[tuple, int]:
-    """{(agent, status, stop_reason): runs that ended}"""
+def run_figures() -> RunFigures:
     rows = (
-        Run.objects.filter(status__in=Run.FINISHED_STATUSES).values("agent__name", "status", "stop_reason")
-        .annotate(n=Count("pk")).order_by("agent__name", "status", "stop_reason")
+        Run.objects.values("agent__name", "status", "stop_reason")
+        .annotate(n=Count("pk"), started=Count("pk", filter=Q(started_at__isnull=False)),
+                  iterations=Sum("iterations"), takeovers=Sum("takeovers"))
+        .order_by("agent__name", "status", "stop_reason")
     )
-    return {(row["agent__name"], row["status"], row["stop_reason"]): row["n"] for row in rows}
-
-
-def run_totals() -> dict[tuple, dict]:
-    """{(agent,): {"iterations": n, "takeovers": n}} over every run."""
-    rows = (
-        Run.objects.values("agent__name")
-        .annotate(iterations=Sum("iterations"), takeovers=Sum("takeovers")).order_by("agent__name")
-    )
-    return {(row["agent__name"],): {"iterations": row["iterations"] or 0, "takeovers": row["takeovers"] or 0}
-            for row in rows}
-
-
-def model_usage() -> dict[tuple, dict]:
-    """{(agent, model): {"tokens_in", "tokens_out", "cost_usd"}} from every model call."""
-    rows = (
-        Step.objects.values("run__agent__name", "model")
-        .annotate(tokens_in=Sum("tokens_in"), tokens_out=Sum("tokens_out"), cost_usd=Sum("cost_usd"))
-        .order_by("run__agent__name", "model")
-    )
-    return {(row["run__agent__name"], row["model"]): {key: row[key] or 0 for key in ("tokens_in", "tokens_out",
-                                                                                      "cost_usd")}
-            for row in rows}
-
-
-def model_latency() -> list[Histogram]:
-    """Seconds each model call took, by the model that answered."""
-    return _histograms(Step.objects.all(), ("model",), F("latency_ms"), MODEL_LATENCY_BUCKETS, scale=0.001)
-
-
-def _tool_label(names: set[str]):
-    return lambda name: name if name in names else UNREGISTERED_TOOL
-
-
-def tool_calls() -> dict[tuple, int]:
-    """{(tool, status): calls that reached an outcome}"""
-    label = _tool_label(set(Tool.objects.values_list("name", flat=True)))
-    rows = (
-        ToolCall.objects.filter(status__in=ToolCall.DONE_STATUSES).values("tool_name", "status")
-        .annotate(n=Count("pk")).order_by()
-    )
-    totals: dict[tuple, int] = {}
+    figures = RunFigures({}, {}, {}, {})
     for row in rows:
-        _add(totals, (label(row["tool_name"]), row["status"]), row["n"])
-    return dict(sorted(totals.items()))
+        agent = (row["agent__name"],)
+        _add(figures.started, agent, row["started"])
+        _add(figures.iterations, agent, row["iterations"] or 0)
+        _add(figures.takeovers, agent, row["takeovers"] or 0)
+        if row["status"] in Run.FINISHED_STATUSES:
+            figures.ended[(row["agent__name"], row["status"], row["stop_reason"])] = row["n"]
+    return figures
 
 
-def tool_latency() -> list[Histogram]:
-    """Seconds each executed call took, by tool and status."""
-    label = _tool_label(set(Tool.objects.values_list("name", flat=True)))
+def model_figures() -> tuple[dict, list[Histogram]]:
+    """({(agent, model): {"tokens_in", "tokens_out", "cost_usd"}}, seconds each model call took
+    by the model that answered), from every model call in one query."""
+    found = _histograms(Step.objects.all(), ("run__agent__name", "model"), F("latency_ms"), MODEL_LATENCY_BUCKETS,
+                        scale=0.001, tokens_in=F("tokens_in"), tokens_out=F("tokens_out"), cost_usd=F("cost_usd"))
+    usage = {h.labels: h.extra for h in found}
+    latency = _merge([Histogram((h.labels[1],), h.cumulative, h.count, h.total, h.rows) for h in found])
+    return usage, latency
+
+
+def tool_figures() -> tuple[dict, list[Histogram]]:
+    """({(tool, status): calls that reached an outcome}, seconds those that ran took)."""
+    names = set(Tool.objects.values_list("name", flat=True))
     rows = ToolCall.objects.filter(status__in=ToolCall.DONE_STATUSES)
-    found = _histograms(rows, ("tool_name", "status"), F("latency_ms"), TOOL_LATENCY_BUCKETS, scale=0.001)
-    return _merge([Histogram((label(h.labels[0]), h.labels[1]), h.cumulative, h.count, h.total) for h in found])
+    found = _merge([
+        Histogram((h.labels[0] if h.labels[0] in names else UNREGISTERED_TOOL, h.labels[1]), h.cumulative,
+                  h.count, h.total, h.rows)
+        for h in _histograms(rows, ("tool_name", "status"), F("latency_ms"), TOOL_LATENCY_BUCKETS, scale=0.001)
+    ])
+    return {h.labels: h.rows for h in found}, [h for h in found if h.count]
 
 
 def approvals_pending() -> int:
@@ -157,26 +145,17 @@ _DECIDER = Case(
 )
 
 
-def _decisions(model) -> QuerySet:
-    return model.objects.filter(status__in=DECIDED).annotate(decider=_DECIDER)
-
-
-def approvals_decided() -> dict[tuple, int]:
-    """{(outcome, decider): decisions}, live and archived."""
-    totals: dict[tuple, int] = {}
-    for model in (Approval, ArchivedApproval):
-        for row in _decisions(model).values("status", "decider").annotate(n=Count("pk")).order_by():
-            _add(totals, (row["status"], row["decider"]), row["n"])
-    return dict(sorted(totals.items()))
-
-
-def approval_wait() -> list[Histogram]:
-    """Seconds from asking to deciding, by decider, live and archived."""
+def approval_figures() -> tuple[dict, list[Histogram]]:
+    """({(outcome, decider): decisions}, seconds from asking to deciding by decider), live and
+    archived decisions together."""
     found = []
     for model in (Approval, ArchivedApproval):
-        rows = _decisions(model).filter(decided_at__isnull=False, requested_at__isnull=False)
-        found += _histograms(rows, ("decider",), SecondsBetween("decided_at", "requested_at"), APPROVAL_WAIT_BUCKETS)
-    return _merge(found)
+        rows = model.objects.filter(status__in=DECIDED).annotate(decider=_DECIDER)
+        found += _histograms(rows, ("status", "decider"), SecondsBetween("decided_at", "requested_at"),
+                             APPROVAL_WAIT_BUCKETS)
+    decided = {h.labels: h.rows for h in _merge(found)}
+    wait = _merge([Histogram((h.labels[1],), h.cumulative, h.count, h.total, h.rows) for h in found])
+    return decided, [h for h in wait if h.count]
 
 
 def runs_driven() -> int:
