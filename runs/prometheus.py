@@ -46,14 +46,15 @@ class DatabaseCollector:
         return []  # nothing is read when the collector is registered
 
     def collect(self):
-        runs = q.run_figures()
+        pruned = q.pruned_totals()
+        runs = q.run_figures(pruned)
         yield _counter("runs_started", "Runs a worker started.", ["agent"], runs.started)
         yield _counter("runs_ended", "Runs that ended, by final status and stop reason.",
                        ["agent", "status", "stop_reason"], runs.ended)
         yield _counter("run_iterations", "Loop iterations of runs.", ["agent"], runs.iterations)
         yield _counter("lease_takeovers", "Times a worker took a run over from a worker that died.", ["agent"],
                        runs.takeovers)
-        usage, latency = q.model_figures()
+        usage, latency = q.model_figures(pruned)
         tokens = {}
         for (agent, model), value in usage.items():
             tokens[(agent, model, "input")] = value["tokens_in"]
@@ -63,7 +64,7 @@ class DatabaseCollector:
                        {key: value["cost_usd"] for key, value in usage.items()})
         yield _histogram("model_request_duration_seconds", "Seconds a model call took, by the model that answered.",
                          ["model"], q.MODEL_LATENCY_BUCKETS, latency)
-        calls, latency = q.tool_figures()
+        calls, latency = q.tool_figures(pruned)
         yield _counter("tool_calls", "Tool calls that reached an outcome.", ["tool", "status"], calls)
         yield _histogram("tool_call_duration_seconds", "Seconds a tool call ran.", ["tool", "status"],
                          q.TOOL_LATENCY_BUCKETS, latency)

@@ -2,13 +2,13 @@
 
 Counters are sums over rows, not numbers kept in a process: a run driven by any worker process
 on any host is counted the moment its rows commit, and every web process answers a scrape with
-the same figures. Each family is one GROUP BY query (a dozen per scrape, whatever the number of
-runs); histograms are counted by the database too, one conditional COUNT per bucket.
+the same figures. One GROUP BY query per table (runs, model calls, tool calls, live and archived
+approvals), whatever the number of runs; histograms are counted by the database too, one
+conditional COUNT per bucket.
 
-Approvals are counted from live and archived rows together (pruning archives every decision
-first), so their counters never go down. Runs, model calls and tool calls are deleted when old
-runs are pruned: their counters go down then, which Prometheus reads as a counter reset (see the
-README's "Prometheus").
+Counters never go down: pruning archives every decision first (they are counted from live and
+archived rows), and adds what the runs, model calls and tool calls it deletes had counted to
+PrunedTotals in the same transaction (runs/services/archive.py), which is added back here.
 """
 from dataclasses import dataclass, field
 
@@ -16,7 +16,7 @@ from django.db.models import Case, CharField, Count, F, FloatField, Q, QuerySet,
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from runs.models import Approval, ArchivedApproval, Run, Step, ToolCall
+from runs.models import Approval, ArchivedApproval, PrunedTotals, Run, Step, ToolCall
 from runs.selectors.aggregates import SecondsBetween
 from toolsapp.models import Tool
 
@@ -66,19 +66,75 @@ def _histograms(rows: QuerySet, labels: tuple[str, ...], value, bounds, scale: f
     ]
 
 
-def _merge(histograms: list[Histogram]) -> list[Histogram]:
+def merge(histograms: list[Histogram]) -> list[Histogram]:
     """Histograms with equal labels added together (live and archived rows, tools renamed)."""
     merged: dict[tuple, Histogram] = {}
     for h in histograms:
         if (seen := merged.get(h.labels)) is not None:
             h = Histogram(h.labels, tuple(a + b for a, b in zip(seen.cumulative, h.cumulative)),
-                          seen.count + h.count, seen.total + h.total, seen.rows + h.rows)
+                          seen.count + h.count, seen.total + h.total, seen.rows + h.rows,
+                          {key: seen.extra.get(key, 0) + h.extra.get(key, 0) for key in {*seen.extra, *h.extra}})
         merged[h.labels] = h
     return [merged[key] for key in sorted(merged)]
 
 
 def _add(totals: dict, key: tuple, value) -> None:
     totals[key] = totals.get(key, 0) + value
+
+
+def _run_rows(run_ids) -> list[Histogram]:
+    runs = Run.objects.all() if run_ids is None else Run.objects.filter(pk__in=run_ids)
+    rows = (
+        runs.values("agent__name", "status", "stop_reason")
+        .annotate(n=Count("pk"), started=Count("pk", filter=Q(started_at__isnull=False)),
+                  iterations=Sum("iterations"), takeovers=Sum("takeovers"))
+        .order_by("agent__name", "status", "stop_reason")
+    )
+    return [Histogram((row["agent__name"], row["status"], row["stop_reason"]), (), 0, 0.0, row["n"],
+                      {key: row[key] or 0 for key in ("started", "iterations", "takeovers")}) for row in rows]
+
+
+def _step_rows(run_ids) -> list[Histogram]:
+    steps = Step.objects.all() if run_ids is None else Step.objects.filter(run_id__in=run_ids)
+    return _histograms(steps, ("run__agent__name", "model"), F("latency_ms"), MODEL_LATENCY_BUCKETS, scale=0.001,
+                       tokens_in=F("tokens_in"), tokens_out=F("tokens_out"), cost_usd=F("cost_usd"))
+
+
+def _call_rows(run_ids) -> list[Histogram]:
+    names = set(Tool.objects.values_list("name", flat=True))
+    calls = ToolCall.objects.filter(status__in=ToolCall.DONE_STATUSES)
+    calls = calls if run_ids is None else calls.filter(run_id__in=run_ids)
+    return merge([
+        Histogram((h.labels[0] if h.labels[0] in names else UNREGISTERED_TOOL, h.labels[1]), h.cumulative,
+                  h.count, h.total, h.rows)
+        for h in _histograms(calls, ("tool_name", "status"), F("latency_ms"), TOOL_LATENCY_BUCKETS, scale=0.001)
+    ])
+
+
+# What deleting runs takes away from the counters, by family of PrunedTotals.
+PRUNED_FAMILIES = {"runs": _run_rows, "steps": _step_rows, "tool_calls": _call_rows}
+
+
+def figures_of_runs(family: str, *, run_ids: list[int]) -> list[Histogram]:
+    """What these runs count in `family`: folded into PrunedTotals before they are deleted."""
+    return PRUNED_FAMILIES[family](run_ids)
+
+
+def encode(histograms: list[Histogram]) -> list:
+    return [[list(h.labels), list(h.cumulative), h.count, h.total, h.rows, h.extra] for h in histograms]
+
+
+def decode(data: list) -> list[Histogram]:
+    return [Histogram(tuple(labels), tuple(cumulative), count, total, rows, extra)
+            for labels, cumulative, count, total, rows, extra in data]
+
+
+def _with_pruned(family: str, pruned: dict) -> list[Histogram]:
+    return merge(PRUNED_FAMILIES[family](None) + decode(pruned.get(family, [])))
+
+
+def pruned_totals() -> dict:
+    return dict(PrunedTotals.objects.values_list("family", "data"))
 
 
 @dataclass(frozen=True)
@@ -89,43 +145,30 @@ class RunFigures:
     takeovers: dict  # {(agent,): leases taken over from dead workers}
 
 
-def run_figures() -> RunFigures:
-    rows = (
-        Run.objects.values("agent__name", "status", "stop_reason")
-        .annotate(n=Count("pk"), started=Count("pk", filter=Q(started_at__isnull=False)),
-                  iterations=Sum("iterations"), takeovers=Sum("takeovers"))
-        .order_by("agent__name", "status", "stop_reason")
-    )
+def run_figures(pruned: dict | None = None) -> RunFigures:
     figures = RunFigures({}, {}, {}, {})
-    for row in rows:
-        agent = (row["agent__name"],)
-        _add(figures.started, agent, row["started"])
-        _add(figures.iterations, agent, row["iterations"] or 0)
-        _add(figures.takeovers, agent, row["takeovers"] or 0)
-        if row["status"] in Run.FINISHED_STATUSES:
-            figures.ended[(row["agent__name"], row["status"], row["stop_reason"])] = row["n"]
+    for h in _with_pruned("runs", pruned_totals() if pruned is None else pruned):
+        agent, status, stop_reason = h.labels
+        _add(figures.started, (agent,), h.extra["started"])
+        _add(figures.iterations, (agent,), h.extra["iterations"])
+        _add(figures.takeovers, (agent,), h.extra["takeovers"])
+        if status in Run.FINISHED_STATUSES:
+            figures.ended[(agent, status, stop_reason)] = h.rows
     return figures
 
 
-def model_figures() -> tuple[dict, list[Histogram]]:
+def model_figures(pruned: dict | None = None) -> tuple[dict, list[Histogram]]:
     """({(agent, model): {"tokens_in", "tokens_out", "cost_usd"}}, seconds each model call took
-    by the model that answered), from every model call in one query."""
-    found = _histograms(Step.objects.all(), ("run__agent__name", "model"), F("latency_ms"), MODEL_LATENCY_BUCKETS,
-                        scale=0.001, tokens_in=F("tokens_in"), tokens_out=F("tokens_out"), cost_usd=F("cost_usd"))
+    by the model that answered)."""
+    found = _with_pruned("steps", pruned_totals() if pruned is None else pruned)
     usage = {h.labels: h.extra for h in found}
-    latency = _merge([Histogram((h.labels[1],), h.cumulative, h.count, h.total, h.rows) for h in found])
+    latency = merge([Histogram((h.labels[1],), h.cumulative, h.count, h.total, h.rows) for h in found])
     return usage, latency
 
 
-def tool_figures() -> tuple[dict, list[Histogram]]:
+def tool_figures(pruned: dict | None = None) -> tuple[dict, list[Histogram]]:
     """({(tool, status): calls that reached an outcome}, seconds those that ran took)."""
-    names = set(Tool.objects.values_list("name", flat=True))
-    rows = ToolCall.objects.filter(status__in=ToolCall.DONE_STATUSES)
-    found = _merge([
-        Histogram((h.labels[0] if h.labels[0] in names else UNREGISTERED_TOOL, h.labels[1]), h.cumulative,
-                  h.count, h.total, h.rows)
-        for h in _histograms(rows, ("tool_name", "status"), F("latency_ms"), TOOL_LATENCY_BUCKETS, scale=0.001)
-    ])
+    found = _with_pruned("tool_calls", pruned_totals() if pruned is None else pruned)
     return {h.labels: h.rows for h in found}, [h for h in found if h.count]
 
 
@@ -153,8 +196,8 @@ def approval_figures() -> tuple[dict, list[Histogram]]:
         rows = model.objects.filter(status__in=DECIDED).annotate(decider=_DECIDER)
         found += _histograms(rows, ("status", "decider"), SecondsBetween("decided_at", "requested_at"),
                              APPROVAL_WAIT_BUCKETS)
-    decided = {h.labels: h.rows for h in _merge(found)}
-    wait = _merge([Histogram((h.labels[1],), h.cumulative, h.count, h.total, h.rows) for h in found])
+    decided = {h.labels: h.rows for h in merge(found)}
+    wait = merge([Histogram((h.labels[1],), h.cumulative, h.count, h.total, h.rows) for h in found])
     return decided, [h for h in wait if h.count]
 
 

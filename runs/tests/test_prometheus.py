@@ -70,6 +70,7 @@ def scripted(launch, script, no_dispatch, alice):
     runs["waiting"] = launch("Cancel ORD-1002", models=[script(cancel("ORD-1002", "c3"))])
     loop = script(*[calls(call("get_weather", {"city": f"City {i}"}, f"l{i}")) for i in range(3)])
     runs["limit"] = launch("Loop", models=[loop], max_iterations=2, summarize_on_stop=False)
+    runs["alice"] = alice
     return runs
 
 
@@ -117,7 +118,7 @@ def test_tool_calls_by_tool_and_status_with_their_latency(client, token, scripte
 
 def test_model_latency_histogram_by_the_model_that_answered(client, token, scripted):
     m = scrape(client)
-    for run in scripted.values():
+    for run in (scripted[k] for k in ("weather", "rule", "person", "waiting", "limit")):
         model = Step.objects.filter(run=run).first().model
         steps = Step.objects.filter(model=model).count()
         assert value(m, "agentsite_model_request_duration_seconds_count", model=model) == steps
@@ -147,17 +148,30 @@ def test_approvals_pending_and_decided_by_rule_or_person_with_wait_times(client,
     assert value(m, "agentsite_approval_wait_seconds_bucket", decider="person", le="900.0") == 2
 
 
-def test_decisions_stay_counted_when_their_runs_are_pruned(client, token, scripted):
+def test_no_counter_goes_down_when_runs_are_pruned(client, token, scripted):
     from runs.services.archive import runs_delete
 
     before = scrape(client)
-    runs_delete(run_ids=[scripted["rule"].pk, scripted["person"].pk])
+    runs_delete(run_ids=[scripted["weather"].pk, scripted["rule"].pk, scripted["person"].pk])
+    runs_delete(run_ids=[scripted["limit"].pk])  # a second deletion adds to the first
+    assert Run.objects.count() == 1
     after = scrape(client)
-    for decider, outcome in (("rule", "approved"), ("person", "rejected")):
-        labels = {"outcome": outcome, "decider": decider}
-        assert value(after, "agentsite_approvals_decided_total", **labels) == 1
-        assert value(before, "agentsite_approval_wait_seconds_count", decider=decider) == value(
-            after, "agentsite_approval_wait_seconds_count", decider=decider)
+
+    counted = {key: v for key, v in before.items() if not key[0].startswith(("agentsite_approvals_pending",
+                                                                              "agentsite_worker_slots_busy"))}
+    assert {key: after.get(key) for key in counted} == counted
+    assert value(after, "agentsite_runs_ended_total", agent="demo", status="succeeded", stop_reason="final_answer") == 3
+    assert value(after, "agentsite_tool_calls_total", tool="unregistered", status="failed") == 1
+    assert value(after, "agentsite_approvals_decided_total", outcome="rejected", decider="person") == 1
+
+    # Runs after the pruning add to what was pruned.
+    model = Step.objects.filter(run=scripted["waiting"]).first().model
+    approval_decide(approval_id=pending_approval(scripted["waiting"]).pk, user=scripted["alice"], approve=True)
+    run_advance(run_id=scripted["waiting"].pk)
+    later = scrape(client)
+    assert value(later, "agentsite_runs_ended_total", agent="demo", status="succeeded", stop_reason="final_answer") == 4
+    assert sum(matching(later, "agentsite_tool_calls_total", tool="cancel_order").values()) == 3
+    assert value(later, "agentsite_model_request_duration_seconds_count", model=model) == 2
 
 
 def test_lease_takeovers_are_counted(client, token, demo_data):
