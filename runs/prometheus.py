@@ -5,7 +5,10 @@ in runs/selectors/prometheus.py), not counted in the process that did the work: 
 by many Celery worker processes on many hosts, and a counter kept in one of them would be
 scraped from none (workers serve no HTTP) or from one web process that never saw the work.
 The database already holds every run, model call, tool call and decision, committed with the
-work itself, so any web process answers with the same, complete figures.
+work itself, so any web process answers with the same, complete figures. (The client's
+multiprocess mode shares files between the processes of one host only: each worker host would
+need an HTTP exporter of its own, and what a worker counted before it died without committing
+would be counted again by the worker that redoes it.)
 
 Who may scrape: METRICS_TOKEN (a bearer token) and/or METRICS_ALLOWED_NETWORKS (CIDRs); each
 one set must pass. With neither set the endpoint does not exist (404), so nothing leaks by
