@@ -20,6 +20,8 @@ from runs.models import Approval, ArchivedApproval, PrunedTotals, Run, Step, Too
 from runs.selectors.aggregates import SecondsBetween
 from toolsapp.models import Tool
 
+# PrunedTotals keeps counts per bound: after changing the model or tool bounds, delete its
+# "steps" or "tool_calls" row (those histograms then restart, as after a reset).
 MODEL_LATENCY_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 TOOL_LATENCY_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 APPROVAL_WAIT_BUCKETS = (5.0, 15.0, 30.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, 14400.0, 86400.0)
