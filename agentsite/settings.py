@@ -305,6 +305,20 @@ WEBHOOK_MAX_ATTEMPTS = env_int("WEBHOOK_MAX_ATTEMPTS", 6)
 WEBHOOK_RESEND_AFTER_SECONDS = env_int("WEBHOOK_RESEND_AFTER_SECONDS", 60)
 SITE_URL = env_str("SITE_URL", "http://127.0.0.1:8000")  # links in notifications
 
+# --- Prometheus ----------------------------------------------------------------------------
+# /metrics answers whoever passes every check that is set: a bearer token (METRICS_TOKEN) and/or
+# an address in METRICS_ALLOWED_NETWORKS (CIDRs, e.g. "10.0.0.0/8,127.0.0.1/32"; the address is
+# read behind TRUSTED_PROXY_COUNT proxies). With neither set /metrics is a 404.
+import ipaddress  # noqa: E402  (only this block needs it)
+
+METRICS_TOKEN = env_str("METRICS_TOKEN")
+METRICS_ALLOWED_NETWORKS = env_list("METRICS_ALLOWED_NETWORKS", [])
+for _network in METRICS_ALLOWED_NETWORKS:
+    try:
+        ipaddress.ip_network(_network, strict=False)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"METRICS_ALLOWED_NETWORKS: {exc}") from exc
+
 # --- E-mail and escalation ------------------------------------------------------------------
 # An approval waiting past its threshold (the agent's escalate_after_seconds, or its rule's) is
 # escalated once by the sweep: a webhook ("approval.escalated") and an e-mail to the agent's

@@ -1,0 +1,135 @@
+"""/metrics in the Prometheus text format, written by the official `prometheus-client`.
+
+Every figure is read from the database at scrape time by one custom collector (the queries are
+in runs/selectors/prometheus.py), not counted in the process that did the work: runs are driven
+by many Celery worker processes on many hosts, and a counter kept in one of them would be
+scraped from none (workers serve no HTTP) or from one web process that never saw the work.
+The database already holds every run, model call, tool call and decision, committed with the
+work itself, so any web process answers with the same, complete figures. (The client's
+multiprocess mode shares files between the processes of one host only: each worker host would
+need an HTTP exporter of its own, and what a worker counted before it died without committing
+would be counted again by the worker that redoes it.)
+
+Who may scrape: METRICS_TOKEN (a bearer token) and/or METRICS_ALLOWED_NETWORKS (CIDRs); each
+one set must pass. With neither set the endpoint does not exist (404), so nothing leaks by
+default.
+"""
+import hashlib
+import hmac
+import ipaddress
+
+from django.conf import settings
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+
+from runs.selectors import prometheus as q
+
+PREFIX = "agentsite"
+
+
+def _histogram(name: str, documentation: str, labels: list[str], bounds, rows) -> HistogramMetricFamily:
+    family = HistogramMetricFamily(f"{PREFIX}_{name}", documentation, labels=labels)
+    for h in rows:
+        buckets = [(repr(float(bound)), n) for bound, n in zip(bounds, h.cumulative)] + [("+Inf", h.count)]
+        family.add_metric(list(h.labels), buckets, h.total)
+    return family
+
+
+def _counter(name: str, documentation: str, labels: list[str], totals: dict) -> CounterMetricFamily:
+    family = CounterMetricFamily(f"{PREFIX}_{name}", documentation, labels=labels)
+    for key, value in totals.items():
+        family.add_metric(list(key), value)
+    return family
+
+
+class DatabaseCollector:
+    """Collects every family from the database, once per scrape."""
+
+    def describe(self):
+        return []  # nothing is read when the collector is registered
+
+    def collect(self):
+        pruned = q.pruned_totals()
+        runs = q.run_figures(pruned)
+        yield _counter("runs_started", "Runs a worker started.", ["agent"], runs.started)
+        yield _counter("runs_ended", "Runs that ended, by final status and stop reason.",
+                       ["agent", "status", "stop_reason"], runs.ended)
+        yield _counter("run_iterations", "Loop iterations of runs.", ["agent"], runs.iterations)
+        yield _counter("lease_takeovers", "Times a worker took a run over from a worker that died.", ["agent"],
+                       runs.takeovers)
+        usage, latency = q.model_figures(pruned)
+        tokens = {}
+        for (agent, model), value in usage.items():
+            tokens[(agent, model, "input")] = value["tokens_in"]
+            tokens[(agent, model, "output")] = value["tokens_out"]
+        yield _counter("model_tokens", "Tokens of model calls.", ["agent", "model", "direction"], tokens)
+        yield _counter("model_cost_usd", "Cost of model calls in US dollars.", ["agent", "model"],
+                       {key: value["cost_usd"] for key, value in usage.items()})
+        yield _histogram("model_request_duration_seconds", "Seconds a model call took, by the model that answered.",
+                         ["model"], q.MODEL_LATENCY_BUCKETS, latency)
+        calls, latency = q.tool_figures(pruned)
+        yield _counter("tool_calls", "Tool calls that reached an outcome.", ["tool", "status"], calls)
+        yield _histogram("tool_call_duration_seconds", "Seconds a tool call ran.", ["tool", "status"],
+                         q.TOOL_LATENCY_BUCKETS, latency)
+        pending = GaugeMetricFamily(f"{PREFIX}_approvals_pending", "Tool calls waiting for a decision now.")
+        pending.add_metric([], q.approvals_pending())
+        yield pending
+        decided, wait = q.approval_figures()
+        yield _counter("approvals_decided", "Decisions on tool calls, by outcome and by who decided "
+                       "(person, rule, automatic: the run's policy or a grant, expiry).",
+                       ["outcome", "decider"], decided)
+        yield _histogram("approval_wait_seconds", "Seconds from asking to deciding, by who decided.", ["decider"],
+                         q.APPROVAL_WAIT_BUCKETS, wait)
+        busy = GaugeMetricFamily(f"{PREFIX}_worker_slots_busy",
+                                 "Runs a worker drives now (a live lease holds one worker thread), all hosts.")
+        busy.add_metric([], q.runs_driven())
+        yield busy
+
+
+def metrics_text() -> bytes:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(DatabaseCollector())
+    return generate_latest(registry)
+
+
+# --- who may scrape ----------------------------------------------------------------------------
+
+
+def scrape_address(request) -> str:
+    """The scraper's address: the connection's, or behind TRUSTED_PROXY_COUNT proxies the one the
+    outermost trusted proxy saw. With no trusted proxy a client's X-Forwarded-For is ignored: it
+    would let anyone claim an allowed address."""
+    proxies = settings.REST_FRAMEWORK.get("NUM_PROXIES") or 0
+    forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "")
+    if proxies and forwarded:
+        hops = [hop.strip() for hop in forwarded.split(",")]
+        return hops[-min(proxies, len(hops))]
+    return request.META.get("REMOTE_ADDR", "")
+
+
+def address_allowed(address: str, networks: list[str]) -> bool:
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    return any(ip in ipaddress.ip_network(network, strict=False) for network in networks)
+
+
+def token_matches(request, token: str) -> bool:
+    scheme, _, given = request.META.get("HTTP_AUTHORIZATION", "").partition(" ")
+    # Constant time: how much of a guess was right must not show in the answer's timing, nor its
+    # length (digests of equal length are compared).
+    digest = lambda text: hashlib.sha256(text.encode()).digest()  # noqa: E731
+    return hmac.compare_digest(digest(given.strip()), digest(token)) and scheme.lower() == "bearer"
+
+
+def scrape_refusal(request) -> int | None:
+    """None when this request may read the metrics, else the HTTP status to refuse it with."""
+    token, networks = settings.METRICS_TOKEN, settings.METRICS_ALLOWED_NETWORKS
+    if not token and not networks:
+        return 404
+    if networks and not address_allowed(scrape_address(request), networks):
+        return 403
+    if token and not token_matches(request, token):
+        return 401
+    return None
