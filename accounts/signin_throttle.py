@@ -12,7 +12,6 @@ import time
 
 from django.conf import settings
 from django.core.cache import cache
-from rest_framework.throttling import BaseThrottle
 
 log = logging.getLogger(__name__)
 
@@ -22,9 +21,15 @@ def _now() -> float:
 
 
 def client_ip(request) -> str:
-    """The client's address; behind proxies, as many X-Forwarded-For hops as NUM_PROXIES trusts
-    (DRF's rule, so the API's throttles and the login page agree)."""
-    return BaseThrottle().get_ident(request)
+    """The client's address: the connection's, or behind TRUSTED_PROXY_COUNT proxies the one the
+    outermost trusted proxy saw. With no trusted proxy a client's X-Forwarded-For is ignored: it
+    would let anyone choose the address a limit counts against (DRF's get_ident uses it then)."""
+    proxies = settings.REST_FRAMEWORK.get("NUM_PROXIES") or 0
+    forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "")
+    if proxies and forwarded:
+        hops = [hop.strip() for hop in forwarded.split(",")]
+        return hops[-min(proxies, len(hops))]
+    return request.META.get("REMOTE_ADDR", "")
 
 
 def _counters(*, username: str, ip: str) -> list[tuple[str, int]]:

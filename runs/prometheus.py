@@ -22,6 +22,7 @@ from django.conf import settings
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
+from accounts.signin_throttle import client_ip
 from runs.selectors import prometheus as q
 
 PREFIX = "agentsite"
@@ -95,16 +96,8 @@ def metrics_text() -> bytes:
 # --- who may scrape ----------------------------------------------------------------------------
 
 
-def scrape_address(request) -> str:
-    """The scraper's address: the connection's, or behind TRUSTED_PROXY_COUNT proxies the one the
-    outermost trusted proxy saw. With no trusted proxy a client's X-Forwarded-For is ignored: it
-    would let anyone claim an allowed address."""
-    proxies = settings.REST_FRAMEWORK.get("NUM_PROXIES") or 0
-    forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "")
-    if proxies and forwarded:
-        hops = [hop.strip() for hop in forwarded.split(",")]
-        return hops[-min(proxies, len(hops))]
-    return request.META.get("REMOTE_ADDR", "")
+# The scraper's address, by the same rule as sign-in throttling.
+scrape_address = client_ip
 
 
 def address_allowed(address: str, networks: list[str]) -> bool:

@@ -82,6 +82,30 @@ def test_one_address_trying_many_usernames_is_refused(alice, settings, clock):
     assert token_attempt("alice", "pw-alice", ip="192.0.2.7").status_code == 200  # someone else
 
 
+
+def test_a_forged_x_forwarded_for_does_not_dodge_the_address_limit(alice, settings, clock):
+    """No proxy is trusted by default: each attempt naming another X-Forwarded-For address still
+    counts against the connection's address."""
+    settings.SIGNIN_FAILURES_PER_IP = 3
+    for n, name in enumerate(("root", "admin", "operator")):
+        forged = APIClient(REMOTE_ADDR="198.51.100.9", HTTP_X_FORWARDED_FOR=f"203.0.113.{n}")
+        assert forged.post("/api/v1/token/", {"username": name, "password": "x"}, format="json").status_code == 400
+    again = APIClient(REMOTE_ADDR="198.51.100.9", HTTP_X_FORWARDED_FOR="203.0.113.99")
+    assert again.post("/api/v1/token/", {"username": "alice", "password": "pw-alice"}, format="json").status_code == 429
+
+
+def test_behind_a_trusted_proxy_the_address_it_saw_is_counted(alice, settings, clock):
+    settings.SIGNIN_FAILURES_PER_IP = 3
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "NUM_PROXIES": 1}
+    for name in ("root", "admin", "operator"):
+        # The client's own claim comes first; the proxy appends the address it saw.
+        via_proxy = APIClient(REMOTE_ADDR="10.0.0.2", HTTP_X_FORWARDED_FOR="1.2.3.4, 192.0.2.50")
+        assert via_proxy.post("/api/v1/token/", {"username": name, "password": "x"}, format="json").status_code == 400
+    other = APIClient(REMOTE_ADDR="10.0.0.2", HTTP_X_FORWARDED_FOR="1.2.3.4, 192.0.2.51")
+    assert other.post("/api/v1/token/", {"username": "alice", "password": "pw-alice"}, format="json").status_code == 200
+    same = APIClient(REMOTE_ADDR="10.0.0.2", HTTP_X_FORWARDED_FOR="9.9.9.9, 192.0.2.50")
+    assert same.post("/api/v1/token/", {"username": "alice", "password": "pw-alice"}, format="json").status_code == 429
+
 def test_fewer_failures_than_the_limit_still_let_the_right_password_in(alice, clock):
     for n in range(4):
         token_attempt("alice", f"guess-{n}")
