@@ -8,6 +8,7 @@ from typing import Any
 from django.db import transaction
 
 from runs.models import Approval, ArchivedApproval, Run
+from runs.services import rollups
 from toolsapp.models import Tool
 
 MASK = "••••"
@@ -87,6 +88,7 @@ def runs_delete(*, run_ids: Iterable[int]) -> int:
     run_ids = list(run_ids)
     with transaction.atomic():
         approvals_archive(run_ids=run_ids)
+        rollups.runs_deleted(run_ids=run_ids)
         # Reruns of a deleted run stay; they only lose the link (one UPDATE, not one per row).
         Run.objects.filter(rerun_of_id__in=run_ids).update(rerun_of=None)
         _, per_model = Run.objects.filter(pk__in=run_ids).delete()
