@@ -35,16 +35,20 @@ class RunRollup(models.Model):
 
 
 class StepRollup(models.Model):
-    """Model calls of those runs, by model and latency bucket (see runs/services/rollups.py)."""
+    """Model calls of those runs, by model and latency bucket (see runs/services/rollups.py); a
+    `whole_month` row (`day` the month's first) holds the sum of that month's day rows, so a year
+    reads twelve months of buckets instead of 365 days of them."""
 
     day = models.DateField()
+    whole_month = models.BooleanField(default=False)
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="+")
     model = models.CharField(max_length=200)
     bucket = models.IntegerField()
-    steps = models.PositiveIntegerField(default=0)
+    steps = models.IntegerField(default=0)  # not "positive": an upsert of a negative delta is checked as a new row
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["day", "agent", "model", "bucket"], name="unique_step_rollup")]
+        constraints = [models.UniqueConstraint(fields=["day", "agent", "model", "bucket", "whole_month"],
+                                               name="unique_step_rollup")]
 
 
 class ToolRollup(models.Model):

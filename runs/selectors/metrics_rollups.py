@@ -42,7 +42,9 @@ def rolled_figures(*, start: date, end: date, agent, built: list[date]) -> dict:
         tokens[key] += t
         cost[key] += c
     steps = Counter()
-    for model, bucket, n in StepRollup.objects.filter(day__in=days, **by_agent).values_list(
+    months, single_days = _whole_months(start, end, set(built))
+    step_rows = Q(whole_month=True, day__in=months) | Q(whole_month=False, day__in=single_days)
+    for model, bucket, n in StepRollup.objects.filter(step_rows, **by_agent).values_list(
             "model", "bucket").annotate(n=Sum("steps")):
         steps[model, bucket] += n
     tools = Counter()
@@ -69,6 +71,19 @@ def rolled_figures(*, start: date, end: date, agent, built: list[date]) -> dict:
             fa=Count("pk", filter=Q(status=status.FAILED)), r=Count("pk", filter=Q(status=status.REJECTED))):
         _add_tool(tools, tool, counts)
     return {"runs": runs, "tokens": tokens, "cost": cost, "steps": steps, "tools": tools}
+
+
+def _whole_months(start: date, end: date, built: set[date]) -> tuple[list[date], list[date]]:
+    """(first days of the months inside start..end whose every day is built, the other built days)."""
+    months = []
+    for day in sorted(built):
+        if day.day != 1:
+            continue
+        after = (day.replace(day=28) + timedelta(days=4)).replace(day=1)
+        if after - timedelta(days=1) <= end and all(day + timedelta(days=n) in built for n in range((after - day).days)):
+            months.append(day)
+    single_days = [day for day in built if day.replace(day=1) not in months]
+    return months, single_days
 
 
 def _add_tool(tools: Counter, tool: str, counts) -> None:

@@ -18,6 +18,7 @@ import math
 from collections import Counter, defaultdict
 from datetime import date, timedelta
 
+from django.db import connection
 from django.db.models import Count, F, Q, Sum
 from django.utils import timezone
 
@@ -88,8 +89,8 @@ def run_ended(*, run: Run, fields: dict) -> None:
     _add(RunRollup, {**keys, "status": values["status"], "stop_reason": values["stop_reason"],
                      "iterations": values["iterations"]},
          runs=1, tokens=values["tokens_in"] + values["tokens_out"], cost_usd=values["cost_usd"])
-    for (model, bucket), n in _step_buckets(Step.objects.filter(run=run).values_list("model", "latency_ms")).items():
-        _add(StepRollup, {**keys, "model": model, "bucket": bucket}, steps=n)
+    steps = _step_buckets(Step.objects.filter(run=run).values_list("model", "latency_ms"))
+    steps_add(day, {(run.agent_id, model, bucket): n for (model, bucket), n in steps.items()})
     for tool, finished, failed, rejected in (
         ToolCall.objects.filter(run=run).order_by().values_list("tool_name").annotate(**_tool_counts())
     ):
@@ -106,7 +107,7 @@ def summary_added(*, run: Run, step: Step, tokens: int, cost_usd: float) -> None
     keys = {"day": day, "agent_id": run.agent_id}
     run_keys = {**keys, "status": run.status, "stop_reason": run.stop_reason, "iterations": run.iterations}
     RunRollup.objects.filter(**run_keys).update(tokens=F("tokens") + tokens, cost_usd=F("cost_usd") + cost_usd)
-    _add(StepRollup, {**keys, "model": step.model, "bucket": latency_bucket(step.latency_ms)}, steps=1)
+    steps_add(day, {(run.agent_id, step.model, latency_bucket(step.latency_ms)): 1})
 
 
 def runs_deleted(*, run_ids: list[int]) -> None:
@@ -123,12 +124,15 @@ def rebuild_day(day: date) -> None:
     """Recount the day's rollups from the rows of its ended runs, in one transaction under its lock."""
     with write_transaction():
         lock = _day_lock(day, new_day_built=lambda: False)
-        for model in (RunRollup, StepRollup, ToolRollup):
+        old_steps = Counter({tuple(row[:3]): row[3] for row in _day_steps(day).values_list(
+            "agent_id", "model", "bucket", "steps")})
+        for model in (RunRollup, ToolRollup):
             model.objects.filter(day=day).delete()
         runs = _created_on(day).filter(status__in=Run.FINISHED_STATUSES)
-        contribution = _contributions(runs).get(day)
-        if contribution:
-            _insert(day, contribution)
+        contribution = _contributions(runs).get(day) or ([], Counter(), [])
+        _insert(day, contribution)
+        new_steps = contribution[1]
+        steps_add(day, {key: new_steps[key] - old_steps[key] for key in new_steps.keys() | old_steps.keys()})
         lock.built = True
         lock.save(update_fields=["built"])
 
@@ -182,10 +186,6 @@ def _insert(day: date, contribution) -> None:
         RunRollup(day=day, agent_id=agent, status=status, stop_reason=stop, iterations=iterations, runs=n,
                   tokens=tokens, cost_usd=cost) for agent, status, stop, iterations, n, tokens, cost in run_rows
     ])
-    StepRollup.objects.bulk_create([
-        StepRollup(day=day, agent_id=agent, model=model, bucket=bucket, steps=n)
-        for (agent, model, bucket), n in step_counts.items()
-    ])
     ToolRollup.objects.bulk_create([
         ToolRollup(day=day, agent_id=agent, tool_name=tool, finished=finished, failed=failed, rejected=rejected)
         for agent, tool, finished, failed, rejected in tool_rows
@@ -197,19 +197,43 @@ def _subtract(day: date, contribution) -> None:
     for agent, status, stop, iterations, n, tokens, cost in run_rows:
         RunRollup.objects.filter(day=day, agent_id=agent, status=status, stop_reason=stop, iterations=iterations).update(
             runs=F("runs") - n, tokens=F("tokens") - tokens, cost_usd=F("cost_usd") - cost)
-    for (agent, model, bucket), n in step_counts.items():
-        StepRollup.objects.filter(day=day, agent_id=agent, model=model, bucket=bucket).update(steps=F("steps") - n)
+    steps_add(day, {key: -n for key, n in step_counts.items()})
     for agent, tool, finished, failed, rejected in tool_rows:
         ToolRollup.objects.filter(day=day, agent_id=agent, tool_name=tool).update(
             finished=F("finished") - finished, failed=F("failed") - failed, rejected=F("rejected") - rejected)
     # Rows of no run any more say nothing; the pages must not list them as zeros.
     RunRollup.objects.filter(day=day, runs=0).delete()
-    StepRollup.objects.filter(day=day, steps=0).delete()
     ToolRollup.objects.filter(day=day, finished=0).delete()
 
 
 def _created_on(day: date):
     return Run.objects.filter(created_at__gte=day_start(day), created_at__lt=day_start(day + timedelta(days=1)))
+
+
+def _day_steps(day: date):
+    return StepRollup.objects.filter(day=day, whole_month=False)
+
+
+def steps_add(day: date, deltas: dict) -> None:
+    """Add {(agent id, model, bucket): steps} to the day's rows and its month's, in one upsert each
+    (keys sorted: two transactions adding to one month's rows lock them in the same order)."""
+    rows = sorted((key, n) for key, n in deltas.items() if n)
+    if not rows:
+        return
+    table = connection.ops.quote_name(StepRollup._meta.db_table)
+    for row_day, whole_month in ((day, False), (day.replace(day=1), True)):
+        for first in range(0, len(rows), 1000):  # within every database's limit of parameters
+            chunk = rows[first : first + 1000]
+            values = ", ".join(["(%s, %s, %s, %s, %s, %s)"] * len(chunk))
+            params = [p for (agent, model, bucket), n in chunk for p in (row_day, whole_month, agent, model, bucket, n)]
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    f"INSERT INTO {table} (day, whole_month, agent_id, model, bucket, steps) VALUES {values} ON CONFLICT "
+                    f"(day, agent_id, model, bucket, whole_month) DO UPDATE SET steps = {table}.steps + excluded.steps",
+                    params,
+                )
+        # Rows of no step any more say nothing; the pages must not list them.
+        StepRollup.objects.filter(day=row_day, whole_month=whole_month, steps=0).delete()
 
 
 def _step_buckets(rows) -> Counter:

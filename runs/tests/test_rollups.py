@@ -10,7 +10,7 @@ from django.core.management import call_command
 from django.db import connection
 from django.utils import timezone
 
-from runs.models import Agent, Approval, RollupDay, Run, RunRollup, Step, ToolCall
+from runs.models import Agent, Approval, RollupDay, Run, RunRollup, Step, StepRollup, ToolCall, ToolRollup
 from runs.selectors.metrics import metrics_summary
 from runs.selectors.metrics_rollups import built_days
 from runs.services import rollups
@@ -85,14 +85,15 @@ def end_run(r: Run, reason=Run.StopReason.FINAL_ANSWER) -> Run:
 
 def windows(today):
     return [(today - timedelta(days=29), today), (today - timedelta(days=39), today - timedelta(days=10)),
-            (today - timedelta(days=3), today - timedelta(days=3)), (today, today), (today - timedelta(days=60), today)]
+            (today - timedelta(days=3), today - timedelta(days=3)), (today, today), (today - timedelta(days=80), today),
+            (today - timedelta(days=70), today - timedelta(days=5))]
 
 
 @pytest.mark.django_db
 def test_rollups_give_the_raw_figures_over_random_runs():
     rng = random.Random(16)
     agents = [Agent.objects.create(name=f"agent-{n}") for n in range(3)]
-    made = seed(rng, agents, days=45, runs=400)
+    made = seed(rng, agents, days=75, runs=500)  # at least one whole month, read from its month rows
     call_command("rebuild_rollups")
     today = timezone.localdate()
     # Runs end after the rebuild, through the ending transaction: some created today, most before.
@@ -106,7 +107,9 @@ def test_rollups_give_the_raw_figures_over_random_runs():
         rolled = assert_same(start, end)
         for agent in agents:
             assert_same(start, end, agent)
-    assert rolled.runs_total == Run.objects.filter(created_at__date__gte=today - timedelta(days=60)).count()
+    assert rolled.runs_total == Run.objects.filter(created_at__date__gte=today - timedelta(days=70),
+                                                   created_at__date__lte=today - timedelta(days=5)).count()
+    assert StepRollup.objects.filter(whole_month=True, day__gte=today - timedelta(days=70)).exists()
 
 
 @pytest.mark.django_db
@@ -117,15 +120,25 @@ def test_the_command_rebuilds_from_scratch_to_the_same_rollups():
     call_command("rebuild_rollups", days=30)
     for r in [r for r in made if r.status in STILL_GOING]:
         end_run(r)  # kept up to date by the ending transactions
-    kept = snapshot()
-    RunRollup.objects.all().delete()
-    RollupDay.objects.all().delete()
+    kept, kept_steps, kept_tools = snapshot(), step_snapshot(), tool_snapshot()
+    for model in (RunRollup, StepRollup, ToolRollup, RollupDay):
+        model.objects.all().delete()
     call_command("rebuild_rollups", days=30)
     rebuilt = snapshot()
+    assert step_snapshot() == kept_steps and kept_steps  # day rows and month rows alike
+    assert tool_snapshot() == kept_tools and kept_tools
     assert rebuilt.keys() == kept.keys()
     for key in kept:
         assert rebuilt[key][:2] == kept[key][:2], key
         assert rebuilt[key][2] == pytest.approx(kept[key][2], rel=1e-9, abs=1e-12)
+
+
+def step_snapshot() -> set:
+    return set(StepRollup.objects.values_list("day", "whole_month", "agent_id", "model", "bucket", "steps"))
+
+
+def tool_snapshot() -> set:
+    return set(ToolRollup.objects.values_list("day", "agent_id", "tool_name", "finished", "failed", "rejected"))
 
 
 def snapshot() -> dict:
