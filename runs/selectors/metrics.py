@@ -174,18 +174,23 @@ def _period_approvals(*, start: date, end: date, agent: Agent | None) -> QuerySe
 
 
 def _metrics_from(figures: dict, *, start: date, end: date, agent, approvals) -> Metrics:
+    from runs.selectors.approval_figures import approval_figures, approval_rows, nearest_rank
     from runs.selectors.metrics_rollups import histogram_percentile, latency_percentiles
 
-    statuses, stops, iterations, per_day = Counter(), Counter(), Counter(), defaultdict(lambda: [0, 0, 0.0])
-    for key, n in figures["runs"].items():
-        day, status, stop, iteration_count = key
+    approval_counts, person_waits, supervision = approval_figures(approval_rows(approvals), vendor=connection.vendor)
+    approval_stats = ApprovalStats(
+        approved=approval_counts[Approval.Status.APPROVED], rejected=approval_counts[Approval.Status.REJECTED],
+        expired=approval_counts[Approval.Status.EXPIRED], pending=approval_counts[Approval.Status.PENDING],
+        wait_seconds=Percentiles(count=len(person_waits), p50=_rounded(nearest_rank(person_waits, 50)),
+                                 p95=_rounded(nearest_rank(person_waits, 95))) if person_waits else Percentiles(count=0),
+    )
+
+    statuses, stops, iterations, per_day = Counter(), Counter(), Counter(), figures["per_day"]
+    for (status, stop, iteration_count), n in figures["outcomes"].items():
         statuses[status] += n
         stops[stop] += n
         if status in Run.FINISHED_STATUSES:
             iterations[iteration_count] += n
-        per_day[day][0] += n
-        per_day[day][1] += figures["tokens"][key]
-        per_day[day][2] += figures["cost"][key]
     by_status = _count_rows(statuses, Run.Status)
     finished_runs = sum(iterations.values())
     buckets = defaultdict(Counter)
@@ -214,10 +219,14 @@ def _metrics_from(figures: dict, *, start: date, end: date, agent, approvals) ->
         tool_errors=sorted(tool_errors, key=lambda row: (-(row.error_rate or 0), row.tool)),
         model_latency=sorted(latency, key=lambda row: (-row.steps, row.model)),
         per_day=days,
-        approvals=_approval_stats(approvals),
-        supervision=supervision_summary(approvals),
+        approvals=approval_stats,
+        supervision=supervision,
         latency_estimated=True,
     )
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
 
 
 def _count_rows(counts: Counter, choices) -> list[CountRow]:

@@ -7,7 +7,7 @@ overlap, so every count, sum and the iteration percentiles are exactly what the 
 (sums of costs up to float rounding). Model latency percentiles come from the rollups' latency
 buckets: each within 1% of the exact value (`Metrics.latency_estimated` says so on the page).
 """
-from collections import Counter
+from collections import Counter, defaultdict
 from datetime import date, timedelta
 
 from django.db.models import Count, F, Q, Sum
@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from runs.models import RollupDay, Run, RunRollup, Step, StepRollup, ToolCall, ToolRollup
 from runs.selectors.aggregates import TruncDay, nearest_rank_offset
+from runs.selectors.approval_figures import plain_rows
 from runs.selectors.history import day_start
 from runs.services.rollups import RELATIVE_ACCURACY, bucket_value, latency_bucket
 
@@ -29,18 +30,18 @@ def built_days(start: date, end: date) -> list[date]:
 
 
 def rolled_figures(*, start: date, end: date, agent, built: list[date]) -> dict:
-    """Runs by (day, status, stop reason, iterations), steps by (model, latency bucket) and tool
-    counts of the window, from the rollups of `built` days and the raw rows of the rest."""
-    runs = Counter()  # (day, status, stop reason, iterations) -> [runs, tokens, cost]
-    tokens, cost = Counter(), Counter()
+    """Runs by (status, stop reason, iterations) and by day ([runs, tokens, cost]), steps by (model,
+    latency bucket) and tool counts of the window, from the rollups of `built` days and the raw
+    rows of the rest."""
+    outcomes, per_day = Counter(), defaultdict(lambda: [0, 0, 0.0])
     days = RollupDay.objects.filter(day__gte=start, day__lte=max(built), built=True).values("day")
     by_agent = {} if agent is None else {"agent": agent}
-    for row in RunRollup.objects.filter(day__in=days, **by_agent).values_list(
-            "day", "status", "stop_reason", "iterations").annotate(n=Sum("runs"), t=Sum("tokens"), c=Sum("cost_usd")):
-        key, (n, t, c) = row[:4], row[4:]
-        runs[key] += n
-        tokens[key] += t
-        cost[key] += c
+    rolled_runs = RunRollup.objects.filter(day__in=days, **by_agent)
+    for status, stop, iterations, n in rolled_runs.values_list("status", "stop_reason", "iterations").annotate(
+            n=Sum("runs")):
+        outcomes[status, stop, iterations] += n
+    for day, n, t, c in rolled_runs.values_list("day").annotate(n=Sum("runs"), t=Sum("tokens"), c=Sum("cost_usd")):
+        _add_day(per_day, day, n, t, c)
     steps = Counter()
     months, single_days = _whole_months(start, end, set(built))
     step_rows = Q(whole_month=True, day__in=months) | Q(whole_month=False, day__in=single_days)
@@ -55,22 +56,27 @@ def rolled_figures(*, start: date, end: date, agent, built: list[date]) -> dict:
     raw_runs = _raw_runs(start=start, end=end, built=set(built))
     if agent is not None:
         raw_runs = raw_runs.filter(agent=agent)
-    for day, *rest, n, t, c in raw_runs.order_by().annotate(_day=TruncDay("created_at")).values_list(
+    for day, status, stop, iterations, n, t, c in raw_runs.order_by().annotate(_day=TruncDay("created_at")).values_list(
             "_day", "status", "stop_reason", "iterations").annotate(
             n=Count("pk"), t=Sum(F("tokens_in") + F("tokens_out")), c=Sum("cost_usd")):
-        key = (date.fromisoformat(day) if isinstance(day, str) else day, *rest)
-        runs[key] += n
-        tokens[key] += t or 0
-        cost[key] += c or 0.0
+        outcomes[status, stop, iterations] += n
+        _add_day(per_day, date.fromisoformat(day) if isinstance(day, str) else day, n, t, c)
     raw_ids = raw_runs.order_by().values("pk")
-    for model, latency in Step.objects.filter(run_id__in=raw_ids).values_list("model", "latency_ms").iterator():
+    for model, latency in plain_rows(Step.objects.filter(run_id__in=raw_ids).order_by().values_list("model", "latency_ms")):
         steps[model, latency_bucket(latency)] += 1
     status = ToolCall.Status
     for tool, *counts in ToolCall.objects.filter(run_id__in=raw_ids).order_by().values_list("tool_name").annotate(
             f=Count("pk", filter=Q(status__in=[status.SUCCEEDED, status.FAILED, status.REJECTED])),
             fa=Count("pk", filter=Q(status=status.FAILED)), r=Count("pk", filter=Q(status=status.REJECTED))):
         _add_tool(tools, tool, counts)
-    return {"runs": runs, "tokens": tokens, "cost": cost, "steps": steps, "tools": tools}
+    return {"outcomes": outcomes, "per_day": per_day, "steps": steps, "tools": tools}
+
+
+def _add_day(per_day: dict, day: date, runs: int, tokens: int | None, cost: float | None) -> None:
+    found = per_day[day]
+    found[0] += runs
+    found[1] += tokens or 0
+    found[2] += cost or 0.0
 
 
 def _whole_months(start: date, end: date, built: set[date]) -> tuple[list[date], list[date]]:

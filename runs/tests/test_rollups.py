@@ -52,7 +52,8 @@ def seed(rng: random.Random, agents: list[Agent], *, days: int, runs: int) -> li
                     args_hash="h", idempotency_key=f"{r.pk}-{index}-{c}", status=tool_status)
                 if rng.random() < 0.3:
                     a = Approval.objects.create(tool_call=call, run=r, status=rng.choice(list(Approval.Status.values)),
-                                                automatic=rng.random() < 0.3, rule_name=rng.choice(["", "r1", "r2"]))
+                                                automatic=rng.random() < 0.3, rule_name=rng.choice(["", "r1", "r2"]),
+                                                rule_version=rng.choice([None, 1, 2]))
                     Approval.objects.filter(pk=a.pk).update(decided_at=a.requested_at + timedelta(seconds=rng.randrange(600)))
         made.append(r)
     return made
