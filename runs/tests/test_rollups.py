@@ -224,3 +224,21 @@ def test_a_run_ending_during_a_rebuild_is_counted_once(hold):
     ended = Run.objects.filter(created_at__date=yesterday, status__in=Run.FINISHED_STATUSES)
     assert sum(RunRollup.objects.filter(day=yesterday).values_list("runs", flat=True)) == ended.count()
     assert_same(yesterday - timedelta(days=2), timezone.localdate())
+
+
+def test_a_summary_after_the_end_is_added_to_the_rollups_of_its_day(launch, script):
+    """The real loop over the demo model: a run stops at its iteration limit, then its summary call
+    adds a step, tokens and cost to the ended run; the day's rollups hold them, as a rebuild does."""
+    from runs.tests.loop_contract.support import call, calls
+
+    rollups.rebuild_day(timezone.localdate())  # the day is built: the ending and the summary keep it
+    model = script(calls(call("get_weather", {"city": "Lagos"}, "c1")), {"content": "It was sunny in Lagos."})
+    run = launch("weather", models=[model], max_iterations=1, summarize_on_stop=True)
+    assert (run.stop_reason, run.answer) == (Run.StopReason.ITERATION_LIMIT, "It was sunny in Lagos.")
+    assert list(Step.objects.filter(run=run).values_list("kind", flat=True).order_by("index")) == ["turn", "summary"]
+    row = RunRollup.objects.get(day=timezone.localdate(), agent=run.agent)
+    assert (row.runs, row.tokens) == (1, run.tokens_in + run.tokens_out) and row.tokens > 0
+    kept, kept_steps = snapshot(), step_snapshot()
+    assert sum(n for _day, whole_month, _agent, _model, _bucket, n in kept_steps if not whole_month) == 2
+    rollups.rebuild_day(timezone.localdate())
+    assert snapshot().keys() == kept.keys() and step_snapshot() == kept_steps
