@@ -156,6 +156,24 @@ def test_the_hand_made_dataset_reads_the_same_from_rollups(dataset):  # noqa: F8
 
 
 @pytest.mark.django_db
+def test_the_page_shows_the_same_numbers_and_says_latency_is_estimated_from_rollups(client, dataset, settings):  # noqa: F811
+    from django.urls import reverse
+
+    from runs.tests.test_history import user_in
+
+    client.force_login(user_in("viewers", "vera"))
+    period = {"date_from": START.isoformat(), "date_to": END.isoformat()}
+    raw = client.get(reverse("metrics"), period)
+    assert b'id="latency-estimated"' not in raw.content  # no built day yet: read raw, exact
+    call_command("rebuild_rollups")
+    rolled = client.get(reverse("metrics"), period)
+    assert b'id="latency-estimated"' in rolled.content and b"within 1%" in rolled.content
+    assert rolled.context["m"].by_status == raw.context["m"].by_status
+    settings.METRICS_ROLLUPS = False
+    assert b'id="latency-estimated"' not in client.get(reverse("metrics"), period).content
+
+
+@pytest.mark.django_db
 def test_days_from_before_the_rollups_are_read_from_the_runs_rows():
     rng = random.Random(3)
     agents = [Agent.objects.create(name="old")]
