@@ -1,11 +1,13 @@
 """The history and metrics pages at 100,000 runs and 1,000,000 steps.
 
 Seeds a fresh database (bulk inserts: executemany on SQLite, COPY on PostgreSQL) with runs
-spread over the last 90 days (the default retention), their steps, tool calls and approvals,
-then times the pages through Django's test Client, signed in as a viewer: the server's time
-(routing, queries, template), without a network or a browser. Prints median and max ms.
+spread over the last 90 days (the default retention; --days 365 for a year), their steps, tool
+calls and approvals, builds the metrics rollups (manage.py rebuild_rollups, timed), then times
+the pages through Django's test Client, signed in as a viewer: the server's time (routing,
+queries, template), without a network or a browser. Prints median and max ms. Each metrics page
+is timed with the rollups and without (the raw queries: the anchor), side by side.
 
-Run: .venv/bin/python bench/dashboard.py [--runs 100000] [--steps 1000000] [--repeat 7]
+Run: .venv/bin/python bench/dashboard.py [--runs 100000] [--steps 1000000] [--days 90] [--repeat 7]
 Uses a temporary SQLite file, or DATABASE_URL's database when set. That database is DROPPED
 and created again, so its name must contain "bench" (never "test"), e.g.
   DATABASE_URL=postgres://postgres@127.0.0.1:5432/bench_dashboard .venv/bin/python bench/dashboard.py
@@ -25,7 +27,6 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench._common import setup_django  # noqa: E402
 
 RUN_BATCH = 2_000  # runs per transaction, with their ~20,000 steps
-DAYS = 90
 AGENTS = ["support", "billing", "research", "ops", "sales"]
 # name: (median latency ms, spread) — a lognormal per model, so p95 is well above p50.
 MODELS = {"gpt-4o-mini": (600, 0.5), "gpt-4o": (1400, 0.6), "claude-haiku": (800, 0.4), "llama-70b": (2200, 0.8)}
@@ -53,6 +54,8 @@ def parse_args():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=100_000)
     parser.add_argument("--steps", type=int, default=1_000_000)
+    parser.add_argument("--days", type=int, default=90, help="days of history the runs are spread over")
+    parser.add_argument("--raw-repeat", type=int, default=3, help="timed requests per metrics page without rollups")
     parser.add_argument("--call-share", type=float, default=0.3, help="share of steps with a tool call")
     parser.add_argument("--repeat", type=int, default=7, help="timed requests per page (after one warm-up)")
     parser.add_argument("--no-analyze", action="store_true", help="skip (VACUUM) ANALYZE after seeding")
@@ -112,7 +115,7 @@ RUN_COLUMNS = [
     "id", "agent_id", "task", "customer", "config", "overrides", "status", "stop_reason", "stop_detail", "answer",
     "iterations", "tokens_in", "tokens_out", "cost_usd", "active_seconds", "verification_attempts",
     "pending_messages", "cancel_requested", "lease_owner", "takeovers", "event_seq", "created_at",
-    "started_at", "finished_at",
+    "started_at", "finished_at", "pause_requested", "paused_by_name", "stop_requested_by_name",
 ]
 STEP_COLUMNS = [
     "id", "run_id", "index", "iteration", "kind", "preamble", "model", "tool_choice", "tool_choice_fallback",
@@ -121,9 +124,11 @@ STEP_COLUMNS = [
 CALL_COLUMNS = [
     "id", "run_id", "step_id", "index", "call_id", "tool_name", "arguments", "args_hash", "idempotency_key",
     "status", "result_text", "truncated", "error", "latency_ms", "attempts", "started_at", "finished_at",
+    "executed_arguments", "executed_args_hash",
 ]
 APPROVAL_COLUMNS = ["tool_call_id", "run_id", "status", "note", "requested_at", "expires_at", "decided_at",
-                    "reason", "automatic"]
+                    "reason", "automatic", "decided_by_name", "rule_name", "required_approvals", "approvals_given",
+                    "edited_arguments", "edited_args_hash", "guidance", "unseen_ids"]
 
 
 def pick(rng: random.Random, weighted: list[tuple]):
@@ -165,7 +170,7 @@ def seed(args) -> dict:
                  for i, name in enumerate(AGENTS)]
     counts = steps_per_run(rng, args.runs, args.steps)
     now = datetime.now(UTC)
-    first = now - timedelta(days=DAYS)
+    first = now - timedelta(days=args.days)
     spacing = (now - first) / args.runs
     message = json.dumps({"role": "assistant", "content": "ok"})
     model_names = list(MODELS)
@@ -230,7 +235,7 @@ def seed(args) -> dict:
                     call_id, run_id, step_id, 0, f"call_{call_id}", tool, '{"id": 1}',
                     f"{rng.getrandbits(128):032x}", f"{call_id:040x}", call_status, "ok", False,
                     "boom" if call_status == "failed" else "", rng.uniform(2, 300), 1,
-                    ins.when(moment), ins.when(moment),
+                    ins.when(moment), ins.when(moment), "", "",
                 ))
                 if tool == "cancel_order":
                     wait = timedelta(seconds=rng.lognormvariate(0, 1.0) * 45)
@@ -239,13 +244,13 @@ def seed(args) -> dict:
                         decision, wait = "expired", timedelta(hours=1)
                     approval_rows.append((
                         call_id, run_id, decision, "", ins.when(moment), None, ins.when(moment + wait),
-                        "", rng.random() < 0.1,
+                        "", rng.random() < 0.1, "", "", 1, 0, "", "", "", "[]",
                     ))
         run_rows.append((
             run_id, agent_ids[agent_index], task, "acme", "{}", "{}", status, stop_reason, "", "",
             n_steps, tokens_in, tokens_out, cost, (moment - created).total_seconds(), 0, "[]",
             False, "", 0, 0, ins.when(created), ins.when(created),
-            ins.when(moment) if status != "running" else None,
+            ins.when(moment) if status != "running" else None, False, "", "",
         ))
         if len(run_rows) >= RUN_BATCH:
             flush()
@@ -271,6 +276,7 @@ def seed(args) -> dict:
 
 
 def measure(args) -> list[tuple[str, str, list[float], int, int]]:
+    from django.conf import settings
     from django.contrib.auth.models import Group, User
     from django.db import connection
     from django.test import Client
@@ -298,9 +304,14 @@ def measure(args) -> list[tuple[str, str, list[float], int, int]]:
         ("metrics, 30 days, one agent", "/metrics/?" + urlencode({**month, "agent": support})),
         ("metrics, 90 days", "/metrics/?" + urlencode({"date_from": (today - timedelta(days=89)).isoformat(),
                                                         "date_to": today.isoformat()})),
+        ("metrics, 365 days", "/metrics/?" + urlencode({"date_from": (today - timedelta(days=364)).isoformat(),
+                                                         "date_to": today.isoformat()})),
     ]
     results = []
-    for label, url in pages:
+    timed = [(name + mode, address) for name, address in pages
+             for mode in ((" [rollups]", " [raw]") if address.startswith("/metrics/") else ("",))]
+    for label, url in timed:
+        settings.METRICS_ROLLUPS = not label.endswith("[raw]")
         queries = []
         with connection.execute_wrapper(lambda execute, sql, *rest: queries.append(sql) or execute(sql, *rest)):
             response = client.get(url)  # warm-up (and a query count)
@@ -308,7 +319,7 @@ def measure(args) -> list[tuple[str, str, list[float], int, int]]:
             raise SystemExit(f"{url} answered {response.status_code}")
         rows = response.content.decode().count('class="run-row"')
         times = []
-        for _ in range(args.repeat):
+        for _ in range(args.raw_repeat if label.endswith("[raw]") else args.repeat):
             started = time.perf_counter()
             client.get(url)
             times.append((time.perf_counter() - started) * 1000)
@@ -331,11 +342,14 @@ def main():
           f"{totals['approvals']:,} approvals in {totals['seconds']:.1f} s "
           f"({(totals['runs'] + totals['steps'] + totals['calls'] + totals['approvals']) / totals['seconds']:,.0f} "
           f"rows/s); " + ("no ANALYZE" if args.no_analyze else f"(VACUUM) ANALYZE {totals['analyze_seconds']:.1f} s"))
+    started = time.perf_counter()
+    call_command("rebuild_rollups", verbosity=0)
+    print(f"rebuild_rollups over {args.days} days: {time.perf_counter() - started:.1f} s")
     print(f"\n{'page':34} {'median ms':>10} {'max ms':>9} {'queries':>8} {'rows':>5}   url")
     for label, url, times, queries, rows in measure(args):
         print(f"{label:34} {statistics.median(times):10.1f} {max(times):9.1f} {queries:8d} {rows:5d}   {url}")
-    print(f"\n{args.repeat} timed requests per page after one warm-up; Django test Client, signed in as a viewer; "
-          f"database: {connection.vendor}.")
+    print(f"\n{args.repeat} timed requests per page ({args.raw_repeat} for [raw]: the same page without the rollups) "
+          f"after one warm-up; Django test Client, signed in as a viewer; database: {connection.vendor}.")
     if sqlite_path and not args.keep:
         connection.close()
         for suffix in ("", "-wal", "-shm"):

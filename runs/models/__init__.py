@@ -4,9 +4,11 @@ from runs.models.core import Agent, Approval, Run, RunEvent, Step, ToolCall, Too
 from runs.models.levers import OperatorMessage
 from runs.models.metrics import PrunedTotals
 from runs.models.notifications import BudgetAlert, WebhookDelivery
+from runs.models.rollups import RollupDay, RunRollup, StepRollup, ToolRollup
 from runs.models.supervision import ApprovalRule, ApprovalRuleVersion, ApprovalVote, RunGrant
 
 __all__ = [
     "Agent", "Approval", "ApprovalRule", "ApprovalRuleVersion", "ApprovalVote", "ArchivedApproval", "BudgetAlert",
-    "OperatorMessage", "PrunedTotals", "Run", "RunEvent", "RunGrant", "Step", "ToolCall", "ToolChoice", "WebhookDelivery",
+    "OperatorMessage", "PrunedTotals", "RollupDay", "Run", "RunEvent", "RunGrant", "RunRollup", "Step", "StepRollup",
+    "ToolCall", "ToolChoice", "ToolRollup", "WebhookDelivery",
 ]

@@ -5,11 +5,17 @@ A period holds the runs created in it and everything of those runs: their model 
 runs)`, which the Step(model, run), ToolCall(run, ...) and Approval(run) indexes answer.
 
 Sums and counts are GROUP BY queries; percentiles are nearest-rank, computed by the database
-(runs/selectors/aggregates.py).
+(runs/selectors/aggregates.py). Full days come from the daily rollups when they are built
+(runs/selectors/metrics_rollups.py: the same figures, model latency percentiles within 1%); the
+approvals are always read from their rows. All of it is read in one snapshot of the database.
 """
+from collections import Counter, defaultdict
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date, timedelta
 
+from django.conf import settings
+from django.db import connection, transaction
 from django.db.models import Count, F, Q, QuerySet, Sum
 from django.utils import timezone
 
@@ -109,6 +115,7 @@ class Metrics:
     per_day: list[DayRow]
     approvals: ApprovalStats
     supervision: Supervision
+    latency_estimated: bool = False  # model latency percentiles from the rollups' buckets (within 1%)
 
     @property
     def success_rate(self) -> float | None:
@@ -121,8 +128,120 @@ class Metrics:
         return None if rate is None else 100 * rate
 
 
-def metrics_summary(*, start: date, end: date, agent: Agent | None = None) -> Metrics:
-    """Everything the metrics page shows for the days start..end (both included)."""
+def metrics_summary(*, start: date, end: date, agent: Agent | None = None, rollups: bool | None = None) -> Metrics:
+    """Everything the metrics page shows for the days start..end (both included); `rollups`
+    False reads only the runs' rows (the default: settings.METRICS_ROLLUPS, on)."""
+    from runs.selectors import metrics_rollups
+
+    if rollups is None:
+        rollups = getattr(settings, "METRICS_ROLLUPS", True)
+    with read_snapshot():
+        built = metrics_rollups.built_days(start, end) if rollups else []
+        if not built:
+            return _metrics_raw(start=start, end=end, agent=agent)
+        figures = metrics_rollups.rolled_figures(start=start, end=end, agent=agent, built=built)
+        approvals = _period_approvals(start=start, end=end, agent=agent)
+        return _metrics_from(figures, start=start, end=end, agent=agent, approvals=approvals)
+
+
+@contextmanager
+def read_snapshot():
+    """Every read inside sees one state of the database, so a run ending meanwhile is counted once
+    (in the rollups or in its own row, never both). Inside an outer transaction: that one's."""
+    if connection.in_atomic_block:
+        yield
+    elif connection.vendor == "postgresql":
+        with transaction.atomic():
+            connection.cursor().execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            yield
+    elif connection.vendor == "sqlite":  # a deferred transaction: reads only, other writers go on (WAL)
+        connection.ensure_connection()
+        with connection.cursor() as cursor:
+            cursor.execute("BEGIN DEFERRED")
+            try:
+                yield
+            finally:
+                cursor.execute("COMMIT")
+    else:
+        yield
+
+
+def _period_approvals(*, start: date, end: date, agent: Agent | None) -> QuerySet[Approval]:
+    runs = Run.objects.filter(created_at__gte=day_start(start), created_at__lt=day_start(end + timedelta(days=1)))
+    if agent is not None:
+        runs = runs.filter(agent=agent)
+    return Approval.objects.filter(run_id__in=runs.order_by().values("pk"))
+
+
+def _metrics_from(figures: dict, *, start: date, end: date, agent, approvals) -> Metrics:
+    from runs.selectors.approval_figures import approval_figures, approval_rows, nearest_rank
+    from runs.selectors.metrics_rollups import histogram_percentile, latency_percentiles
+
+    approval_counts, person_waits, supervision = approval_figures(approval_rows(approvals), vendor=connection.vendor)
+    approval_stats = ApprovalStats(
+        approved=approval_counts[Approval.Status.APPROVED], rejected=approval_counts[Approval.Status.REJECTED],
+        expired=approval_counts[Approval.Status.EXPIRED], pending=approval_counts[Approval.Status.PENDING],
+        wait_seconds=Percentiles(count=len(person_waits), p50=_rounded(nearest_rank(person_waits, 50)),
+                                 p95=_rounded(nearest_rank(person_waits, 95))) if person_waits else Percentiles(count=0),
+    )
+
+    statuses, stops, iterations, per_day = Counter(), Counter(), Counter(), figures["per_day"]
+    for (status, stop, iteration_count), n in figures["outcomes"].items():
+        statuses[status] += n
+        stops[stop] += n
+        if status in Run.FINISHED_STATUSES:
+            iterations[iteration_count] += n
+    by_status = _count_rows(statuses, Run.Status)
+    finished_runs = sum(iterations.values())
+    buckets = defaultdict(Counter)
+    for (model, bucket), n in figures["steps"].items():
+        buckets[model][bucket] += n
+    latency = [ModelLatencyRow(model, sum(counts.values()), *latency_percentiles(counts))
+               for model, counts in buckets.items()]
+    tools = figures["tools"]
+    tool_errors = [
+        ToolErrorRow(tool=tool, finished=n, failed=tools[tool, "failed"], rejected=tools[tool, "rejected"])
+        for (tool, name), n in tools.items() if name == "finished" and n
+    ]
+    days = [DayRow(day=day, runs=per_day[day][0], tokens=per_day[day][1], cost_usd=per_day[day][2])
+            if day in per_day else DayRow(day=day, runs=0, tokens=0, cost_usd=0.0) for day in _days(start, end)]
+    return Metrics(
+        start=start,
+        end=end,
+        agent=agent,
+        runs_total=sum(statuses.values()),
+        by_status=by_status,
+        by_stop_reason=_count_rows(stops, Run.StopReason),
+        finished_runs=finished_runs,
+        succeeded_runs=statuses[Run.Status.SUCCEEDED],
+        iterations=Percentiles(count=finished_runs, p50=histogram_percentile(iterations, 50),
+                               p95=histogram_percentile(iterations, 95)) if finished_runs else Percentiles(count=0),
+        tool_errors=sorted(tool_errors, key=lambda row: (-(row.error_rate or 0), row.tool)),
+        model_latency=sorted(latency, key=lambda row: (-row.steps, row.model)),
+        per_day=days,
+        approvals=approval_stats,
+        supervision=supervision,
+        latency_estimated=True,
+    )
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
+
+
+def _count_rows(counts: Counter, choices) -> list[CountRow]:
+    labels = dict(choices.choices)
+    rows = [CountRow(value=value, label=labels.get(value, value or "(not stopped)"), count=n)
+            for value, n in counts.items() if n]
+    return sorted(rows, key=lambda row: (-row.count, row.value))
+
+
+def _days(start: date, end: date) -> list[date]:
+    return [start + timedelta(days=n) for n in range((end - start).days + 1)]
+
+
+def _metrics_raw(*, start: date, end: date, agent: Agent | None = None) -> Metrics:
+    """The page's figures from the runs' own rows only (no rollups)."""
     since, until = day_start(start), day_start(end + timedelta(days=1))
     runs = Run.objects.filter(created_at__gte=since, created_at__lt=until)
     if agent is not None:

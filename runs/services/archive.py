@@ -8,6 +8,7 @@ from typing import Any
 from django.db import transaction
 
 from runs.models import Approval, ArchivedApproval, Run
+from runs.services import rollups
 from runs.services.pruned_totals import pruned_totals_add
 from toolsapp.models import Tool
 
@@ -89,6 +90,7 @@ def runs_delete(*, run_ids: Iterable[int]) -> int:
     with transaction.atomic():
         approvals_archive(run_ids=run_ids)
         pruned_totals_add(run_ids=run_ids)  # /metrics' counters keep what these runs counted
+        rollups.runs_deleted(run_ids=run_ids)  # the metrics page's daily rollups drop them too
         # Reruns of a deleted run stay; they only lose the link (one UPDATE, not one per row).
         Run.objects.filter(rerun_of_id__in=run_ids).update(rerun_of=None)
         _, per_model = Run.objects.filter(pk__in=run_ids).delete()

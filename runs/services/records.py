@@ -10,7 +10,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from runs.models import Run, Step, ToolCall
-from runs.services import guards
+from runs.services import guards, rollups
 from runs.services.approvals import approvals_close
 from runs.services.db import write_transaction
 from runs.services.decisions import StopReason, ending_status
@@ -157,6 +157,8 @@ def run_close(
     if answer is not None:
         fields["answer"] = answer
     recorder.run_update(**fields)
+    # Last, so the day's rollup lock is held only until this transaction commits.
+    rollups.run_ended(run=run, fields=recorder._fields)
 
 
 def lever_data(lever: str, by: str, at, text: str | None = None) -> dict:

@@ -6,7 +6,7 @@ import logging
 
 from runs import llm
 from runs.models import Step
-from runs.services import decisions, throttle
+from runs.services import decisions, rollups, throttle
 from runs.services.history import build_messages
 
 log = logging.getLogger("runs.loop")
@@ -45,11 +45,12 @@ def summary_record(*, recorder, config: dict, endpoint, tools: list, index: int)
         return False
     with recorder.transaction():
         # A summary must not leave unanswered calls in the history.
-        recorder.step_create(index=index, iteration=run.iterations, reply=reply, preamble=[instruction],
-                             kind=Step.Kind.SUMMARY, tool_choice="none",
-                             message={"role": "assistant", "content": reply.content})
+        step, _ = recorder.step_create(index=index, iteration=run.iterations, reply=reply, preamble=[instruction],
+                                       kind=Step.Kind.SUMMARY, tool_choice="none",
+                                       message={"role": "assistant", "content": reply.content})
         recorder.run_update(answer=reply.content, tokens_in=run.tokens_in + reply.tokens_in,
                             tokens_out=run.tokens_out + reply.tokens_out, cost_usd=run.cost_usd + reply.cost_usd)
+        rollups.summary_added(run=run, step=step, tokens=reply.tokens_in + reply.tokens_out, cost_usd=reply.cost_usd)
     return True
 
 
