@@ -69,3 +69,17 @@ def pids_named(*names: str) -> list[int]:
             except OSError:
                 continue
     return found
+
+
+def resident_mb(pid: int) -> tuple[float, float]:
+    """(resident memory now, its peak since the process started) in MB, from /proc/<pid>/status;
+    (0, 0) for a process that is gone."""
+    found = {}
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            name, _, value = line.partition(":")
+            if name in ("VmRSS", "VmHWM"):
+                found[name] = int(value.split()[0]) / 1024  # kB
+    except OSError:
+        pass
+    return found.get("VmRSS", 0.0), found.get("VmHWM", 0.0)

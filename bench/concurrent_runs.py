@@ -1,7 +1,9 @@
 """200 concurrent runs of 5 iterations each, through real Celery workers and Redis.
 
 Prints the completion time with 1 s of simulated model latency against the ideal (5 s: five
-model calls in a row), and the runs per second with zero latency.
+model calls in a row), and the runs per second with zero latency; for each batch, the resident
+memory (RSS, from /proc) of each worker process: the most seen while the batch ran, and its peak
+since the worker started. For 1,000 runs in flight at once: --runs 1000 --threads 500.
 Run: .venv/bin/python bench/concurrent_runs.py [--runs 200] [--workers 2] [--threads 100] [--latency 1] [--repeat 3]
 Uses DATABASE_URL when set (PostgreSQL), else a temporary SQLite file; REDIS_URL (db 13 by default).
 BENCH_VERBOSE=1 also prints, per batch, the CPU milliseconds per iteration of the workers, the
@@ -19,7 +21,7 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from bench._common import ROOT, cpu_seconds, pids_named, setup_django, start_demo_model  # noqa: E402
+from bench._common import ROOT, cpu_seconds, pids_named, resident_mb, setup_django, start_demo_model  # noqa: E402
 
 ITERATIONS = 5
 
@@ -68,6 +70,8 @@ def batch(n: int, url: str, watch: dict | None = None) -> float:
     watch = dict(watch or {}, postgres=pids_named("postgres"), redis=pids_named("redis-server"))
     cpu_before = {name: cpu_seconds(pids) for name, pids in watch.items()}
     kernel_before = cpu_seconds(watch.get("workers", []), kernel_only=True)
+    workers = watch.get("workers", [])
+    most_resident = dict.fromkeys(workers, 0.0)
     started = time.perf_counter()
     with transaction.atomic():
         for run_id in ids:
@@ -79,8 +83,14 @@ def batch(n: int, url: str, watch: dict | None = None) -> float:
             break
         if time.perf_counter() - started > 300:
             raise SystemExit(f"{open_} runs still open after 300 s")
+        for pid in workers:
+            most_resident[pid] = max(most_resident[pid], resident_mb(pid)[0])
         time.sleep(0.05)
     elapsed = time.perf_counter() - started
+    if workers:
+        peaks = ", ".join(f"{most:.0f} MB (peak since start {resident_mb(pid)[1]:.0f} MB)"
+                          for pid, most in most_resident.items())
+        print(f"  resident memory per worker process during a batch of {n} runs: {peaks}; target <= 300 MB at 1,000")
     if os.environ.get("BENCH_VERBOSE"):
         used = {name: cpu_seconds(pids) - cpu_before[name] for name, pids in watch.items()}
         per_iteration = ", ".join(f"{name} {1000 * s / (n * ITERATIONS):.1f}" for name, s in used.items())
@@ -121,10 +131,10 @@ def machine_speed_ms() -> float:
     return best * 1000
 
 
-def warm_up(n: int, url: str) -> None:
+def warm_up(n: int, url: str, workers: list[int]) -> None:
     # Long-running workers already have their threads, database connections and model clients;
     # new ones create them during their first burst, so that burst is shown but not counted.
-    print(f"  first batch after the workers started (not counted): {batch(n, url):.2f} s")
+    print(f"  first batch after the workers started (not counted): {batch(n, url, {'workers': workers}):.2f} s")
 
 
 def main():
@@ -162,7 +172,7 @@ def main():
               f"{args.runs} runs x {ITERATIONS} iterations; machine speed {machine_speed_ms():.1f} ms "
               "(a fixed piece of Python work, lower is faster)")
         if procs:
-            warm_up(args.runs, url_slow)
+            warm_up(args.runs, url_slow, [p.pid for p in procs])
         ideal = ITERATIONS * args.latency
         times = []
         for _ in range(args.repeat if args.only != "zero" else 0):
@@ -182,7 +192,7 @@ def main():
     procs = start_workers(args.workers, args.threads, env) if args.only != "latency" else []
     try:
         if procs:
-            warm_up(args.runs, url_fast)
+            warm_up(args.runs, url_fast, [p.pid for p in procs])
         for _ in range(args.repeat if procs else 0):
             elapsed = batch(args.runs, url_fast, {"workers": [p.pid for p in procs], "model": [demo_fast.pid]})
             print(f"with zero latency: {args.runs} runs in {elapsed:.2f} s = {args.runs / elapsed:.1f} runs/s "
