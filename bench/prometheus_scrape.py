@@ -9,7 +9,6 @@ Run: .venv/bin/python bench/prometheus_scrape.py [--runs 100000] [--steps 100000
 Uses a temporary SQLite file, or DATABASE_URL's database when set. That database is DROPPED
 and created again, so its name must contain "bench" (never "test").
 """
-import json
 import os
 import statistics
 import sys
@@ -20,31 +19,6 @@ from bench._common import setup_django  # noqa: E402
 from bench.dashboard import fresh_database, parse_args, seed  # noqa: E402
 
 TOKEN = "bench-scrape-token"
-
-
-def fill_missing_columns() -> None:
-    """bench/dashboard.py's seed names the columns of its time; give the NOT NULL columns added
-    since (pause_requested, ...) their model defaults, so its rows still insert."""
-    from django.apps import apps
-
-    from bench import dashboard
-
-    defaults = {}
-    for model in apps.get_models():
-        for field in model._meta.concrete_fields:
-            value = field.get_default()  # "" for text without a default, None when there is none
-            if not field.null and value is not None:
-                defaults.setdefault(model._meta.db_table, {})[field.column] = value
-    original = dashboard.Inserter.insert
-
-    def insert(self, table, columns, rows):
-        missing = {c: v for c, v in defaults.get(table, {}).items() if c not in columns}
-        if missing and rows:
-            extra = tuple(json.dumps(v) if isinstance(v, (list, dict)) else v for v in missing.values())
-            columns, rows = [*columns, *missing], [(*row, *extra) for row in rows]
-        return original(self, table, columns, rows)
-
-    dashboard.Inserter.insert = insert
 
 
 def measure(repeat: int) -> tuple[list[float], int, int]:
@@ -75,7 +49,6 @@ def main():
     from django.db import connection
 
     call_command("migrate", verbosity=0)
-    fill_missing_columns()
     totals = seed(args)
     print(f"{where}: seeded {totals['runs']:,} runs, {totals['steps']:,} steps, {totals['calls']:,} tool calls, "
           f"{totals['approvals']:,} approvals in {totals['seconds']:.1f} s")
