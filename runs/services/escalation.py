@@ -22,7 +22,7 @@ from datetime import datetime
 from django.conf import settings
 from django.core.mail import EmailMessage, get_connection
 from django.db import transaction
-from django.urls import NoReverseMatch, reverse
+from django.urls import reverse
 from django.utils import timezone
 
 from runs.models import Approval
@@ -39,11 +39,7 @@ ARGUMENTS_MAX_CHARS = 8000  # of the pretty-printed arguments in one e-mail; the
 
 def approval_link(approval_id: int) -> str:
     """The queue item's address, for people: SITE_URL + /approvals/<id>/."""
-    try:
-        path = reverse("approval_detail", args=[approval_id])
-    except NoReverseMatch:  # the item page's URL is not installed in this checkout yet
-        path = f"/approvals/{approval_id}/"
-    return settings.SITE_URL.rstrip("/") + path
+    return settings.SITE_URL.rstrip("/") + reverse("approval_detail", args=[approval_id])
 
 
 def age_text(seconds: float) -> str:

@@ -3,7 +3,6 @@ import re
 from datetime import timedelta
 
 import pytest
-from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 from playwright.sync_api import expect
 
@@ -31,10 +30,6 @@ def test_the_emailed_link_asks_to_sign_in_then_opens_the_item_and_decides_nothin
 ):
     run = launch(CANCEL_ORDER)
     approval = Approval.objects.get(run=run)
-    try:
-        reverse("approval_detail", args=[approval.pk])
-    except NoReverseMatch:
-        pytest.skip("the queue item page (approval_detail) is not in this checkout")
     settings.SITE_URL = live.url
     Approval.objects.filter(pk=approval.pk).update(escalate_at=timezone.now())
     assert approvals_escalate() == [approval.pk]
