@@ -85,6 +85,18 @@ def fresh_database() -> tuple[str | None, str]:
     return None, f"PostgreSQL database {name}"
 
 
+def remove_sqlite_database(path: str) -> None:
+    """Close Django's connection and delete the SQLite file that fresh_database made, with its WAL files."""
+    from django.db import connection
+
+    connection.close()
+    for suffix in ("", "-wal", "-shm"):
+        try:
+            os.remove(path + suffix)
+        except FileNotFoundError:
+            pass
+
+
 class Inserter:
     """Many rows into one table, fast: executemany on SQLite, COPY on PostgreSQL."""
 
@@ -351,12 +363,7 @@ def main():
     print(f"\n{args.repeat} timed requests per page ({args.raw_repeat} for [raw]: the same page without the rollups) "
           f"after one warm-up; Django test Client, signed in as a viewer; database: {connection.vendor}.")
     if sqlite_path and not args.keep:
-        connection.close()
-        for suffix in ("", "-wal", "-shm"):
-            try:
-                os.remove(sqlite_path + suffix)
-            except FileNotFoundError:
-                pass
+        remove_sqlite_database(sqlite_path)
 
 
 if __name__ == "__main__":

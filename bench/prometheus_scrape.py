@@ -16,7 +16,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench._common import setup_django  # noqa: E402
-from bench.dashboard import fresh_database, parse_args, seed  # noqa: E402
+from bench.dashboard import fresh_database, parse_args, remove_sqlite_database, seed  # noqa: E402
 
 TOKEN = "bench-scrape-token"
 
@@ -56,12 +56,7 @@ def main():
     print(f"/metrics: median {statistics.median(times):.1f} ms, max {max(times):.1f} ms, {queries} queries, "
           f"{samples} samples ({args.repeat} timed scrapes after one warm-up; database: {connection.vendor})")
     if sqlite_path and not args.keep:
-        connection.close()
-        for suffix in ("", "-wal", "-shm"):
-            try:
-                os.remove(sqlite_path + suffix)
-            except FileNotFoundError:
-                pass
+        remove_sqlite_database(sqlite_path)
 
 
 if __name__ == "__main__":

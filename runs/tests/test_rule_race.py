@@ -20,13 +20,13 @@ import threading
 import time
 
 import pytest
-from django.db import connection
 
 from runs.models import Approval, ApprovalRuleVersion, Run, ToolCall
 from runs.services.rule_admin import rule_create, rule_delete, rule_update
 from runs.services.rules import CallFacts, RuleSpec, rule_matches
 from runs.tests.approval_fixtures import make_user
 from runs.tests.loop_contract.support import call, calls
+from runs.tests.threads import together
 from runs.tests.timeline_replay import mismatches
 
 ROUNDS = 3
@@ -69,29 +69,6 @@ def cancels(round_number: int, run_number: int) -> dict:
     ))
 
 
-def in_threads(*actions) -> list:
-    """Run the callables at once, each in a thread with its own connection; what each raised (or None)."""
-    barrier = threading.Barrier(len(actions))
-    raised: list = [None] * len(actions)
-
-    def run(index, action):
-        try:
-            barrier.wait(timeout=10)
-            action()
-        except BaseException as exc:  # noqa: BLE001 (the assertions report it)
-            raised[index] = exc
-        finally:
-            connection.close()  # this thread's own connection
-
-    threads = [threading.Thread(target=run, args=(i, a)) for i, a in enumerate(actions)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=300)
-    assert not any(t.is_alive() for t in threads), "a thread hung (a lock never released?)"
-    return raised
-
-
 def saved_count() -> int:
     return ApprovalRuleVersion.objects.count()
 
@@ -120,8 +97,8 @@ def decide_while(launch, script, change_rules) -> list[int]:
             finally:
                 stop.set()
 
-        raised = in_threads(evaluate, lambda stop=stop: change_rules(stop))
-        assert raised == [None, None], raised
+        outcomes = together(evaluate, lambda stop=stop: change_rules(stop), timeout=300)  # each returns None
+        assert outcomes == [None, None], outcomes
     return run_ids
 
 

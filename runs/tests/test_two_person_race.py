@@ -6,10 +6,8 @@ a blocked UPDATE re-reads the row once the winner commits, so `approvals_given +
 `status` condition are evaluated on the row as the winner left it).
 """
 import json
-import threading
 
 import pytest
-from django.db import connection
 from rest_framework.test import APIClient
 
 from accounts.services import api_token_create
@@ -17,34 +15,10 @@ from runs.models import Approval, ApprovalVote, RunEvent
 from runs.services.approvals import AlreadyDecided, NotAllowed, approval_decide
 from runs.tests.approval_fixtures import make_user
 from runs.tests.supervision_fixtures import needing_two, parked
+from runs.tests.threads import together
 
 ROUNDS = 4
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def together(*actions) -> list:
-    """Run the callables at the same moment, each in a thread of its own; their results in order
-    (an exception raised is returned)."""
-    barrier = threading.Barrier(len(actions))
-    results: list = [None] * len(actions)
-
-    def run(index, action):
-        try:
-            barrier.wait(timeout=10)
-            try:
-                results[index] = action()
-            except Exception as exc:  # noqa: BLE001 (the assertions report it)
-                results[index] = exc
-        finally:
-            connection.close()  # this thread's own connection
-
-    threads = [threading.Thread(target=run, args=(i, a)) for i, a in enumerate(actions)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=30)
-    assert not any(t.is_alive() for t in threads), "a decider hung"
-    return results
 
 
 def approving(user, approval, **kwargs):
