@@ -140,9 +140,14 @@ def run_create(
     return run
 
 
+def operator_name(user) -> str:
+    """Who pulled a lever on a run (a cancel, a pause, a note...), as its timeline and detail say it."""
+    return user.get_username() if user is not None and getattr(user, "is_authenticated", False) else "an operator"
+
+
 def run_cancel(*, run: Run, user=None) -> Run:
     """Ask a run to stop. A run nobody is driving stops now; a driven one at its next check."""
-    who = user.get_username() if user is not None and getattr(user, "is_authenticated", False) else "an operator"
+    who = operator_name(user)
     Run.objects.filter(pk=run.pk, status__in=Run.ACTIVE_STATUSES).update(cancel_requested=True)
     with lease_held(run.pk, "cancel") as owner:
         if owner is not None:
