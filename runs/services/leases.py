@@ -13,6 +13,8 @@ timeouts stops being renewed, and the sweep hands its run to another worker.
 import logging
 import threading
 import time
+import uuid
+from contextlib import contextmanager
 from datetime import timedelta
 
 from django.conf import settings
@@ -47,6 +49,22 @@ def lease_claim(run_id: int, owner: str, seconds: float | None = None) -> bool:
 
 def lease_release(run_id: int, owner: str) -> None:
     Run.objects.filter(pk=run_id, lease_owner=owner).update(lease_owner="", lease_expires_at=None)
+
+
+@contextmanager
+def lease_held(run_id: int, purpose: str):
+    """The run's lease for one piece of work done outside a driver (a cancel, an operator's lever):
+    yields its owner, or None when someone else holds it (a driver, which acts on the operator's
+    flags at its next boundary). Released, and no longer renewed, when the block ends."""
+    owner = f"{purpose}-{run_id}-{uuid.uuid4().hex[:12]}"
+    if not lease_claim(run_id, owner):
+        yield None
+        return
+    try:
+        yield owner
+    finally:
+        keeper.forget(owner)
+        lease_release(run_id, owner)
 
 
 def fenced_update(run: Run, owner: str, *, events: int = 0, lease_seconds: float | None = None, **fields) -> int:

@@ -17,6 +17,7 @@ from runs.services.dispatch import run_dispatch
 from runs.services.events import event_record, events_store
 from runs.services.loop import run_levers_apply
 from runs.services.records import lever_data
+from runs.services.runs import operator_name
 from runs.snapshots import run_summary
 from runs.text import storable_text
 
@@ -33,7 +34,7 @@ class LeverRefused(Exception):
 
 def run_pause(*, run_id: int, user) -> Run:
     """Pause the run at its next boundary (at once when nobody drives it)."""
-    name = _name(user)
+    name = operator_name(user)
     only_if = Q(status__in=PAUSABLE, pause_requested=False) & NOT_ENDING
     if not _lever(run_id, only_if, "pause", name, pause_requested=True, paused_by_name=name):
         raise _refused(run_id, "pause")
@@ -43,7 +44,7 @@ def run_pause(*, run_id: int, user) -> Run:
 def run_resume(*, run_id: int, user) -> Run:
     """A paused run goes on exactly where it stopped: queued for a worker, or still awaiting the
     decisions that are pending."""
-    name = _name(user)
+    name = operator_name(user)
     with write_transaction():
         waiting = Approval.objects.filter(run_id=run_id, status=Approval.Status.PENDING).exists()
         status = Run.Status.AWAITING_APPROVAL if waiting else Run.Status.QUEUED
@@ -67,7 +68,7 @@ def run_message(*, run_id: int, user, text: str) -> OperatorMessage:
         raise LeverRefused(f"The message is too long: at most {MESSAGE_MAX_CHARS} characters.")
     if not storable_text(text):
         raise LeverRefused("The message contains a NUL or an unpaired surrogate character.")
-    name = _name(user)
+    name = operator_name(user)
     with write_transaction():
         if not _lever(run_id, Q(status__in=Run.ACTIVE_STATUSES) & NOT_ENDING, "message", name, text=text):
             raise _refused(run_id, "message")
@@ -78,7 +79,7 @@ def run_message(*, run_id: int, user, text: str) -> OperatorMessage:
 def run_stop(*, run_id: int, user) -> Run:
     """End the run with a summary: at its next boundary, or at once (summary call included) when
     nobody drives it."""
-    name = _name(user)
+    name = operator_name(user)
     only_if = Q(status__in=Run.ACTIVE_STATUSES) & NOT_ENDING
     if not _lever(run_id, only_if, "stop", name, stop_requested_by_name=name):
         raise _refused(run_id, "stop")
@@ -86,10 +87,6 @@ def run_stop(*, run_id: int, user) -> Run:
 
 
 # --- helpers ----------------------------------------------------------------------------------------
-
-
-def _name(user) -> str:
-    return user.get_username() if user is not None and getattr(user, "is_authenticated", False) else "an operator"
 
 
 def _lever(run_id: int, only_if: Q, lever: str, name: str, *, text: str | None = None, **fields) -> bool:

@@ -25,7 +25,7 @@ from runs.services.call_runner import CallRunner
 from runs.services.db import release_db_connection
 from runs.services.decisions import StopReason
 from runs.services.history import build_messages, step_messages
-from runs.services.leases import LeaseLost, keeper, lease_claim, lease_release
+from runs.services.leases import LeaseLost, keeper, lease_claim, lease_held, lease_release
 from runs.services.records import NAME_CHARS, Recorder, bounded, operator_stop_first, run_close, run_pause, set_result
 from runs.services.run_tools import RunTools
 from runs.services.summaries import iteration_log, summary_record, summary_wanted
@@ -72,10 +72,9 @@ def run_advance(*, run_id: int) -> Run | None:
 def run_levers_apply(*, run_id: int) -> Run | None:
     """Apply an operator's stop or pause to a run nobody drives (queued, awaiting approval, paused,
     or whose worker died) at once. None when a driver holds it: it applies them at its next boundary."""
-    owner = f"lever-{run_id}-{uuid.uuid4().hex[:12]}"
-    if not lease_claim(run_id, owner):
-        return None
-    try:  # under the lease: exactly one of the lever and a driver applies it
+    with lease_held(run_id, "lever") as owner:  # under the lease: exactly one of the lever and a driver applies it
+        if owner is None:
+            return None
         run = Run.objects.get(pk=run_id)
         if run.stop_requested_by_name and not run.cancel_requested:
             return _Driver(run_id, owner).end(StopReason.OPERATOR_STOP)
@@ -84,9 +83,6 @@ def run_levers_apply(*, run_id: int) -> Run | None:
             with recorder.transaction():
                 run_pause(recorder, elapsed=run.active_seconds)
         return run
-    finally:
-        keeper.forget(owner)
-        lease_release(run_id, owner)
 
 
 def run_end(*, run_id: int, owner: str, reason: str, detail: str = "") -> Run:

@@ -1,7 +1,6 @@
 """Creating and cancelling runs."""
 from django.conf import settings
 from django.db import transaction
-from django.utils import timezone
 
 from runs.llm import TRUSTED_BASE_URL_KEY
 from runs.models import Agent, Run
@@ -15,7 +14,7 @@ from runs.services.launch import (
     launch_bounds_problems,
     launch_defaults,
 )
-from runs.services.leases import lease_claim, lease_release
+from runs.services.leases import lease_held
 from runs.services.loop import run_end
 from runs.snapshots import run_summary
 from toolsapp.models import Tool
@@ -141,16 +140,18 @@ def run_create(
     return run
 
 
+def operator_name(user) -> str:
+    """Who pulled a lever on a run (a cancel, a pause, a note...), as its timeline and detail say it."""
+    return user.get_username() if user is not None and getattr(user, "is_authenticated", False) else "an operator"
+
+
 def run_cancel(*, run: Run, user=None) -> Run:
     """Ask a run to stop. A run nobody is driving stops now; a driven one at its next check."""
-    who = user.get_username() if user is not None and getattr(user, "is_authenticated", False) else "an operator"
+    who = operator_name(user)
     Run.objects.filter(pk=run.pk, status__in=Run.ACTIVE_STATUSES).update(cancel_requested=True)
-    owner = f"cancel-{run.pk}-{timezone.now().timestamp()}"
-    if lease_claim(run.pk, owner):
-        try:
+    with lease_held(run.pk, "cancel") as owner:
+        if owner is not None:
             run_end(run_id=run.pk, owner=owner, reason=Run.StopReason.CANCELLED, detail=f"Cancelled by {who}.")
-        finally:
-            lease_release(run.pk, owner)
     run.refresh_from_db()
     return run
 

@@ -20,7 +20,7 @@ from runs.api.serializers.approvals import (
     PendingApprovalSerializer,
     RejectSerializer,
 )
-from runs.api.serializers.fields import NameRelatedField, StorableUniqueValidator, choice
+from runs.api.serializers.fields import NameRelatedField, StorableUniqueValidator, UsageSerializer, choice
 from runs.api.serializers.runs import (
     CallSerializer,
     RunActionSerializer,
@@ -31,7 +31,6 @@ from runs.api.serializers.runs import (
     RunRerunSerializer,
     RunSummarySerializer,
     StepSerializer,
-    UsageSerializer,
 )
 from runs.api.serializers.tools import ToolSerializer
 from runs.text import check_storable_json, storable_text

@@ -1,5 +1,6 @@
 """Fields and validators the API's serializers share: names that are looked up, choices that are
-named schema components, and no text the database cannot store."""
+named schema components, no text the database cannot store, and token and cost totals (a run's
+usage, and a fork compared with its parent)."""
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.settings import api_settings
@@ -53,3 +54,10 @@ def service_errors(errors: dict[str, list[str]]) -> serializers.ValidationError:
     """A service's messages by field as DRF's 400 ("__all__" as DRF's non-field key)."""
     key = api_settings.NON_FIELD_ERRORS_KEY
     return serializers.ValidationError({key if name == "__all__" else name: messages for name, messages in errors.items()})
+
+
+class UsageSerializer(serializers.Serializer):
+    tokens_in = serializers.IntegerField()
+    tokens_out = serializers.IntegerField()
+    total_tokens = serializers.IntegerField()
+    cost_usd = serializers.FloatField()

@@ -2,7 +2,7 @@
 plain dicts of runs.selectors.forks). What an edit may say is checked by runs.services.forks."""
 from rest_framework import serializers
 
-from runs.api.serializers.fields import choice
+from runs.api.serializers.fields import UsageSerializer, choice
 from runs.models import Run, ToolCall
 from runs.services.forks import EDIT_SHAPES, MAX_STEP
 
@@ -72,13 +72,6 @@ class ComparedStepSerializer(serializers.Serializer):
     calls = ComparedCallSerializer(many=True)
 
 
-class ComparedTotalsSerializer(serializers.Serializer):
-    tokens_in = serializers.IntegerField()
-    tokens_out = serializers.IntegerField()
-    total_tokens = serializers.IntegerField()
-    cost_usd = serializers.FloatField()
-
-
 class ComparedRunSerializer(serializers.Serializer):
     run_id = serializers.IntegerField()
     status = choice(Run.Status.choices, "RunStatus")
@@ -86,8 +79,8 @@ class ComparedRunSerializer(serializers.Serializer):
     stop_reason = choice(Run.StopReason.choices, "StopReason", allow_null=True)
     stop_reason_label = serializers.CharField(allow_null=True)
     steps_since_fork = serializers.IntegerField()
-    since_fork = ComparedTotalsSerializer(help_text="The steps after the fork step.")
-    run_totals = ComparedTotalsSerializer(help_text="The whole run (a fork counts the steps it copied).")
+    since_fork = UsageSerializer(help_text="The steps after the fork step.")
+    run_totals = UsageSerializer(help_text="The whole run (a fork counts the steps it copied).")
 
 
 class ComparisonRowSerializer(serializers.Serializer):

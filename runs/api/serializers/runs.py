@@ -2,7 +2,7 @@
 from rest_framework import serializers
 
 from runs.api.serializers.approvals import ApprovalBriefSerializer
-from runs.api.serializers.fields import NameRelatedField, choice, service_errors
+from runs.api.serializers.fields import NameRelatedField, UsageSerializer, choice, service_errors
 from runs.api.serializers.forks import RunFamilySerializer
 from runs.models import Agent, Run, ToolCall, ToolChoice
 from runs.services.guards import MAX_SAFE_INTEGER, POSITIVE_INT_LIMITS
@@ -136,13 +136,6 @@ class StepSerializer(serializers.Serializer):
     model_errors = serializers.JSONField()
     content = serializers.JSONField(help_text="What the model said (text, or content parts).")
     calls = CallSerializer(many=True)
-
-
-class UsageSerializer(serializers.Serializer):
-    tokens_in = serializers.IntegerField()
-    tokens_out = serializers.IntegerField()
-    total_tokens = serializers.IntegerField()
-    cost_usd = serializers.FloatField()
 
 
 class RunSummarySerializer(serializers.Serializer):
