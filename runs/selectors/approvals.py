@@ -17,7 +17,7 @@ from django.db.models.functions import Substr
 from django.utils import timezone
 
 from runs.models import Approval, ArchivedApproval, Run, Step, ToolCall
-from toolsapp.models import Tool
+from runs.selectors.supervision import Supervision, approvals_supervision
 from toolsapp.text import JsonTooDeep
 from toolsapp.text import loads as bounded_loads
 
@@ -201,6 +201,8 @@ class PendingApproval:
     unseen: list[str] = field(default_factory=list)
     model_said: str = ""
     expired: bool = False
+    # What its tool says and who decides it (approvals_supervision, read once with the items).
+    supervision: Supervision = field(default_factory=Supervision)
     # Supervision (filled by pending_supervision): who approved so far when two must, the group
     # asked, the rule that routed the call, and which controls the operator is offered.
     voters: list[str] = field(default_factory=list)
@@ -218,7 +220,7 @@ def approvals_pending_count() -> int:
 
 def approvals_pending_page(*, page=1, per_page: int = PAGE_SIZE) -> Page:
     """One page of the pending approvals, oldest first; its object_list holds PendingApproval
-    items with what an operator needs to decide them (5 queries, however many approvals wait
+    items with what an operator needs to decide them (7 queries at most, however many approvals wait
     and however long their runs are). A page number out of range gives the last page."""
     paginator = Paginator(
         Approval.objects.filter(status=Approval.Status.PENDING)
@@ -238,9 +240,8 @@ def _pending_items(approvals: list[Approval]) -> list[PendingApproval]:
     for approval in approvals:
         upto[approval.run_id] = max(upto.get(approval.run_id, -1), approval.tool_call.step.index)
     steps, results = runs_shown(upto)
-    sensitive_by_tool = dict(
-        Tool.objects.filter(name__in={a.tool_call.tool_name for a in approvals}).values_list("name", "sensitive_fields")
-    )
+    # Its sensitive fields mask the arguments; the queue's controls and the API read the rest.
+    supervision = approvals_supervision(approvals)
     now = timezone.now()
     pending = []
     for approval in approvals:
@@ -259,8 +260,9 @@ def _pending_items(approvals: list[Approval]) -> list[PendingApproval]:
             call=call,
             model_said=said,
             expired=approval.expires_at is not None and approval.expires_at <= now,
+            supervision=supervision[approval.pk],
         )
-        sensitive = sensitive_by_tool.get(call.tool_name) or []
+        sensitive = item.supervision.sensitive_fields
         try:
             arguments = bounded_loads(call.arguments or "{}")
         except ValueError as exc:

@@ -17,7 +17,7 @@ from runs.selectors.approvals import (
     approvals_archived,
     approvals_pending_page,
 )
-from runs.selectors.supervision import Supervision, approvals_supervision
+from runs.selectors.supervision import Supervision
 from runs.services.approval_checks import GrantRefused
 from runs.services.approvals import AlreadyDecided, EditRefused, NotAllowed, approval_decide
 from runs.services.bulk_decisions import approvals_decide_many
@@ -78,12 +78,11 @@ class ApprovalListView(ApiView):
     def get(self, request):
         page = approvals_pending_page(page=_page_number(request))
         items = list(page.object_list)
-        supervision = approvals_supervision([item.approval for item in items])
         return Response({
             "count": page.paginator.count,
             "next": _page_url(request, page.next_page_number() if page.has_next() else None),
             "previous": _page_url(request, page.previous_page_number() if page.has_previous() else None),
-            "results": [_pending_item(item, supervision[item.approval.pk]) for item in items],
+            "results": [_pending_item(item, item.supervision) for item in items],
         })
 
 
