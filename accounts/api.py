@@ -72,7 +72,8 @@ class SignInThrottle(BaseThrottle):
 
 
 class TokenView(ApiView):
-    """POST a username and password: a new token, its key shown once."""
+    """POST a username and password: a new token, its key shown once. Refused (403) when password
+    sign-in is switched off (LOCAL_SIGNIN=off)."""
 
     authentication_classes = []
     permission_classes = [AllowAny]
@@ -87,6 +88,9 @@ class TokenView(ApiView):
         responses={200: NewTokenSerializer, **errors(400), 429: TOO_MANY},
     )
     def post(self, request):
+        if not settings.LOCAL_SIGNIN:
+            raise PermissionDenied("Password sign-in is switched off here (LOCAL_SIGNIN=off): create a token "
+                                   "from a signed-in session (POST /api/v1/tokens/).")
         given = PasswordTokenRequestSerializer(data=request.data)
         given.is_valid(raise_exception=True)
         user = authenticate(request, username=given.validated_data["username"],

@@ -24,3 +24,24 @@ class ApiToken(models.Model):
 
     def is_usable(self, now) -> bool:
         return self.revoked_at is None and (self.expires_at is None or self.expires_at > now)
+
+
+class SsoIdentity(models.Model):
+    """A person of the identity provider: who they are here. Matched by the provider's `sub`
+    (stable, never reassigned), never by e-mail or username, which can change hands."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="sso_identities")
+    issuer = models.CharField(max_length=255)
+    subject = models.CharField(max_length=255)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_sign_in_at = models.DateTimeField(null=True, blank=True)
+    # The roles the last sign-in's claims gave (viewer, operator, admin), for the admin's list.
+    roles = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["issuer", "subject"], name="sso_identity_unique_subject")]
+        verbose_name = "single sign-on identity"
+        verbose_name_plural = "single sign-on identities"
+
+    def __str__(self) -> str:
+        return f"{self.subject} at {self.issuer}"

@@ -142,6 +142,20 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "login"
 
+# --- Single sign-on (OpenID Connect) ---------------------------------------------------------
+# Off unless OIDC_RP_CLIENT_ID is set. accounts/sso_config.py reads every OIDC_* variable and
+# LOCAL_SIGNIN (on by default; off: no password sign-in anywhere) and stops the start, naming
+# what is missing, when they are half set. It sets SSO_ENABLED, LOCAL_SIGNIN, and with single
+# sign-on AUTHENTICATION_BACKENDS and the OIDC_* settings mozilla-django-oidc reads. README
+# "Single sign-on (OpenID Connect)".
+from accounts.sso_config import SsoConfigError, sso_settings  # noqa: E402
+
+try:
+    globals().update(sso_settings(os.environ))
+except SsoConfigError as exc:
+    raise ImproperlyConfigured(str(exc)) from None
+# --- end of single sign-on ---------------------------------------------------------------------
+
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True

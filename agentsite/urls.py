@@ -1,13 +1,14 @@
 from django.contrib import admin
-from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
+from accounts.oidc import SignOutView
 from accounts.views import SignInView
 from runs.views.prometheus import prometheus_metrics
 
 urlpatterns = [
     path("login/", SignInView.as_view(), name="login"),
-    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("logout/", SignOutView.as_view(), name="logout"),  # also at the identity provider, if any
+    path("oidc/", include("accounts.oidc_urls")),  # single sign-on (OpenID Connect), when configured
     path("admin/", admin.site.urls),
     path("metrics", prometheus_metrics, name="prometheus-metrics"),
     path("tools/", include("toolsapp.urls")),

@@ -1,0 +1,153 @@
+"""OpenID Connect sign-in through mozilla-django-oidc: its backend and views, fitted to this site.
+
+The library does the protocol (state, nonce, PKCE, the code exchange, the ID token's signature
+and expiry). On top of it: endpoints from discovery (accounts/sso_discovery.py), the ID token's
+audience and issuer checked, the userinfo's subject required to be the ID token's, and the
+person matched and given roles by accounts/sso_users.py. A refusal is shown on the sign-in page.
+"""
+
+import logging
+from urllib.parse import urlencode
+
+from django.conf import settings
+from django.contrib import auth, messages
+from django.contrib.auth.views import LogoutView
+from django.core.exceptions import SuspiciousOperation
+from django.http import Http404, HttpResponseRedirect
+from django.urls import reverse
+from mozilla_django_oidc.auth import OIDCAuthenticationBackend
+from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthenticationRequestView
+
+from accounts.sso_discovery import ProviderUnreachable, provider_setting
+from accounts.sso_users import SignInRefused, sso_user_sign_in
+
+log = logging.getLogger(__name__)
+
+UNREACHABLE = "The identity provider could not be reached: try again in a moment."
+FAILED = "Single sign-on did not complete: try again."
+
+
+class SsoBackend(OIDCAuthenticationBackend):
+    get_settings = staticmethod(provider_setting)
+
+    def __init__(self, *args, **kwargs):
+        # Django makes a backend for every request of a signed-in person (get_user): the
+        # endpoints, which may need the provider's discovery document, are read only at sign-in.
+        self.UserModel = auth.get_user_model()
+
+    def _read_endpoints(self) -> None:
+        self.OIDC_OP_TOKEN_ENDPOINT = self.get_settings("OIDC_OP_TOKEN_ENDPOINT")
+        self.OIDC_OP_USER_ENDPOINT = self.get_settings("OIDC_OP_USER_ENDPOINT")
+        self.OIDC_OP_JWKS_ENDPOINT = self.get_settings("OIDC_OP_JWKS_ENDPOINT", None)
+        self.OIDC_RP_CLIENT_ID = settings.OIDC_RP_CLIENT_ID
+        self.OIDC_RP_CLIENT_SECRET = settings.OIDC_RP_CLIENT_SECRET
+        self.OIDC_RP_SIGN_ALGO = settings.OIDC_RP_SIGN_ALGO
+        self.OIDC_RP_IDP_SIGN_KEY = None
+
+    def authenticate(self, request, **kwargs):
+        # Only the callback view passes a nonce; a password sign-in (username, password) that
+        # reaches this backend must not start a code exchange from its query string.
+        if request is None or "nonce" not in kwargs or set(kwargs) - {"nonce", "code_verifier"}:
+            return None
+        try:
+            self._read_endpoints()
+            return super().authenticate(request, **kwargs)
+        except ProviderUnreachable as exc:
+            log.error("single sign-on: %s", exc)
+            messages.error(request, UNREACHABLE)
+        except SignInRefused as exc:
+            messages.error(request, str(exc))
+        except Exception as exc:  # the provider's error answers, a bad token: no detail for the page
+            log.warning("single sign-on failed: %s: %s", type(exc).__name__, exc)
+            messages.error(request, FAILED)
+        return None
+
+    def verify_token(self, token, **kwargs):
+        payload = super().verify_token(token, **kwargs)
+        audience = payload.get("aud")
+        audiences = audience if isinstance(audience, list) else [audience]
+        if self.OIDC_RP_CLIENT_ID not in audiences:
+            raise SuspiciousOperation("ID token is for another client (aud)")
+        issuer = self.get_settings("OIDC_OP_ISSUER", "")
+        if issuer and payload.get("iss") != issuer:
+            raise SuspiciousOperation("ID token is from another issuer (iss)")
+        return payload
+
+    def get_or_create_user(self, access_token, id_token, payload):
+        userinfo = self.get_userinfo(access_token, id_token, payload)
+        if not isinstance(userinfo, dict) or userinfo.get("sub") != payload.get("sub"):
+            raise SignInRefused(FAILED)  # OIDC Core 5.3.2: userinfo must be about the token's subject
+        return sso_user_sign_in(
+            issuer=str(payload.get("iss") or ""),
+            claims={**payload, **userinfo},
+            claim=settings.OIDC_ROLES_CLAIM,
+            role_map=settings.OIDC_ROLE_MAP,
+        )
+
+
+class SsoOnlyMixin:
+    """The single sign-on pages exist only when it is configured."""
+
+    def dispatch(self, request, *args, **kwargs):
+        if not getattr(settings, "SSO_ENABLED", False):
+            raise Http404("Single sign-on is not configured.")
+        return super().dispatch(request, *args, **kwargs)
+
+
+class SsoStartView(SsoOnlyMixin, OIDCAuthenticationRequestView):
+    """Sends the browser to the provider; `next` is kept only when it is on this site
+    (mozilla-django-oidc's get_next_url)."""
+
+    get_settings = staticmethod(provider_setting)
+
+    def __init__(self, *args, **kwargs):
+        super(OIDCAuthenticationRequestView, self).__init__(*args, **kwargs)
+        self.OIDC_RP_CLIENT_ID = settings.OIDC_RP_CLIENT_ID
+
+    def get(self, request):
+        try:
+            self.OIDC_OP_AUTH_ENDPOINT = self.get_settings("OIDC_OP_AUTHORIZATION_ENDPOINT")
+        except ProviderUnreachable as exc:
+            log.error("single sign-on: %s", exc)
+            messages.error(request, UNREACHABLE)
+            return HttpResponseRedirect(reverse("login"))
+        return super().get(request)
+
+
+class SsoCallbackView(SsoOnlyMixin, OIDCAuthenticationCallbackView):
+    get_settings = staticmethod(provider_setting)
+
+    def get(self, request):
+        if request.GET.get("error"):
+            messages.error(request, FAILED)
+        return super().get(request)
+
+
+class SignOutView(LogoutView):
+    """Ends this site's session; for a person signed in through the provider, then also the
+    provider's (its end_session_endpoint, when it has one and OIDC_PROVIDER_SIGN_OUT is on)."""
+
+    def post(self, request, *args, **kwargs):
+        id_token = request.session.get("oidc_id_token")
+        response = super().post(request, *args, **kwargs)
+        end_session = self._end_session_endpoint() if id_token else ""
+        if not end_session:
+            return response
+        query = urlencode(
+            {
+                "id_token_hint": id_token,
+                "client_id": settings.OIDC_RP_CLIENT_ID,
+                "post_logout_redirect_uri": request.build_absolute_uri(reverse("login")),
+            }
+        )
+        return HttpResponseRedirect(f"{end_session}{'&' if '?' in end_session else '?'}{query}")
+
+    @staticmethod
+    def _end_session_endpoint() -> str:
+        if not (getattr(settings, "SSO_ENABLED", False) and settings.OIDC_PROVIDER_SIGN_OUT):
+            return ""
+        try:
+            return provider_setting("OIDC_OP_END_SESSION_ENDPOINT", "")
+        except ProviderUnreachable as exc:  # this site's session is over anyway
+            log.error("single sign-on: sign-out at the provider skipped: %s", exc)
+            return ""

@@ -1,0 +1,107 @@
+"""Signing in a person the identity provider vouched for: the one place that finds or creates
+their user and sets their roles.
+
+The provider is the source of truth for the role groups (viewers, operators, admins) of its
+people: every sign-in sets them from that sign-in's claims, adding and removing, so a person
+taken out of a provider group loses the role here at their next sign-in, and every permission
+check from then on (pages, API, the checks an open websocket makes before each decision) sees
+it. Other groups (the named groups approval rules ask) are left as an admin set them.
+
+A person whose claims map to no role is refused, and their role groups are emptied first, so
+their sessions still open elsewhere keep no rights either.
+"""
+
+import hashlib
+import re
+from collections.abc import Mapping
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from accounts.models import SsoIdentity
+from accounts.sso_config import ROLE_GROUPS
+from accounts.sso_roles import roles_from_claims
+
+NO_ROLE = (
+    "You signed in at the identity provider, but none of your groups there gives a role here: ask an administrator."
+)
+DEACTIVATED = "Your account here is deactivated: ask an administrator."
+NO_SUBJECT = "The identity provider did not say who you are (no sub claim)."
+
+
+class SignInRefused(Exception):
+    """Why this sign-in is refused, in a sentence for the person."""
+
+
+def _claim_text(claims: Mapping, name: str) -> str:
+    value = claims.get(name)
+    return value.strip() if isinstance(value, str) else ""
+
+
+def _username_base(claims: Mapping, subject: str) -> str:
+    for candidate in (_claim_text(claims, "preferred_username"), _claim_text(claims, "email").split("@")[0]):
+        cleaned = re.sub(r"[^\w.@+-]", "", candidate)[:120]
+        if cleaned:
+            return cleaned
+    return "sso-" + hashlib.sha256(subject.encode()).hexdigest()[:12]
+
+
+def _free_username(claims: Mapping, subject: str) -> str:
+    """The person's preferred username if nobody has it, else it with a number. Never an existing
+    account's: a provider user called "admin" does not become the local admin."""
+    User = get_user_model()
+    base = _username_base(claims, subject)
+    for n in range(1, 100):
+        name = base if n == 1 else f"{base}-{n}"
+        if not User.objects.filter(username__iexact=name).exists():
+            return name
+    return f"{base}-{hashlib.sha256(subject.encode()).hexdigest()[:12]}"
+
+
+def _identity(*, issuer: str, subject: str, claims: Mapping) -> SsoIdentity:
+    """This subject's identity, created with a new user at their first sign-in."""
+    identity = SsoIdentity.objects.select_related("user").filter(issuer=issuer, subject=subject).first()
+    if identity is not None:
+        return identity
+    try:
+        with transaction.atomic():
+            user = get_user_model().objects.create_user(_free_username(claims, subject))  # no usable password
+            return SsoIdentity.objects.create(user=user, issuer=issuer, subject=subject)
+    except IntegrityError:  # the same person's sign-in in another tab got there first
+        return SsoIdentity.objects.select_related("user").get(issuer=issuer, subject=subject)
+
+
+def _set_role_groups(user, roles: frozenset[str]) -> None:
+    wanted = {ROLE_GROUPS[role] for role in roles}
+    groups = list(Group.objects.filter(name__in=ROLE_GROUPS.values()))
+    user.groups.remove(*[group for group in groups if group.name not in wanted])
+    user.groups.add(*[group for group in groups if group.name in wanted])
+
+
+def sso_user_sign_in(*, issuer: str, claims: Mapping, claim: str, role_map: Mapping[str, str]):
+    """The user these verified claims sign in, their role groups set from the claims; else
+    SignInRefused. A first sign-in with a role creates the user (never one without a role)."""
+    subject = _claim_text(claims, "sub")
+    if not subject:
+        raise SignInRefused(NO_SUBJECT)
+    roles = roles_from_claims(claims, claim=claim, role_map=role_map)
+    if not roles and not SsoIdentity.objects.filter(issuer=issuer, subject=subject).exists():
+        raise SignInRefused(NO_ROLE)
+    with transaction.atomic():
+        identity = _identity(issuer=issuer, subject=subject, claims=claims)
+        user = identity.user
+        _set_role_groups(user, roles)
+        email = _claim_text(claims, "email")
+        if email and user.email != email:
+            user.email = email  # for display and notifications only: never used to match a person
+            user.save(update_fields=["email"])
+        identity.roles = sorted(roles)
+        identity.last_sign_in_at = timezone.now()
+        identity.save(update_fields=["roles", "last_sign_in_at"])
+    if not roles:
+        raise SignInRefused(NO_ROLE)
+    if not user.is_active:
+        raise SignInRefused(DEACTIVATED)
+    return user
