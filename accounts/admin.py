@@ -1,6 +1,6 @@
 from django.contrib import admin, messages
 
-from accounts.models import ApiToken
+from accounts.models import ApiToken, SsoIdentity
 from accounts.services import api_tokens_revoke
 
 
@@ -30,3 +30,19 @@ class ApiTokenAdmin(admin.ModelAdmin):
     def revoke(self, request, queryset):
         count = api_tokens_revoke(tokens=queryset)
         self.message_user(request, f"{count} token(s) revoked.", messages.SUCCESS)
+
+
+@admin.register(SsoIdentity)
+class SsoIdentityAdmin(admin.ModelAdmin):
+    """Who signs in through the identity provider, and the roles their last sign-in gave. Made by
+    sign-ins only; deleting one unlinks the person (their next sign-in makes a new user)."""
+
+    list_display = ("user", "subject", "issuer", "roles", "last_sign_in_at", "created_at")
+    search_fields = ("user__username", "subject")
+    readonly_fields = ("user", "issuer", "subject", "roles", "last_sign_in_at", "created_at")
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False

@@ -101,10 +101,12 @@ class SsoStartView(SsoOnlyMixin, OIDCAuthenticationRequestView):
     get_settings = staticmethod(provider_setting)
 
     def __init__(self, *args, **kwargs):
+        # Not the library's: it reads the endpoint here, before dispatch() knows whether single
+        # sign-on is on, and discovery may need the provider.
         super(OIDCAuthenticationRequestView, self).__init__(*args, **kwargs)
-        self.OIDC_RP_CLIENT_ID = settings.OIDC_RP_CLIENT_ID
 
     def get(self, request):
+        self.OIDC_RP_CLIENT_ID = settings.OIDC_RP_CLIENT_ID
         try:
             self.OIDC_OP_AUTH_ENDPOINT = self.get_settings("OIDC_OP_AUTHORIZATION_ENDPOINT")
         except ProviderUnreachable as exc:
