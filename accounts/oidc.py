@@ -3,7 +3,8 @@
 The library does the protocol (state, nonce, PKCE, the code exchange, the ID token's signature
 and expiry). On top of it: endpoints from discovery (accounts/sso_discovery.py), the ID token's
 audience and issuer checked, the userinfo's subject required to be the ID token's, and the
-person matched and given roles by accounts/sso_users.py. A refusal is shown on the sign-in page.
+person matched and given roles by accounts/sso_users.py. The backend leaves why it refused on the
+request (request.sso_refusal); the callback view shows it on the sign-in page.
 """
 
 import logging
@@ -11,6 +12,7 @@ from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib import auth, messages
+from django.contrib.auth.backends import ModelBackend
 from django.contrib.auth.views import LogoutView
 from django.core.exceptions import SuspiciousOperation
 from django.http import Http404, HttpResponseRedirect
@@ -54,13 +56,15 @@ class SsoBackend(OIDCAuthenticationBackend):
             return super().authenticate(request, **kwargs)
         except ProviderUnreachable as exc:
             log.error("single sign-on: %s", exc)
-            messages.error(request, UNREACHABLE)
+            request.sso_refusal = UNREACHABLE
         except SignInRefused as exc:
-            messages.error(request, str(exc))
+            request.sso_refusal = str(exc)
         except Exception as exc:  # the provider's error answers, a bad token: no detail for the page
             log.warning("single sign-on failed: %s: %s", type(exc).__name__, exc)
-            messages.error(request, FAILED)
         return None
+
+    # ModelBackend's, which refuses a deactivated account's sessions (the library's does not).
+    get_user = ModelBackend.get_user
 
     def verify_token(self, token, **kwargs):
         payload = super().verify_token(token, **kwargs)
@@ -117,12 +121,13 @@ class SsoStartView(SsoOnlyMixin, OIDCAuthenticationRequestView):
 
 
 class SsoCallbackView(SsoOnlyMixin, OIDCAuthenticationCallbackView):
+    """The provider's answer: signs the person in, or back to the sign-in page saying why not."""
+
     get_settings = staticmethod(provider_setting)
 
-    def get(self, request):
-        if request.GET.get("error"):
-            messages.error(request, FAILED)
-        return super().get(request)
+    def login_failure(self):
+        messages.error(self.request, getattr(self.request, "sso_refusal", FAILED))
+        return super().login_failure()
 
 
 class SignOutView(LogoutView):

@@ -48,11 +48,13 @@ def _username_base(claims: Mapping, subject: str) -> str:
     return "sso-" + hashlib.sha256(subject.encode()).hexdigest()[:12]
 
 
-def _free_username(claims: Mapping, subject: str) -> str:
+def _free_username(claims: Mapping, subject: str, *, unique_suffix: bool = False) -> str:
     """The person's preferred username if nobody has it, else it with a number. Never an existing
     account's: a provider user called "admin" does not become the local admin."""
     User = get_user_model()
     base = _username_base(claims, subject)
+    if unique_suffix:
+        return f"{base}-{hashlib.sha256(subject.encode()).hexdigest()[:12]}"
     for n in range(1, 100):
         name = base if n == 1 else f"{base}-{n}"
         if not User.objects.filter(username__iexact=name).exists():
@@ -62,15 +64,20 @@ def _free_username(claims: Mapping, subject: str) -> str:
 
 def _identity(*, issuer: str, subject: str, claims: Mapping) -> SsoIdentity:
     """This subject's identity, created with a new user at their first sign-in."""
-    identity = SsoIdentity.objects.select_related("user").filter(issuer=issuer, subject=subject).first()
-    if identity is not None:
-        return identity
-    try:
-        with transaction.atomic():
-            user = get_user_model().objects.create_user(_free_username(claims, subject))  # no usable password
-            return SsoIdentity.objects.create(user=user, issuer=issuer, subject=subject)
-    except IntegrityError:  # the same person's sign-in in another tab got there first
-        return SsoIdentity.objects.select_related("user").get(issuer=issuer, subject=subject)
+    for attempt in range(2):
+        identity = SsoIdentity.objects.select_related("user").filter(issuer=issuer, subject=subject).first()
+        if identity is not None:
+            return identity
+        try:
+            with transaction.atomic():
+                username = _free_username(claims, subject, unique_suffix=attempt > 0)
+                user = get_user_model().objects.create_user(username)  # no usable password
+                return SsoIdentity.objects.create(user=user, issuer=issuer, subject=subject)
+        except IntegrityError:
+            # The same person's sign-in in another tab got there first (found above next time),
+            # or another person took the free username meanwhile (the next try adds a suffix).
+            continue
+    raise SignInRefused("Your account could not be created just now: try again.")
 
 
 def _set_role_groups(user, roles: frozenset[str]) -> None:

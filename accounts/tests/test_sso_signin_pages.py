@@ -176,3 +176,19 @@ def test_a_provider_that_does_not_answer_is_said_so_on_the_sign_in_page(client, 
     assert "The identity provider could not be reached" in response.content.decode()
     # Password sign-in still works while it is away.
     assert client.post("/login/", {"username": "pat", "password": "pw-pat-123456789"}).status_code == 302
+
+
+def test_a_deactivated_persons_single_sign_on_session_ends(client, settings, person):
+    configure(settings)
+    client.force_login(person, backend=SSO_BACKEND)
+    assert client.get("/runs/").status_code == 200
+    User.objects.filter(pk=person.pk).update(is_active=False)
+    assert client.get("/runs/").status_code == 302
+
+
+def test_a_provider_that_answers_with_an_error_sends_back_to_the_sign_in_page(client, sso_only):
+    start(client, "/runs/")
+    response = client.get("/oidc/callback/", {"error": "access_denied", "state": "whatever"}, follow=True)
+    assert response.redirect_chain[-1][0] == "/login/"
+    assert "Single sign-on did not complete" in response.content.decode()
+    assert not signed_in(client)
