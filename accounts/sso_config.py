@@ -127,6 +127,7 @@ def sso_settings(environ: Mapping[str, str]) -> dict:
     if not role_map:
         raise SsoConfigError("OIDC_ROLE_MAP maps no group to a role: nobody could sign in")
 
+    provider_sign_out = _switch(environ, "OIDC_PROVIDER_SIGN_OUT", True)
     return {
         "SSO_ENABLED": True,
         "LOCAL_SIGNIN": local_signin,
@@ -140,14 +141,14 @@ def sso_settings(environ: Mapping[str, str]) -> dict:
         "OIDC_OP_DISCOVERY_URL": discovery,
         "OIDC_OP_ISSUER": get["OIDC_OP_ISSUER"],
         **urls,
-        "OIDC_PROVIDER_SIGN_OUT": _switch(environ, "OIDC_PROVIDER_SIGN_OUT", True),
+        "OIDC_PROVIDER_SIGN_OUT": provider_sign_out,
         "OIDC_ROLES_CLAIM": get["OIDC_ROLES_CLAIM"] or "groups",
         "OIDC_ROLE_MAP": role_map,
         "OIDC_PROVIDER_NAME": get["OIDC_PROVIDER_NAME"] or "single sign-on",
         "OIDC_TIMEOUT": timeout,
         "OIDC_USE_PKCE": True,
         "OIDC_USE_NONCE": True,
-        # Kept in the session for sign-out at the provider (its id_token_hint).
-        "OIDC_STORE_ID_TOKEN": True,
+        # Kept in the session for sign-out at the provider (its id_token_hint), and only then.
+        "OIDC_STORE_ID_TOKEN": provider_sign_out,
         "LOGIN_REDIRECT_URL_FAILURE": "/login/",
     }

@@ -192,3 +192,36 @@ def test_a_provider_that_answers_with_an_error_sends_back_to_the_sign_in_page(cl
     assert response.redirect_chain[-1][0] == "/login/"
     assert "Single sign-on did not complete" in response.content.decode()
     assert not signed_in(client)
+
+
+def signed_in_through_the_provider(client, person) -> None:
+    client.force_login(person, backend=SSO_BACKEND)
+    session = client.session
+    session["oidc_id_token"] = "the-id-token"
+    session.save()
+
+
+def test_sign_out_ends_the_session_and_goes_to_the_providers_end_session_endpoint(client, settings, person):
+    configure(settings, OIDC_OP_END_SESSION_ENDPOINT="https://idp.example.com/logout")
+    signed_in_through_the_provider(client, person)
+    response = client.post("/logout/")
+    location = urlsplit(response["Location"])
+    assert f"{location.scheme}://{location.netloc}{location.path}" == "https://idp.example.com/logout"
+    assert parse_qs(location.query) == {
+        "id_token_hint": ["the-id-token"],
+        "client_id": ["agentsite"],
+        "post_logout_redirect_uri": ["http://testserver/login/"],
+    }
+    assert not signed_in(client)
+    assert client.get("/runs/").status_code == 302
+
+
+def test_sign_out_stays_here_when_told_or_when_signed_in_by_password(client, settings, person):
+    configure(settings, OIDC_OP_END_SESSION_ENDPOINT="https://idp.example.com/logout", OIDC_PROVIDER_SIGN_OUT="off")
+    assert settings.OIDC_STORE_ID_TOKEN is False
+    signed_in_through_the_provider(client, person)
+    assert client.post("/logout/")["Location"] == "/login/"
+    configure(settings, OIDC_OP_END_SESSION_ENDPOINT="https://idp.example.com/logout")
+    client.force_login(person, backend=MODEL_BACKEND)
+    assert client.post("/logout/")["Location"] == "/login/"
+    assert not signed_in(client)
