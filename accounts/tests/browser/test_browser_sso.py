@@ -10,7 +10,7 @@ from playwright.sync_api import expect
 from accounts.models import SsoIdentity
 from accounts.tests.browser.conftest import new_person, sign_in_at_provider
 from runs.models import Approval, Run
-from runs.tests.browser import CANCEL_ORDER, mark_page, requires_chromium, still_same_page
+from runs.tests.browser import CANCEL_ORDER, mark_page, requires_chromium, screenshot, still_same_page
 
 pytestmark = [pytest.mark.browser, requires_chromium]
 
@@ -24,6 +24,7 @@ def sso_sign_in(browser, username: str, *, start: str = "/approvals/"):
     page.goto(start)
     expect(page).to_have_url(re.compile(r"/login/"))
     expect(page.locator("input[name=password]")).to_have_count(0)  # LOCAL_SIGNIN=off: no password form
+    screenshot(page, "sign-in-single-sign-on")
     page.locator("#sso-signin").click()
     sign_in_at_provider(page, username)
     expect(page.locator("header .who")).to_contain_text(username)
