@@ -1,12 +1,16 @@
 """The run timeline websocket on the real ASGI stack and the channels-redis layer."""
+
 import asyncio
 import uuid
 
 import pytest
 from asgiref.sync import async_to_sync
+from channels import DEFAULT_CHANNEL_LAYER
 from channels.db import database_sync_to_async
-from channels.layers import get_channel_layer
+from channels.layers import channel_layers
 from channels.testing import WebsocketCommunicator
+from channels_redis.core import RedisChannelLayer
+from django.conf import settings
 from django.contrib.auth.models import Group, User
 from django.db import transaction
 from django.test import Client
@@ -39,22 +43,41 @@ async def publisher_flushed():
 
     Events are published from one background thread in order, after their commit: once a marker
     published now arrives, no earlier event can still turn up as a "live" surprise in a test.
+    The marker is received on a layer instance of its own, not the process's shared one (see
+    fresh_channel_layer).
     """
-    layer = get_channel_layer()
+    layer = RedisChannelLayer(**settings.CHANNEL_LAYERS["default"]["CONFIG"])
     channel = await layer.new_channel()
     group = f"test-flush-{uuid.uuid4().hex}"
     await layer.group_add(group, channel)
-    publish(group, {"type": "flush"})
-    await asyncio.wait_for(layer.receive(channel), TIMEOUT)
-    await layer.group_discard(group, channel)
+    try:
+        publish(group, {"type": "flush"})
+        await asyncio.wait_for(layer.receive(channel), TIMEOUT)
+    finally:
+        await layer.group_discard(group, channel)
+        await layer.close_pools()
+
+
+def fresh_channel_layer() -> None:
+    """Make the next get_channel_layer() a new layer object, so consumers start from clean state.
+
+    channels-redis 4.3 keeps per-channel asyncio locks on the layer object; a receive cancelled
+    while it waits for one (a consumer whose socket closes just after a message) leaves that lock
+    behind, bound to the event loop it ran on. Each async_to_sync call in a test runs a new event
+    loop, so a later test that received on the same layer object failed with "bound to a
+    different event loop". A server has one event loop per process and never meets it.
+    """
+    channel_layers.backends.pop(DEFAULT_CHANNEL_LAYER, None)
 
 
 @pytest.fixture
 def finished_run(launch):
+    fresh_channel_layer()
     run = launch()  # the weather task: several steps, calls and run events
     assert run.events.count() >= 5
     async_to_sync(publisher_flushed)()
-    return run
+    yield run
+    fresh_channel_layer()
 
 
 def communicator(run_id, cookie=None, origin=LOCAL):
@@ -227,7 +250,9 @@ def test_reconnect_with_last_seq_gets_exactly_the_missed_events(finished_run, se
         await first.disconnect()
         last = seen[-1]["seq"]
         # While the client is away, the run goes on.
-        missed = [await record_committed(finished_run.pk, data={"ok": False, "reason": f"missed {i}"}) for i in range(3)]
+        missed = [
+            await record_committed(finished_run.pk, data={"ok": False, "reason": f"missed {i}"}) for i in range(3)
+        ]
         await publisher_flushed()  # published while nobody listened: only the replay can bring them
         second = communicator(finished_run.pk, cookie)
         assert (await second.connect(timeout=TIMEOUT))[0]

@@ -3,6 +3,7 @@ reading (a slow browser tab). channels-redis drops what does not fit; the client
 events by sequence number as the live page does (static/js/run_live.js), notices the gap at the
 next event, asks for a replay, and ends up with exactly what the database has; a reconnect
 afterwards adds nothing and misses nothing."""
+
 import threading
 
 from asgiref.sync import async_to_sync
@@ -60,7 +61,8 @@ def burst(run_id: int, count: int) -> None:
             first = Run.objects.select_for_update().get(pk=run_id).event_seq + 1
             Run.objects.filter(pk=run_id).update(event_seq=first + count - 1)
             events.events_store(
-                run_id=run_id, first_seq=first,
+                run_id=run_id,
+                first_seq=first,
                 events=[("verification", {"ok": False, "reason": f"burst {i}"}) for i in range(count)],
             )
         while events._publisher.unsent > 0:
@@ -101,7 +103,9 @@ def test_a_client_that_overflowed_the_channel_layer_ends_with_exactly_the_stored
     async_to_sync(publisher_flushed)()
 
     assert nudge["seq"] == after_burst + 1
-    print(f"burst of {count} events, capacity {capacity}: {page.live_received} reached the client live, {page.resumes} replay(s)")
+    print(
+        f"burst of {count} events, capacity {capacity}: {page.live_received} reached the client live, {page.resumes} replay(s)"
+    )
     assert page.live_received <= capacity + 2, "the layer held every event: the test did not overflow it"
     assert page.resumes >= 1
     assert page.applied == stored(finished_run.pk), "what the client shows is what the database has"
