@@ -17,6 +17,16 @@ from agentsite.asgi import application
 from runs.models import Approval, RunEvent
 from runs.services.approvals import approval_decide
 from runs.tests.approval_fixtures import make_user, pending_approval
+from runs.tests.channel_layer import fresh_channel_layer
+
+
+@pytest.fixture(autouse=True)
+def _fresh_layer():
+    # Consumers here run on a new event loop per async_to_sync call: see fresh_channel_layer.
+    fresh_channel_layer()
+    yield
+    fresh_channel_layer()
+
 
 DEMO_TASK = "Cancel order ORD-1001"
 PATH = "/ws/approvals/"

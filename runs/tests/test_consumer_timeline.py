@@ -5,9 +5,7 @@ import uuid
 
 import pytest
 from asgiref.sync import async_to_sync
-from channels import DEFAULT_CHANNEL_LAYER
 from channels.db import database_sync_to_async
-from channels.layers import channel_layers
 from channels.testing import WebsocketCommunicator
 from channels_redis.core import RedisChannelLayer
 from django.conf import settings
@@ -18,6 +16,7 @@ from django.test import Client
 from agentsite.asgi import application
 from runs.models import RunEvent
 from runs.services.events import event_record, publish
+from runs.tests.channel_layer import fresh_channel_layer
 
 LOCAL = b"http://localhost"
 TIMEOUT = 10
@@ -56,18 +55,6 @@ async def publisher_flushed():
     finally:
         await layer.group_discard(group, channel)
         await layer.close_pools()
-
-
-def fresh_channel_layer() -> None:
-    """Make the next get_channel_layer() a new layer object, so consumers start from clean state.
-
-    channels-redis 4.3 keeps per-channel asyncio locks on the layer object; a receive cancelled
-    while it waits for one (a consumer whose socket closes just after a message) leaves that lock
-    behind, bound to the event loop it ran on. Each async_to_sync call in a test runs a new event
-    loop, so a later test that received on the same layer object failed with "bound to a
-    different event loop". A server has one event loop per process and never meets it.
-    """
-    channel_layers.backends.pop(DEFAULT_CHANNEL_LAYER, None)
 
 
 @pytest.fixture
