@@ -6,8 +6,8 @@ runs)`, which the Step(model, run), ToolCall(run, ...) and Approval(run) indexes
 
 Sums and counts are GROUP BY queries; percentiles are nearest-rank, computed by the database
 (runs/selectors/aggregates.py). Full days come from the daily rollups when they are built
-(runs/selectors/metrics_rollups.py: the same figures, model latency percentiles within 1%); the
-approvals are always read from their rows. All of it is read in one snapshot of the database.
+(runs/selectors/metrics_rollups.py: the same figures, model latency percentiles within 1%), the
+approvals of those days too. All of it is read in one snapshot of the database.
 """
 from collections import Counter, defaultdict
 from contextlib import contextmanager
@@ -140,8 +140,7 @@ def metrics_summary(*, start: date, end: date, agent: Agent | None = None, rollu
         if not built:
             return _metrics_raw(start=start, end=end, agent=agent)
         figures = metrics_rollups.rolled_figures(start=start, end=end, agent=agent, built=built)
-        approvals = _period_approvals(start=start, end=end, agent=agent)
-        return _metrics_from(figures, start=start, end=end, agent=agent, approvals=approvals)
+        return _metrics_from(figures, start=start, end=end, agent=agent)
 
 
 @contextmanager
@@ -166,23 +165,17 @@ def read_snapshot():
         yield
 
 
-def _period_approvals(*, start: date, end: date, agent: Agent | None) -> QuerySet[Approval]:
-    runs = Run.objects.filter(created_at__gte=day_start(start), created_at__lt=day_start(end + timedelta(days=1)))
-    if agent is not None:
-        runs = runs.filter(agent=agent)
-    return Approval.objects.filter(run_id__in=runs.order_by().values("pk"))
-
-
-def _metrics_from(figures: dict, *, start: date, end: date, agent, approvals) -> Metrics:
-    from runs.selectors.approval_figures import approval_figures, approval_rows, nearest_rank
+def _metrics_from(figures: dict, *, start: date, end: date, agent) -> Metrics:
+    from runs.selectors.approval_figures import approval_figures
     from runs.selectors.metrics_rollups import histogram_percentile, latency_percentiles
 
-    approval_counts, person_waits, supervision = approval_figures(approval_rows(approvals), vendor=connection.vendor)
+    approval_counts, (decisions, p50, p95), supervision = approval_figures(
+        figures["approvals"], figures["waits"], vendor=connection.vendor)
     approval_stats = ApprovalStats(
         approved=approval_counts[Approval.Status.APPROVED], rejected=approval_counts[Approval.Status.REJECTED],
         expired=approval_counts[Approval.Status.EXPIRED], pending=approval_counts[Approval.Status.PENDING],
-        wait_seconds=Percentiles(count=len(person_waits), p50=_rounded(nearest_rank(person_waits, 50)),
-                                 p95=_rounded(nearest_rank(person_waits, 95))) if person_waits else Percentiles(count=0),
+        wait_seconds=Percentiles(count=decisions, p50=_rounded(p50), p95=_rounded(p95)) if decisions
+        else Percentiles(count=0),
     )
 
     statuses, stops, iterations, per_day = Counter(), Counter(), Counter(), figures["per_day"]

@@ -146,8 +146,8 @@ def tool_snapshot() -> set:
 
 
 def snapshot() -> dict:
-    return {tuple(row[:5]): row[5:] for row in RunRollup.objects.values_list(
-        "day", "agent_id", "status", "stop_reason", "iterations", "runs", "tokens", "cost_usd")}
+    return {tuple(row[:6]): row[6:] for row in RunRollup.objects.values_list(
+        "day", "whole_month", "agent_id", "status", "stop_reason", "iterations", "runs", "tokens", "cost_usd")}
 
 
 @pytest.mark.django_db
@@ -243,7 +243,7 @@ def test_a_run_ending_during_a_rebuild_is_counted_once(hold):
     rebuilder.join(30)
     assert not errors
     ended = Run.objects.filter(created_at__date=yesterday, status__in=Run.FINISHED_STATUSES)
-    assert sum(RunRollup.objects.filter(day=yesterday).values_list("runs", flat=True)) == ended.count()
+    assert sum(RunRollup.objects.filter(day=yesterday, whole_month=False).values_list("runs", flat=True)) == ended.count()
     assert_same(yesterday - timedelta(days=2), timezone.localdate())
 
 
@@ -257,7 +257,7 @@ def test_a_summary_after_the_end_is_added_to_the_rollups_of_its_day(launch, scri
     run = launch("weather", models=[model], max_iterations=1, summarize_on_stop=True)
     assert (run.stop_reason, run.answer) == (Run.StopReason.ITERATION_LIMIT, "It was sunny in Lagos.")
     assert list(Step.objects.filter(run=run).values_list("kind", flat=True).order_by("index")) == ["turn", "summary"]
-    row = RunRollup.objects.get(day=timezone.localdate(), agent=run.agent)
+    row = RunRollup.objects.get(day=timezone.localdate(), whole_month=False, agent=run.agent)
     assert (row.runs, row.tokens) == (1, run.tokens_in + run.tokens_out) and row.tokens > 0
     kept, kept_steps = snapshot(), step_snapshot()
     assert sum(n for _day, whole_month, _agent, _model, _bucket, n in kept_steps if not whole_month) == 2
