@@ -3,6 +3,8 @@
 Built to stay fast at 100,000 runs and a million steps: the model and tool filters are EXISTS
 subqueries answered by the Step(model, run) and ToolCall(run, tool_name, ...) indexes, every
 other filter has an index that also gives the order, and the total is counted only up to a cap.
+A page is found as ids first (the filters' indexes, no run's columns read for the runs it skips),
+then its rows by id; the same ids say the capped total, so no page counts on its own.
 """
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
@@ -102,11 +104,22 @@ class HistoryPage:
 
 
 def run_history_page(runs: QuerySet[Run], *, number: int, page_size: int = PAGE_SIZE) -> HistoryPage:
-    """One page of `runs`; one row more than a page is read to know whether another follows."""
+    """One page of `runs`; one row more than a page is read to know whether another follows.
+
+    The total is counted up to COUNT_CAP + 1 from the ids read anyway: a page within the first
+    COUNT_CAP + 1 matches reads those ids (which the count would have walked) and takes its slice;
+    a later page that has rows proves more than COUNT_CAP matches; only a page past the end counts."""
     number = max(1, number)
     offset = (number - 1) * page_size
-    rows = list(runs_for_listing(runs)[offset : offset + page_size + 1])
-    total = runs.order_by()[: COUNT_CAP + 1].count()
+    ids = runs.values_list("pk", flat=True)
+    if offset + page_size + 1 <= COUNT_CAP + 1:
+        first = list(ids[: COUNT_CAP + 1])
+        total, page_ids = len(first), first[offset : offset + page_size + 1]
+    else:
+        page_ids = list(ids[offset : offset + page_size + 1])
+        proven = bool(page_ids) and offset + len(page_ids) >= COUNT_CAP + 1  # so many matches exist
+        total = COUNT_CAP + 1 if proven else runs.order_by()[: COUNT_CAP + 1].count()
+    rows = list(runs_for_listing(Run.objects.filter(pk__in=page_ids)).order_by(*runs.query.order_by)) if page_ids else []
     return HistoryPage(
         runs=rows[:page_size],
         number=number,

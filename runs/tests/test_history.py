@@ -253,3 +253,36 @@ def test_no_query_per_row(viewer_client, agents, django_assert_max_num_queries):
 def test_model_and_tool_filters_are_exists_subqueries(agents):
     sql = str(history.run_history(model="big", tool="get_weather").query).upper()
     assert sql.count("EXISTS") == 2 and " JOIN " not in sql
+
+
+def test_every_page_of_every_filter_is_the_plain_slice_and_capped_count(agents, monkeypatch):
+    """Pages found by ids first, with the total taken from those ids, are exactly the newest-first
+    slice and the capped count of the filtered runs: random runs (equal creation times included,
+    ordered by id then), filters alone and together, first, middle, last and past-the-end pages,
+    pages inside and beyond the cap."""
+    import random
+
+    rng = random.Random(100)
+    alpha, beta = agents
+    for i in range(70):
+        make_run(rng.choice([alpha, beta]), rng.choice(["refund the order", "look something up", "ORD-7"]),
+                 status=rng.choice([Run.Status.SUCCEEDED, Run.Status.FAILED]),
+                 created=DAY - timedelta(minutes=rng.randrange(30)),
+                 models=rng.sample(["big", "small"], rng.randrange(3)), tools=rng.sample(["get_weather", "delete"], rng.randrange(3)))
+    filters = [{}, {"status": Run.Status.FAILED}, {"model": "big"}, {"tool": "delete", "agent": alpha},
+               {"text": "refund"}, {"text": "nowhere"}, {"model": "small", "status": Run.Status.SUCCEEDED}]
+    compared = 0
+    for cap in (10, 25, 10_000):
+        monkeypatch.setattr(history, "COUNT_CAP", cap)
+        for given in filters:
+            runs = history.run_history(**given)
+            everything = list(runs.values_list("pk", flat=True))
+            for size in (3, 7, 50):
+                for number in range(1, len(everything) // size + 3):
+                    page = history.run_history_page(runs, number=number, page_size=size)
+                    offset = (number - 1) * size
+                    assert [r.pk for r in page.runs] == everything[offset : offset + size], (cap, given, size, number)
+                    assert page.total == min(len(everything), cap + 1)
+                    assert page.has_next == (len(everything) > offset + size)
+                    compared += bool(page.runs)
+    assert compared > 100
