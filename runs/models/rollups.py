@@ -9,6 +9,7 @@ A run's approvals are counted with it: once it has ended none of them changes an
 ending expires those still pending, in the ending's transaction), so the approvals of runs still
 going are read from their own rows like the runs.
 """
+
 from django.db import models
 
 from runs.models.core import Agent
@@ -36,8 +37,12 @@ class RunRollup(models.Model):
     cost_usd = models.FloatField(default=0.0)
 
     class Meta:
-        constraints = [models.UniqueConstraint(
-            fields=["day", "agent", "status", "stop_reason", "iterations", "whole_month"], name="unique_run_rollup_month")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["day", "agent", "status", "stop_reason", "iterations", "whole_month"],
+                name="unique_run_rollup_month",
+            )
+        ]
 
 
 class DayRollup(models.Model):
@@ -66,8 +71,11 @@ class StepRollup(models.Model):
     steps = models.IntegerField(default=0)  # not "positive": an upsert of a negative delta is checked as a new row
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["day", "agent", "model", "bucket", "whole_month"],
-                                               name="unique_step_rollup")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["day", "agent", "model", "bucket", "whole_month"], name="unique_step_rollup"
+            )
+        ]
 
 
 class ToolRollup(models.Model):
@@ -115,8 +123,11 @@ class WaitRollup(models.Model):
     decisions = models.IntegerField(default=0)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["day", "agent", "rule_name", "tool_name", "bucket", "whole_month"],
-                                               name="unique_wait_rollup")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["day", "agent", "rule_name", "tool_name", "bucket", "whole_month"], name="unique_wait_rollup"
+            )
+        ]
 
 
 class ApprovalWait(models.Model):

@@ -8,6 +8,7 @@ A nearest-rank percentile is found in two steps, both exact: the counts say whic
 the value of its rank and where in the bucket it is; that bucket's waits, sorted, give the value.
 So a year of approvals costs the counts and a few buckets' waits, never every wait.
 """
+
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 
@@ -34,8 +35,11 @@ APPROVED, REJECTED, EXPIRED = Approval.Status.APPROVED, Approval.Status.REJECTED
 
 def approval_rows(approvals) -> list[tuple]:
     """(status, automatic, grant id, rule name, rule version, tool, wait seconds or None) of each approval."""
-    return plain_rows(approvals.order_by().annotate(_wait=SecondsBetween("decided_at", "requested_at")).values_list(
-        "status", "automatic", "grant_id", "rule_name", "rule_version", "tool_call__tool_name", "_wait"))
+    return plain_rows(
+        approvals.order_by()
+        .annotate(_wait=SecondsBetween("decided_at", "requested_at"))
+        .values_list("status", "automatic", "grant_id", "rule_name", "rule_version", "tool_call__tool_name", "_wait")
+    )
 
 
 class Waits:
@@ -139,14 +143,18 @@ def approval_figures(rows: Iterable[tuple], waits: Waits, *, vendor: str) -> tup
                 counts[0 if status == APPROVED else 1] += n
     by_rule, by_tool = waits.group_sizes(0), waits.group_sizes(1)
     rules, tools = _largest(by_rule), _largest(by_tool)
-    found = waits.percentiles([(None, None, p) for p in (50, 90, 95)] + [
-        (by, key, p) for by, keys in ((0, rules), (1, tools)) for key in keys for p in (50, 90)])
+    found = waits.percentiles(
+        [(None, None, p) for p in (50, 90, 95)]
+        + [(by, key, p) for by, keys in ((0, rules), (1, tools)) for key in keys for p in (50, 90)]
+    )
     person_decisions = sum(by_rule.values())
     decided = sum(kinds.values())
     supervision = Supervision(
         decided=decided,
-        deciders=[DeciderShare(kind=kind, label=label, count=kinds[kind], share=kinds[kind] / decided if decided else None)
-                  for kind, (label, _q) in DECIDERS.items()],
+        deciders=[
+            DeciderShare(kind=kind, label=label, count=kinds[kind], share=kinds[kind] / decided if decided else None)
+            for kind, (label, _q) in DECIDERS.items()
+        ],
         rule_hits=_rule_hits(hits, none_first=vendor == "postgresql"),
         saved_calls=sum(kinds[kind] for kind in SAVED_BY),
         person_wait_p50=_seconds(found.get((None, None, 50))),
@@ -163,8 +171,9 @@ def _largest(sizes: Counter) -> list:
 
 
 def _wait_row(found: dict, by: int, key, count: int, *, empty: str = "") -> WaitRow:
-    return WaitRow(key=key or empty, count=count, p50=_seconds(found.get((by, key, 50))),
-                   p90=_seconds(found.get((by, key, 90))))
+    return WaitRow(
+        key=key or empty, count=count, p50=_seconds(found.get((by, key, 50))), p90=_seconds(found.get((by, key, 90)))
+    )
 
 
 def _rule_hits(hits: dict, *, none_first: bool) -> list[RuleHits]:
@@ -172,6 +181,14 @@ def _rule_hits(hits: dict, *, none_first: bool) -> list[RuleHits]:
     # PostgreSQL's descending order, last in SQLite's.
     none = float("-inf") if none_first else float("inf")
     order = sorted(hits, key=lambda key: (-hits[key][4], key[0], none if key[1] is None else -key[1]))
-    return [RuleHits(rule_name=name, rule_version=version, approved=hits[name, version][0],
-                     rejected=hits[name, version][1], asked=hits[name, version][2], other=hits[name, version][3])
-            for name, version in order[:RULE_ROWS]]
+    return [
+        RuleHits(
+            rule_name=name,
+            rule_version=version,
+            approved=hits[name, version][0],
+            rejected=hits[name, version][1],
+            asked=hits[name, version][2],
+            other=hits[name, version][3],
+        )
+        for name, version in order[:RULE_ROWS]
+    ]

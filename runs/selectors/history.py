@@ -6,6 +6,7 @@ other filter has an index that also gives the order, and the total is counted on
 A page is found as ids first (the filters' indexes, no run's columns read for the runs it skips),
 then its rows by id; the same ids say the capped total, so no page counts on its own.
 """
+
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 
@@ -24,8 +25,16 @@ TASK_PREVIEW_CHARS = 120
 COUNT_CAP = 10_000
 
 LIST_FIELDS = (
-    "id", "created_at", "agent__id", "agent__name", "status", "stop_reason",
-    "iterations", "tokens_in", "tokens_out", "cost_usd",
+    "id",
+    "created_at",
+    "agent__id",
+    "agent__name",
+    "status",
+    "stop_reason",
+    "iterations",
+    "tokens_in",
+    "tokens_out",
+    "cost_usd",
 )
 
 
@@ -69,9 +78,7 @@ def run_history(
 def runs_for_listing(runs: QuerySet[Run]) -> QuerySet[Run]:
     """Only the columns a list shows: no config, answer or full task (they can be large)."""
     return (
-        runs.select_related("agent")
-        .only(*LIST_FIELDS)
-        .annotate(task_preview=Substr("task", 1, TASK_PREVIEW_CHARS + 1))
+        runs.select_related("agent").only(*LIST_FIELDS).annotate(task_preview=Substr("task", 1, TASK_PREVIEW_CHARS + 1))
     )
 
 
@@ -119,7 +126,9 @@ def run_history_page(runs: QuerySet[Run], *, number: int, page_size: int = PAGE_
         page_ids = list(ids[offset : offset + page_size + 1])
         proven = bool(page_ids) and offset + len(page_ids) >= COUNT_CAP + 1  # so many matches exist
         total = COUNT_CAP + 1 if proven else runs.order_by()[: COUNT_CAP + 1].count()
-    rows = list(runs_for_listing(Run.objects.filter(pk__in=page_ids)).order_by(*runs.query.order_by)) if page_ids else []
+    rows = (
+        list(runs_for_listing(Run.objects.filter(pk__in=page_ids)).order_by(*runs.query.order_by)) if page_ids else []
+    )
     return HistoryPage(
         runs=rows[:page_size],
         number=number,

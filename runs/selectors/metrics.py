@@ -9,6 +9,7 @@ Sums and counts are GROUP BY queries; percentiles are nearest-rank, computed by 
 (runs/selectors/metrics_rollups.py: the same figures, model latency percentiles within 1%), the
 approvals of those days too. All of it is read in one snapshot of the database.
 """
+
 from collections import Counter, defaultdict
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -170,11 +171,15 @@ def _metrics_from(figures: dict, *, start: date, end: date, agent) -> Metrics:
     from runs.selectors.metrics_rollups import histogram_percentile, latency_percentiles
 
     approval_counts, (decisions, p50, p95), supervision = approval_figures(
-        figures["approvals"], figures["waits"], vendor=connection.vendor)
+        figures["approvals"], figures["waits"], vendor=connection.vendor
+    )
     approval_stats = ApprovalStats(
-        approved=approval_counts[Approval.Status.APPROVED], rejected=approval_counts[Approval.Status.REJECTED],
-        expired=approval_counts[Approval.Status.EXPIRED], pending=approval_counts[Approval.Status.PENDING],
-        wait_seconds=Percentiles(count=decisions, p50=_rounded(p50), p95=_rounded(p95)) if decisions
+        approved=approval_counts[Approval.Status.APPROVED],
+        rejected=approval_counts[Approval.Status.REJECTED],
+        expired=approval_counts[Approval.Status.EXPIRED],
+        pending=approval_counts[Approval.Status.PENDING],
+        wait_seconds=Percentiles(count=decisions, p50=_rounded(p50), p95=_rounded(p95))
+        if decisions
         else Percentiles(count=0),
     )
 
@@ -189,15 +194,21 @@ def _metrics_from(figures: dict, *, start: date, end: date, agent) -> Metrics:
     buckets = defaultdict(Counter)
     for (model, bucket), n in figures["steps"].items():
         buckets[model][bucket] += n
-    latency = [ModelLatencyRow(model, sum(counts.values()), *latency_percentiles(counts))
-               for model, counts in buckets.items()]
+    latency = [
+        ModelLatencyRow(model, sum(counts.values()), *latency_percentiles(counts)) for model, counts in buckets.items()
+    ]
     tools = figures["tools"]
     tool_errors = [
         ToolErrorRow(tool=tool, finished=n, failed=tools[tool, "failed"], rejected=tools[tool, "rejected"])
-        for (tool, name), n in tools.items() if name == "finished" and n
+        for (tool, name), n in tools.items()
+        if name == "finished" and n
     ]
-    days = [DayRow(day=day, runs=per_day[day][0], tokens=per_day[day][1], cost_usd=per_day[day][2])
-            if day in per_day else DayRow(day=day, runs=0, tokens=0, cost_usd=0.0) for day in _days(start, end)]
+    days = [
+        DayRow(day=day, runs=per_day[day][0], tokens=per_day[day][1], cost_usd=per_day[day][2])
+        if day in per_day
+        else DayRow(day=day, runs=0, tokens=0, cost_usd=0.0)
+        for day in _days(start, end)
+    ]
     return Metrics(
         start=start,
         end=end,
@@ -207,8 +218,11 @@ def _metrics_from(figures: dict, *, start: date, end: date, agent) -> Metrics:
         by_stop_reason=_count_rows(stops, Run.StopReason),
         finished_runs=finished_runs,
         succeeded_runs=statuses[Run.Status.SUCCEEDED],
-        iterations=Percentiles(count=finished_runs, p50=histogram_percentile(iterations, 50),
-                               p95=histogram_percentile(iterations, 95)) if finished_runs else Percentiles(count=0),
+        iterations=Percentiles(
+            count=finished_runs, p50=histogram_percentile(iterations, 50), p95=histogram_percentile(iterations, 95)
+        )
+        if finished_runs
+        else Percentiles(count=0),
         tool_errors=sorted(tool_errors, key=lambda row: (-(row.error_rate or 0), row.tool)),
         model_latency=sorted(latency, key=lambda row: (-row.steps, row.model)),
         per_day=days,
@@ -224,8 +238,11 @@ def _rounded(value: float | None) -> float | None:
 
 def _count_rows(counts: Counter, choices) -> list[CountRow]:
     labels = dict(choices.choices)
-    rows = [CountRow(value=value, label=labels.get(value, value or "(not stopped)"), count=n)
-            for value, n in counts.items() if n]
+    rows = [
+        CountRow(value=value, label=labels.get(value, value or "(not stopped)"), count=n)
+        for value, n in counts.items()
+        if n
+    ]
     return sorted(rows, key=lambda row: (-row.count, row.value))
 
 

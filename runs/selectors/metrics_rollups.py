@@ -8,6 +8,7 @@ overlap, so every count, sum and the iteration percentiles are exactly what the 
 buckets: each within 1% of the exact value (`Metrics.latency_estimated` says so on the page).
 Approvals are counted with their runs, and their waits' percentiles are exact (approval_figures.py).
 """
+
 from collections import Counter, defaultdict
 from datetime import date, timedelta
 
@@ -39,49 +40,80 @@ def rolled_figures(*, start: date, end: date, agent, built: list[date]) -> dict:
     days = RollupDay.objects.filter(day__gte=start, day__lte=max(built), built=True).values("day")
     by_agent = {} if agent is None else {"agent": agent}
     plan = month_plan(start, end, set(built))
-    for (status, stop, iterations), n in _summed(RunRollup, plan, by_agent, ("status", "stop_reason", "iterations"),
-                                                 "runs").items():
+    for (status, stop, iterations), n in _summed(
+        RunRollup, plan, by_agent, ("status", "stop_reason", "iterations"), "runs"
+    ).items():
         outcomes[status, stop, iterations] += n
-    for day, n, t, c in DayRollup.objects.filter(day__in=days, **by_agent).values_list("day").annotate(
-            n=Sum("runs"), t=Sum("tokens"), c=Sum("cost_usd")):
+    for day, n, t, c in (
+        DayRollup.objects.filter(day__in=days, **by_agent)
+        .values_list("day")
+        .annotate(n=Sum("runs"), t=Sum("tokens"), c=Sum("cost_usd"))
+    ):
         _add_day(per_day, day, n, t, c)
     steps = _summed(StepRollup, plan, by_agent, ("model", "bucket"), "steps")
     tools = Counter()
-    for tool, *counts in ToolRollup.objects.filter(day__in=days, **by_agent).values_list("tool_name").annotate(
-            f=Sum("finished"), fa=Sum("failed"), r=Sum("rejected")):
+    for tool, *counts in (
+        ToolRollup.objects.filter(day__in=days, **by_agent)
+        .values_list("tool_name")
+        .annotate(f=Sum("finished"), fa=Sum("failed"), r=Sum("rejected"))
+    ):
         _add_tool(tools, tool, counts)
 
     raw_runs = _raw_runs(start=start, end=end, built=set(built))
     if agent is not None:
         raw_runs = raw_runs.filter(agent=agent)
-    for day, status, stop, iterations, n, t, c in raw_runs.order_by().annotate(_day=TruncDay("created_at")).values_list(
-            "_day", "status", "stop_reason", "iterations").annotate(
-            n=Count("pk"), t=Sum(F("tokens_in") + F("tokens_out")), c=Sum("cost_usd")):
+    for day, status, stop, iterations, n, t, c in (
+        raw_runs.order_by()
+        .annotate(_day=TruncDay("created_at"))
+        .values_list("_day", "status", "stop_reason", "iterations")
+        .annotate(n=Count("pk"), t=Sum(F("tokens_in") + F("tokens_out")), c=Sum("cost_usd"))
+    ):
         outcomes[status, stop, iterations] += n
         _add_day(per_day, date.fromisoformat(day) if isinstance(day, str) else day, n, t, c)
     raw_ids = raw_runs.order_by().values("pk")
-    for model, latency in plain_rows(Step.objects.filter(run_id__in=raw_ids).order_by().values_list("model", "latency_ms")):
+    for model, latency in plain_rows(
+        Step.objects.filter(run_id__in=raw_ids).order_by().values_list("model", "latency_ms")
+    ):
         steps[model, latency_bucket(latency)] += 1
     status = ToolCall.Status
-    for tool, *counts in ToolCall.objects.filter(run_id__in=raw_ids).order_by().values_list("tool_name").annotate(
+    for tool, *counts in (
+        ToolCall.objects.filter(run_id__in=raw_ids)
+        .order_by()
+        .values_list("tool_name")
+        .annotate(
             f=Count("pk", filter=Q(status__in=[status.SUCCEEDED, status.FAILED, status.REJECTED])),
-            fa=Count("pk", filter=Q(status=status.FAILED)), r=Count("pk", filter=Q(status=status.REJECTED))):
+            fa=Count("pk", filter=Q(status=status.FAILED)),
+            r=Count("pk", filter=Q(status=status.REJECTED)),
+        )
+    ):
         _add_tool(tools, tool, counts)
-    approvals, waits = _approvals(days=days, plan=plan, by_agent=by_agent, raw=Approval.objects.filter(run_id__in=raw_ids))
-    return {"outcomes": outcomes, "per_day": per_day, "steps": steps, "tools": tools, "approvals": approvals,
-            "waits": waits}
+    approvals, waits = _approvals(
+        days=days, plan=plan, by_agent=by_agent, raw=Approval.objects.filter(run_id__in=raw_ids)
+    )
+    return {
+        "outcomes": outcomes,
+        "per_day": per_day,
+        "steps": steps,
+        "tools": tools,
+        "approvals": approvals,
+        "waits": waits,
+    }
 
 
 def _approvals(*, days, plan: tuple, by_agent: dict, raw) -> tuple[list, Waits]:
     """The approvals of the built `days` (their rollups) and the `raw` ones (their rows), counted."""
-    rows = list(ApprovalRollup.objects.filter(day__in=days, **by_agent).values_list(
-        "status", "automatic", "granted", "rule_name", "rule_version", "tool_name").annotate(n=Sum("approvals")))
+    rows = list(
+        ApprovalRollup.objects.filter(day__in=days, **by_agent)
+        .values_list("status", "automatic", "granted", "rule_name", "rule_version", "tool_name")
+        .annotate(n=Sum("approvals"))
+    )
     raw_rows, raw_waits = counted_rows(approval_rows(raw))
     counts = defaultdict(Counter)
     for key, buckets in raw_waits.counts.items():
         counts[key].update(buckets)
-    for (rule, tool, bucket), n in _summed(WaitRollup, plan, by_agent, ("rule_name", "tool_name", "bucket"),
-                                           "decisions").items():
+    for (rule, tool, bucket), n in _summed(
+        WaitRollup, plan, by_agent, ("rule_name", "tool_name", "bucket"), "decisions"
+    ).items():
         counts[rule, tool][bucket] += n
 
     def read(buckets: set) -> list[tuple]:
@@ -128,8 +160,9 @@ def _summed(model, plan: tuple, by_agent: dict, keys: tuple, count: str) -> Coun
     for *key, n in rows.values_list(*keys).annotate(n=Sum(count)):
         found[tuple(key)] += n
     if minus:
-        for *key, n in model.objects.filter(whole_month=False, day__in=minus, **by_agent).values_list(*keys).annotate(
-                n=Sum(count)):
+        for *key, n in (
+            model.objects.filter(whole_month=False, day__in=minus, **by_agent).values_list(*keys).annotate(n=Sum(count))
+        ):
             found[tuple(key)] -= n
     return +found  # keys counted in a month row and taken away entirely are not there
 

@@ -1,6 +1,7 @@
 """The metrics page from the daily rollups gives the same figures as from the runs' own rows:
 over randomised runs of several agents, models, tools and statuses across the window's edges,
 with runs ending (through the real ending transaction) after a rebuild and while one runs."""
+
 import random
 import threading
 from collections import Counter
@@ -26,8 +27,12 @@ OWNER = "rollup-test"
 MODELS = ["gpt-a", "gpt-b", "small"]
 TOOLS = ["search", "write_file", "send_mail", "delete_row"]
 STILL_GOING = [Run.Status.QUEUED, Run.Status.RUNNING, Run.Status.AWAITING_APPROVAL]
-ENDINGS = [(Run.Status.SUCCEEDED, Run.StopReason.FINAL_ANSWER), (Run.Status.FAILED, Run.StopReason.ITERATION_LIMIT),
-           (Run.Status.FAILED, Run.StopReason.MODEL_ERROR), (Run.Status.CANCELLED, Run.StopReason.CANCELLED)]
+ENDINGS = [
+    (Run.Status.SUCCEEDED, Run.StopReason.FINAL_ANSWER),
+    (Run.Status.FAILED, Run.StopReason.ITERATION_LIMIT),
+    (Run.Status.FAILED, Run.StopReason.MODEL_ERROR),
+    (Run.Status.CANCELLED, Run.StopReason.CANCELLED),
+]
 
 
 def seed(rng: random.Random, agents: list[Agent], *, days: int, runs: int) -> list[Run]:
@@ -40,24 +45,53 @@ def seed(rng: random.Random, agents: list[Agent], *, days: int, runs: int) -> li
         created += timedelta(seconds=0 if n % 17 == 0 else rng.randrange(86400))
         going = rng.random() < 0.2
         status, stop = (rng.choice(STILL_GOING), "") if going else rng.choice(ENDINGS)
-        r = Run.objects.create(agent=rng.choice(agents), task="t", status=status, stop_reason=stop,
-                               iterations=rng.randrange(1, 12), tokens_in=rng.randrange(5000),
-                               tokens_out=rng.randrange(2000), cost_usd=rng.random() / 10, lease_owner=OWNER)
+        r = Run.objects.create(
+            agent=rng.choice(agents),
+            task="t",
+            status=status,
+            stop_reason=stop,
+            iterations=rng.randrange(1, 12),
+            tokens_in=rng.randrange(5000),
+            tokens_out=rng.randrange(2000),
+            cost_usd=rng.random() / 10,
+            lease_owner=OWNER,
+        )
         Run.objects.filter(pk=r.pk).update(created_at=min(created, timezone.now()))
         for index in range(1, rng.randrange(1, 5)):
             latency = rng.choice([0.0, rng.uniform(1, 5000), float(rng.randrange(50, 900))])
-            step = Step.objects.create(run=r, index=index, iteration=index, model=rng.choice(MODELS),
-                                       latency_ms=latency, message={"role": "assistant"})
+            step = Step.objects.create(
+                run=r,
+                index=index,
+                iteration=index,
+                model=rng.choice(MODELS),
+                latency_ms=latency,
+                message={"role": "assistant"},
+            )
             for c in range(rng.randrange(3)):
                 tool_status = rng.choice(list(ToolCall.Status.values))
                 call = ToolCall.objects.create(
-                    run=r, step=step, index=c, call_id=f"c{c}", tool_name=rng.choice(TOOLS), arguments="{}",
-                    args_hash="h", idempotency_key=f"{r.pk}-{index}-{c}", status=tool_status)
+                    run=r,
+                    step=step,
+                    index=c,
+                    call_id=f"c{c}",
+                    tool_name=rng.choice(TOOLS),
+                    arguments="{}",
+                    args_hash="h",
+                    idempotency_key=f"{r.pk}-{index}-{c}",
+                    status=tool_status,
+                )
                 if rng.random() < 0.3:
-                    a = Approval.objects.create(tool_call=call, run=r, status=rng.choice(list(Approval.Status.values)),
-                                                automatic=rng.random() < 0.3, rule_name=rng.choice(["", "r1", "r2"]),
-                                                rule_version=rng.choice([None, 1, 2]))
-                    Approval.objects.filter(pk=a.pk).update(decided_at=a.requested_at + timedelta(seconds=rng.randrange(600)))
+                    a = Approval.objects.create(
+                        tool_call=call,
+                        run=r,
+                        status=rng.choice(list(Approval.Status.values)),
+                        automatic=rng.random() < 0.3,
+                        rule_name=rng.choice(["", "r1", "r2"]),
+                        rule_version=rng.choice([None, 1, 2]),
+                    )
+                    Approval.objects.filter(pk=a.pk).update(
+                        decided_at=a.requested_at + timedelta(seconds=rng.randrange(600))
+                    )
         made.append(r)
     return made
 
@@ -68,8 +102,17 @@ def assert_same(start, end, agent=None):
     raw = metrics_summary(start=start, end=end, agent=agent, rollups=False)
     # Read from the rollups whenever the window holds a built day before today.
     assert rolled.latency_estimated == bool(built_days(start, end)) and not raw.latency_estimated
-    for name in ("runs_total", "by_status", "by_stop_reason", "finished_runs", "succeeded_runs", "iterations",
-                 "tool_errors", "approvals", "supervision"):
+    for name in (
+        "runs_total",
+        "by_status",
+        "by_stop_reason",
+        "finished_runs",
+        "succeeded_runs",
+        "iterations",
+        "tool_errors",
+        "approvals",
+        "supervision",
+    ):
         assert getattr(rolled, name) == getattr(raw, name), name
     assert [(d.day, d.runs, d.tokens) for d in rolled.per_day] == [(d.day, d.runs, d.tokens) for d in raw.per_day]
     assert [d.cost_usd for d in rolled.per_day] == pytest.approx([d.cost_usd for d in raw.per_day], rel=1e-9, abs=1e-12)
@@ -88,9 +131,14 @@ def end_run(r: Run, reason=Run.StopReason.FINAL_ANSWER) -> Run:
 
 
 def windows(today):
-    return [(today - timedelta(days=29), today), (today - timedelta(days=39), today - timedelta(days=10)),
-            (today - timedelta(days=3), today - timedelta(days=3)), (today, today), (today - timedelta(days=80), today),
-            (today - timedelta(days=70), today - timedelta(days=5))]
+    return [
+        (today - timedelta(days=29), today),
+        (today - timedelta(days=39), today - timedelta(days=10)),
+        (today - timedelta(days=3), today - timedelta(days=3)),
+        (today, today),
+        (today - timedelta(days=80), today),
+        (today - timedelta(days=70), today - timedelta(days=5)),
+    ]
 
 
 @pytest.mark.django_db
@@ -113,8 +161,12 @@ def test_rollups_give_the_raw_figures_over_random_runs():
         percentiles_compared |= rolled.latency_estimated and bool(rolled.model_latency)
         for agent in agents:
             assert_same(start, end, agent)
-    assert rolled.runs_total == Run.objects.filter(created_at__date__gte=today - timedelta(days=70),
-                                                   created_at__date__lte=today - timedelta(days=5)).count()
+    assert (
+        rolled.runs_total
+        == Run.objects.filter(
+            created_at__date__gte=today - timedelta(days=70), created_at__date__lte=today - timedelta(days=5)
+        ).count()
+    )
     assert StepRollup.objects.filter(whole_month=True, day__gte=today - timedelta(days=70)).exists()
     assert percentiles_compared  # some window read its percentiles from the buckets, so they were checked
 
@@ -149,8 +201,12 @@ def tool_snapshot() -> set:
 
 
 def snapshot() -> dict:
-    return {tuple(row[:6]): row[6:] for row in RunRollup.objects.values_list(
-        "day", "whole_month", "agent_id", "status", "stop_reason", "iterations", "runs", "tokens", "cost_usd")}
+    return {
+        tuple(row[:6]): row[6:]
+        for row in RunRollup.objects.values_list(
+            "day", "whole_month", "agent_id", "status", "stop_reason", "iterations", "runs", "tokens", "cost_usd"
+        )
+    }
 
 
 @pytest.mark.django_db
@@ -205,8 +261,16 @@ def test_a_run_ending_during_a_rebuild_is_counted_once(hold):
     agent = Agent.objects.create(name="racer")
     seed(rng, [agent], days=3, runs=30)
     yesterday = timezone.localdate() - timedelta(days=1)
-    r = Run.objects.create(agent=agent, task="t", status=Run.Status.RUNNING, lease_owner=OWNER, iterations=3,
-                           tokens_in=100, tokens_out=50, cost_usd=0.5)
+    r = Run.objects.create(
+        agent=agent,
+        task="t",
+        status=Run.Status.RUNNING,
+        lease_owner=OWNER,
+        iterations=3,
+        tokens_in=100,
+        tokens_out=50,
+        cost_usd=0.5,
+    )
     Run.objects.filter(pk=r.pk).update(created_at=timezone.now() - timedelta(days=1))
     call_command("rebuild_rollups", days=3)
     started, proceed, errors = threading.Event(), threading.Event(), []
@@ -246,7 +310,9 @@ def test_a_run_ending_during_a_rebuild_is_counted_once(hold):
     rebuilder.join(30)
     assert not errors
     ended = Run.objects.filter(created_at__date=yesterday, status__in=Run.FINISHED_STATUSES)
-    assert sum(RunRollup.objects.filter(day=yesterday, whole_month=False).values_list("runs", flat=True)) == ended.count()
+    assert (
+        sum(RunRollup.objects.filter(day=yesterday, whole_month=False).values_list("runs", flat=True)) == ended.count()
+    )
     assert_same(yesterday - timedelta(days=2), timezone.localdate())
 
 
@@ -278,11 +344,23 @@ def decided_by_people(rng: random.Random, runs: list[Run], *, share: float = 0.5
         index = 50 + Step.objects.filter(run=r).count()
         step = Step.objects.create(run=r, index=index, iteration=index, model="gpt-a", latency_ms=5.0, message={})
         for c in range(rng.randrange(1, 4)):
-            call = ToolCall.objects.create(run=r, step=step, index=c, call_id=f"p{c}", tool_name=rng.choice(TOOLS),
-                                           arguments="{}", args_hash="h", idempotency_key=f"p-{r.pk}-{index}-{c}")
-            a = Approval.objects.create(tool_call=call, run=r, status=rng.choice([Approval.Status.APPROVED,
-                                                                                 Approval.Status.REJECTED]),
-                                        rule_name=rng.choice(["", "r1", "r2", "r3"]), rule_version=rng.choice([None, 1]))
+            call = ToolCall.objects.create(
+                run=r,
+                step=step,
+                index=c,
+                call_id=f"p{c}",
+                tool_name=rng.choice(TOOLS),
+                arguments="{}",
+                args_hash="h",
+                idempotency_key=f"p-{r.pk}-{index}-{c}",
+            )
+            a = Approval.objects.create(
+                tool_call=call,
+                run=r,
+                status=rng.choice([Approval.Status.APPROVED, Approval.Status.REJECTED]),
+                rule_name=rng.choice(["", "r1", "r2", "r3"]),
+                rule_version=rng.choice([None, 1]),
+            )
             wait = equal if rng.random() < 0.2 else timedelta(microseconds=rng.randrange(1, 3_600_000_000))
             Approval.objects.filter(pk=a.pk).update(decided_at=a.requested_at + wait)
 
@@ -330,8 +408,11 @@ def test_a_month_row_less_its_other_days_stands_for_the_days_in_the_window():
     counted.update(plus)
     counted.subtract(minus)
     assert +counted == Counter(built)
-    assert month_plan(date(2025, 9, 28), date(2025, 10, 2), built) == ([], sorted(
-        day for day in built if date(2025, 9, 28) <= day <= date(2025, 10, 2)), [])
+    assert month_plan(date(2025, 9, 28), date(2025, 10, 2), built) == (
+        [],
+        sorted(day for day in built if date(2025, 9, 28) <= day <= date(2025, 10, 2)),
+        [],
+    )
 
 
 @pytest.mark.django_db(transaction=True)
@@ -357,9 +438,17 @@ def test_approvals_decided_during_a_rebuild_are_counted_once(hold):
     step = Step.objects.create(run=r, index=1, iteration=1, model="gpt-a", latency_ms=80.0, message={})
     asked = []
     for c, tool in enumerate(["delete_row", "send_mail"]):
-        call = ToolCall.objects.create(run=r, step=step, index=c, call_id=f"a{c}", tool_name=tool, arguments="{}",
-                                       args_hash="h", idempotency_key=f"race-{c}",
-                                       status=ToolCall.Status.AWAITING_APPROVAL)
+        call = ToolCall.objects.create(
+            run=r,
+            step=step,
+            index=c,
+            call_id=f"a{c}",
+            tool_name=tool,
+            arguments="{}",
+            args_hash="h",
+            idempotency_key=f"race-{c}",
+            status=ToolCall.Status.AWAITING_APPROVAL,
+        )
         asked.append(Approval.objects.create(tool_call=call, run=r, rule_name="r1", rule_version=3))
     Approval.objects.filter(pk=asked[0].pk).update(requested_at=timezone.now() - timedelta(seconds=93.25))
     call_command("rebuild_rollups", days=3)
@@ -410,4 +499,6 @@ def test_approvals_decided_during_a_rebuild_are_counted_once(hold):
     assert exact >= 93.25
     rolled = assert_same(yesterday - timedelta(days=2), timezone.localdate())
     assert rolled.latency_estimated and rolled.supervision.person_decisions >= 1
-    assert any(row.rule_name == "r1" and row.rule_version == 3 and row.asked == 2 for row in rolled.supervision.rule_hits)
+    assert any(
+        row.rule_name == "r1" and row.rule_version == 3 and row.asked == 2 for row in rolled.supervision.rule_hits
+    )
