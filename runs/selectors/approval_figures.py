@@ -59,13 +59,15 @@ class Waits:
     def percentiles(self, targets: list[tuple]) -> dict:
         """{(by, key, percent): the nearest-rank percentile}, for targets (by, key, percent) where
         `by` None means every wait, 0 the waits of rule `key`, 1 those of tool `key`."""
-        places, wanted = {}, set()
+        places, wanted, groups = {}, set(), {}
         for target in targets:
             by, key, percent = target
-            merged = Counter()
-            for group, buckets in self.counts.items():
-                if by is None or group[by] == key:
-                    merged.update(buckets)
+            if (by, key) not in groups:
+                groups[by, key] = merged = Counter()
+                for group, buckets in self.counts.items():
+                    if by is None or group[by] == key:
+                        merged.update(buckets)
+            merged = groups[by, key]
             total = sum(merged.values())
             if not total:
                 continue

@@ -4,7 +4,7 @@ Built to stay fast at 100,000 runs and a million steps: the model and tool filte
 subqueries answered by the Step(model, run) and ToolCall(run, tool_name, ...) indexes, every
 other filter has an index that also gives the order, and the total is counted only up to a cap.
 A page is found as ids first (the filters' indexes, no run's columns read for the runs it skips),
-then its rows by id; the same ids say the capped total, so no page counts on its own.
+then its rows by id; a late or last page knows the capped total from its ids, without counting.
 """
 
 from dataclasses import dataclass
@@ -113,22 +113,21 @@ class HistoryPage:
 def run_history_page(runs: QuerySet[Run], *, number: int, page_size: int = PAGE_SIZE) -> HistoryPage:
     """One page of `runs`; one row more than a page is read to know whether another follows.
 
-    The total is counted up to COUNT_CAP + 1 from the ids read anyway: a page within the first
-    COUNT_CAP + 1 matches reads those ids (which the count would have walked) and takes its slice;
-    a later page that has rows proves more than COUNT_CAP matches; only a page past the end counts."""
+    The page's ids come first (the filters' indexes: no run's columns are read for the runs a late
+    page skips), then its rows by id. The total, counted up to COUNT_CAP + 1, is often known from
+    the ids alone: a later last page ends the matches, a late page with rows proves more than the cap;
+    otherwise it is counted without an order, which lets the database pick its cheapest plan."""
     number = max(1, number)
     offset = (number - 1) * page_size
-    ids = runs.values_list("pk", flat=True)
-    if offset + page_size + 1 <= COUNT_CAP + 1:
-        first = list(ids[: COUNT_CAP + 1])
-        total, page_ids = len(first), first[offset : offset + page_size + 1]
+    page_ids = list(runs.values_list("pk", flat=True)[offset : offset + page_size + 1])
+    if offset and page_ids and len(page_ids) <= page_size:  # a first page always counts: as many queries for any result
+        total = min(offset + len(page_ids), COUNT_CAP + 1)
+    elif page_ids and offset + len(page_ids) >= COUNT_CAP + 1:
+        total = COUNT_CAP + 1
     else:
-        page_ids = list(ids[offset : offset + page_size + 1])
-        proven = bool(page_ids) and offset + len(page_ids) >= COUNT_CAP + 1  # so many matches exist
-        total = COUNT_CAP + 1 if proven else runs.order_by()[: COUNT_CAP + 1].count()
-    rows = (
-        list(runs_for_listing(Run.objects.filter(pk__in=page_ids)).order_by(*runs.query.order_by)) if page_ids else []
-    )
+        total = runs.order_by()[: COUNT_CAP + 1].count()
+    listed = runs_for_listing(Run.objects.filter(pk__in=page_ids)).order_by(*runs.query.order_by)
+    rows = list(listed) if page_ids else []
     return HistoryPage(
         runs=rows[:page_size],
         number=number,
