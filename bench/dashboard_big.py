@@ -46,7 +46,7 @@ def seed_sql(*, runs: int, days: int, agent_ids: list[int]) -> list[tuple[str, s
     medians = "ARRAY[" + ", ".join(str(m) for m, _s in MODELS.values()) + "]::float8[]"
     spreads = "ARRAY[" + ", ".join(str(s) for _m, s in MODELS.values()) + "]::float8[]"
     created = f"(now() - interval '{days} days' + (%s - 1) * (interval '{days} days' / {runs}))"
-    agent_index = "((%s * 7919) %% 5)"
+    agent_index = "((%s::bigint * 7919) %% 5)::int"
     outcome = (
         "CASE WHEN h < 75 THEN 'succeeded|final_answer' WHEN h < 83 THEN 'failed|iteration_limit' "
         "WHEN h < 86 THEN 'failed|repeated_call' WHEN h < 90 THEN 'failed|model_error' "
@@ -74,13 +74,13 @@ def seed_sql(*, runs: int, days: int, agent_ids: list[int]) -> list[tuple[str, s
                 finished_at, pause_requested, paused_by_name, stop_requested_by_name)
             SELECT g, ({agents})[1 + {agent_index % "g"}], {task}, 'acme', '{{}}', '{{}}',
                 CASE WHEN going THEN 'running' ELSE split_part(o, '|', 1) END,
-                CASE WHEN going THEN '' ELSE split_part(o, '|', 2) END, '', '', 1 + (g * 104729) % 19,
+                CASE WHEN going THEN '' ELSE split_part(o, '|', 2) END, '', '', 1 + (g::bigint * 104729) % 19,
                 {STEPS_PER_RUN} * (300 + (g * 13) % 3700), {STEPS_PER_RUN} * (10 + (g * 17) % 590),
                 {STEPS_PER_RUN} * ((300 + (g * 13) % 3700) + 2.0 * (10 + (g * 17) % 590)) / 1e6, 12.5, 0, '[]',
                 false, '', 0, 0, {run_created}, {run_created},
                 CASE WHEN going THEN NULL ELSE {run_created} + interval '15 seconds' END, false, '', ''
             FROM generate_series(1, {runs}) g,
-                LATERAL (SELECT (g * 2654435761) % 100 AS h) hashed,
+                LATERAL (SELECT (g::bigint * 2654435761) % 100 AS h) hashed,
                 LATERAL (SELECT {outcome} AS o, {run_created} > now() - interval '10 minutes' AND g % 2 = 0 AS going) x
         """,
         ),
