@@ -5,6 +5,7 @@ Safe while runs keep ending: each day is rebuilt under the lock a run's ending t
 Run it after migration 0016 (approval, per-day and month rollups): until then every day is read
 from the runs' own rows (exact, slower).
 """
+
 from django.core.management.base import BaseCommand
 
 from runs.services import rollups
