@@ -5,13 +5,19 @@ spread over the last 90 days (the default retention; --days 365 for a year), the
 calls and approvals, builds the metrics rollups (manage.py rebuild_rollups, timed), then times
 the pages through Django's test Client, signed in as a viewer: the server's time (routing,
 queries, template), without a network or a browser. Prints median and max ms. Each metrics page
-is timed with the rollups and without (the raw queries: the anchor), side by side.
+is timed with the rollups and without (the raw queries: the anchor), side by side on one line,
+pages alternating (rollups, raw, rollups, ...) so a busy machine slows both alike. History pages
+are timed at their first page and at late pages (any filter).
 
 Run: .venv/bin/python bench/dashboard.py [--runs 100000] [--steps 1000000] [--days 90] [--repeat 7]
 Uses a temporary SQLite file, or DATABASE_URL's database when set. That database is DROPPED
 and created again, so its name must contain "bench" (never "test"), e.g.
   DATABASE_URL=postgres://postgres@127.0.0.1:5432/bench_dashboard .venv/bin/python bench/dashboard.py
+--reuse times an existing database (--sqlite PATH, or DATABASE_URL) without seeding it; with
+--code DIR the pages are served by another checkout of the project (e.g. the code before a
+change), so before and after can be timed alternately over the same rows.
 """
+
 import argparse
 import json
 import os
@@ -43,9 +49,15 @@ CITIES = ["Lagos", "London", "Lima", "Oslo", "Pune", "Quito"]
 WORDS = ["login", "invoice", "export", "billing", "latency", "password", "webhook"]
 # (status, stop reason, share)
 OUTCOMES = [
-    ("succeeded", "final_answer", 0.72), ("failed", "iteration_limit", 0.08), ("failed", "repeated_call", 0.03),
-    ("failed", "model_error", 0.04), ("failed", "token_budget", 0.02), ("failed", "verification_failed", 0.02),
-    ("cancelled", "cancelled", 0.05), ("failed", "worker_lost", 0.01), ("succeeded", "final_answer", 0.03),
+    ("succeeded", "final_answer", 0.72),
+    ("failed", "iteration_limit", 0.08),
+    ("failed", "repeated_call", 0.03),
+    ("failed", "model_error", 0.04),
+    ("failed", "token_budget", 0.02),
+    ("failed", "verification_failed", 0.02),
+    ("cancelled", "cancelled", 0.05),
+    ("failed", "worker_lost", 0.01),
+    ("succeeded", "final_answer", 0.03),
 ]
 CALL_OUTCOMES = [("succeeded", 0.90), ("failed", 0.06), ("rejected", 0.02), ("skipped", 0.02)]
 
@@ -60,6 +72,10 @@ def parse_args():
     parser.add_argument("--repeat", type=int, default=7, help="timed requests per page (after one warm-up)")
     parser.add_argument("--no-analyze", action="store_true", help="skip (VACUUM) ANALYZE after seeding")
     parser.add_argument("--keep", action="store_true", help="keep the temporary SQLite file")
+    parser.add_argument("--reuse", action="store_true", help="time an existing database: no seeding, no rebuild")
+    parser.add_argument("--sqlite", help="with --reuse: the SQLite file to time")
+    parser.add_argument("--code", help="with --reuse: the checkout whose code serves the pages")
+    parser.add_argument("--only", default="", help="time only the pages whose name contains this")
     return parser.parse_args()
 
 
@@ -124,23 +140,93 @@ class Inserter:
 
 
 RUN_COLUMNS = [
-    "id", "agent_id", "task", "customer", "config", "overrides", "status", "stop_reason", "stop_detail", "answer",
-    "iterations", "tokens_in", "tokens_out", "cost_usd", "active_seconds", "verification_attempts",
-    "pending_messages", "cancel_requested", "lease_owner", "takeovers", "event_seq", "created_at",
-    "started_at", "finished_at", "pause_requested", "paused_by_name", "stop_requested_by_name",
+    "id",
+    "agent_id",
+    "task",
+    "customer",
+    "config",
+    "overrides",
+    "status",
+    "stop_reason",
+    "stop_detail",
+    "answer",
+    "iterations",
+    "tokens_in",
+    "tokens_out",
+    "cost_usd",
+    "active_seconds",
+    "verification_attempts",
+    "pending_messages",
+    "cancel_requested",
+    "lease_owner",
+    "takeovers",
+    "event_seq",
+    "created_at",
+    "started_at",
+    "finished_at",
+    "pause_requested",
+    "paused_by_name",
+    "stop_requested_by_name",
 ]
 STEP_COLUMNS = [
-    "id", "run_id", "index", "iteration", "kind", "preamble", "model", "tool_choice", "tool_choice_fallback",
-    "finish_reason", "message", "latency_ms", "tokens_in", "tokens_out", "cost_usd", "model_errors", "created_at",
+    "id",
+    "run_id",
+    "index",
+    "iteration",
+    "kind",
+    "preamble",
+    "model",
+    "tool_choice",
+    "tool_choice_fallback",
+    "finish_reason",
+    "message",
+    "latency_ms",
+    "tokens_in",
+    "tokens_out",
+    "cost_usd",
+    "model_errors",
+    "created_at",
 ]
 CALL_COLUMNS = [
-    "id", "run_id", "step_id", "index", "call_id", "tool_name", "arguments", "args_hash", "idempotency_key",
-    "status", "result_text", "truncated", "error", "latency_ms", "attempts", "started_at", "finished_at",
-    "executed_arguments", "executed_args_hash",
+    "id",
+    "run_id",
+    "step_id",
+    "index",
+    "call_id",
+    "tool_name",
+    "arguments",
+    "args_hash",
+    "idempotency_key",
+    "status",
+    "result_text",
+    "truncated",
+    "error",
+    "latency_ms",
+    "attempts",
+    "started_at",
+    "finished_at",
+    "executed_arguments",
+    "executed_args_hash",
 ]
-APPROVAL_COLUMNS = ["tool_call_id", "run_id", "status", "note", "requested_at", "expires_at", "decided_at",
-                    "reason", "automatic", "decided_by_name", "rule_name", "required_approvals", "approvals_given",
-                    "edited_arguments", "edited_args_hash", "guidance", "unseen_ids"]
+APPROVAL_COLUMNS = [
+    "tool_call_id",
+    "run_id",
+    "status",
+    "note",
+    "requested_at",
+    "expires_at",
+    "decided_at",
+    "reason",
+    "automatic",
+    "decided_by_name",
+    "rule_name",
+    "required_approvals",
+    "approvals_given",
+    "edited_arguments",
+    "edited_args_hash",
+    "guidance",
+    "unseen_ids",
+]
 
 
 def pick(rng: random.Random, weighted: list[tuple]):
@@ -178,8 +264,9 @@ def seed(args) -> dict:
 
     rng = random.Random(20260301)
     ins = Inserter(connection)
-    agent_ids = [Agent.objects.create(name=name, model_list=[list(MODELS)[i % len(MODELS)]]).pk
-                 for i, name in enumerate(AGENTS)]
+    agent_ids = [
+        Agent.objects.create(name=name, model_list=[list(MODELS)[i % len(MODELS)]]).pk for i, name in enumerate(AGENTS)
+    ]
     counts = steps_per_run(rng, args.runs, args.steps)
     now = datetime.now(UTC)
     first = now - timedelta(days=args.days)
@@ -232,46 +319,123 @@ def seed(args) -> dict:
             step_cost = (t_in * 1.0 + t_out * 2.0) / 1_000_000
             moment = moment + timedelta(milliseconds=latency + 50)
             tokens_in, tokens_out, cost = tokens_in + t_in, tokens_out + t_out, cost + step_cost
-            step_rows.append((
-                step_id, run_id, index, index, "turn", "[]", step_model, "auto", False,
-                "tool_calls" if index < n_steps else "stop", message, latency, t_in, t_out, step_cost, "[]",
-                ins.when(moment),
-            ))
+            step_rows.append(
+                (
+                    step_id,
+                    run_id,
+                    index,
+                    index,
+                    "turn",
+                    "[]",
+                    step_model,
+                    "auto",
+                    False,
+                    "tool_calls" if index < n_steps else "stop",
+                    message,
+                    latency,
+                    t_in,
+                    t_out,
+                    step_cost,
+                    "[]",
+                    ins.when(moment),
+                )
+            )
             if index < n_steps and rng.random() < args.call_share:
                 call_id += 1
                 tool = rng.choice(TOOLS)
                 call_status = pick(rng, CALL_OUTCOMES)
                 if tool == "cancel_order" and call_status == "skipped":
                     call_status = "succeeded"
-                call_rows.append((
-                    call_id, run_id, step_id, 0, f"call_{call_id}", tool, '{"id": 1}',
-                    f"{rng.getrandbits(128):032x}", f"{call_id:040x}", call_status, "ok", False,
-                    "boom" if call_status == "failed" else "", rng.uniform(2, 300), 1,
-                    ins.when(moment), ins.when(moment), "", "",
-                ))
+                call_rows.append(
+                    (
+                        call_id,
+                        run_id,
+                        step_id,
+                        0,
+                        f"call_{call_id}",
+                        tool,
+                        '{"id": 1}',
+                        f"{rng.getrandbits(128):032x}",
+                        f"{call_id:040x}",
+                        call_status,
+                        "ok",
+                        False,
+                        "boom" if call_status == "failed" else "",
+                        rng.uniform(2, 300),
+                        1,
+                        ins.when(moment),
+                        ins.when(moment),
+                        "",
+                        "",
+                    )
+                )
                 if tool == "cancel_order":
                     wait = timedelta(seconds=rng.lognormvariate(0, 1.0) * 45)
                     decision = {"rejected": "rejected"}.get(call_status, "approved")
                     if rng.random() < 0.05:
                         decision, wait = "expired", timedelta(hours=1)
-                    approval_rows.append((
-                        call_id, run_id, decision, "", ins.when(moment), None, ins.when(moment + wait),
-                        "", rng.random() < 0.1, "", "", 1, 0, "", "", "", "[]",
-                    ))
-        run_rows.append((
-            run_id, agent_ids[agent_index], task, "acme", "{}", "{}", status, stop_reason, "", "",
-            n_steps, tokens_in, tokens_out, cost, (moment - created).total_seconds(), 0, "[]",
-            False, "", 0, 0, ins.when(created), ins.when(created),
-            ins.when(moment) if status != "running" else None, False, "", "",
-        ))
+                    approval_rows.append(
+                        (
+                            call_id,
+                            run_id,
+                            decision,
+                            "",
+                            ins.when(moment),
+                            None,
+                            ins.when(moment + wait),
+                            "",
+                            rng.random() < 0.1,
+                            "",
+                            "",
+                            1,
+                            0,
+                            "",
+                            "",
+                            "",
+                            "[]",
+                        )
+                    )
+        run_rows.append(
+            (
+                run_id,
+                agent_ids[agent_index],
+                task,
+                "acme",
+                "{}",
+                "{}",
+                status,
+                stop_reason,
+                "",
+                "",
+                n_steps,
+                tokens_in,
+                tokens_out,
+                cost,
+                (moment - created).total_seconds(),
+                0,
+                "[]",
+                False,
+                "",
+                0,
+                0,
+                ins.when(created),
+                ins.when(created),
+                ins.when(moment) if status != "running" else None,
+                False,
+                "",
+                "",
+            )
+        )
         if len(run_rows) >= RUN_BATCH:
             flush()
     flush()
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             for table in ("runs_run", "runs_step", "runs_toolcall", "runs_approval"):
-                cursor.execute(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
-                               f"(SELECT COALESCE(MAX(id), 1) FROM {table}))")
+                cursor.execute(
+                    f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
+                    f"(SELECT COALESCE(MAX(id), 1) FROM {table}))"
+                )
     totals["seconds"] = time.perf_counter() - started
     started = time.perf_counter()
     if not args.no_analyze:
@@ -311,36 +475,75 @@ def measure(args) -> list[tuple[str, str, list[float], int, int]]:
         ("history, text search, rare", "/runs/?" + urlencode({"q": "ORD-12345"})),
         ("history, last 7 days", "/runs/?" + urlencode({"created_from": (today - timedelta(days=6)).isoformat()})),
         ("history, late page (1,500)", "/runs/?page=1500"),
+        ("history, last page (2,000)", "/runs/?page=2000"),
+        ("history, model, page 1", "/runs/?" + urlencode({"model": "gpt-4o"})),
+        ("history, model, page 500", "/runs/?" + urlencode({"model": "gpt-4o", "page": 500})),
+        (
+            "history, failed + model, page 100",
+            "/runs/?" + urlencode({"status": "failed", "model": "claude-haiku", "page": 100}),
+        ),
+        ("history, tool, page 500", "/runs/?" + urlencode({"tool": "cancel_order", "page": 500})),
+        (
+            "history, tool + agent, page 100",
+            "/runs/?" + urlencode({"tool": "cancel_order", "agent": support, "page": 100}),
+        ),
+        ("history, text search, page 300", "/runs/?" + urlencode({"q": "refund", "page": 300})),
+        ("history, status, past the end", "/runs/?" + urlencode({"status": "cancelled", "page": 5000})),
         ("metrics, default 7 days", "/metrics/"),
         ("metrics, last 30 days", "/metrics/?" + urlencode(month)),
         ("metrics, 30 days, one agent", "/metrics/?" + urlencode({**month, "agent": support})),
-        ("metrics, 90 days", "/metrics/?" + urlencode({"date_from": (today - timedelta(days=89)).isoformat(),
-                                                        "date_to": today.isoformat()})),
-        ("metrics, 365 days", "/metrics/?" + urlencode({"date_from": (today - timedelta(days=364)).isoformat(),
-                                                         "date_to": today.isoformat()})),
+        (
+            "metrics, 90 days",
+            "/metrics/?"
+            + urlencode({"date_from": (today - timedelta(days=89)).isoformat(), "date_to": today.isoformat()}),
+        ),
+        (
+            "metrics, 365 days",
+            "/metrics/?"
+            + urlencode({"date_from": (today - timedelta(days=364)).isoformat(), "date_to": today.isoformat()}),
+        ),
     ]
-    results = []
-    timed = [(name + mode, address) for name, address in pages
-             for mode in ((" [rollups]", " [raw]") if address.startswith("/metrics/") else ("",))]
-    for label, url in timed:
-        settings.METRICS_ROLLUPS = not label.endswith("[raw]")
-        queries = []
-        with connection.execute_wrapper(lambda execute, sql, *rest: queries.append(sql) or execute(sql, *rest)):
-            response = client.get(url)  # warm-up (and a query count)
-        if response.status_code != 200:
-            raise SystemExit(f"{url} answered {response.status_code}")
-        rows = response.content.decode().count('class="run-row"')
-        times = []
-        for _ in range(args.raw_repeat if label.endswith("[raw]") else args.repeat):
-            started = time.perf_counter()
-            client.get(url)
-            times.append((time.perf_counter() - started) * 1000)
-        results.append((label, url, times, len(queries), rows))
-    return results
+    pages = [(name, address) for name, address in pages if args.only in name]
+    timed = {}
+    for name, url in pages:
+        for raw in (False, True) if url.startswith("/metrics/") else (False,):
+            settings.METRICS_ROLLUPS = not raw
+            queries = []
+            with connection.execute_wrapper(lambda execute, sql, *rest: queries.append(sql) or execute(sql, *rest)):
+                response = client.get(url)  # warm-up (and a query count)
+            if response.status_code != 200:
+                raise SystemExit(f"{url} answered {response.status_code}")
+            timed[name, raw] = ([], len(queries), response.content.decode().count('class="run-row"'))
+    for n in range(max(args.repeat, args.raw_repeat)):  # alternately: each page's rounds spread over the run
+        for (name, raw), (times, _queries, _rows) in timed.items():
+            if n < (args.raw_repeat if raw else args.repeat):
+                settings.METRICS_ROLLUPS = not raw
+                url = dict(pages)[name]
+                started = time.perf_counter()
+                client.get(url)
+                times.append((time.perf_counter() - started) * 1000)
+    settings.METRICS_ROLLUPS = True
+    return [(name, url, timed[name, False], timed.get((name, True))) for name, url in pages]
+
+
+def report(results) -> None:
+    print(
+        f"\n{'page':36} {'median ms':>9} {'max ms':>7} {'queries':>7} {'rows':>4} | {'raw median':>10} {'raw max':>7} "
+        f"{'queries':>7}   url"
+    )
+    for name, url, (times, queries, rows), raw in results:
+        line = f"{name:36} {statistics.median(times):9.1f} {max(times):7.1f} {queries:7d} {rows:4d} | "
+        if raw:
+            line += f"{statistics.median(raw[0]):10.1f} {max(raw[0]):7.1f} {raw[1]:7d}"
+        else:
+            line += f"{'':10} {'':7} {'':7}"
+        print(line + f"   {url}")
 
 
 def main():
     args = parse_args()
+    if args.reuse:
+        return main_reuse(args)
     sqlite_path, where = fresh_database()
     setup_django(sqlite_path)
     from django.core.management import call_command
@@ -350,20 +553,53 @@ def main():
     call_command("migrate", verbosity=0)
     print(f"{where}: migrated in {time.perf_counter() - started:.1f} s")
     totals = seed(args)
-    print(f"seeded {totals['runs']:,} runs, {totals['steps']:,} steps, {totals['calls']:,} tool calls, "
-          f"{totals['approvals']:,} approvals in {totals['seconds']:.1f} s "
-          f"({(totals['runs'] + totals['steps'] + totals['calls'] + totals['approvals']) / totals['seconds']:,.0f} "
-          f"rows/s); " + ("no ANALYZE" if args.no_analyze else f"(VACUUM) ANALYZE {totals['analyze_seconds']:.1f} s"))
+    print(
+        f"seeded {totals['runs']:,} runs, {totals['steps']:,} steps, {totals['calls']:,} tool calls, "
+        f"{totals['approvals']:,} approvals in {totals['seconds']:.1f} s "
+        f"({(totals['runs'] + totals['steps'] + totals['calls'] + totals['approvals']) / totals['seconds']:,.0f} "
+        f"rows/s); " + ("no ANALYZE" if args.no_analyze else f"(VACUUM) ANALYZE {totals['analyze_seconds']:.1f} s")
+    )
     started = time.perf_counter()
     call_command("rebuild_rollups", verbosity=0)
     print(f"rebuild_rollups over {args.days} days: {time.perf_counter() - started:.1f} s")
-    print(f"\n{'page':34} {'median ms':>10} {'max ms':>9} {'queries':>8} {'rows':>5}   url")
-    for label, url, times, queries, rows in measure(args):
-        print(f"{label:34} {statistics.median(times):10.1f} {max(times):9.1f} {queries:8d} {rows:5d}   {url}")
-    print(f"\n{args.repeat} timed requests per page ({args.raw_repeat} for [raw]: the same page without the rollups) "
-          f"after one warm-up; Django test Client, signed in as a viewer; database: {connection.vendor}.")
+    report(measure(args))
+    footer(args, connection.vendor)
     if sqlite_path and not args.keep:
         remove_sqlite_database(sqlite_path)
+
+
+def main_reuse(args) -> None:
+    """Time the pages of an existing database, served by this checkout or by `--code`'s."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    code = os.path.abspath(args.code or here)
+    sys.path[:] = [code] + [path for path in sys.path if os.path.abspath(path or ".") != here]
+    os.chdir(code)
+    if args.sqlite:
+        os.environ["SQLITE_PATH"] = args.sqlite
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
+    os.environ.setdefault("LOG_LEVEL", "WARNING")
+    import django
+
+    django.setup()
+    from django.contrib.auth.models import User
+    from django.db import connection
+
+    import runs
+
+    User.objects.filter(username="bench-viewer").delete()
+    print(
+        f"{connection.vendor} {connection.settings_dict['NAME']}, served by {os.path.dirname(os.path.dirname(runs.__file__))}"
+    )
+    report(measure(args))
+    footer(args, connection.vendor)
+
+
+def footer(args, vendor: str) -> None:
+    print(
+        f"\n{args.repeat} timed requests per page ({args.raw_repeat} for raw: the same metrics page without the "
+        f"rollups, the anchor) after one warm-up, pages taken in turn; Django test Client, signed in as a viewer; "
+        f"database: {vendor}."
+    )
 
 
 if __name__ == "__main__":

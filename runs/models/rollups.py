@@ -4,7 +4,12 @@ A run is counted here by the transaction that ends it (runs/services/rollups.py)
 hold exactly its ended runs; runs still going are read from their own rows. `RollupDay` is a
 day's lock and says whether the day's rows are complete (`built`): days built before the rollups
 existed are read raw until `manage.py rebuild_rollups` builds them.
+
+A run's approvals are counted with it: once it has ended none of them changes any more (its
+ending expires those still pending, in the ending's transaction), so the approvals of runs still
+going are read from their own rows like the runs.
 """
+
 from django.db import models
 
 from runs.models.core import Agent
@@ -18,20 +23,39 @@ class RollupDay(models.Model):
 
 
 class RunRollup(models.Model):
-    """Ended runs created on `day`, by agent, status, stop reason and iterations."""
+    """Ended runs created on `day`, by agent, status, stop reason and iterations; `whole_month` rows
+    as in StepRollup (a day holds hundreds of these rows: a year reads twelve months of them)."""
 
     day = models.DateField()
+    whole_month = models.BooleanField(default=False)
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="+")
     status = models.CharField(max_length=20)
     stop_reason = models.CharField(max_length=24, blank=True)
     iterations = models.PositiveIntegerField()
-    runs = models.PositiveIntegerField(default=0)
+    runs = models.IntegerField(default=0)  # not "positive": see StepRollup.steps
     tokens = models.BigIntegerField(default=0)
     cost_usd = models.FloatField(default=0.0)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["day", "agent", "status", "stop_reason", "iterations"],
-                                               name="unique_run_rollup")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["day", "agent", "status", "stop_reason", "iterations", "whole_month"],
+                name="unique_run_rollup_month",
+            )
+        ]
+
+
+class DayRollup(models.Model):
+    """Ended runs created on `day` by agent, whatever their outcome: the page's runs, tokens and cost per day."""
+
+    day = models.DateField()
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="+")
+    runs = models.IntegerField(default=0)
+    tokens = models.BigIntegerField(default=0)
+    cost_usd = models.FloatField(default=0.0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["day", "agent"], name="unique_day_rollup")]
 
 
 class StepRollup(models.Model):
@@ -47,8 +71,11 @@ class StepRollup(models.Model):
     steps = models.IntegerField(default=0)  # not "positive": an upsert of a negative delta is checked as a new row
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["day", "agent", "model", "bucket", "whole_month"],
-                                               name="unique_step_rollup")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["day", "agent", "model", "bucket", "whole_month"], name="unique_step_rollup"
+            )
+        ]
 
 
 class ToolRollup(models.Model):
@@ -63,3 +90,57 @@ class ToolRollup(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["day", "agent", "tool_name"], name="unique_tool_rollup")]
+
+
+class ApprovalRollup(models.Model):
+    """Approvals of those runs by status, what decided them (automatic, by a grant), rule and tool:
+    every count of the page's approvals and supervision parts."""
+
+    day = models.DateField()
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="+")
+    status = models.CharField(max_length=10)
+    automatic = models.BooleanField()
+    granted = models.BooleanField()
+    rule_name = models.CharField(max_length=200, blank=True)
+    rule_version = models.PositiveIntegerField(null=True)  # rows are found under the day's lock, never upserted
+    tool_name = models.CharField(max_length=200)
+    approvals = models.IntegerField(default=0)
+
+    class Meta:
+        indexes = [models.Index(fields=["day", "agent"], name="approval_rollup_day")]
+
+
+class WaitRollup(models.Model):
+    """People's decisions of those runs by rule name, tool and wait bucket (the latency buckets of
+    StepRollup, over seconds); `whole_month` rows as in StepRollup."""
+
+    day = models.DateField()
+    whole_month = models.BooleanField(default=False)
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="+")
+    rule_name = models.CharField(max_length=200, blank=True)
+    tool_name = models.CharField(max_length=200)
+    bucket = models.IntegerField()
+    decisions = models.IntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["day", "agent", "rule_name", "tool_name", "bucket", "whole_month"], name="unique_wait_rollup"
+            )
+        ]
+
+
+class ApprovalWait(models.Model):
+    """The exact wait of each person's decision of those runs, found by its bucket: a percentile's
+    bucket comes from WaitRollup's counts, its exact value from the few rows of that bucket."""
+
+    approval_id = models.BigIntegerField(primary_key=True)  # no foreign key: deleted with its run's rollups
+    day = models.DateField()
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="+")
+    rule_name = models.CharField(max_length=200, blank=True)
+    tool_name = models.CharField(max_length=200)
+    bucket = models.IntegerField()
+    wait = models.FloatField()
+
+    class Meta:
+        indexes = [models.Index(fields=["bucket", "day"], name="approval_wait_bucket_day")]

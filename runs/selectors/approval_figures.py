@@ -1,11 +1,16 @@
-"""The metrics page's approval and supervision figures from one read of the period's approvals.
+"""The metrics page's approval and supervision figures from counted approvals and their waits.
 
 The same figures as runs/selectors/metrics.py `_approval_stats` and supervision_metrics.py
-`supervision_summary` (about ten queries, each a join over the period's runs): here the approvals
-are read once, their waits computed by the same SQL expression, and counted and ranked in Python
-(nearest-rank percentiles of the sorted waits), so a year of approvals costs one query.
+`supervision_summary` (about ten queries, each a join over the period's runs), from approvals
+given as counted rows (the daily rollups' and the raw rows' alike, see metrics_rollups.py) and
+people's waits given as `Waits`: counts per bucket, and the exact waits of any bucket on demand.
+A nearest-rank percentile is found in two steps, both exact: the counts say which bucket holds
+the value of its rank and where in the bucket it is; that bucket's waits, sorted, give the value.
+So a year of approvals costs the counts and a few buckets' waits, never every wait.
 """
+
 from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
 
 from django.db import connections
 
@@ -23,14 +28,76 @@ from runs.selectors.supervision_metrics import (
     WaitRow,
     _seconds,
 )
+from runs.services.rollups import latency_bucket
 
 APPROVED, REJECTED, EXPIRED = Approval.Status.APPROVED, Approval.Status.REJECTED, Approval.Status.EXPIRED
 
 
 def approval_rows(approvals) -> list[tuple]:
-    """(status, automatic, has grant, rule name, rule version, tool, wait seconds or None) of each approval."""
-    return plain_rows(approvals.order_by().annotate(_wait=SecondsBetween("decided_at", "requested_at")).values_list(
-        "status", "automatic", "grant_id", "rule_name", "rule_version", "tool_call__tool_name", "_wait"))
+    """(status, automatic, grant id, rule name, rule version, tool, wait seconds or None) of each approval."""
+    return plain_rows(
+        approvals.order_by()
+        .annotate(_wait=SecondsBetween("decided_at", "requested_at"))
+        .values_list("status", "automatic", "grant_id", "rule_name", "rule_version", "tool_call__tool_name", "_wait")
+    )
+
+
+class Waits:
+    """People's waits, by (rule name, tool): `counts` {(rule, tool): {bucket: decisions}}, and
+    `read(buckets)` giving (rule, tool, wait) of every wait in those buckets (see the module)."""
+
+    def __init__(self, counts: dict, read: Callable[[set], Iterable[tuple]]):
+        self.counts, self.read = counts, read
+
+    def group_sizes(self, by: int) -> Counter:
+        """{rule name (by=0) or tool (by=1): decisions}."""
+        sizes = Counter()
+        for key, buckets in self.counts.items():
+            sizes[key[by]] += sum(buckets.values())
+        return sizes
+
+    def percentiles(self, targets: list[tuple]) -> dict:
+        """{(by, key, percent): the nearest-rank percentile}, for targets (by, key, percent) where
+        `by` None means every wait, 0 the waits of rule `key`, 1 those of tool `key`."""
+        places, wanted, groups = {}, set(), {}
+        for target in targets:
+            by, key, percent = target
+            if (by, key) not in groups:
+                groups[by, key] = merged = Counter()
+                for group, buckets in self.counts.items():
+                    if by is None or group[by] == key:
+                        merged.update(buckets)
+            merged = groups[by, key]
+            total = sum(merged.values())
+            if not total:
+                continue
+            rank = nearest_rank_offset(total, percent)
+            for bucket in sorted(merged):
+                if rank < merged[bucket]:
+                    places[target] = (bucket, rank)
+                    wanted.add(bucket)
+                    break
+                rank -= merged[bucket]
+        in_bucket = defaultdict(list)
+        for rule, tool, wait in self.read(wanted) if wanted else ():
+            in_bucket[latency_bucket(wait)].append((rule, tool, wait))
+        found = {}
+        for (by, key, percent), (bucket, rank) in places.items():
+            waits = sorted(w for *group, w in in_bucket[bucket] if by is None or group[by] == key)
+            found[by, key, percent] = waits[rank]
+        return found
+
+
+def counted_rows(rows: list[tuple]) -> tuple[list[tuple], Waits]:
+    """Approval rows as approval_rows gives them, as (status, automatic, granted, rule name, rule
+    version, tool, 1) and the Waits of their people's decisions (read from the rows themselves)."""
+    counted, waits, counts = [], [], defaultdict(Counter)
+    for status, automatic, grant, rule_name, rule_version, tool, wait in rows:
+        counted.append((status, automatic, grant is not None, rule_name, rule_version, tool, 1))
+        if decider(status, automatic, grant is not None, rule_name) == "person" and wait is not None:
+            waits.append((rule_name, tool, wait))
+            counts[rule_name, tool][latency_bucket(wait)] += 1
+    return counted, Waits(counts, lambda buckets: [row for row in waits if latency_bucket(row[2]) in buckets])
 
 
 def plain_rows(queryset) -> list[tuple]:
@@ -43,12 +110,7 @@ def plain_rows(queryset) -> list[tuple]:
         return cursor.fetchall()
 
 
-def nearest_rank(values: list, percent: float):
-    """Nearest-rank percentile of `values` (sorted), None when empty."""
-    return values[nearest_rank_offset(len(values), percent)] if values else None
-
-
-def decider(status: str, automatic: bool, grant, rule_name: str) -> str | None:
+def decider(status: str, automatic: bool, granted: bool, rule_name: str) -> str | None:
     """The DECIDERS kind of one approval (None while pending)."""
     if status == EXPIRED:
         return "expiry"
@@ -56,50 +118,64 @@ def decider(status: str, automatic: bool, grant, rule_name: str) -> str | None:
         return None
     if not automatic:
         return "person"
-    if grant is not None:
+    if granted:
         return "grant"
     return "rule" if rule_name else "policy"
 
 
-def approval_figures(rows: list[tuple], *, vendor: str) -> tuple[dict, list, Supervision]:
-    """({status: count}, sorted waits of people's decisions, the Supervision) of `rows`, ordered
-    as the database `vendor` orders them (where a rule version of None goes)."""
+def approval_figures(rows: Iterable[tuple], waits: Waits, *, vendor: str) -> tuple[dict, tuple, Supervision]:
+    """({status: count}, (people's decisions, p50, p95 of their waits), the Supervision) of the
+    counted `rows` (see counted_rows) and `waits`, ordered as the database `vendor` orders them
+    (where a rule version of None goes)."""
     statuses, kinds = Counter(), Counter()
     hits = defaultdict(lambda: [0, 0, 0, 0, 0])  # (rule, version) -> approved, rejected, asked, other, all
-    person_waits, by_rule, by_tool = [], defaultdict(list), defaultdict(list)
-    for status, automatic, grant, rule_name, rule_version, tool, wait in rows:
-        statuses[status] += 1
-        kind = decider(status, automatic, grant, rule_name)
+    for status, automatic, granted, rule_name, rule_version, tool, n in rows:
+        statuses[status] += n
+        kind = decider(status, automatic, granted, rule_name)
         if kind:
-            kinds[kind] += 1
+            kinds[kind] += n
         if rule_name:
             counts = hits[rule_name, rule_version]
-            counts[4] += 1
+            counts[4] += n
             if not automatic:
-                counts[2] += 1
-            elif grant is not None:
-                counts[3] += 1
+                counts[2] += n
+            elif granted:
+                counts[3] += n
             elif status in (APPROVED, REJECTED):
-                counts[0 if status == APPROVED else 1] += 1
-        if kind == "person" and wait is not None:
-            person_waits.append(wait)
-            by_rule[rule_name].append(wait)
-            by_tool[tool].append(wait)
-    person_waits.sort()
+                counts[0 if status == APPROVED else 1] += n
+    by_rule, by_tool = waits.group_sizes(0), waits.group_sizes(1)
+    rules, tools = _largest(by_rule), _largest(by_tool)
+    found = waits.percentiles(
+        [(None, None, p) for p in (50, 90, 95)]
+        + [(by, key, p) for by, keys in ((0, rules), (1, tools)) for key in keys for p in (50, 90)]
+    )
+    person_decisions = sum(by_rule.values())
     decided = sum(kinds.values())
     supervision = Supervision(
         decided=decided,
-        deciders=[DeciderShare(kind=kind, label=label, count=kinds[kind], share=kinds[kind] / decided if decided else None)
-                  for kind, (label, _q) in DECIDERS.items()],
+        deciders=[
+            DeciderShare(kind=kind, label=label, count=kinds[kind], share=kinds[kind] / decided if decided else None)
+            for kind, (label, _q) in DECIDERS.items()
+        ],
         rule_hits=_rule_hits(hits, none_first=vendor == "postgresql"),
         saved_calls=sum(kinds[kind] for kind in SAVED_BY),
-        person_wait_p50=_seconds(nearest_rank(person_waits, 50)),
-        person_wait_p90=_seconds(nearest_rank(person_waits, 90)),
-        person_decisions=len(person_waits),
-        wait_by_rule=_wait_rows(by_rule, empty=NO_RULE),
-        wait_by_tool=_wait_rows(by_tool),
+        person_wait_p50=_seconds(found.get((None, None, 50))),
+        person_wait_p90=_seconds(found.get((None, None, 90))),
+        person_decisions=person_decisions,
+        wait_by_rule=[_wait_row(found, 0, key, by_rule[key], empty=NO_RULE) for key in rules],
+        wait_by_tool=[_wait_row(found, 1, key, by_tool[key]) for key in tools],
     )
-    return statuses, person_waits, supervision
+    return statuses, (person_decisions, found.get((None, None, 50)), found.get((None, None, 95))), supervision
+
+
+def _largest(sizes: Counter) -> list:
+    return sorted((key for key, n in sizes.items() if n), key=lambda key: (-sizes[key], key))[:WAIT_GROUPS]
+
+
+def _wait_row(found: dict, by: int, key, count: int, *, empty: str = "") -> WaitRow:
+    return WaitRow(
+        key=key or empty, count=count, p50=_seconds(found.get((by, key, 50))), p90=_seconds(found.get((by, key, 90)))
+    )
 
 
 def _rule_hits(hits: dict, *, none_first: bool) -> list[RuleHits]:
@@ -107,16 +183,14 @@ def _rule_hits(hits: dict, *, none_first: bool) -> list[RuleHits]:
     # PostgreSQL's descending order, last in SQLite's.
     none = float("-inf") if none_first else float("inf")
     order = sorted(hits, key=lambda key: (-hits[key][4], key[0], none if key[1] is None else -key[1]))
-    return [RuleHits(rule_name=name, rule_version=version, approved=hits[name, version][0],
-                     rejected=hits[name, version][1], asked=hits[name, version][2], other=hits[name, version][3])
-            for name, version in order[:RULE_ROWS]]
-
-
-def _wait_rows(groups: dict, *, empty: str = "") -> list[WaitRow]:
-    largest = sorted(groups, key=lambda key: (-len(groups[key]), key))[:WAIT_GROUPS]
-    rows = []
-    for key in largest:
-        waits = sorted(groups[key])
-        rows.append(WaitRow(key=key or empty, count=len(waits), p50=_seconds(nearest_rank(waits, 50)),
-                            p90=_seconds(nearest_rank(waits, 90))))
-    return rows
+    return [
+        RuleHits(
+            rule_name=name,
+            rule_version=version,
+            approved=hits[name, version][0],
+            rejected=hits[name, version][1],
+            asked=hits[name, version][2],
+            other=hits[name, version][3],
+        )
+        for name, version in order[:RULE_ROWS]
+    ]

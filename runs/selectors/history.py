@@ -3,11 +3,15 @@
 Built to stay fast at 100,000 runs and a million steps: the model and tool filters are EXISTS
 subqueries answered by the Step(model, run) and ToolCall(run, tool_name, ...) indexes, every
 other filter has an index that also gives the order, and the total is counted only up to a cap.
+A page is found as ids first (the filters' indexes, no run's columns read for the runs it skips),
+then its rows by id; the capped total is often known from those ids, without counting again.
 """
+
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 
 from django.conf import settings
+from django.db import connections
 from django.db.models import Exists, OuterRef, QuerySet
 from django.db.models.functions import Substr
 from django.utils import timezone
@@ -22,8 +26,16 @@ TASK_PREVIEW_CHARS = 120
 COUNT_CAP = 10_000
 
 LIST_FIELDS = (
-    "id", "created_at", "agent__id", "agent__name", "status", "stop_reason",
-    "iterations", "tokens_in", "tokens_out", "cost_usd",
+    "id",
+    "created_at",
+    "agent__id",
+    "agent__name",
+    "status",
+    "stop_reason",
+    "iterations",
+    "tokens_in",
+    "tokens_out",
+    "cost_usd",
 )
 
 
@@ -67,9 +79,7 @@ def run_history(
 def runs_for_listing(runs: QuerySet[Run]) -> QuerySet[Run]:
     """Only the columns a list shows: no config, answer or full task (they can be large)."""
     return (
-        runs.select_related("agent")
-        .only(*LIST_FIELDS)
-        .annotate(task_preview=Substr("task", 1, TASK_PREVIEW_CHARS + 1))
+        runs.select_related("agent").only(*LIST_FIELDS).annotate(task_preview=Substr("task", 1, TASK_PREVIEW_CHARS + 1))
     )
 
 
@@ -102,11 +112,14 @@ class HistoryPage:
 
 
 def run_history_page(runs: QuerySet[Run], *, number: int, page_size: int = PAGE_SIZE) -> HistoryPage:
-    """One page of `runs`; one row more than a page is read to know whether another follows."""
+    """One page of `runs`; one row more than a page is read to know whether another follows.
+
+    The page's ids come first (the filters' indexes: no run's columns are read for the runs a late
+    page skips), then its rows by id; see _page_ids for the total."""
     number = max(1, number)
-    offset = (number - 1) * page_size
-    rows = list(runs_for_listing(runs)[offset : offset + page_size + 1])
-    total = runs.order_by()[: COUNT_CAP + 1].count()
+    page_ids, total = _page_ids(runs, offset=(number - 1) * page_size, size=page_size + 1)
+    listed = runs_for_listing(Run.objects.filter(pk__in=page_ids)).order_by(*runs.query.order_by)
+    rows = list(listed) if page_ids else []
     return HistoryPage(
         runs=rows[:page_size],
         number=number,
@@ -115,6 +128,26 @@ def run_history_page(runs: QuerySet[Run], *, number: int, page_size: int = PAGE_
         total=total,
         page_size=page_size,
     )
+
+
+def _page_ids(runs: QuerySet[Run], *, offset: int, size: int) -> tuple[list[int], int]:
+    """(the ids of runs[offset : offset + size], the total counted up to COUNT_CAP + 1).
+
+    On SQLite, counting walks the same rows as listing them in order, so a page within the cap
+    reads the ids up to the cap once and takes both from them. PostgreSQL counts far cheaper
+    without an order (it may merge or hash the filters' indexes), so it counts apart, unless the
+    ids say the total: a later page that is the last one ends the matches, a late page with rows
+    proves more than the cap. A first page always counts (as many queries whatever it finds)."""
+    ids = runs.values_list("pk", flat=True)
+    if offset + size <= COUNT_CAP + 1 and connections[runs.db].vendor == "sqlite":
+        first = list(ids[: COUNT_CAP + 1])
+        return first[offset : offset + size], len(first)
+    page_ids = list(ids[offset : offset + size])
+    if offset and 0 < len(page_ids) < size:
+        return page_ids, min(offset + len(page_ids), COUNT_CAP + 1)
+    if page_ids and offset + len(page_ids) >= COUNT_CAP + 1:
+        return page_ids, COUNT_CAP + 1
+    return page_ids, runs.order_by()[: COUNT_CAP + 1].count()
 
 
 def agent_recent_runs(*, agent: Agent, limit: int = 20) -> list[Run]:

@@ -6,9 +6,10 @@ runs)`, which the Step(model, run), ToolCall(run, ...) and Approval(run) indexes
 
 Sums and counts are GROUP BY queries; percentiles are nearest-rank, computed by the database
 (runs/selectors/aggregates.py). Full days come from the daily rollups when they are built
-(runs/selectors/metrics_rollups.py: the same figures, model latency percentiles within 1%); the
-approvals are always read from their rows. All of it is read in one snapshot of the database.
+(runs/selectors/metrics_rollups.py: the same figures, model latency percentiles within 1%), the
+approvals of those days too. All of it is read in one snapshot of the database.
 """
+
 from collections import Counter, defaultdict
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -140,8 +141,7 @@ def metrics_summary(*, start: date, end: date, agent: Agent | None = None, rollu
         if not built:
             return _metrics_raw(start=start, end=end, agent=agent)
         figures = metrics_rollups.rolled_figures(start=start, end=end, agent=agent, built=built)
-        approvals = _period_approvals(start=start, end=end, agent=agent)
-        return _metrics_from(figures, start=start, end=end, agent=agent, approvals=approvals)
+        return _metrics_from(figures, start=start, end=end, agent=agent)
 
 
 @contextmanager
@@ -166,23 +166,21 @@ def read_snapshot():
         yield
 
 
-def _period_approvals(*, start: date, end: date, agent: Agent | None) -> QuerySet[Approval]:
-    runs = Run.objects.filter(created_at__gte=day_start(start), created_at__lt=day_start(end + timedelta(days=1)))
-    if agent is not None:
-        runs = runs.filter(agent=agent)
-    return Approval.objects.filter(run_id__in=runs.order_by().values("pk"))
-
-
-def _metrics_from(figures: dict, *, start: date, end: date, agent, approvals) -> Metrics:
-    from runs.selectors.approval_figures import approval_figures, approval_rows, nearest_rank
+def _metrics_from(figures: dict, *, start: date, end: date, agent) -> Metrics:
+    from runs.selectors.approval_figures import approval_figures
     from runs.selectors.metrics_rollups import histogram_percentile, latency_percentiles
 
-    approval_counts, person_waits, supervision = approval_figures(approval_rows(approvals), vendor=connection.vendor)
+    approval_counts, (decisions, p50, p95), supervision = approval_figures(
+        figures["approvals"], figures["waits"], vendor=connection.vendor
+    )
     approval_stats = ApprovalStats(
-        approved=approval_counts[Approval.Status.APPROVED], rejected=approval_counts[Approval.Status.REJECTED],
-        expired=approval_counts[Approval.Status.EXPIRED], pending=approval_counts[Approval.Status.PENDING],
-        wait_seconds=Percentiles(count=len(person_waits), p50=_rounded(nearest_rank(person_waits, 50)),
-                                 p95=_rounded(nearest_rank(person_waits, 95))) if person_waits else Percentiles(count=0),
+        approved=approval_counts[Approval.Status.APPROVED],
+        rejected=approval_counts[Approval.Status.REJECTED],
+        expired=approval_counts[Approval.Status.EXPIRED],
+        pending=approval_counts[Approval.Status.PENDING],
+        wait_seconds=Percentiles(count=decisions, p50=_rounded(p50), p95=_rounded(p95))
+        if decisions
+        else Percentiles(count=0),
     )
 
     statuses, stops, iterations, per_day = Counter(), Counter(), Counter(), figures["per_day"]
@@ -196,15 +194,21 @@ def _metrics_from(figures: dict, *, start: date, end: date, agent, approvals) ->
     buckets = defaultdict(Counter)
     for (model, bucket), n in figures["steps"].items():
         buckets[model][bucket] += n
-    latency = [ModelLatencyRow(model, sum(counts.values()), *latency_percentiles(counts))
-               for model, counts in buckets.items()]
+    latency = [
+        ModelLatencyRow(model, sum(counts.values()), *latency_percentiles(counts)) for model, counts in buckets.items()
+    ]
     tools = figures["tools"]
     tool_errors = [
         ToolErrorRow(tool=tool, finished=n, failed=tools[tool, "failed"], rejected=tools[tool, "rejected"])
-        for (tool, name), n in tools.items() if name == "finished" and n
+        for (tool, name), n in tools.items()
+        if name == "finished" and n
     ]
-    days = [DayRow(day=day, runs=per_day[day][0], tokens=per_day[day][1], cost_usd=per_day[day][2])
-            if day in per_day else DayRow(day=day, runs=0, tokens=0, cost_usd=0.0) for day in _days(start, end)]
+    days = [
+        DayRow(day=day, runs=per_day[day][0], tokens=per_day[day][1], cost_usd=per_day[day][2])
+        if day in per_day
+        else DayRow(day=day, runs=0, tokens=0, cost_usd=0.0)
+        for day in _days(start, end)
+    ]
     return Metrics(
         start=start,
         end=end,
@@ -214,8 +218,11 @@ def _metrics_from(figures: dict, *, start: date, end: date, agent, approvals) ->
         by_stop_reason=_count_rows(stops, Run.StopReason),
         finished_runs=finished_runs,
         succeeded_runs=statuses[Run.Status.SUCCEEDED],
-        iterations=Percentiles(count=finished_runs, p50=histogram_percentile(iterations, 50),
-                               p95=histogram_percentile(iterations, 95)) if finished_runs else Percentiles(count=0),
+        iterations=Percentiles(
+            count=finished_runs, p50=histogram_percentile(iterations, 50), p95=histogram_percentile(iterations, 95)
+        )
+        if finished_runs
+        else Percentiles(count=0),
         tool_errors=sorted(tool_errors, key=lambda row: (-(row.error_rate or 0), row.tool)),
         model_latency=sorted(latency, key=lambda row: (-row.steps, row.model)),
         per_day=days,
@@ -231,8 +238,11 @@ def _rounded(value: float | None) -> float | None:
 
 def _count_rows(counts: Counter, choices) -> list[CountRow]:
     labels = dict(choices.choices)
-    rows = [CountRow(value=value, label=labels.get(value, value or "(not stopped)"), count=n)
-            for value, n in counts.items() if n]
+    rows = [
+        CountRow(value=value, label=labels.get(value, value or "(not stopped)"), count=n)
+        for value, n in counts.items()
+        if n
+    ]
     return sorted(rows, key=lambda row: (-row.count, row.value))
 
 

@@ -6,16 +6,19 @@ and the runs of the window still going (not ended, so not counted yet). The two 
 overlap, so every count, sum and the iteration percentiles are exactly what the raw queries give
 (sums of costs up to float rounding). Model latency percentiles come from the rollups' latency
 buckets: each within 1% of the exact value (`Metrics.latency_estimated` says so on the page).
+Approvals are counted with their runs, and their waits' percentiles are exact (approval_figures.py).
 """
+
 from collections import Counter, defaultdict
 from datetime import date, timedelta
 
 from django.db.models import Count, F, Q, Sum
 from django.utils import timezone
 
-from runs.models import RollupDay, Run, RunRollup, Step, StepRollup, ToolCall, ToolRollup
+from runs.models import Approval, RollupDay, Run, RunRollup, Step, StepRollup, ToolCall, ToolRollup
+from runs.models.rollups import ApprovalRollup, ApprovalWait, DayRollup, WaitRollup
 from runs.selectors.aggregates import TruncDay, nearest_rank_offset
-from runs.selectors.approval_figures import plain_rows
+from runs.selectors.approval_figures import Waits, approval_rows, counted_rows, plain_rows
 from runs.selectors.history import day_start
 from runs.services.rollups import RELATIVE_ACCURACY, bucket_value, latency_bucket
 
@@ -31,45 +34,93 @@ def built_days(start: date, end: date) -> list[date]:
 
 def rolled_figures(*, start: date, end: date, agent, built: list[date]) -> dict:
     """Runs by (status, stop reason, iterations) and by day ([runs, tokens, cost]), steps by (model,
-    latency bucket) and tool counts of the window, from the rollups of `built` days and the raw
-    rows of the rest."""
+    latency bucket), tool counts, approvals (rows as approval_figures.counted_rows gives them) and
+    people's Waits of the window, from the rollups of `built` days and the raw rows of the rest."""
     outcomes, per_day = Counter(), defaultdict(lambda: [0, 0, 0.0])
     days = RollupDay.objects.filter(day__gte=start, day__lte=max(built), built=True).values("day")
     by_agent = {} if agent is None else {"agent": agent}
-    rolled_runs = RunRollup.objects.filter(day__in=days, **by_agent)
-    for status, stop, iterations, n in rolled_runs.values_list("status", "stop_reason", "iterations").annotate(
-            n=Sum("runs")):
+    plan = month_plan(start, end, set(built))
+    for (status, stop, iterations), n in _summed(
+        RunRollup, plan, by_agent, ("status", "stop_reason", "iterations"), "runs"
+    ).items():
         outcomes[status, stop, iterations] += n
-    for day, n, t, c in rolled_runs.values_list("day").annotate(n=Sum("runs"), t=Sum("tokens"), c=Sum("cost_usd")):
+    for day, n, t, c in (
+        DayRollup.objects.filter(day__in=days, **by_agent)
+        .values_list("day")
+        .annotate(n=Sum("runs"), t=Sum("tokens"), c=Sum("cost_usd"))
+    ):
         _add_day(per_day, day, n, t, c)
-    steps = Counter()
-    months, single_days = _whole_months(start, end, set(built))
-    step_rows = Q(whole_month=True, day__in=months) | Q(whole_month=False, day__in=single_days)
-    for model, bucket, n in StepRollup.objects.filter(step_rows, **by_agent).values_list(
-            "model", "bucket").annotate(n=Sum("steps")):
-        steps[model, bucket] += n
+    steps = _summed(StepRollup, plan, by_agent, ("model", "bucket"), "steps")
     tools = Counter()
-    for tool, *counts in ToolRollup.objects.filter(day__in=days, **by_agent).values_list("tool_name").annotate(
-            f=Sum("finished"), fa=Sum("failed"), r=Sum("rejected")):
+    for tool, *counts in (
+        ToolRollup.objects.filter(day__in=days, **by_agent)
+        .values_list("tool_name")
+        .annotate(f=Sum("finished"), fa=Sum("failed"), r=Sum("rejected"))
+    ):
         _add_tool(tools, tool, counts)
 
     raw_runs = _raw_runs(start=start, end=end, built=set(built))
     if agent is not None:
         raw_runs = raw_runs.filter(agent=agent)
-    for day, status, stop, iterations, n, t, c in raw_runs.order_by().annotate(_day=TruncDay("created_at")).values_list(
-            "_day", "status", "stop_reason", "iterations").annotate(
-            n=Count("pk"), t=Sum(F("tokens_in") + F("tokens_out")), c=Sum("cost_usd")):
+    for day, status, stop, iterations, n, t, c in (
+        raw_runs.order_by()
+        .annotate(_day=TruncDay("created_at"))
+        .values_list("_day", "status", "stop_reason", "iterations")
+        .annotate(n=Count("pk"), t=Sum(F("tokens_in") + F("tokens_out")), c=Sum("cost_usd"))
+    ):
         outcomes[status, stop, iterations] += n
         _add_day(per_day, date.fromisoformat(day) if isinstance(day, str) else day, n, t, c)
     raw_ids = raw_runs.order_by().values("pk")
-    for model, latency in plain_rows(Step.objects.filter(run_id__in=raw_ids).order_by().values_list("model", "latency_ms")):
+    for model, latency in plain_rows(
+        Step.objects.filter(run_id__in=raw_ids).order_by().values_list("model", "latency_ms")
+    ):
         steps[model, latency_bucket(latency)] += 1
     status = ToolCall.Status
-    for tool, *counts in ToolCall.objects.filter(run_id__in=raw_ids).order_by().values_list("tool_name").annotate(
+    for tool, *counts in (
+        ToolCall.objects.filter(run_id__in=raw_ids)
+        .order_by()
+        .values_list("tool_name")
+        .annotate(
             f=Count("pk", filter=Q(status__in=[status.SUCCEEDED, status.FAILED, status.REJECTED])),
-            fa=Count("pk", filter=Q(status=status.FAILED)), r=Count("pk", filter=Q(status=status.REJECTED))):
+            fa=Count("pk", filter=Q(status=status.FAILED)),
+            r=Count("pk", filter=Q(status=status.REJECTED)),
+        )
+    ):
         _add_tool(tools, tool, counts)
-    return {"outcomes": outcomes, "per_day": per_day, "steps": steps, "tools": tools}
+    approvals, waits = _approvals(
+        days=days, plan=plan, by_agent=by_agent, raw=Approval.objects.filter(run_id__in=raw_ids)
+    )
+    return {
+        "outcomes": outcomes,
+        "per_day": per_day,
+        "steps": steps,
+        "tools": tools,
+        "approvals": approvals,
+        "waits": waits,
+    }
+
+
+def _approvals(*, days, plan: tuple, by_agent: dict, raw) -> tuple[list, Waits]:
+    """The approvals of the built `days` (their rollups) and the `raw` ones (their rows), counted."""
+    rows = list(
+        ApprovalRollup.objects.filter(day__in=days, **by_agent)
+        .values_list("status", "automatic", "granted", "rule_name", "rule_version", "tool_name")
+        .annotate(n=Sum("approvals"))
+    )
+    raw_rows, raw_waits = counted_rows(approval_rows(raw))
+    counts = defaultdict(Counter)
+    for key, buckets in raw_waits.counts.items():
+        counts[key].update(buckets)
+    for (rule, tool, bucket), n in _summed(
+        WaitRollup, plan, by_agent, ("rule_name", "tool_name", "bucket"), "decisions"
+    ).items():
+        counts[rule, tool][bucket] += n
+
+    def read(buckets: set) -> list[tuple]:
+        rolled = ApprovalWait.objects.filter(bucket__in=sorted(buckets), day__in=days, **by_agent)
+        return plain_rows(rolled.values_list("rule_name", "tool_name", "wait")) + list(raw_waits.read(buckets))
+
+    return rows + raw_rows, Waits(counts, read)
 
 
 def _add_day(per_day: dict, day: date, runs: int, tokens: int | None, cost: float | None) -> None:
@@ -79,17 +130,41 @@ def _add_day(per_day: dict, day: date, runs: int, tokens: int | None, cost: floa
     found[2] += cost or 0.0
 
 
-def _whole_months(start: date, end: date, built: set[date]) -> tuple[list[date], list[date]]:
-    """(first days of the months inside start..end whose every day is built, the other built days)."""
-    months = []
-    for day in sorted(built):
-        if day.day != 1:
-            continue
-        after = (day.replace(day=28) + timedelta(days=4)).replace(day=1)
-        if after - timedelta(days=1) <= end and all(day + timedelta(days=n) in built for n in range((after - day).days)):
-            months.append(day)
-    single_days = [day for day in built if day.replace(day=1) not in months]
-    return months, single_days
+def month_plan(start: date, end: date, built: set[date]) -> tuple[list[date], list[date], list[date]]:
+    """How to read the built days of start..end from rows with month rows (RunRollup, StepRollup,
+    WaitRollup): (months, days to add, days to take away). A month row is the sum of its days'
+    rows, built or not (every change adds to both), so a month mostly in the window is read as its
+    month row less its other days' rows, and a month barely in it as its days' rows: a 90-day
+    window reads three months and a few days instead of sixty days of rows."""
+    months, plus, minus = [], [], []
+    month = start.replace(day=1)
+    while month <= end:
+        after = (month.replace(day=28) + timedelta(days=4)).replace(day=1)
+        days = [month + timedelta(days=n) for n in range((after - month).days)]
+        included = [day for day in days if start <= day <= end and day in built]
+        excluded = [day for day in days if day not in included and day <= timezone.localdate()]
+        if len(excluded) + 1 < len(included):
+            months.append(month)
+            minus.extend(excluded)
+        else:
+            plus.extend(included)
+        month = after
+    return months, plus, minus
+
+
+def _summed(model, plan: tuple, by_agent: dict, keys: tuple, count: str) -> Counter:
+    """{key values: sum of `count`} of `model` over the built days `plan` (month_plan) stands for."""
+    months, plus, minus = plan
+    found = Counter()
+    rows = model.objects.filter(Q(whole_month=True, day__in=months) | Q(whole_month=False, day__in=plus), **by_agent)
+    for *key, n in rows.values_list(*keys).annotate(n=Sum(count)):
+        found[tuple(key)] += n
+    if minus:
+        for *key, n in (
+            model.objects.filter(whole_month=False, day__in=minus, **by_agent).values_list(*keys).annotate(n=Sum(count))
+        ):
+            found[tuple(key)] -= n
+    return +found  # keys counted in a month row and taken away entirely are not there
 
 
 def _add_tool(tools: Counter, tool: str, counts) -> None:
@@ -98,12 +173,13 @@ def _add_tool(tools: Counter, tool: str, counts) -> None:
 
 
 def _raw_runs(*, start: date, end: date, built: set[date]):
-    """The runs of the window the rollups do not hold: those of days not built, and those still going."""
-    window = Run.objects.filter(created_at__gte=day_start(start), created_at__lt=day_start(end + timedelta(days=1)))
-    raw = Q(status__in=STILL_GOING)
+    """The runs of the window the rollups do not hold: those of days not built, and those still going.
+    Each part is a range of its own index (Run(status, created_at), Run(created_at)), so the
+    database never walks the window's ended runs to find the few still going."""
+    raw = Q(status__in=STILL_GOING, created_at__gte=day_start(start), created_at__lt=day_start(end + timedelta(days=1)))
     for first, last in _spans(start, end, built):
         raw |= Q(created_at__gte=day_start(first), created_at__lt=day_start(last + timedelta(days=1)))
-    return window.filter(raw)
+    return Run.objects.filter(raw)
 
 
 def _spans(start: date, end: date, built: set[date]) -> list[tuple[date, date]]:

@@ -1,4 +1,5 @@
 """The run history page: filters, pagination, bad filter values, query count."""
+
 import re
 from datetime import UTC, datetime, timedelta
 
@@ -34,11 +35,28 @@ def agents():
     return Agent.objects.create(name="alpha"), Agent.objects.create(name="beta")
 
 
-def make_run(agent, task="look something up", *, status=Run.Status.SUCCEEDED, stop_reason=Run.StopReason.FINAL_ANSWER,
-             created=DAY, models=(), tools=(), iterations=1, tokens=(10, 5), cost=0.01) -> Run:
+def make_run(
+    agent,
+    task="look something up",
+    *,
+    status=Run.Status.SUCCEEDED,
+    stop_reason=Run.StopReason.FINAL_ANSWER,
+    created=DAY,
+    models=(),
+    tools=(),
+    iterations=1,
+    tokens=(10, 5),
+    cost=0.01,
+) -> Run:
     run = Run.objects.create(
-        agent=agent, task=task, status=status, stop_reason=stop_reason, iterations=iterations,
-        tokens_in=tokens[0], tokens_out=tokens[1], cost_usd=cost,
+        agent=agent,
+        task=task,
+        status=status,
+        stop_reason=stop_reason,
+        iterations=iterations,
+        tokens_in=tokens[0],
+        tokens_out=tokens[1],
+        cost_usd=cost,
     )
     Run.objects.filter(pk=run.pk).update(created_at=created)  # created_at is auto_now_add
     steps = [
@@ -47,8 +65,15 @@ def make_run(agent, task="look something up", *, status=Run.Status.SUCCEEDED, st
     ]
     for i, tool in enumerate(tools):
         ToolCall.objects.create(
-            run=run, step=steps[0], index=i, call_id=f"c{i}", tool_name=tool, arguments="{}",
-            args_hash=f"h{i}", idempotency_key=f"k{run.pk}-{i}", status=ToolCall.Status.SUCCEEDED,
+            run=run,
+            step=steps[0],
+            index=i,
+            call_id=f"c{i}",
+            tool_name=tool,
+            arguments="{}",
+            args_hash=f"h{i}",
+            idempotency_key=f"k{run.pk}-{i}",
+            status=ToolCall.Status.SUCCEEDED,
         )
     return run
 
@@ -77,19 +102,27 @@ def test_anonymous_goes_to_login_and_a_user_without_permission_gets_403(client):
 def test_newest_first_with_the_columns(viewer_client, agents):
     alpha, _ = agents
     old = make_run(alpha, created=DAY - timedelta(days=2))
-    new = make_run(alpha, "x" * 300, created=DAY, status=Run.Status.FAILED, stop_reason=Run.StopReason.ITERATION_LIMIT,
-                   iterations=7, tokens=(1200, 34), cost=0.1234)
+    new = make_run(
+        alpha,
+        "x" * 300,
+        created=DAY,
+        status=Run.Status.FAILED,
+        stop_reason=Run.StopReason.ITERATION_LIMIT,
+        iterations=7,
+        tokens=(1200, 34),
+        cost=0.1234,
+    )
     response = get(viewer_client)
     assert listed(response) == [new.pk, old.pk]
     html = response.content.decode()
     for selector in ('id="history-filters"', 'id="history-table"'):
         assert selector in html
-    row = html[html.index(f'data-run-id="{new.pk}"'):]
+    row = html[html.index(f'data-run-id="{new.pk}"') :]
     row = row[: row.index("</tr>")]
     assert reverse("run_detail", args=[new.pk]) in row
     assert "2026-03-10 12:00" in row and "alpha" in row
     assert "x" * 119 + "…" in row and "x" * 121 not in row
-    assert 'status status-failed' in row and "Iteration limit" in row
+    assert "status status-failed" in row and "Iteration limit" in row
     assert ">7<" in row and ">1,234<" in row and "$0.1234" in row
 
 
@@ -175,16 +208,26 @@ def test_filters_combine(viewer_client, agents):
     make_run(beta, "refund", **failed, models=["big"], tools=["cancel_order"])
     make_run(alpha, "refund", status=Run.Status.SUCCEEDED, models=["big"], tools=["cancel_order"])
     make_run(alpha, "refund", **failed, models=["small"], tools=["cancel_order"])
-    params = {"q": "REFUND", "status": Run.Status.FAILED, "agent": alpha.pk, "model": "big", "tool": "cancel_order",
-              "created_from": "2026-03-10", "created_to": "2026-03-10"}
+    params = {
+        "q": "REFUND",
+        "status": Run.Status.FAILED,
+        "agent": alpha.pk,
+        "model": "big",
+        "tool": "cancel_order",
+        "created_from": "2026-03-10",
+        "created_to": "2026-03-10",
+    }
     assert listed(get(viewer_client, **params)) == [target.pk]
 
 
 def test_pages_of_fifty_keep_the_filters(viewer_client, agents):
     alpha, beta = agents
-    failed = [make_run(alpha, status=Run.Status.FAILED, stop_reason=Run.StopReason.MODEL_ERROR,
-                       created=DAY - timedelta(minutes=i))
-              for i in range(120)]
+    failed = [
+        make_run(
+            alpha, status=Run.Status.FAILED, stop_reason=Run.StopReason.MODEL_ERROR, created=DAY - timedelta(minutes=i)
+        )
+        for i in range(120)
+    ]
     make_run(beta, created=DAY + timedelta(hours=1))  # newest, but filtered out
     first = get(viewer_client, status=Run.Status.FAILED)
     assert listed(first) == [r.pk for r in failed[:50]]
@@ -216,16 +259,19 @@ def test_total_is_counted_up_to_a_cap(viewer_client, agents, monkeypatch):
     assert len(listed(get(viewer_client))) == 8
 
 
-@pytest.mark.parametrize("params, field", [
-    ({"status": "exploded"}, "status"),
-    ({"stop_reason": "bored"}, "stop_reason"),
-    ({"agent": "999999"}, "agent"),
-    ({"agent": "alpha"}, "agent"),
-    ({"created_from": "yesterday"}, "created_from"),
-    ({"created_to": "2026-02-30"}, "created_to"),
-    ({"created_from": "2026-03-11", "created_to": "2026-03-10"}, "created_to"),
-    ({"q": "x" * 201}, "q"),
-])
+@pytest.mark.parametrize(
+    "params, field",
+    [
+        ({"status": "exploded"}, "status"),
+        ({"stop_reason": "bored"}, "stop_reason"),
+        ({"agent": "999999"}, "agent"),
+        ({"agent": "alpha"}, "agent"),
+        ({"created_from": "yesterday"}, "created_from"),
+        ({"created_to": "2026-02-30"}, "created_to"),
+        ({"created_from": "2026-03-11", "created_to": "2026-03-10"}, "created_to"),
+        ({"q": "x" * 201}, "q"),
+    ],
+)
 def test_bad_filter_values_show_errors(viewer_client, agents, params, field):
     make_run(agents[0])
     response = get(viewer_client, **params)
@@ -253,3 +299,47 @@ def test_no_query_per_row(viewer_client, agents, django_assert_max_num_queries):
 def test_model_and_tool_filters_are_exists_subqueries(agents):
     sql = str(history.run_history(model="big", tool="get_weather").query).upper()
     assert sql.count("EXISTS") == 2 and " JOIN " not in sql
+
+
+def test_every_page_of_every_filter_is_the_plain_slice_and_capped_count(agents, monkeypatch):
+    """Pages found by ids first, with the total taken from those ids, are exactly the newest-first
+    slice and the capped count of the filtered runs: random runs (equal creation times included,
+    ordered by id then), filters alone and together, first, middle, last and past-the-end pages,
+    pages inside and beyond the cap."""
+    import random
+
+    rng = random.Random(100)
+    alpha, beta = agents
+    for i in range(70):
+        make_run(
+            rng.choice([alpha, beta]),
+            rng.choice(["refund the order", "look something up", "ORD-7"]),
+            status=rng.choice([Run.Status.SUCCEEDED, Run.Status.FAILED]),
+            created=DAY - timedelta(minutes=rng.randrange(30)),
+            models=rng.sample(["big", "small"], rng.randrange(3)),
+            tools=rng.sample(["get_weather", "delete"], rng.randrange(3)),
+        )
+    filters = [
+        {},
+        {"status": Run.Status.FAILED},
+        {"model": "big"},
+        {"tool": "delete", "agent": alpha},
+        {"text": "refund"},
+        {"text": "nowhere"},
+        {"model": "small", "status": Run.Status.SUCCEEDED},
+    ]
+    compared = 0
+    for cap in (10, 25, 10_000):
+        monkeypatch.setattr(history, "COUNT_CAP", cap)
+        for given in filters:
+            runs = history.run_history(**given)
+            everything = list(runs.values_list("pk", flat=True))
+            for size in (3, 7, 50):
+                for number in range(1, len(everything) // size + 3):
+                    page = history.run_history_page(runs, number=number, page_size=size)
+                    offset = (number - 1) * size
+                    assert [r.pk for r in page.runs] == everything[offset : offset + size], (cap, given, size, number)
+                    assert page.total == min(len(everything), cap + 1)
+                    assert page.has_next == (len(everything) > offset + size)
+                    compared += bool(page.runs)
+    assert compared > 100

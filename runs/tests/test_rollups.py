@@ -1,8 +1,10 @@
 """The metrics page from the daily rollups gives the same figures as from the runs' own rows:
 over randomised runs of several agents, models, tools and statuses across the window's edges,
 with runs ending (through the real ending transaction) after a rebuild and while one runs."""
+
 import random
 import threading
+from collections import Counter
 from datetime import timedelta
 
 import pytest
@@ -11,6 +13,8 @@ from django.db import connection
 from django.utils import timezone
 
 from runs.models import Agent, Approval, RollupDay, Run, RunRollup, Step, StepRollup, ToolCall, ToolRollup
+from runs.models.rollups import ApprovalRollup, ApprovalWait, WaitRollup
+from runs.selectors.aggregates import SecondsBetween
 from runs.selectors.metrics import metrics_summary
 from runs.selectors.metrics_rollups import built_days
 from runs.services import rollups
@@ -23,8 +27,12 @@ OWNER = "rollup-test"
 MODELS = ["gpt-a", "gpt-b", "small"]
 TOOLS = ["search", "write_file", "send_mail", "delete_row"]
 STILL_GOING = [Run.Status.QUEUED, Run.Status.RUNNING, Run.Status.AWAITING_APPROVAL]
-ENDINGS = [(Run.Status.SUCCEEDED, Run.StopReason.FINAL_ANSWER), (Run.Status.FAILED, Run.StopReason.ITERATION_LIMIT),
-           (Run.Status.FAILED, Run.StopReason.MODEL_ERROR), (Run.Status.CANCELLED, Run.StopReason.CANCELLED)]
+ENDINGS = [
+    (Run.Status.SUCCEEDED, Run.StopReason.FINAL_ANSWER),
+    (Run.Status.FAILED, Run.StopReason.ITERATION_LIMIT),
+    (Run.Status.FAILED, Run.StopReason.MODEL_ERROR),
+    (Run.Status.CANCELLED, Run.StopReason.CANCELLED),
+]
 
 
 def seed(rng: random.Random, agents: list[Agent], *, days: int, runs: int) -> list[Run]:
@@ -37,24 +45,53 @@ def seed(rng: random.Random, agents: list[Agent], *, days: int, runs: int) -> li
         created += timedelta(seconds=0 if n % 17 == 0 else rng.randrange(86400))
         going = rng.random() < 0.2
         status, stop = (rng.choice(STILL_GOING), "") if going else rng.choice(ENDINGS)
-        r = Run.objects.create(agent=rng.choice(agents), task="t", status=status, stop_reason=stop,
-                               iterations=rng.randrange(1, 12), tokens_in=rng.randrange(5000),
-                               tokens_out=rng.randrange(2000), cost_usd=rng.random() / 10, lease_owner=OWNER)
+        r = Run.objects.create(
+            agent=rng.choice(agents),
+            task="t",
+            status=status,
+            stop_reason=stop,
+            iterations=rng.randrange(1, 12),
+            tokens_in=rng.randrange(5000),
+            tokens_out=rng.randrange(2000),
+            cost_usd=rng.random() / 10,
+            lease_owner=OWNER,
+        )
         Run.objects.filter(pk=r.pk).update(created_at=min(created, timezone.now()))
         for index in range(1, rng.randrange(1, 5)):
             latency = rng.choice([0.0, rng.uniform(1, 5000), float(rng.randrange(50, 900))])
-            step = Step.objects.create(run=r, index=index, iteration=index, model=rng.choice(MODELS),
-                                       latency_ms=latency, message={"role": "assistant"})
+            step = Step.objects.create(
+                run=r,
+                index=index,
+                iteration=index,
+                model=rng.choice(MODELS),
+                latency_ms=latency,
+                message={"role": "assistant"},
+            )
             for c in range(rng.randrange(3)):
                 tool_status = rng.choice(list(ToolCall.Status.values))
                 call = ToolCall.objects.create(
-                    run=r, step=step, index=c, call_id=f"c{c}", tool_name=rng.choice(TOOLS), arguments="{}",
-                    args_hash="h", idempotency_key=f"{r.pk}-{index}-{c}", status=tool_status)
+                    run=r,
+                    step=step,
+                    index=c,
+                    call_id=f"c{c}",
+                    tool_name=rng.choice(TOOLS),
+                    arguments="{}",
+                    args_hash="h",
+                    idempotency_key=f"{r.pk}-{index}-{c}",
+                    status=tool_status,
+                )
                 if rng.random() < 0.3:
-                    a = Approval.objects.create(tool_call=call, run=r, status=rng.choice(list(Approval.Status.values)),
-                                                automatic=rng.random() < 0.3, rule_name=rng.choice(["", "r1", "r2"]),
-                                                rule_version=rng.choice([None, 1, 2]))
-                    Approval.objects.filter(pk=a.pk).update(decided_at=a.requested_at + timedelta(seconds=rng.randrange(600)))
+                    a = Approval.objects.create(
+                        tool_call=call,
+                        run=r,
+                        status=rng.choice(list(Approval.Status.values)),
+                        automatic=rng.random() < 0.3,
+                        rule_name=rng.choice(["", "r1", "r2"]),
+                        rule_version=rng.choice([None, 1, 2]),
+                    )
+                    Approval.objects.filter(pk=a.pk).update(
+                        decided_at=a.requested_at + timedelta(seconds=rng.randrange(600))
+                    )
         made.append(r)
     return made
 
@@ -65,8 +102,17 @@ def assert_same(start, end, agent=None):
     raw = metrics_summary(start=start, end=end, agent=agent, rollups=False)
     # Read from the rollups whenever the window holds a built day before today.
     assert rolled.latency_estimated == bool(built_days(start, end)) and not raw.latency_estimated
-    for name in ("runs_total", "by_status", "by_stop_reason", "finished_runs", "succeeded_runs", "iterations",
-                 "tool_errors", "approvals", "supervision"):
+    for name in (
+        "runs_total",
+        "by_status",
+        "by_stop_reason",
+        "finished_runs",
+        "succeeded_runs",
+        "iterations",
+        "tool_errors",
+        "approvals",
+        "supervision",
+    ):
         assert getattr(rolled, name) == getattr(raw, name), name
     assert [(d.day, d.runs, d.tokens) for d in rolled.per_day] == [(d.day, d.runs, d.tokens) for d in raw.per_day]
     assert [d.cost_usd for d in rolled.per_day] == pytest.approx([d.cost_usd for d in raw.per_day], rel=1e-9, abs=1e-12)
@@ -85,9 +131,14 @@ def end_run(r: Run, reason=Run.StopReason.FINAL_ANSWER) -> Run:
 
 
 def windows(today):
-    return [(today - timedelta(days=29), today), (today - timedelta(days=39), today - timedelta(days=10)),
-            (today - timedelta(days=3), today - timedelta(days=3)), (today, today), (today - timedelta(days=80), today),
-            (today - timedelta(days=70), today - timedelta(days=5))]
+    return [
+        (today - timedelta(days=29), today),
+        (today - timedelta(days=39), today - timedelta(days=10)),
+        (today - timedelta(days=3), today - timedelta(days=3)),
+        (today, today),
+        (today - timedelta(days=80), today),
+        (today - timedelta(days=70), today - timedelta(days=5)),
+    ]
 
 
 @pytest.mark.django_db
@@ -110,8 +161,12 @@ def test_rollups_give_the_raw_figures_over_random_runs():
         percentiles_compared |= rolled.latency_estimated and bool(rolled.model_latency)
         for agent in agents:
             assert_same(start, end, agent)
-    assert rolled.runs_total == Run.objects.filter(created_at__date__gte=today - timedelta(days=70),
-                                                   created_at__date__lte=today - timedelta(days=5)).count()
+    assert (
+        rolled.runs_total
+        == Run.objects.filter(
+            created_at__date__gte=today - timedelta(days=70), created_at__date__lte=today - timedelta(days=5)
+        ).count()
+    )
     assert StepRollup.objects.filter(whole_month=True, day__gte=today - timedelta(days=70)).exists()
     assert percentiles_compared  # some window read its percentiles from the buckets, so they were checked
 
@@ -146,8 +201,12 @@ def tool_snapshot() -> set:
 
 
 def snapshot() -> dict:
-    return {tuple(row[:5]): row[5:] for row in RunRollup.objects.values_list(
-        "day", "agent_id", "status", "stop_reason", "iterations", "runs", "tokens", "cost_usd")}
+    return {
+        tuple(row[:6]): row[6:]
+        for row in RunRollup.objects.values_list(
+            "day", "whole_month", "agent_id", "status", "stop_reason", "iterations", "runs", "tokens", "cost_usd"
+        )
+    }
 
 
 @pytest.mark.django_db
@@ -202,8 +261,16 @@ def test_a_run_ending_during_a_rebuild_is_counted_once(hold):
     agent = Agent.objects.create(name="racer")
     seed(rng, [agent], days=3, runs=30)
     yesterday = timezone.localdate() - timedelta(days=1)
-    r = Run.objects.create(agent=agent, task="t", status=Run.Status.RUNNING, lease_owner=OWNER, iterations=3,
-                           tokens_in=100, tokens_out=50, cost_usd=0.5)
+    r = Run.objects.create(
+        agent=agent,
+        task="t",
+        status=Run.Status.RUNNING,
+        lease_owner=OWNER,
+        iterations=3,
+        tokens_in=100,
+        tokens_out=50,
+        cost_usd=0.5,
+    )
     Run.objects.filter(pk=r.pk).update(created_at=timezone.now() - timedelta(days=1))
     call_command("rebuild_rollups", days=3)
     started, proceed, errors = threading.Event(), threading.Event(), []
@@ -243,7 +310,9 @@ def test_a_run_ending_during_a_rebuild_is_counted_once(hold):
     rebuilder.join(30)
     assert not errors
     ended = Run.objects.filter(created_at__date=yesterday, status__in=Run.FINISHED_STATUSES)
-    assert sum(RunRollup.objects.filter(day=yesterday).values_list("runs", flat=True)) == ended.count()
+    assert (
+        sum(RunRollup.objects.filter(day=yesterday, whole_month=False).values_list("runs", flat=True)) == ended.count()
+    )
     assert_same(yesterday - timedelta(days=2), timezone.localdate())
 
 
@@ -257,9 +326,179 @@ def test_a_summary_after_the_end_is_added_to_the_rollups_of_its_day(launch, scri
     run = launch("weather", models=[model], max_iterations=1, summarize_on_stop=True)
     assert (run.stop_reason, run.answer) == (Run.StopReason.ITERATION_LIMIT, "It was sunny in Lagos.")
     assert list(Step.objects.filter(run=run).values_list("kind", flat=True).order_by("index")) == ["turn", "summary"]
-    row = RunRollup.objects.get(day=timezone.localdate(), agent=run.agent)
+    row = RunRollup.objects.get(day=timezone.localdate(), whole_month=False, agent=run.agent)
     assert (row.runs, row.tokens) == (1, run.tokens_in + run.tokens_out) and row.tokens > 0
     kept, kept_steps = snapshot(), step_snapshot()
     assert sum(n for _day, whole_month, _agent, _model, _bucket, n in kept_steps if not whole_month) == 2
     rollups.rebuild_day(timezone.localdate())
     assert snapshot().keys() == kept.keys() and step_snapshot() == kept_steps
+
+
+def decided_by_people(rng: random.Random, runs: list[Run], *, share: float = 0.5) -> None:
+    """Approvals decided by people after waits of any length (to the microsecond, and some equal),
+    under several rules and tools: the waits' percentiles then fall anywhere in their buckets."""
+    equal = timedelta(seconds=42.5)
+    for r in runs:
+        if rng.random() > share:
+            continue
+        index = 50 + Step.objects.filter(run=r).count()
+        step = Step.objects.create(run=r, index=index, iteration=index, model="gpt-a", latency_ms=5.0, message={})
+        for c in range(rng.randrange(1, 4)):
+            call = ToolCall.objects.create(
+                run=r,
+                step=step,
+                index=c,
+                call_id=f"p{c}",
+                tool_name=rng.choice(TOOLS),
+                arguments="{}",
+                args_hash="h",
+                idempotency_key=f"p-{r.pk}-{index}-{c}",
+            )
+            a = Approval.objects.create(
+                tool_call=call,
+                run=r,
+                status=rng.choice([Approval.Status.APPROVED, Approval.Status.REJECTED]),
+                rule_name=rng.choice(["", "r1", "r2", "r3"]),
+                rule_version=rng.choice([None, 1]),
+            )
+            wait = equal if rng.random() < 0.2 else timedelta(microseconds=rng.randrange(1, 3_600_000_000))
+            Approval.objects.filter(pk=a.pk).update(decided_at=a.requested_at + wait)
+
+
+@pytest.mark.django_db
+def test_approval_figures_and_exact_wait_percentiles_from_the_rollups_over_random_decisions():
+    """People's waits to the microsecond (percentiles anywhere inside a bucket, ties across buckets'
+    edges), several rules and tools, runs ending after the rebuild and deleted: every approval
+    and supervision figure, percentiles included, equals the raw one exactly."""
+    rng = random.Random(2016)
+    agents = [Agent.objects.create(name=f"agent-{n}") for n in range(2)]
+    made = seed(rng, agents, days=70, runs=300)
+    decided_by_people(rng, made)
+    call_command("rebuild_rollups")
+    going = [r for r in made if r.status in STILL_GOING]
+    decided_by_people(rng, going[: len(going) // 2], share=1.0)  # decided while going, counted as they end
+    for r in going[: len(going) // 2]:
+        end_run(r)
+    runs_delete(run_ids=[r.pk for r in made[-10:]])
+    today = timezone.localdate()
+    compared = 0
+    for start, end in windows(today):
+        for agent in (None, *agents):
+            rolled = assert_same(start, end, agent)
+            compared += bool(rolled.latency_estimated and rolled.supervision.wait_by_rule)
+    assert compared  # some window read its approvals from the rollups, with waits to rank
+    assert ApprovalWait.objects.exists() and WaitRollup.objects.filter(whole_month=True).exists()
+
+
+def test_a_month_row_less_its_other_days_stands_for_the_days_in_the_window():
+    """month_plan reads a month mostly in the window as its month row less the days outside (or not
+    built), one barely in it as its days: each built day of the window counted once, no other."""
+    from datetime import date
+
+    from runs.selectors.metrics_rollups import month_plan
+
+    start, end = date(2025, 9, 2), date(2025, 11, 20)
+    built = {start + timedelta(days=n) for n in range((end - start).days + 1)} - {date(2025, 10, 7)}
+    months, plus, minus = month_plan(start, end, built)
+    assert months == [date(2025, 9, 1), date(2025, 10, 1), date(2025, 11, 1)]
+    counted = Counter()
+    for month in months:
+        after = (month.replace(day=28) + timedelta(days=4)).replace(day=1)
+        counted.update(month + timedelta(days=n) for n in range((after - month).days))
+    counted.update(plus)
+    counted.subtract(minus)
+    assert +counted == Counter(built)
+    assert month_plan(date(2025, 9, 28), date(2025, 10, 2), built) == (
+        [],
+        sorted(day for day in built if date(2025, 9, 28) <= day <= date(2025, 10, 2)),
+        [],
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("hold", ["decision_held_open", "rebuild_held_open"])
+def test_approvals_decided_during_a_rebuild_are_counted_once(hold):
+    """A person's decision (the real approval_decide) on a run of yesterday, its transaction held
+    open while the day is rebuilt, or the rebuild's held open while the person decides; then the
+    run ends, expiring its other approval. Every approval of the day is counted once, the
+    decision's wait exactly."""
+    from django.contrib.auth.models import Permission, User
+
+    from runs.services.approvals import approval_decide
+    from runs.services.db import write_transaction
+
+    rng = random.Random(12)
+    agent = Agent.objects.create(name="racer")
+    seed(rng, [agent], days=3, runs=30)
+    person = User.objects.create_user("decider")
+    person.user_permissions.add(Permission.objects.get(codename="decide_approval"))
+    yesterday = timezone.localdate() - timedelta(days=1)
+    r = Run.objects.create(agent=agent, task="t", status=Run.Status.AWAITING_APPROVAL, lease_owner=OWNER, iterations=2)
+    Run.objects.filter(pk=r.pk).update(created_at=timezone.now() - timedelta(days=1))
+    step = Step.objects.create(run=r, index=1, iteration=1, model="gpt-a", latency_ms=80.0, message={})
+    asked = []
+    for c, tool in enumerate(["delete_row", "send_mail"]):
+        call = ToolCall.objects.create(
+            run=r,
+            step=step,
+            index=c,
+            call_id=f"a{c}",
+            tool_name=tool,
+            arguments="{}",
+            args_hash="h",
+            idempotency_key=f"race-{c}",
+            status=ToolCall.Status.AWAITING_APPROVAL,
+        )
+        asked.append(Approval.objects.create(tool_call=call, run=r, rule_name="r1", rule_version=3))
+    Approval.objects.filter(pk=asked[0].pk).update(requested_at=timezone.now() - timedelta(seconds=93.25))
+    call_command("rebuild_rollups", days=3)
+    started, proceed, errors = threading.Event(), threading.Event(), []
+
+    def deciding():
+        try:
+            with write_transaction():
+                approval_decide(approval_id=asked[0].pk, user=person, approve=True, reason="ok")
+                if hold == "decision_held_open":
+                    started.set()
+                    proceed.wait(30)
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    def rebuilding():
+        try:
+            with write_transaction():
+                rollups.rebuild_day(yesterday)
+                if hold == "rebuild_held_open":
+                    started.set()
+                    proceed.wait(30)
+        except Exception as exc:  # pragma: no cover
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    first, second = (deciding, rebuilding) if hold == "decision_held_open" else (rebuilding, deciding)
+    holder = threading.Thread(target=first)
+    holder.start()
+    assert started.wait(30)
+    other = threading.Thread(target=second)
+    other.start()
+    other.join(2)  # done, or waiting for the holder
+    proceed.set()
+    holder.join(30)
+    other.join(30)
+    assert not errors
+    assert Approval.objects.get(pk=asked[0].pk).status == Approval.Status.APPROVED
+    end_run(r)  # expires the other approval, and counts both with the run
+    assert Approval.objects.get(pk=asked[1].pk).status == Approval.Status.EXPIRED
+    ended = Approval.objects.filter(run__created_at__date=yesterday, run__status__in=Run.FINISHED_STATUSES)
+    assert sum(ApprovalRollup.objects.filter(day=yesterday).values_list("approvals", flat=True)) == ended.count()
+    exact = Approval.objects.annotate(w=SecondsBetween("decided_at", "requested_at")).get(pk=asked[0].pk).w
+    assert list(ApprovalWait.objects.filter(approval_id=asked[0].pk).values_list("wait", flat=True)) == [exact]
+    assert exact >= 93.25
+    rolled = assert_same(yesterday - timedelta(days=2), timezone.localdate())
+    assert rolled.latency_estimated and rolled.supervision.person_decisions >= 1
+    assert any(
+        row.rule_name == "r1" and row.rule_version == 3 and row.asked == 2 for row in rolled.supervision.rule_hits
+    )
