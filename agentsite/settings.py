@@ -195,6 +195,8 @@ SWEEP_INTERVAL_SECONDS = env_float("SWEEP_INTERVAL_SECONDS", 5.0)
 CELERY_BEAT_SCHEDULE = {
     "sweep-runs": {"task": "runs.tasks.sweep_runs", "schedule": SWEEP_INTERVAL_SECONDS},
     "prune-runs": {"task": "runs.tasks.prune_runs", "schedule": 6 * 3600.0},
+    # Days not yet in the metrics rollups (after an upgrade) are built a few at a time.
+    "build-rollups": {"task": "runs.tasks.build_rollups", "schedule": 300.0},
     "budget-alerts": {
         "task": "runs.tasks.check_budget_alerts", "schedule": env_float("BUDGET_ALERT_INTERVAL_SECONDS", 60.0),
     },

@@ -53,3 +53,10 @@ def check_budget_alerts() -> None:
     from runs.services.budget_alerts import budget_alerts_check
 
     budget_alerts_check()
+
+
+@shared_task(ignore_result=True)
+def build_rollups() -> None:
+    from runs.services.rollups import build_pending
+
+    build_pending()

@@ -187,6 +187,24 @@ def rebuild(*, days: int | None = None, progress=None) -> int:
     return count
 
 
+
+def build_pending(*, limit: int = 7) -> int:
+    """Rebuild up to `limit` days before today that are not built yet, newest first; how many.
+
+    After an upgrade (migration 0016 marks every day unbuilt) the page reads those days raw:
+    exact, but slow over a long history. The workers' periodic task builds them a few at a time,
+    so nobody has to remember to run rebuild_rollups; each day is one short transaction under
+    its lock, like the command's. Today is never built (it is always read raw).
+    """
+    days = list(
+        RollupDay.objects.filter(built=False, day__lt=timezone.localdate())
+        .order_by("-day")
+        .values_list("day", flat=True)[:limit]
+    )
+    for day in days:
+        rebuild_day(day)
+    return len(days)
+
 def _created_on(day: date):
     return Run.objects.filter(created_at__gte=day_start(day), created_at__lt=day_start(day + timedelta(days=1)))
 

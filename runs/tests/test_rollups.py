@@ -502,3 +502,28 @@ def test_approvals_decided_during_a_rebuild_are_counted_once(hold):
     assert any(
         row.rule_name == "r1" and row.rule_version == 3 and row.asked == 2 for row in rolled.supervision.rule_hits
     )
+
+
+@pytest.mark.django_db
+def test_days_left_unbuilt_by_an_upgrade_are_built_by_the_periodic_task_a_few_at_a_time(settings):
+    from runs.tasks import build_rollups
+
+    rng = random.Random(11)
+    agents = [Agent.objects.create(name=f"agent-{n}") for n in range(2)]
+    seed(rng, agents, days=12, runs=120)
+    call_command("rebuild_rollups")
+    RollupDay.objects.update(built=False)  # as migration 0016 leaves them
+    today = timezone.localdate()
+    past = RollupDay.objects.filter(day__lt=today)
+    assert past.count() > 7  # more than one tick's worth
+    assert "runs.tasks.build_rollups" in {entry["task"] for entry in settings.CELERY_BEAT_SCHEDULE.values()}
+    build_rollups()
+    assert past.filter(built=True).count() == 7  # the newest seven, the days most pages read
+    built = past.filter(built=True).values_list("day", flat=True)
+    assert min(built) > max(past.filter(built=False).values_list("day", flat=True))
+    while past.filter(built=False).exists():
+        build_rollups()
+    assert not RollupDay.objects.filter(day=today, built=True).exists()  # today is always read raw
+    assert_same(today - timedelta(days=11), today)
+    for agent in agents:
+        assert_same(today - timedelta(days=11), today - timedelta(days=1), agent)
