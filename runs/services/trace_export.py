@@ -1,0 +1,352 @@
+"""A run as an OpenTelemetry trace, built from its committed records (GenAI semantic conventions).
+
+One trace per run, whatever process drives it: the trace id and the id of the run's span are
+keyed hashes of the run's id, so a worker that takes the run over after a crash, or resumes it
+after an approval, adds its spans to the same trace. Each model call ("chat {model}") and each
+tool call ("execute_tool {tool}") is emitted when its record commits, with its times from the
+record, as a child of the run's span ("invoke_agent {agent}"). The run's span is emitted when the
+run ends, with its approval waits and operators' levers as events: a long run shows its steps
+while it goes on, and a backend shows them under their run once it ends.
+
+What leaves: names, ids, counts, times, statuses and keyed hashes of arguments and results (the
+key of the argument hashes shown everywhere else). Never the task, messages, answers, arguments,
+results, operators' notes or error texts, which may hold what a tool marks sensitive.
+
+Nothing here may break or slow a run: the spans are built after the commit, any error is logged
+and dropped, and runs/tracing.py only queues them for its exporting thread.
+"""
+
+import hashlib
+import hmac
+import json
+import logging
+import re
+from functools import partial
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from runs.models import Approval, Run, RunEvent, Step, ToolCall
+from runs.selectors.approval_figures import decider
+
+log = logging.getLogger(__name__)
+
+PROVIDER = "openai"  # the API every model endpoint of this project speaks
+CALL_ID_CHARS = 200  # a model may send a call id of any length
+ERROR_TYPES = [  # (pattern at the start of a model error's text, its error.type)
+    (re.compile(r"tool_choice required refused"), "tool_choice_refused"),
+    (re.compile(r"HTTP (\d{3})"), None),  # the status code itself
+    (re.compile(r"timed out"), "timeout"),
+    (re.compile(r"connection failed"), "connection_error"),
+    (re.compile(r"([A-Za-z_][A-Za-z0-9_]{0,60}): "), None),  # an exception's class name
+]
+TOOL_ERRORS = {ToolCall.Status.FAILED: "tool_error", ToolCall.Status.UNKNOWN: "outcome_unknown"}
+
+
+def records_committed(run: Run, records: list, fields: dict) -> None:
+    """The recorder's hook, inside its transaction: the spans of the steps and calls it wrote (and
+    of the run, when this transaction ends it) go out once it commits. Nothing when tracing is off."""
+    if not settings.TRACES_ENDPOINT or not (records or "stop_reason" in fields):
+        return
+    transaction.on_commit(partial(_export, run, records, "stop_reason" in fields), robust=True)
+
+
+def _export(run: Run, records: list, ended: bool) -> None:
+    try:
+        exported = set()
+        for record in records:
+            if id(record) in exported:
+                continue
+            exported.add(id(record))
+            if isinstance(record, Step):
+                chat_span(run, record)
+            elif record.status in ToolCall.DONE_STATUSES:
+                tool_span(run, record)
+        if ended:
+            run_span(run)
+    except Exception:  # tracing is never a reason for a run to fail
+        log.warning("could not export the spans of run %s", run.pk, exc_info=True)
+
+
+# --- ids and plain values ---------------------------------------------------------------------------
+
+
+def _keyed(*parts) -> bytes:
+    message = ":".join(["trace", *map(str, parts)]).encode()
+    return hmac.new(settings.ARGS_HASH_KEY.encode(), message, hashlib.sha256).digest()
+
+
+def trace_id(run_id: int) -> int:
+    """The run's trace: the same in every process of this site, unguessable and distinct elsewhere."""
+    return int.from_bytes(_keyed("run", run_id)[:16], "big") or 1
+
+
+def span_id(run_id: int, *parts) -> int:
+    return int.from_bytes(_keyed("run", run_id, *parts)[:8], "big") or 1
+
+
+def run_span_id(run_id: int) -> int:
+    return span_id(run_id, "agent")
+
+
+def _ns(moment) -> int:
+    return int(moment.timestamp() * 1_000_000) * 1000
+
+
+def result_hash(result) -> str:
+    """A result as the arguments are hashed: HMAC-SHA256 of sorted-key compact JSON."""
+    canonical = json.dumps(result, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hmac.new(settings.ARGS_HASH_KEY.encode(), canonical.encode(), hashlib.sha256).hexdigest()
+
+
+def models_asked(run: Run) -> list[str]:
+    return list(run.config.get("models") or settings.LLM_MODELS) or ["demo"]
+
+
+def model_failures(errors: list[str], models: list[str]) -> list[tuple[str, str]]:
+    """(model, error.type) of each failure text "model: what happened" (the text itself stays)."""
+    failures = []
+    for text in errors:
+        model = next((m for m in sorted(models, key=len, reverse=True) if text.startswith(f"{m}: ")), None)
+        rest = text[len(model) + 2 :] if model else text
+        failures.append((model or "unknown", error_type(rest)))
+    return failures
+
+
+def error_type(text: str) -> str:
+    for pattern, kind in ERROR_TYPES:
+        match = pattern.match(text)
+        if match:
+            return kind or match.group(1)
+    return "error"
+
+
+def _common(run: Run, operation: str) -> dict:
+    attributes = {
+        "gen_ai.operation.name": operation,
+        "gen_ai.provider.name": PROVIDER,
+        "gen_ai.conversation.id": str(run.pk),
+        "agentsite.run.id": run.pk,
+    }
+    host = urlsplit(run.config.get("base_url") or settings.LLM_BASE_URL or "").hostname
+    if host:
+        attributes["server.address"] = host
+    return attributes
+
+
+def _emit(run: Run, name: str, own_id: int, **span) -> None:
+    from runs import tracing  # the SDK is loaded only once a span is due
+
+    kind = span.pop("kind", "INTERNAL")
+    tracing.emit(name, trace_id=trace_id(run.pk), span_id=own_id, kind=getattr(tracing.SpanKind, kind), **span)
+
+
+# --- the spans ------------------------------------------------------------------------------------------
+
+
+def chat_span(run: Run, step: Step) -> None:
+    """One model call: the model asked first, the one that answered, tokens, failures before it."""
+    from runs import tracing
+
+    models = models_asked(run)
+    end = _ns(step.created_at)
+    start = end - int(step.latency_ms * 1_000_000)
+    failures = model_failures(step.model_errors or [], models)
+    attributes = {
+        **_common(run, "chat"),
+        "gen_ai.request.model": models[0],
+        "gen_ai.response.model": step.model,
+        "gen_ai.usage.input_tokens": step.tokens_in,
+        "gen_ai.usage.output_tokens": step.tokens_out,
+        "gen_ai.response.finish_reasons": [step.finish_reason] if step.finish_reason else [],
+        "agentsite.step.index": step.index,
+        "agentsite.step.iteration": step.iteration,
+        "agentsite.step.kind": step.kind,
+        "agentsite.model.latency_ms": step.latency_ms,
+        "agentsite.model.cost_usd": step.cost_usd,
+        "agentsite.model.failures": len(failures),
+        "agentsite.tool_choice": step.tool_choice,
+        "agentsite.tool_choice_fallback": step.tool_choice_fallback,
+    }
+    events = [
+        tracing.Event("agentsite.model.failed", start, {"gen_ai.request.model": model, "error.type": kind})
+        for model, kind in failures
+    ]
+    _emit(
+        run,
+        f"chat {models[0]}",
+        span_id(run.pk, "step", step.index),
+        parent_id=run_span_id(run.pk),
+        kind="CLIENT",
+        start_ns=start,
+        end_ns=end,
+        attributes=attributes,
+        events=events,
+    )
+
+
+def tool_span(run: Run, call: ToolCall) -> None:
+    """One tool call that has its result: status, latency, keyed hashes of arguments and result."""
+    end = _ns(call.finished_at or timezone.now())
+    if call.latency_ms is not None:
+        start = end - int(call.latency_ms * 1_000_000)
+    else:  # never ran (refused, rejected, not executed): a moment
+        start = end
+    attributes = {
+        **_common(run, "execute_tool"),
+        "gen_ai.tool.name": call.tool_name,
+        "gen_ai.tool.call.id": call.call_id[:CALL_ID_CHARS],
+        "gen_ai.tool.type": "function",
+        "agentsite.tool.status": call.status,
+        "agentsite.tool.args_hash": call.args_hash,
+        "agentsite.tool.attempts": call.attempts,
+        "agentsite.tool.truncated": call.truncated,
+    }
+    if call.executed_args_hash:
+        attributes["agentsite.tool.executed_args_hash"] = call.executed_args_hash
+    if call.result is not None:
+        attributes["agentsite.tool.result_hash"] = result_hash(call.result)
+    if call.latency_ms is not None:
+        attributes["agentsite.tool.latency_ms"] = call.latency_ms
+    approval = call._state.fields_cache.get("approval")  # only when loaded with the call: no query
+    if approval is not None:
+        attributes.update(
+            _approval_attributes(approval.status, approval.automatic, approval.grant_id, approval.rule_name)
+        )
+    _emit(
+        run,
+        f"execute_tool {call.tool_name}",
+        span_id(run.pk, "call", call.pk),
+        parent_id=run_span_id(run.pk),
+        start_ns=start,
+        end_ns=end,
+        attributes=attributes,
+        error_type=TOOL_ERRORS.get(call.status),
+    )
+
+
+def run_span(run: Run) -> None:
+    """The run, from launch to end, with its approval waits and operators' levers as events (two
+    queries, once per run). A run ended by every model failing gets a failed chat span too."""
+    from runs import tracing
+
+    end = _ns(run.finished_at or timezone.now())
+    start = min(_ns(run.created_at), end)
+    models = models_asked(run)
+    attributes = {
+        **_common(run, "invoke_agent"),
+        "gen_ai.agent.name": run.config.get("agent_name") or f"agent {run.agent_id}",
+        "gen_ai.agent.id": str(run.agent_id),
+        "gen_ai.request.model": models[0],
+        "gen_ai.usage.input_tokens": run.tokens_in,
+        "gen_ai.usage.output_tokens": run.tokens_out,
+        "agentsite.run.status": run.status,
+        "agentsite.run.stop_reason": run.stop_reason,
+        "agentsite.run.iterations": run.iterations,
+        "agentsite.run.cost_usd": run.cost_usd,
+        "agentsite.run.active_seconds": run.active_seconds,
+        "agentsite.run.takeovers": run.takeovers,
+    }
+    events = [tracing.Event("agentsite.run.started", _ns(run.started_at), {})] if run.started_at else []
+    events += _approval_events(run) + _lever_events(run)
+    events.sort(key=lambda event: event.time_ns)
+    links = [(trace_id(other), run_span_id(other)) for other in (run.forked_from_id, run.rerun_of_id) if other]
+    failed = run.status == Run.Status.FAILED
+    _emit(
+        run,
+        f"invoke_agent {attributes['gen_ai.agent.name']}",
+        run_span_id(run.pk),
+        parent_id=None,
+        start_ns=start,
+        end_ns=end,
+        attributes=attributes,
+        events=events,
+        links=links,
+        error_type=run.stop_reason if failed else None,
+    )
+    if run.stop_reason == Run.StopReason.MODEL_ERROR:
+        _failed_chat_span(run, models, end)
+
+
+def _failed_chat_span(run: Run, models: list[str], end: int) -> None:
+    """The model request that no model answered: from the last committed step (or the start) to
+    the run's end, each model's failure an event."""
+    from runs import tracing
+
+    last = Step.objects.filter(run_id=run.pk).order_by("-index").values_list("created_at", flat=True).first()
+    start = min(_ns(last or run.started_at or run.created_at), end)
+    failures = [
+        (m, error_type(run.stop_detail[run.stop_detail.index(f"{m}: ") + len(m) + 2 :]))
+        for m in models
+        if f"{m}: " in run.stop_detail
+    ]
+    events = [
+        tracing.Event("agentsite.model.failed", end, {"gen_ai.request.model": m, "error.type": kind})
+        for m, kind in failures
+    ]
+    attributes = {**_common(run, "chat"), "gen_ai.request.model": models[0], "agentsite.model.failures": len(failures)}
+    _emit(
+        run,
+        f"chat {models[0]}",
+        span_id(run.pk, "model_error"),
+        parent_id=run_span_id(run.pk),
+        kind="CLIENT",
+        start_ns=start,
+        end_ns=end,
+        attributes=attributes,
+        events=events,
+        error_type="model_error",
+    )
+
+
+def _approval_attributes(status: str, automatic: bool, grant_id, rule_name: str) -> dict:
+    attributes = {"agentsite.approval.status": status}
+    kind = decider(status, automatic, grant_id, rule_name)
+    if kind:
+        attributes["agentsite.approval.decider"] = kind
+    return attributes
+
+
+def _approval_events(run: Run) -> list:
+    from runs import tracing
+
+    events = []
+    rows = Approval.objects.filter(run_id=run.pk).values_list(
+        "pk",
+        "requested_at",
+        "decided_at",
+        "status",
+        "automatic",
+        "grant_id",
+        "rule_name",
+        "tool_call__tool_name",
+        "tool_call__call_id",
+    )
+    for pk, requested, decided, status, automatic, grant_id, rule_name, tool, call_id in rows:
+        about = {"agentsite.approval.id": pk, "gen_ai.tool.name": tool, "gen_ai.tool.call.id": call_id[:CALL_ID_CHARS]}
+        events.append(tracing.Event("agentsite.approval.requested", _ns(requested), about))
+        if decided is not None:
+            outcome = {
+                **about,
+                **_approval_attributes(status, automatic, grant_id, rule_name),
+                "agentsite.approval.wait_ms": (decided - requested).total_seconds() * 1000,
+            }
+            events.append(tracing.Event("agentsite.approval.decided", _ns(decided), outcome))
+    return events
+
+
+def _lever_events(run: Run) -> list:
+    """Pause, resume, message, stop (and "paused", when the run reached its boundary). A note's text
+    leaves only as a keyed hash."""
+    from runs import tracing
+
+    events = []
+    for data, created in RunEvent.objects.filter(run_id=run.pk, kind="lever").values_list("data", "created_at"):
+        lever = str(data.get("lever", ""))
+        attributes = {"agentsite.lever": lever}
+        if data.get("text") is not None:
+            attributes["agentsite.lever.text_hash"] = result_hash(data["text"])
+        events.append(tracing.Event(f"agentsite.lever.{lever}", _ns(created), attributes))
+    return events
