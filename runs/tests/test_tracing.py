@@ -9,7 +9,7 @@ import pytest
 from runs.models import Approval, Run, Step, ToolCall
 from runs.services import trace_export
 from runs.services.approvals import approval_decide
-from runs.services.levers import run_message, run_pause, run_resume
+from runs.services.levers import run_message, run_pause, run_resume, run_stop
 from runs.services.loop import run_advance
 from runs.tests.loop_contract.support import FAST, call, calls
 from runs.tests.otlp_receiver import OtlpReceiver
@@ -170,6 +170,30 @@ def test_a_run_that_every_model_fails_ends_its_trace_with_a_failed_chat_span_and
         {"gen_ai.request.model": first, "error.type": "503"},
         {"gen_ai.request.model": "script:nope", "error.type": "404"},
     ]
+
+
+def test_a_stop_with_a_summary_is_an_event_of_the_run_and_its_summary_call_a_chat_span_of_the_trace(
+    collector, launch, script, alice
+):
+    receiver = collector()
+    model = script(calls(CANCEL), {"content": "Summary: nothing was cancelled."})
+    run = launch("Cancel order ORD-1001", models=[model])
+    assert run.status == Run.Status.AWAITING_APPROVAL
+    run_stop(run_id=run.pk, user=alice)  # nobody drives it: applied at once, summary call included
+    run.refresh_from_db()
+    assert (run.stop_reason, run.answer) == (Run.StopReason.OPERATOR_STOP, "Summary: nothing was cancelled.")
+
+    spans = receiver.wait_for(
+        lambda spans: len(by_name(spans, "chat ")) == 2 and by_name(spans, "invoke_agent") and spans
+    )
+    (root,) = by_name(spans, "invoke_agent")
+    assert all(s.parent_id == root.span_id for s in spans if s is not root)
+    assert root.attributes["agentsite.run.stop_reason"] == "operator_stop"
+    assert [e[0] for e in root.events_named("agentsite.lever.")] == ["agentsite.lever.stop"]
+    assert sorted(s.attributes["agentsite.step.kind"] for s in by_name(spans, "chat ")) == ["summary", "turn"]
+    (cancel,) = by_name(spans, "execute_tool ")
+    assert cancel.attributes["agentsite.tool.status"] == ToolCall.Status.SKIPPED
+    assert cancel.attributes["agentsite.approval.status"] == Approval.Status.EXPIRED
 
 
 @python_handler("trace_vault_open")
