@@ -110,7 +110,7 @@ def model_failures(errors: list[str], models: list[str]) -> list[tuple[str, str]
     failures = []
     for text in errors:
         model = next((m for m in sorted(models, key=len, reverse=True) if text.startswith(f"{m}: ")), None)
-        rest = text[len(model) + 2 :] if model else text
+        rest = text[len(model) + 2 :] if model else (text.partition(": ")[2] or text)
         failures.append((model or "unknown", error_type(rest)))
     return failures
 
