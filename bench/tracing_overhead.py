@@ -4,6 +4,7 @@ in its own process, that accepts and discards) and with METRICS_TOKEN set, in tu
 round (the machine's speed drifts: alternating spreads the drift over the three).
 
 Run: .venv/bin/python bench/tracing_overhead.py [--rounds 2] [--runs 200]
+     .venv/bin/python bench/tracing_overhead.py --cpu --rounds 8   (CPU per iteration, in one process)
 REDIS_URL and DATABASE_URL are passed on to the benchmarks.
 """
 
@@ -54,12 +55,83 @@ def run_bench(kind: str, env: dict, runs: int) -> str:
     return done.stdout
 
 
+def loop_cpu(sink_url: str, rounds: int, iterations: int = 50) -> None:
+    """CPU of this process (the driver, and the exporting thread: flushed before reading) per
+    iteration of one run, tracing off and on in turn: a figure the other loads of a shared machine
+    move far less than wall time."""
+    import tempfile
+
+    from bench._common import setup_django, start_demo_model
+    from bench.loop_iterations import TOOL_CALL
+
+    demo, url = start_demo_model()
+    os.environ["DEMO_MODEL_URL"] = url
+    setup_django(os.path.join(tempfile.mkdtemp(prefix="bench-trace-cpu-"), "bench.sqlite3"))
+    import json
+    import urllib.request
+
+    from django.conf import settings
+    from django.core.management import call_command
+
+    from runs import tracing
+    from runs.models import Agent
+    from runs.services.loop import run_advance
+    from runs.services.runs import run_create
+
+    call_command("migrate", verbosity=0)
+
+    def one_run() -> tuple[float, float]:
+        body = json.dumps({"responses": [TOOL_CALL], "record": False}).encode()
+        request = urllib.request.Request(url + "/scripts", data=body, headers={"Content-Type": "application/json"})
+        model = json.loads(urllib.request.urlopen(request).read())["model"]
+        overrides = {
+            "models": [model],
+            "tools": ["get_weather"],
+            "max_iterations": iterations,
+            "repeat_limit": 10**9,
+            "summarize_on_stop": False,
+        }
+        run = run_create(agent=Agent.objects.get(name="demo"), task="What's the weather in Lagos?", overrides=overrides)
+        cpu, wall = time.process_time(), time.perf_counter()
+        run_advance(run_id=run.pk)
+        tracing.flush() if settings.TRACES_ENDPOINT else None
+        return (time.process_time() - cpu) * 1000 / iterations, (time.perf_counter() - wall) * 1000 / iterations
+
+    figures: dict[str, list[tuple[float, float]]] = {"off": [], "traces": []}
+    try:
+        for endpoint in ("", f"{sink_url}/v1/traces"):  # warm up both paths
+            settings.TRACES_ENDPOINT = endpoint
+            one_run()
+        for _ in range(rounds):
+            for name, endpoint in (("off", ""), ("traces", f"{sink_url}/v1/traces")):
+                settings.TRACES_ENDPOINT = endpoint
+                figures[name].append(one_run())
+    finally:
+        demo.terminate()
+    print(f"one run of {iterations} iterations in this process, {rounds} times each, alternately (ms per iteration):")
+    for name, seen in figures.items():
+        cpu = statistics.median(c for c, _ in seen)
+        wall = statistics.median(w for _, w in seen)
+        print(
+            f"  {name:<7} CPU median {cpu:6.2f} (all: {' '.join(f'{c:.2f}' for c, _ in seen)}); wall median {wall:6.2f}"
+        )
+    off, on = (statistics.median(c for c, _ in figures[n]) for n in ("off", "traces"))
+    print(f"  tracing adds {100 * (on - off) / off:+.1f}% CPU per iteration")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--cpu", action="store_true", help="only the CPU per iteration of one process, off and on")
     args = parser.parse_args()
     sink, sink_url = start_sink()
+    if args.cpu:
+        try:
+            loop_cpu(sink_url, args.rounds)
+        finally:
+            sink.terminate()
+        return
     base = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_") and k != "METRICS_TOKEN"}
     base["BENCH_VERBOSE"] = "1"
     configs = {

@@ -1,79 +1,50 @@
-"""OpenTelemetry in this process: one tracer provider, made on first use, that exports spans over
-OTLP/HTTP in batches (the SDK's BatchSpanProcessor and OTLPSpanExporter).
+"""OpenTelemetry in this process: the SDK's OTLP/HTTP exporter behind its BatchSpanProcessor,
+made on first use.
 
 Imported only when settings.TRACES_ENDPOINT is set (runs/services/trace_export.py checks first),
-so a site without tracing never loads the SDK. The spans of one run come from any process that
-drives or ends it (a worker, another worker after a crash, the web process applying a lever), so
-span ids are chosen by the caller, derived from the run, instead of drawn at random: `emit`.
+so a site without tracing never loads the SDK. The spans of a run are not timed live: they are
+built from committed records (trace_export.py), by whichever process commits them (a worker,
+another worker after a crash, the web process applying a lever), with ids derived from the run
+and times from the rows. So `emit` hands finished spans (the SDK's ReadableSpan, with these ids
+and times) straight to the processor, without a Tracer: a tracer draws ids at random and times
+spans itself, and its per-span bookkeeping cost more than the rest of the export.
 
-Why a slow or dead collector never slows a run: `emit` only appends the finished span to the
-processor's bounded queue (when full, the span is dropped); the request, its retries and its
-timeout (OTEL_EXPORTER_OTLP_TIMEOUT) happen in the processor's own thread. At exit what is still
-queued gets EXIT_FLUSH_SECONDS, no more.
+Why a slow or dead collector never slows a run: `emit` only appends the span to the processor's
+bounded queue (when full, the span is dropped); the request, its retries and its timeout
+(OTEL_EXPORTER_OTLP_TIMEOUT) happen in the processor's own thread. At exit what is still queued
+gets EXIT_FLUSH_SECONDS, no more.
 """
 
 import atexit
 import os
 import threading
-from dataclasses import dataclass
 
 from django.conf import settings
-from opentelemetry import trace
-from opentelemetry.context import Context
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
-from opentelemetry.sdk.trace.id_generator import IdGenerator
-from opentelemetry.sdk.trace.sampling import ALWAYS_ON
-from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode, TraceFlags
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
+
+__all__ = ["Event", "SpanKind", "emit", "flush", "shutdown"]
 
 EXIT_FLUSH_SECONDS = 2.0
-SCOPE = "agentsite.runs"
 SAMPLED = TraceFlags(TraceFlags.SAMPLED)
-
-
-@dataclass(frozen=True)
-class Event:
-    name: str
-    time_ns: int
-    attributes: dict
-
-
-class _ChosenIds(IdGenerator):
-    """The ids of the span being started, set by `emit` just before (per thread)."""
-
-    def __init__(self):
-        self.next = threading.local()
-
-    def generate_trace_id(self) -> int:
-        return self.next.ids[0]
-
-    def generate_span_id(self) -> int:
-        return self.next.ids[1]
-
-    def is_trace_id_random(self) -> bool:
-        return False  # keyed hashes, but not what W3C's "random" flag promises
+ERROR = Status(StatusCode.ERROR)
+UNSET = Status(StatusCode.UNSET)
 
 
 class _Tracing:
     def __init__(self, endpoint: str):
-        self.ids = _ChosenIds()
-        resource = Resource.create(
-            {
-                "service.name": os.environ.get("OTEL_SERVICE_NAME") or "agentsite",
-                "process.pid": os.getpid(),
-            }
+        self.resource = Resource.create(
+            {"service.name": os.environ.get("OTEL_SERVICE_NAME") or "agentsite", "process.pid": os.getpid()}
         )
-        # Every run is traced: a trace cut by a sampler in one process and not in another would
-        # be worse than none. Sampling, if wanted, is the collector's (tail sampling).
-        self.provider = TracerProvider(
-            resource=resource, sampler=ALWAYS_ON, id_generator=self.ids, shutdown_on_exit=False
-        )
-        # Headers, timeout and compression come from the OTEL_EXPORTER_OTLP_* variables.
+        self.scope = InstrumentationScope("agentsite.runs")
+        # Headers, timeout and compression come from the OTEL_EXPORTER_OTLP_* variables, the
+        # queue and batch sizes from OTEL_BSP_*. Every run is traced, no sampler: a trace cut in
+        # one process and not in another would be worse than none (sample in the collector).
         self.processor = BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint))
-        self.provider.add_span_processor(self.processor)
-        self.tracer = self.provider.get_tracer(SCOPE)
 
 
 _lock = threading.Lock()
@@ -108,26 +79,24 @@ def emit(
 ) -> None:
     """Queue one finished span with these ids and times (the processor's thread exports it)."""
     tracing = _tracing()
-    if parent_id is None:
-        context = Context()  # a root: never the child of whatever span this thread may be in
-    else:
-        parent = SpanContext(trace_id, parent_id, is_remote=True, trace_flags=SAMPLED)
-        context = trace.set_span_in_context(NonRecordingSpan(parent), Context())
-    tracing.ids.next.ids = (trace_id, span_id)
-    span = tracing.tracer.start_span(
-        name,
-        context=context,
-        kind=kind,
-        attributes=attributes,
-        start_time=start_ns,
-        links=[Link(SpanContext(t, s, is_remote=True, trace_flags=SAMPLED)) for t, s in links],
-    )
-    for event in events:
-        span.add_event(event.name, event.attributes, timestamp=event.time_ns)
     if error_type:
-        span.set_attribute("error.type", error_type)
-        span.set_status(Status(StatusCode.ERROR))
-    span.end(end_time=max(end_ns, start_ns))
+        attributes = {**attributes, "error.type": error_type}
+    span = ReadableSpan(
+        name,
+        context=SpanContext(trace_id, span_id, is_remote=False, trace_flags=SAMPLED),
+        # Remote: the parent may be another process's (the run's span comes from whichever ends it).
+        parent=SpanContext(trace_id, parent_id, is_remote=True, trace_flags=SAMPLED) if parent_id else None,
+        resource=tracing.resource,
+        attributes=attributes,
+        events=events,
+        links=[Link(SpanContext(t, s, is_remote=True, trace_flags=SAMPLED)) for t, s in links],
+        kind=kind,
+        status=ERROR if error_type else UNSET,
+        start_time=start_ns,
+        end_time=max(end_ns, start_ns),
+        instrumentation_scope=tracing.scope,
+    )
+    tracing.processor.on_end(span)
 
 
 def flush() -> None:

@@ -21,9 +21,10 @@ import hmac
 import json
 import logging
 import re
-from functools import partial
+from functools import lru_cache, partial
 from urllib.parse import urlsplit
 
+import orjson
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
@@ -61,7 +62,7 @@ def _export(run: Run, records: list, ended: bool) -> None:
                 continue
             exported.add(id(record))
             if isinstance(record, Step):
-                chat_span(run, record)
+                chat_span(run, record, [c for c in records if isinstance(c, ToolCall) and c.step_id == record.pk])
             elif record.status in ToolCall.DONE_STATUSES:
                 tool_span(run, record)
         if ended:
@@ -73,22 +74,39 @@ def _export(run: Run, records: list, ended: bool) -> None:
 # --- ids and plain values ---------------------------------------------------------------------------
 
 
-def _keyed(*parts) -> bytes:
-    message = ":".join(["trace", *map(str, parts)]).encode()
-    return hmac.new(settings.ARGS_HASH_KEY.encode(), message, hashlib.sha256).digest()
+@lru_cache(maxsize=4)
+def _ids_key(key: str) -> bytes:
+    """The key of the ids, derived from ARGS_HASH_KEY (BLAKE2 takes at most 64 bytes of key)."""
+    return hashlib.sha256(b"agentsite traces:" + key.encode()).digest()
+
+
+def _keyed(key: str, size: int, *parts) -> int:
+    # Keyed BLAKE2b: an HMAC's strength at a fraction of its cost (one per span).
+    message = ":".join(map(str, parts)).encode()
+    return int.from_bytes(hashlib.blake2b(message, digest_size=size, key=_ids_key(key)).digest(), "big") or 1
+
+
+@lru_cache(maxsize=4096)  # every span of a run needs both: computed once per run and process
+def _run_ids(key: str, run_id: int) -> tuple[int, int]:
+    return _keyed(key, 16, "run", run_id), _keyed(key, 8, "run", run_id, "agent")
 
 
 def trace_id(run_id: int) -> int:
     """The run's trace: the same in every process of this site, unguessable and distinct elsewhere."""
-    return int.from_bytes(_keyed("run", run_id)[:16], "big") or 1
-
-
-def span_id(run_id: int, *parts) -> int:
-    return int.from_bytes(_keyed("run", run_id, *parts)[:8], "big") or 1
+    return _run_ids(settings.ARGS_HASH_KEY, run_id)[0]
 
 
 def run_span_id(run_id: int) -> int:
-    return span_id(run_id, "agent")
+    return _run_ids(settings.ARGS_HASH_KEY, run_id)[1]
+
+
+def span_id(run_id: int, *parts) -> int:
+    return _keyed(settings.ARGS_HASH_KEY, 8, "run", run_id, *parts)
+
+
+@lru_cache(maxsize=256)
+def _host(url: str) -> str | None:
+    return urlsplit(url).hostname
 
 
 def _ns(moment) -> int:
@@ -96,9 +114,12 @@ def _ns(moment) -> int:
 
 
 def result_hash(result) -> str:
-    """A result as the arguments are hashed: HMAC-SHA256 of sorted-key compact JSON."""
-    canonical = json.dumps(result, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hmac.new(settings.ARGS_HASH_KEY.encode(), canonical.encode(), hashlib.sha256).hexdigest()
+    """A result as the arguments are hashed: HMAC-SHA256 (ARGS_HASH_KEY) of sorted-key compact JSON."""
+    try:
+        canonical = orjson.dumps(result, option=orjson.OPT_SORT_KEYS)
+    except TypeError:  # what orjson refuses (an integer beyond 64 bits): the standard library's form
+        canonical = json.dumps(result, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    return hmac.new(settings.ARGS_HASH_KEY.encode(), canonical, hashlib.sha256).hexdigest()
 
 
 def models_asked(run: Run) -> list[str]:
@@ -124,20 +145,25 @@ def error_type(text: str) -> str:
 
 
 def _common(run: Run, operation: str) -> dict:
-    attributes = {
-        "gen_ai.operation.name": operation,
-        "gen_ai.provider.name": PROVIDER,
-        "gen_ai.conversation.id": str(run.pk),
-        "agentsite.run.id": run.pk,
-    }
-    host = urlsplit(run.config.get("base_url") or settings.LLM_BASE_URL or "").hostname
-    if host:
-        attributes["server.address"] = host
+    """What every span says; the model's provider and server only where a model is asked. (Each
+    attribute costs a few microseconds to build and to encode, a few hundred times per run.)"""
+    attributes = {"gen_ai.operation.name": operation, "gen_ai.conversation.id": str(run.pk)}  # the run's id
+    if operation != "execute_tool":
+        attributes["gen_ai.provider.name"] = PROVIDER
+        host = _host(run.config.get("base_url") or settings.LLM_BASE_URL or "")
+        if host:
+            attributes["server.address"] = host
     return attributes
 
 
-def _emit(run: Run, name: str, own_id: int, **span) -> None:
+def _event(name: str, time_ns: int, attributes: dict):
     from runs import tracing  # the SDK is loaded only once a span is due
+
+    return tracing.Event(name, attributes, timestamp=time_ns)
+
+
+def _emit(run: Run, name: str, own_id: int, **span) -> None:
+    from runs import tracing
 
     kind = span.pop("kind", "INTERNAL")
     tracing.emit(name, trace_id=trace_id(run.pk), span_id=own_id, kind=getattr(tracing.SpanKind, kind), **span)
@@ -146,12 +172,15 @@ def _emit(run: Run, name: str, own_id: int, **span) -> None:
 # --- the spans ------------------------------------------------------------------------------------------
 
 
-def chat_span(run: Run, step: Step) -> None:
-    """One model call: the model asked first, the one that answered, tokens, failures before it."""
-    from runs import tracing
+def chat_span(run: Run, step: Step, calls: list[ToolCall] = ()) -> None:
+    """One model call: the model asked first, the one that answered, tokens, failures before it.
+
+    `calls`: the step's calls written with it. Those that already have a latency ran before the
+    step was inserted (calls that only read): the answer came before the first of them started."""
 
     models = models_asked(run)
-    end = _ns(step.created_at)
+    ran_first = [_ns(c.finished_at) - int(c.latency_ms * 1_000_000) for c in calls if c.latency_ms and c.finished_at]
+    end = min([_ns(step.created_at), *ran_first])
     start = end - int(step.latency_ms * 1_000_000)
     failures = model_failures(step.model_errors or [], models)
     attributes = {
@@ -162,16 +191,15 @@ def chat_span(run: Run, step: Step) -> None:
         "gen_ai.usage.output_tokens": step.tokens_out,
         "gen_ai.response.finish_reasons": [step.finish_reason] if step.finish_reason else [],
         "agentsite.step.index": step.index,
-        "agentsite.step.iteration": step.iteration,
         "agentsite.step.kind": step.kind,
-        "agentsite.model.latency_ms": step.latency_ms,
         "agentsite.model.cost_usd": step.cost_usd,
-        "agentsite.model.failures": len(failures),
-        "agentsite.tool_choice": step.tool_choice,
-        "agentsite.tool_choice_fallback": step.tool_choice_fallback,
     }
+    if failures:
+        attributes["agentsite.model.failures"] = len(failures)
+    if step.tool_choice_fallback:
+        attributes["agentsite.tool_choice_fallback"] = True
     events = [
-        tracing.Event("agentsite.model.failed", start, {"gen_ai.request.model": model, "error.type": kind})
+        _event("agentsite.model.failed", start, {"gen_ai.request.model": model, "error.type": kind})
         for model, kind in failures
     ]
     _emit(
@@ -201,9 +229,11 @@ def tool_span(run: Run, call: ToolCall) -> None:
         "gen_ai.tool.type": "function",
         "agentsite.tool.status": call.status,
         "agentsite.tool.args_hash": call.args_hash,
-        "agentsite.tool.attempts": call.attempts,
-        "agentsite.tool.truncated": call.truncated,
     }
+    if call.attempts > 1:
+        attributes["agentsite.tool.attempts"] = call.attempts
+    if call.truncated:
+        attributes["agentsite.tool.truncated"] = True
     if call.executed_args_hash:
         attributes["agentsite.tool.executed_args_hash"] = call.executed_args_hash
     if call.result is not None:
@@ -230,7 +260,6 @@ def tool_span(run: Run, call: ToolCall) -> None:
 def run_span(run: Run) -> None:
     """The run, from launch to end, with its approval waits and operators' levers as events (two
     queries, once per run). A run ended by every model failing gets a failed chat span too."""
-    from runs import tracing
 
     end = _ns(run.finished_at or timezone.now())
     start = min(_ns(run.created_at), end)
@@ -249,9 +278,9 @@ def run_span(run: Run) -> None:
         "agentsite.run.active_seconds": run.active_seconds,
         "agentsite.run.takeovers": run.takeovers,
     }
-    events = [tracing.Event("agentsite.run.started", _ns(run.started_at), {})] if run.started_at else []
+    events = [_event("agentsite.run.started", _ns(run.started_at), {})] if run.started_at else []
     events += _approval_events(run) + _lever_events(run)
-    events.sort(key=lambda event: event.time_ns)
+    events.sort(key=lambda event: event.timestamp)
     links = [(trace_id(other), run_span_id(other)) for other in (run.forked_from_id, run.rerun_of_id) if other]
     failed = run.status == Run.Status.FAILED
     _emit(
@@ -273,7 +302,6 @@ def run_span(run: Run) -> None:
 def _failed_chat_span(run: Run, models: list[str], end: int) -> None:
     """The model request that no model answered: from the last committed step (or the start) to
     the run's end, each model's failure an event."""
-    from runs import tracing
 
     last = Step.objects.filter(run_id=run.pk).order_by("-index").values_list("created_at", flat=True).first()
     start = min(_ns(last or run.started_at or run.created_at), end)
@@ -283,8 +311,7 @@ def _failed_chat_span(run: Run, models: list[str], end: int) -> None:
         if f"{m}: " in run.stop_detail
     ]
     events = [
-        tracing.Event("agentsite.model.failed", end, {"gen_ai.request.model": m, "error.type": kind})
-        for m, kind in failures
+        _event("agentsite.model.failed", end, {"gen_ai.request.model": m, "error.type": kind}) for m, kind in failures
     ]
     attributes = {**_common(run, "chat"), "gen_ai.request.model": models[0], "agentsite.model.failures": len(failures)}
     _emit(
@@ -310,8 +337,6 @@ def _approval_attributes(status: str, automatic: bool, grant_id, rule_name: str)
 
 
 def _approval_events(run: Run) -> list:
-    from runs import tracing
-
     events = []
     rows = Approval.objects.filter(run_id=run.pk).values_list(
         "pk",
@@ -326,21 +351,20 @@ def _approval_events(run: Run) -> list:
     )
     for pk, requested, decided, status, automatic, grant_id, rule_name, tool, call_id in rows:
         about = {"agentsite.approval.id": pk, "gen_ai.tool.name": tool, "gen_ai.tool.call.id": call_id[:CALL_ID_CHARS]}
-        events.append(tracing.Event("agentsite.approval.requested", _ns(requested), about))
+        events.append(_event("agentsite.approval.requested", _ns(requested), about))
         if decided is not None:
             outcome = {
                 **about,
                 **_approval_attributes(status, automatic, grant_id, rule_name),
                 "agentsite.approval.wait_ms": (decided - requested).total_seconds() * 1000,
             }
-            events.append(tracing.Event("agentsite.approval.decided", _ns(decided), outcome))
+            events.append(_event("agentsite.approval.decided", _ns(decided), outcome))
     return events
 
 
 def _lever_events(run: Run) -> list:
     """Pause, resume, message, stop (and "paused", when the run reached its boundary). A note's text
     leaves only as a keyed hash."""
-    from runs import tracing
 
     events = []
     for data, created in RunEvent.objects.filter(run_id=run.pk, kind="lever").values_list("data", "created_at"):
@@ -348,5 +372,5 @@ def _lever_events(run: Run) -> list:
         attributes = {"agentsite.lever": lever}
         if data.get("text") is not None:
             attributes["agentsite.lever.text_hash"] = result_hash(data["text"])
-        events.append(tracing.Event(f"agentsite.lever.{lever}", _ns(created), attributes))
+        events.append(_event(f"agentsite.lever.{lever}", _ns(created), attributes))
     return events
