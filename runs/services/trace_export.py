@@ -260,7 +260,6 @@ def tool_span(run: Run, call: ToolCall) -> None:
 def run_span(run: Run) -> None:
     """The run, from launch to end, with its approval waits and operators' levers as events (two
     queries, once per run). A run ended by every model failing gets a failed chat span too."""
-
     end = _ns(run.finished_at or timezone.now())
     start = min(_ns(run.created_at), end)
     models = models_asked(run)
@@ -302,7 +301,6 @@ def run_span(run: Run) -> None:
 def _failed_chat_span(run: Run, models: list[str], end: int) -> None:
     """The model request that no model answered: from the last committed step (or the start) to
     the run's end, each model's failure an event."""
-
     last = Step.objects.filter(run_id=run.pk).order_by("-index").values_list("created_at", flat=True).first()
     start = min(_ns(last or run.started_at or run.created_at), end)
     failures = [
@@ -365,7 +363,6 @@ def _approval_events(run: Run) -> list:
 def _lever_events(run: Run) -> list:
     """Pause, resume, message, stop (and "paused", when the run reached its boundary). A note's text
     leaves only as a keyed hash."""
-
     events = []
     for data, created in RunEvent.objects.filter(run_id=run.pk, kind="lever").values_list("data", "created_at"):
         lever = str(data.get("lever", ""))
