@@ -308,7 +308,7 @@ SITE_URL = env_str("SITE_URL", "http://127.0.0.1:8000")  # links in notification
 # --- Traces (OpenTelemetry) ---------------------------------------------------------------
 # Each run is exported as a trace over OTLP/HTTP (runs/tracing.py) when an endpoint is set, as
 # the OpenTelemetry SDK names it: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT (the full URL), else
-# OTEL_EXPORTER_OTLP_ENDPOINT plus /v1/traces. Empty: no tracing, nothing imported, no cost. The
+# OTEL_EXPORTER_OTLP_ENDPOINT plus /v1/traces. Empty: no tracing (the SDK is never loaded). The
 # SDK reads the other OTEL_* variables itself (OTEL_SERVICE_NAME, OTEL_EXPORTER_OTLP_HEADERS,
 # OTEL_EXPORTER_OTLP_TIMEOUT, OTEL_BSP_*).
 _otlp_base = env_str("OTEL_EXPORTER_OTLP_ENDPOINT")

@@ -124,11 +124,12 @@ def main():
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--cpu", action="store_true", help="only the CPU per iteration of one process, off and on")
+    parser.add_argument("--iterations", type=int, default=50, help="of each run, with --cpu")
     args = parser.parse_args()
     sink, sink_url = start_sink()
     if args.cpu:
         try:
-            loop_cpu(sink_url, args.rounds)
+            loop_cpu(sink_url, args.rounds, args.iterations)
         finally:
             sink.terminate()
         return

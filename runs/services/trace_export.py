@@ -4,9 +4,10 @@ One trace per run, whatever process drives it: the trace id and the id of the ru
 keyed hashes of the run's id, so a worker that takes the run over after a crash, or resumes it
 after an approval, adds its spans to the same trace. Each model call ("chat {model}") and each
 tool call ("execute_tool {tool}") is emitted when its record commits, with its times from the
-record, as a child of the run's span ("invoke_agent {agent}"). The run's span is emitted when the
-run ends, with its approval waits and operators' levers as events: a long run shows its steps
-while it goes on, and a backend shows them under their run once it ends.
+record, as a child of the run's span ("invoke_agent {agent}"); a call that waited for a decision
+spans the wait, the request and the decision its events. The run's span is emitted when the run
+ends, with operators' levers as events: a long run shows its steps while it goes on, and a
+backend shows them under their run once it ends.
 
 What leaves: names, ids, counts, times, statuses and keyed hashes of arguments and results (the
 key of the argument hashes shown everywhere else). Never the task, messages, answers, arguments,
@@ -21,12 +22,13 @@ import hmac
 import json
 import logging
 import re
+from datetime import datetime
 from functools import lru_cache, partial
 from urllib.parse import urlsplit
 
 import orjson
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from runs.models import Approval, Run, RunEvent, Step, ToolCall
@@ -240,11 +242,16 @@ def tool_span(run: Run, call: ToolCall) -> None:
         attributes["agentsite.tool.result_hash"] = result_hash(call.result)
     if call.latency_ms is not None:
         attributes["agentsite.tool.latency_ms"] = call.latency_ms
-    approval = call._state.fields_cache.get("approval")  # only when loaded with the call: no query
+    # The decision it waited for, if any (loaded with the call wherever a call meets its approval:
+    # no query): the span then starts when the approval was asked, its wait and decision as events.
+    approval = call._state.fields_cache.get("approval")
+    events = []
     if approval is not None:
         attributes.update(
             _approval_attributes(approval.status, approval.automatic, approval.grant_id, approval.rule_name)
         )
+        start = min(start, _ns(approval.requested_at))
+        events = _approval_events(approval)
     _emit(
         run,
         f"execute_tool {call.tool_name}",
@@ -253,13 +260,14 @@ def tool_span(run: Run, call: ToolCall) -> None:
         start_ns=start,
         end_ns=end,
         attributes=attributes,
+        events=events,
         error_type=TOOL_ERRORS.get(call.status),
     )
 
 
 def run_span(run: Run) -> None:
-    """The run, from launch to end, with its approval waits and operators' levers as events (two
-    queries, once per run). A run ended by every model failing gets a failed chat span too."""
+    """The run, from launch to end, with operators' levers as events (one query, once per run). A
+    run ended by every model failing gets a failed chat span too."""
     end = _ns(run.finished_at or timezone.now())
     start = min(_ns(run.created_at), end)
     models = models_asked(run)
@@ -278,7 +286,7 @@ def run_span(run: Run) -> None:
         "agentsite.run.takeovers": run.takeovers,
     }
     events = [_event("agentsite.run.started", _ns(run.started_at), {})] if run.started_at else []
-    events += _approval_events(run) + _lever_events(run)
+    events += _lever_events(run)
     events.sort(key=lambda event: event.timestamp)
     links = [(trace_id(other), run_span_id(other)) for other in (run.forked_from_id, run.rerun_of_id) if other]
     failed = run.status == Run.Status.FAILED
@@ -334,40 +342,31 @@ def _approval_attributes(status: str, automatic: bool, grant_id, rule_name: str)
     return attributes
 
 
-def _approval_events(run: Run) -> list:
-    events = []
-    rows = Approval.objects.filter(run_id=run.pk).values_list(
-        "pk",
-        "requested_at",
-        "decided_at",
-        "status",
-        "automatic",
-        "grant_id",
-        "rule_name",
-        "tool_call__tool_name",
-        "tool_call__call_id",
-    )
-    for pk, requested, decided, status, automatic, grant_id, rule_name, tool, call_id in rows:
-        about = {"agentsite.approval.id": pk, "gen_ai.tool.name": tool, "gen_ai.tool.call.id": call_id[:CALL_ID_CHARS]}
-        events.append(_event("agentsite.approval.requested", _ns(requested), about))
-        if decided is not None:
-            outcome = {
-                **about,
-                **_approval_attributes(status, automatic, grant_id, rule_name),
-                "agentsite.approval.wait_ms": (decided - requested).total_seconds() * 1000,
-            }
-            events.append(_event("agentsite.approval.decided", _ns(decided), outcome))
+def _approval_events(approval: Approval) -> list:
+    events = [
+        _event("agentsite.approval.requested", _ns(approval.requested_at), {"agentsite.approval.id": approval.pk})
+    ]
+    if approval.decided_at is not None:
+        decided = _approval_attributes(approval.status, approval.automatic, approval.grant_id, approval.rule_name)
+        decided["agentsite.approval.wait_ms"] = (approval.decided_at - approval.requested_at).total_seconds() * 1000
+        events.append(_event("agentsite.approval.decided", _ns(approval.decided_at), decided))
     return events
 
 
 def _lever_events(run: Run) -> list:
-    """Pause, resume, message, stop (and "paused", when the run reached its boundary). A note's text
-    leaves only as a keyed hash."""
+    """Pause, resume, message, stop (and "paused", when the run reached its boundary), with the time
+    each carries. A note's text leaves only as a keyed hash. A plain statement: once per run, and
+    building the ORM's query cost more than the rest of the run's span."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT data FROM {RunEvent._meta.db_table} WHERE run_id = %s AND kind = 'lever'", [run.pk])
+        rows = [json.loads(data) if isinstance(data, str) else data for (data,) in cursor.fetchall()]
     events = []
-    for data, created in RunEvent.objects.filter(run_id=run.pk, kind="lever").values_list("data", "created_at"):
+    for data in rows:
+        if not isinstance(data, dict) or not data.get("at"):
+            continue
         lever = str(data.get("lever", ""))
         attributes = {"agentsite.lever": lever}
         if data.get("text") is not None:
             attributes["agentsite.lever.text_hash"] = result_hash(data["text"])
-        events.append(_event(f"agentsite.lever.{lever}", _ns(created), attributes))
+        events.append(_event(f"agentsite.lever.{lever}", _ns(datetime.fromisoformat(data["at"])), attributes))
     return events

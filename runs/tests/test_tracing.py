@@ -138,20 +138,23 @@ def test_a_run_with_parallel_calls_a_fallback_an_approval_and_levers_is_one_trac
     assert tools["c1"].attributes["agentsite.approval.status"] == "approved"
     assert tools["c1"].attributes["agentsite.approval.decider"] == "person"
 
-    # The approval wait and the levers are events of the run's span, in order.
-    names = [e[0] for e in root.events]
-    assert names == [
+    # The approval wait: the cancel's span covers it, the request and the decision its events.
+    cancel, approval = tools["c1"], Approval.objects.get(run=run)
+    assert [e[0] for e in cancel.events] == ["agentsite.approval.requested", "agentsite.approval.decided"]
+    assert cancel.start_ns == cancel.events[0][1] < cancel.events[1][1] <= cancel.end_ns
+    decided = cancel.events[1][2]
+    assert decided["agentsite.approval.status"] == "approved" and decided["agentsite.approval.decider"] == "person"
+    assert decided["agentsite.approval.wait_ms"] == pytest.approx(
+        (approval.decided_at - approval.requested_at).total_seconds() * 1000
+    )
+    # The levers are events of the run's span, in order.
+    assert [e[0] for e in root.events] == [
         "agentsite.run.started",
-        "agentsite.approval.requested",
         "agentsite.lever.pause",
         "agentsite.lever.paused",
         "agentsite.lever.message",
         "agentsite.lever.resume",
-        "agentsite.approval.decided",
     ]
-    decided = root.events_named("agentsite.approval.decided")[0][2]
-    assert decided["gen_ai.tool.call.id"] == "c1" and decided["agentsite.approval.status"] == "approved"
-    assert decided["agentsite.approval.wait_ms"] > 0
     assert "agentsite.lever.text_hash" in root.events_named("agentsite.lever.message")[0][2]
 
 
