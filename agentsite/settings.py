@@ -321,6 +321,17 @@ WEBHOOK_MAX_ATTEMPTS = env_int("WEBHOOK_MAX_ATTEMPTS", 6)
 WEBHOOK_RESEND_AFTER_SECONDS = env_int("WEBHOOK_RESEND_AFTER_SECONDS", 60)
 SITE_URL = env_str("SITE_URL", "http://127.0.0.1:8000")  # links in notifications
 
+# --- Traces (OpenTelemetry) ---------------------------------------------------------------
+# Each run is exported as a trace over OTLP/HTTP (runs/tracing.py) when an endpoint is set, as
+# the OpenTelemetry SDK names it: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT (the full URL), else
+# OTEL_EXPORTER_OTLP_ENDPOINT plus /v1/traces. Empty: no tracing (the SDK is never loaded). The
+# SDK reads the other OTEL_* variables itself (OTEL_SERVICE_NAME, OTEL_EXPORTER_OTLP_HEADERS,
+# OTEL_EXPORTER_OTLP_TIMEOUT, OTEL_BSP_*).
+_otlp_base = env_str("OTEL_EXPORTER_OTLP_ENDPOINT")
+TRACES_ENDPOINT = env_str("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or (
+    f"{_otlp_base.removesuffix('/')}/v1/traces" if _otlp_base else ""
+)
+
 # --- Prometheus ----------------------------------------------------------------------------
 # /metrics answers whoever passes every check that is set: a bearer token (METRICS_TOKEN) and/or
 # an address in METRICS_ALLOWED_NETWORKS (CIDRs, e.g. "10.0.0.0/8,127.0.0.1/32"; the address is

@@ -16,6 +16,7 @@ from runs.services.db import write_transaction
 from runs.services.decisions import StopReason, ending_status
 from runs.services.events import events_store
 from runs.services.leases import fenced_update
+from runs.services.trace_export import records_committed
 from runs.snapshots import call_data, run_summary, step_data
 
 RESULT_FIELDS = ["status", "result", "result_text", "truncated", "error", "finished_at", "latency_ms"]
@@ -50,12 +51,14 @@ class Recorder:
         self.owner = owner
         self._events: list[tuple[str, object]] = []
         self._fields: dict = {}
+        self._traced: list = []  # tracing
 
     @contextmanager
     def transaction(self, lease_seconds: float | None = None):
         """Rows written inside, then the run's fields and the queued events, all in one commit."""
         with write_transaction():
             self._events, self._fields = [], {}
+            self._traced = []  # tracing: the steps and calls written here (trace_export.py)
             yield self
             events, fields = self._events, self._fields
             self._events, self._fields = [], {}
@@ -68,6 +71,7 @@ class Recorder:
                 # Data may be a callable, evaluated once the run's new fields are set.
                 events=[(kind, data() if callable(data) else data) for kind, data in events],
             )
+            records_committed(self.run, self._traced, fields)  # tracing: their spans, after the commit
 
     def event(self, kind: str, data) -> None:
         self._events.append((kind, data))
@@ -112,6 +116,7 @@ class Recorder:
         if any(c.pk is None for c in calls):  # backends that cannot return ids from a bulk insert
             calls = list(ToolCall.objects.filter(step=step).order_by("index"))
         self.event("step", step_data(step, calls))
+        self._traced += [step, *calls]  # tracing
         return step, calls
 
     def call_update(self, call: ToolCall, status: str, *, payload: dict | None = None, **fields) -> None:
@@ -124,6 +129,7 @@ class Recorder:
         update = RESULT_FIELDS if payload is not None else ["status"]
         call.save(update_fields=sorted({*update, *fields}))
         self.event("call", call_data(call))
+        self._traced.append(call)  # tracing
 
 
 def run_close(

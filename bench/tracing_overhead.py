@@ -1,0 +1,173 @@
+"""What tracing (OTLP) and METRICS_TOKEN cost a run: bench/loop_iterations.py and
+bench/concurrent_runs.py, each with tracing off, with tracing on (to a local OTLP/HTTP receiver,
+in its own process, that accepts and discards) and with METRICS_TOKEN set, in turn, round after
+round (the machine's speed drifts: alternating spreads the drift over the three).
+
+Run: .venv/bin/python bench/tracing_overhead.py [--rounds 2] [--runs 200]
+     .venv/bin/python bench/tracing_overhead.py --cpu --rounds 8   (CPU per iteration, in one process)
+REDIS_URL and DATABASE_URL are passed on to the benchmarks.
+"""
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from bench._common import ROOT, free_port  # noqa: E402
+
+SINK = """
+import sys, time
+from runs.tests.otlp_receiver import OtlpReceiver
+receiver = OtlpReceiver("discard")
+print(receiver.start().url, flush=True)
+while True:
+    time.sleep(60)
+"""
+FIGURES = {  # name: (benchmark, pattern of its output, which group of the match)
+    "loop ms/it (10 its)": ("loop", r"^\s+10\s+([\d.]+)", 1),
+    "loop ms/it (100 its)": ("loop", r"^\s+100\s+([\d.]+)", 1),
+    "loop ms/it at its 92-100": ("loop", r"project loop:\s+[\d.]+ -> +([\d.]+)", 1),
+    "200 runs, 1 s latency (s)": ("concurrent", r"with 1 s model latency: ([\d.]+) s", 1),
+    "run start->end median (s)": ("concurrent", r"from its start to its end: median ([\d.]+) s", 1),
+    "200 runs, zero latency (runs/s)": ("concurrent", r"with zero latency: \d+ runs in [\d.]+ s = ([\d.]+)", 1),
+    "worker CPU ms/iteration": ("concurrent", r"CPU ms per iteration: workers ([\d.]+)", 1),
+}
+
+
+def start_sink() -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen([sys.executable, "-c", SINK], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    return proc, proc.stdout.readline().strip()
+
+
+def run_bench(kind: str, env: dict, runs: int) -> str:
+    args = (
+        ["bench/loop_iterations.py"]
+        if kind == "loop"
+        else ["bench/concurrent_runs.py", "--runs", str(runs), "--repeat", "1"]
+    )
+    done = subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
+    if done.returncode:
+        raise SystemExit(f"{args[0]} failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
+    return done.stdout
+
+
+def loop_cpu(sink_url: str, rounds: int, iterations: int = 50) -> None:
+    """CPU of this process (the driver, and the exporting thread: flushed before reading) per
+    iteration of ten runs, tracing off and on in turn: a figure the other loads of a shared
+    machine move less than wall time."""
+    import tempfile
+
+    from bench._common import setup_django, start_demo_model
+    from bench.loop_iterations import TOOL_CALL
+
+    demo, url = start_demo_model()
+    os.environ["DEMO_MODEL_URL"] = url
+    setup_django(os.path.join(tempfile.mkdtemp(prefix="bench-trace-cpu-"), "bench.sqlite3"))
+    import json
+    import urllib.request
+
+    from django.conf import settings
+    from django.core.management import call_command
+
+    from runs import tracing
+    from runs.models import Agent
+    from runs.services.loop import run_advance
+    from runs.services.runs import run_create
+
+    call_command("migrate", verbosity=0)
+
+    def one_run() -> tuple[float, float]:
+        """Ten runs, then what they queued is exported (batches much like a busy worker's)."""
+        runs = []
+        for _ in range(10):
+            body = json.dumps({"responses": [TOOL_CALL], "record": False}).encode()
+            request = urllib.request.Request(url + "/scripts", data=body, headers={"Content-Type": "application/json"})
+            model = json.loads(urllib.request.urlopen(request).read())["model"]
+            overrides = {
+                "models": [model],
+                "tools": ["get_weather"],
+                "max_iterations": iterations,
+                "repeat_limit": 10**9,
+                "summarize_on_stop": False,
+            }
+            task = "What's the weather in Lagos?"
+            runs.append(run_create(agent=Agent.objects.get(name="demo"), task=task, overrides=overrides))
+        cpu, wall = time.process_time(), time.perf_counter()
+        for run in runs:
+            run_advance(run_id=run.pk)
+        tracing.flush() if settings.TRACES_ENDPOINT else None
+        its = 10 * iterations
+        return (time.process_time() - cpu) * 1000 / its, (time.perf_counter() - wall) * 1000 / its
+
+    figures: dict[str, list[tuple[float, float]]] = {"off": [], "traces": []}
+    try:
+        for endpoint in ("", f"{sink_url}/v1/traces"):  # warm up both paths
+            settings.TRACES_ENDPOINT = endpoint
+            one_run()
+        for _ in range(rounds):
+            for name, endpoint in (("off", ""), ("traces", f"{sink_url}/v1/traces")):
+                settings.TRACES_ENDPOINT = endpoint
+                figures[name].append(one_run())
+    finally:
+        demo.terminate()
+    print(f"ten runs of {iterations} iterations in this process, {rounds} times each, alternately (ms per iteration):")
+    for name, seen in figures.items():
+        cpu = statistics.median(c for c, _ in seen)
+        wall = statistics.median(w for _, w in seen)
+        print(
+            f"  {name:<7} CPU median {cpu:6.2f} (all: {' '.join(f'{c:.2f}' for c, _ in seen)}); wall median {wall:6.2f}"
+        )
+    off, on = (statistics.median(c for c, _ in figures[n]) for n in ("off", "traces"))
+    print(f"  tracing adds {100 * (on - off) / off:+.1f}% CPU per iteration")
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--cpu", action="store_true", help="only the CPU per iteration of one process, off and on")
+    parser.add_argument("--iterations", type=int, default=50, help="of each run, with --cpu")
+    args = parser.parse_args()
+    sink, sink_url = start_sink()
+    if args.cpu:
+        try:
+            loop_cpu(sink_url, args.rounds, args.iterations)
+        finally:
+            sink.terminate()
+        return
+    base = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_") and k != "METRICS_TOKEN"}
+    base["BENCH_VERBOSE"] = "1"
+    configs = {
+        "off": base,
+        "traces": dict(base, OTEL_EXPORTER_OTLP_ENDPOINT=sink_url),
+        "metrics token": dict(base, METRICS_TOKEN=f"bench-{free_port()}"),
+    }
+    values: dict[tuple[str, str], list[float]] = {}
+    try:
+        for round_ in range(1, args.rounds + 1):
+            for kind in ("loop", "concurrent"):
+                for name, env in configs.items():
+                    started = time.perf_counter()
+                    output = run_bench(kind, env, args.runs)
+                    print(f"round {round_} {kind:<10} {name:<13} ({time.perf_counter() - started:.0f} s)", flush=True)
+                    for figure, (bench, pattern, group) in FIGURES.items():
+                        match = re.search(pattern, output, re.MULTILINE) if bench == kind else None
+                        if match:
+                            values.setdefault((figure, name), []).append(float(match.group(group)))
+    finally:
+        sink.terminate()
+    print(f"\n{'figure':<34}" + "".join(f"{name:>22}" for name in configs))
+    for figure in FIGURES:
+        cells = []
+        for name in configs:
+            seen = values.get((figure, name), [])
+            cells.append(" / ".join(f"{v:g}" for v in seen) + (f" (med {statistics.median(seen):g})" if seen else ""))
+        print(f"{figure:<34}" + "".join(f"{cell:>22}" for cell in cells))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,372 @@
+"""A run as an OpenTelemetry trace, built from its committed records (GenAI semantic conventions).
+
+One trace per run, whatever process drives it: the trace id and the id of the run's span are
+keyed hashes of the run's id, so a worker that takes the run over after a crash, or resumes it
+after an approval, adds its spans to the same trace. Each model call ("chat {model}") and each
+tool call ("execute_tool {tool}") is emitted when its record commits, with its times from the
+record, as a child of the run's span ("invoke_agent {agent}"); a call that waited for a decision
+spans the wait, the request and the decision its events. The run's span is emitted when the run
+ends, with operators' levers as events: a long run shows its steps while it goes on, and a
+backend shows them under their run once it ends.
+
+What leaves: names, ids, counts, times, statuses and keyed hashes of arguments and results (the
+key of the argument hashes shown everywhere else). Never the task, messages, answers, arguments,
+results, operators' notes or error texts, which may hold what a tool marks sensitive.
+
+Nothing here may break or slow a run: the spans are built after the commit, any error is logged
+and dropped, and runs/tracing.py only queues them for its exporting thread.
+"""
+
+import hashlib
+import hmac
+import json
+import logging
+import re
+from datetime import datetime
+from functools import lru_cache, partial
+from urllib.parse import urlsplit
+
+import orjson
+from django.conf import settings
+from django.db import connection, transaction
+from django.utils import timezone
+
+from runs.models import Approval, Run, RunEvent, Step, ToolCall
+from runs.selectors.approval_figures import decider
+
+log = logging.getLogger(__name__)
+
+PROVIDER = "openai"  # the API every model endpoint of this project speaks
+CALL_ID_CHARS = 200  # a model may send a call id of any length
+ERROR_TYPES = [  # (pattern at the start of a model error's text, its error.type)
+    (re.compile(r"tool_choice required refused"), "tool_choice_refused"),
+    (re.compile(r"HTTP (\d{3})"), None),  # the status code itself
+    (re.compile(r"timed out"), "timeout"),
+    (re.compile(r"connection failed"), "connection_error"),
+    (re.compile(r"([A-Za-z_][A-Za-z0-9_]{0,60}): "), None),  # an exception's class name
+]
+TOOL_ERRORS = {ToolCall.Status.FAILED: "tool_error", ToolCall.Status.UNKNOWN: "outcome_unknown"}
+
+
+def records_committed(run: Run, records: list, fields: dict) -> None:
+    """The recorder's hook, inside its transaction: the spans of the steps and calls it wrote (and
+    of the run, when this transaction ends it) go out once it commits. Nothing when tracing is off."""
+    if not settings.TRACES_ENDPOINT or not (records or "stop_reason" in fields):
+        return
+    transaction.on_commit(partial(_export, run, records, "stop_reason" in fields), robust=True)
+
+
+def _export(run: Run, records: list, ended: bool) -> None:
+    try:
+        exported = set()
+        for record in records:
+            if id(record) in exported:
+                continue
+            exported.add(id(record))
+            if isinstance(record, Step):
+                chat_span(run, record, [c for c in records if isinstance(c, ToolCall) and c.step_id == record.pk])
+            elif record.status in ToolCall.DONE_STATUSES:
+                tool_span(run, record)
+        if ended:
+            run_span(run)
+    except Exception:  # tracing is never a reason for a run to fail
+        log.warning("could not export the spans of run %s", run.pk, exc_info=True)
+
+
+# --- ids and plain values ---------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=4)
+def _ids_key(key: str) -> bytes:
+    """The key of the ids, derived from ARGS_HASH_KEY (BLAKE2 takes at most 64 bytes of key)."""
+    return hashlib.sha256(b"agentsite traces:" + key.encode()).digest()
+
+
+def _keyed(key: str, size: int, *parts) -> int:
+    # Keyed BLAKE2b: an HMAC's strength at a fraction of its cost (one per span).
+    message = ":".join(map(str, parts)).encode()
+    return int.from_bytes(hashlib.blake2b(message, digest_size=size, key=_ids_key(key)).digest(), "big") or 1
+
+
+@lru_cache(maxsize=4096)  # every span of a run needs both: computed once per run and process
+def _run_ids(key: str, run_id: int) -> tuple[int, int]:
+    return _keyed(key, 16, "run", run_id), _keyed(key, 8, "run", run_id, "agent")
+
+
+def trace_id(run_id: int) -> int:
+    """The run's trace: the same in every process of this site, unguessable and distinct elsewhere."""
+    return _run_ids(settings.ARGS_HASH_KEY, run_id)[0]
+
+
+def run_span_id(run_id: int) -> int:
+    return _run_ids(settings.ARGS_HASH_KEY, run_id)[1]
+
+
+def span_id(run_id: int, *parts) -> int:
+    return _keyed(settings.ARGS_HASH_KEY, 8, "run", run_id, *parts)
+
+
+@lru_cache(maxsize=256)
+def _host(url: str) -> str | None:
+    return urlsplit(url).hostname
+
+
+def _ns(moment) -> int:
+    return int(moment.timestamp() * 1_000_000) * 1000
+
+
+def result_hash(result) -> str:
+    """A result as the arguments are hashed: HMAC-SHA256 (ARGS_HASH_KEY) of sorted-key compact JSON."""
+    try:
+        canonical = orjson.dumps(result, option=orjson.OPT_SORT_KEYS)
+    except TypeError:  # what orjson refuses (an integer beyond 64 bits): the standard library's form
+        canonical = json.dumps(result, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    return hmac.new(settings.ARGS_HASH_KEY.encode(), canonical, hashlib.sha256).hexdigest()
+
+
+def models_asked(run: Run) -> list[str]:
+    return list(run.config.get("models") or settings.LLM_MODELS) or ["demo"]
+
+
+def model_failures(errors: list[str], models: list[str]) -> list[tuple[str, str]]:
+    """(model, error.type) of each failure text "model: what happened" (the text itself stays)."""
+    failures = []
+    for text in errors:
+        model = next((m for m in sorted(models, key=len, reverse=True) if text.startswith(f"{m}: ")), None)
+        rest = text[len(model) + 2 :] if model else (text.partition(": ")[2] or text)
+        failures.append((model or "unknown", error_type(rest)))
+    return failures
+
+
+def error_type(text: str) -> str:
+    for pattern, kind in ERROR_TYPES:
+        match = pattern.match(text)
+        if match:
+            return kind or match.group(1)
+    return "error"
+
+
+def _common(run: Run, operation: str) -> dict:
+    """What every span says; the model's provider and server only where a model is asked. (Each
+    attribute costs a few microseconds to build and to encode, a few hundred times per run.)"""
+    attributes = {"gen_ai.operation.name": operation, "gen_ai.conversation.id": str(run.pk)}  # the run's id
+    if operation != "execute_tool":
+        attributes["gen_ai.provider.name"] = PROVIDER
+        host = _host(run.config.get("base_url") or settings.LLM_BASE_URL or "")
+        if host:
+            attributes["server.address"] = host
+    return attributes
+
+
+def _event(name: str, time_ns: int, attributes: dict):
+    from runs import tracing  # the SDK is loaded only once a span is due
+
+    return tracing.Event(name, attributes, timestamp=time_ns)
+
+
+def _emit(run: Run, name: str, own_id: int, **span) -> None:
+    from runs import tracing
+
+    kind = span.pop("kind", "INTERNAL")
+    tracing.emit(name, trace_id=trace_id(run.pk), span_id=own_id, kind=getattr(tracing.SpanKind, kind), **span)
+
+
+# --- the spans ------------------------------------------------------------------------------------------
+
+
+def chat_span(run: Run, step: Step, calls: list[ToolCall] = ()) -> None:
+    """One model call: the model asked first, the one that answered, tokens, failures before it.
+
+    `calls`: the step's calls written with it. Those that already have a latency ran before the
+    step was inserted (calls that only read): the answer came before the first of them started."""
+
+    models = models_asked(run)
+    ran_first = [_ns(c.finished_at) - int(c.latency_ms * 1_000_000) for c in calls if c.latency_ms and c.finished_at]
+    end = min([_ns(step.created_at), *ran_first])
+    start = end - int(step.latency_ms * 1_000_000)
+    failures = model_failures(step.model_errors or [], models)
+    attributes = {
+        **_common(run, "chat"),
+        "gen_ai.request.model": models[0],
+        "gen_ai.response.model": step.model,
+        "gen_ai.usage.input_tokens": step.tokens_in,
+        "gen_ai.usage.output_tokens": step.tokens_out,
+        "gen_ai.response.finish_reasons": [step.finish_reason] if step.finish_reason else [],
+        "agentsite.step.index": step.index,
+        "agentsite.step.kind": step.kind,
+        "agentsite.model.cost_usd": step.cost_usd,
+    }
+    if failures:
+        attributes["agentsite.model.failures"] = len(failures)
+    if step.tool_choice_fallback:
+        attributes["agentsite.tool_choice_fallback"] = True
+    events = [
+        _event("agentsite.model.failed", start, {"gen_ai.request.model": model, "error.type": kind})
+        for model, kind in failures
+    ]
+    _emit(
+        run,
+        f"chat {models[0]}",
+        span_id(run.pk, "step", step.index),
+        parent_id=run_span_id(run.pk),
+        kind="CLIENT",
+        start_ns=start,
+        end_ns=end,
+        attributes=attributes,
+        events=events,
+    )
+
+
+def tool_span(run: Run, call: ToolCall) -> None:
+    """One tool call that has its result: status, latency, keyed hashes of arguments and result."""
+    end = _ns(call.finished_at or timezone.now())
+    if call.latency_ms is not None:
+        start = end - int(call.latency_ms * 1_000_000)
+    else:  # never ran (refused, rejected, not executed): a moment
+        start = end
+    attributes = {
+        **_common(run, "execute_tool"),
+        "gen_ai.tool.name": call.tool_name,
+        "gen_ai.tool.call.id": call.call_id[:CALL_ID_CHARS],
+        "gen_ai.tool.type": "function",
+        "agentsite.tool.status": call.status,
+        "agentsite.tool.args_hash": call.args_hash,
+    }
+    if call.attempts > 1:
+        attributes["agentsite.tool.attempts"] = call.attempts
+    if call.truncated:
+        attributes["agentsite.tool.truncated"] = True
+    if call.executed_args_hash:
+        attributes["agentsite.tool.executed_args_hash"] = call.executed_args_hash
+    if call.result is not None:
+        attributes["agentsite.tool.result_hash"] = result_hash(call.result)
+    if call.latency_ms is not None:
+        attributes["agentsite.tool.latency_ms"] = call.latency_ms
+    # The decision it waited for, if any (loaded with the call wherever a call meets its approval:
+    # no query): the span then starts when the approval was asked, its wait and decision as events.
+    approval = call._state.fields_cache.get("approval")
+    events = []
+    if approval is not None:
+        attributes.update(
+            _approval_attributes(approval.status, approval.automatic, approval.grant_id, approval.rule_name)
+        )
+        start = min(start, _ns(approval.requested_at))
+        events = _approval_events(approval)
+    _emit(
+        run,
+        f"execute_tool {call.tool_name}",
+        span_id(run.pk, "call", call.pk),
+        parent_id=run_span_id(run.pk),
+        start_ns=start,
+        end_ns=end,
+        attributes=attributes,
+        events=events,
+        error_type=TOOL_ERRORS.get(call.status),
+    )
+
+
+def run_span(run: Run) -> None:
+    """The run, from launch to end, with operators' levers as events (one query, once per run). A
+    run ended by every model failing gets a failed chat span too."""
+    end = _ns(run.finished_at or timezone.now())
+    start = min(_ns(run.created_at), end)
+    models = models_asked(run)
+    attributes = {
+        **_common(run, "invoke_agent"),
+        "gen_ai.agent.name": run.config.get("agent_name") or f"agent {run.agent_id}",
+        "gen_ai.agent.id": str(run.agent_id),
+        "gen_ai.request.model": models[0],
+        "gen_ai.usage.input_tokens": run.tokens_in,
+        "gen_ai.usage.output_tokens": run.tokens_out,
+        "agentsite.run.status": run.status,
+        "agentsite.run.stop_reason": run.stop_reason,
+        "agentsite.run.iterations": run.iterations,
+        "agentsite.run.cost_usd": run.cost_usd,
+        "agentsite.run.active_seconds": run.active_seconds,
+        "agentsite.run.takeovers": run.takeovers,
+    }
+    events = [_event("agentsite.run.started", _ns(run.started_at), {})] if run.started_at else []
+    events += _lever_events(run)
+    events.sort(key=lambda event: event.timestamp)
+    links = [(trace_id(other), run_span_id(other)) for other in (run.forked_from_id, run.rerun_of_id) if other]
+    failed = run.status == Run.Status.FAILED
+    _emit(
+        run,
+        f"invoke_agent {attributes['gen_ai.agent.name']}",
+        run_span_id(run.pk),
+        parent_id=None,
+        start_ns=start,
+        end_ns=end,
+        attributes=attributes,
+        events=events,
+        links=links,
+        error_type=run.stop_reason if failed else None,
+    )
+    if run.stop_reason == Run.StopReason.MODEL_ERROR:
+        _failed_chat_span(run, models, end)
+
+
+def _failed_chat_span(run: Run, models: list[str], end: int) -> None:
+    """The model request that no model answered: from the last committed step (or the start) to
+    the run's end, each model's failure an event."""
+    last = Step.objects.filter(run_id=run.pk).order_by("-index").values_list("created_at", flat=True).first()
+    start = min(_ns(last or run.started_at or run.created_at), end)
+    failures = [
+        (m, error_type(run.stop_detail[run.stop_detail.index(f"{m}: ") + len(m) + 2 :]))
+        for m in models
+        if f"{m}: " in run.stop_detail
+    ]
+    events = [
+        _event("agentsite.model.failed", end, {"gen_ai.request.model": m, "error.type": kind}) for m, kind in failures
+    ]
+    attributes = {**_common(run, "chat"), "gen_ai.request.model": models[0], "agentsite.model.failures": len(failures)}
+    _emit(
+        run,
+        f"chat {models[0]}",
+        span_id(run.pk, "model_error"),
+        parent_id=run_span_id(run.pk),
+        kind="CLIENT",
+        start_ns=start,
+        end_ns=end,
+        attributes=attributes,
+        events=events,
+        error_type="model_error",
+    )
+
+
+def _approval_attributes(status: str, automatic: bool, grant_id, rule_name: str) -> dict:
+    attributes = {"agentsite.approval.status": status}
+    kind = decider(status, automatic, grant_id, rule_name)
+    if kind:
+        attributes["agentsite.approval.decider"] = kind
+    return attributes
+
+
+def _approval_events(approval: Approval) -> list:
+    events = [
+        _event("agentsite.approval.requested", _ns(approval.requested_at), {"agentsite.approval.id": approval.pk})
+    ]
+    if approval.decided_at is not None:
+        decided = _approval_attributes(approval.status, approval.automatic, approval.grant_id, approval.rule_name)
+        decided["agentsite.approval.wait_ms"] = (approval.decided_at - approval.requested_at).total_seconds() * 1000
+        events.append(_event("agentsite.approval.decided", _ns(approval.decided_at), decided))
+    return events
+
+
+def _lever_events(run: Run) -> list:
+    """Pause, resume, message, stop (and "paused", when the run reached its boundary), with the time
+    each carries. A note's text leaves only as a keyed hash. A plain statement: once per run, and
+    building the ORM's query cost more than the rest of the run's span."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT data FROM {RunEvent._meta.db_table} WHERE run_id = %s AND kind = 'lever'", [run.pk])
+        rows = [json.loads(data) if isinstance(data, str) else data for (data,) in cursor.fetchall()]
+    events = []
+    for data in rows:
+        if not isinstance(data, dict) or not data.get("at"):
+            continue
+        lever = str(data.get("lever", ""))
+        attributes = {"agentsite.lever": lever}
+        if data.get("text") is not None:
+            attributes["agentsite.lever.text_hash"] = result_hash(data["text"])
+        events.append(_event(f"agentsite.lever.{lever}", _ns(datetime.fromisoformat(data["at"])), attributes))
+    return events
