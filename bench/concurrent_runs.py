@@ -1,7 +1,9 @@
 """200 concurrent runs of 5 iterations each, through real Celery workers and Redis.
 
 Prints the completion time with 1 s of simulated model latency against the ideal (5 s: five
-model calls in a row), and the runs per second with zero latency; for each batch, the resident
+model calls in a row) and against the anchor: the same conversations as a bare asyncio loop over
+the openai client (AsyncOpenAI, one process, no database), timed right after each batch against
+the same demo model; and the runs per second with zero latency; for each batch, the resident
 memory (RSS, from /proc) of each worker process: the most seen while the batch ran, and its peak
 since the worker started. For 1,000 runs in flight at once: --runs 1000 --threads 500.
 Run: .venv/bin/python bench/concurrent_runs.py [--runs 200] [--workers 2] [--threads 100] [--latency 1] [--repeat 3]
@@ -9,6 +11,7 @@ Uses DATABASE_URL when set (PostgreSQL), else a temporary SQLite file; REDIS_URL
 BENCH_VERBOSE=1 also prints, per batch, the CPU milliseconds per iteration of the workers, the
 demo model, PostgreSQL and Redis (from /proc), and how many runs started in each second.
 """
+
 import argparse
 import json
 import os
@@ -30,22 +33,43 @@ def script_for(url: str) -> str:
     tool = {"tool_calls": [{"name": "get_weather", "arguments": {"city": "Lagos"}}]}
     responses = [tool] * (ITERATIONS - 1) + [{"content": "Lagos is sunny."}]
     req = urllib.request.Request(
-        url + "/scripts", data=json.dumps({"responses": responses, "record": False}).encode(),
+        url + "/scripts",
+        data=json.dumps({"responses": responses, "record": False}).encode(),
         headers={"Content-Type": "application/json"},
     )
     return json.loads(urllib.request.urlopen(req).read())["model"]
 
 
-def start_workers(count: int, threads: int, env: dict) -> list[subprocess.Popen]:
+def start_workers(count: int, threads: int, env: dict, code: str = str(ROOT)) -> list[subprocess.Popen]:
     procs = []
     for i in range(count):
         log = open(os.path.join(env["BENCH_DIR"], f"worker{i}.log"), "w")
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "agentsite", "worker", "--pool", "threads",
-             "--concurrency", str(threads), "--loglevel", "WARNING", "-n", f"bench{i}@%h", "--without-mingle",
-             "--without-gossip"],
-            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-        ))
+        procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "celery",
+                    "-A",
+                    "agentsite",
+                    "worker",
+                    "--pool",
+                    "threads",
+                    "--concurrency",
+                    str(threads),
+                    "--loglevel",
+                    "WARNING",
+                    "-n",
+                    f"bench{i}@%h",
+                    "--without-mingle",
+                    "--without-gossip",
+                ],
+                cwd=code,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        )
     time.sleep(4)  # workers connect and start consuming
     return procs
 
@@ -62,8 +86,11 @@ def batch(n: int, url: str, watch: dict | None = None) -> float:
     models = [script_for(url) for _ in range(n)]
     with transaction.atomic():
         runs = [
-            run_create(agent=agent, task="What's the weather in Lagos?",
-                       overrides={"models": [m], "tools": ["get_weather"], "repeat_limit": 100})
+            run_create(
+                agent=agent,
+                task="What's the weather in Lagos?",
+                overrides={"models": [m], "tools": ["get_weather"], "repeat_limit": 100},
+            )
             for m in models
         ]
     ids = [r.pk for r in runs]
@@ -88,18 +115,23 @@ def batch(n: int, url: str, watch: dict | None = None) -> float:
         time.sleep(0.05)
     elapsed = time.perf_counter() - started
     if workers:
-        peaks = ", ".join(f"{most:.0f} MB (peak since start {resident_mb(pid)[1]:.0f} MB)"
-                          for pid, most in most_resident.items())
+        peaks = ", ".join(
+            f"{most:.0f} MB (peak since start {resident_mb(pid)[1]:.0f} MB)" for pid, most in most_resident.items()
+        )
         print(f"  resident memory per worker process during a batch of {n} runs: {peaks}; target <= 300 MB at 1,000")
     if os.environ.get("BENCH_VERBOSE"):
         used = {name: cpu_seconds(pids) - cpu_before[name] for name, pids in watch.items()}
         per_iteration = ", ".join(f"{name} {1000 * s / (n * ITERATIONS):.1f}" for name, s in used.items())
         kernel = cpu_seconds(watch.get("workers", []), kernel_only=True) - kernel_before
-        print(f"  CPU ms per iteration: {per_iteration} (workers in the kernel: {1000 * kernel / (n * ITERATIONS):.1f})")
+        print(
+            f"  CPU ms per iteration: {per_iteration} (workers in the kernel: {1000 * kernel / (n * ITERATIONS):.1f})"
+        )
         from django.db.models import Max, Min
 
         span = Run.objects.filter(pk__in=ids).aggregate(first=Min("started_at"), last=Max("started_at"))
-        print(f"  dispatch took {dispatched:.2f} s; runs started over {(span['last'] - span['first']).total_seconds():.2f} s")
+        print(
+            f"  dispatch took {dispatched:.2f} s; runs started over {(span['last'] - span['first']).total_seconds():.2f} s"
+        )
         starts = sorted(Run.objects.filter(pk__in=ids, started_at__isnull=False).values_list("started_at", flat=True))
         per_second: dict[int, int] = {}
         for at in starts:
@@ -108,16 +140,100 @@ def batch(n: int, url: str, watch: dict | None = None) -> float:
         print("  runs started per second:", " ".join(f"{per_second.get(i, 0)}" for i in range(max(per_second) + 1)))
         took = sorted(
             (f - s).total_seconds()
-            for s, f in Run.objects.filter(pk__in=ids, started_at__isnull=False, finished_at__isnull=False)
-            .values_list("started_at", "finished_at")
+            for s, f in Run.objects.filter(pk__in=ids, started_at__isnull=False, finished_at__isnull=False).values_list(
+                "started_at", "finished_at"
+            )
         )
         if took:
-            print(f"  each run from its start to its end: median {statistics.median(took):.2f} s, "
-                  f"90th percentile {took[int(len(took) * 0.9)]:.2f} s, longest {took[-1]:.2f} s")
+            print(
+                f"  each run from its start to its end: median {statistics.median(took):.2f} s, "
+                f"90th percentile {took[int(len(took) * 0.9)]:.2f} s, longest {took[-1]:.2f} s"
+            )
     ok = Run.objects.filter(pk__in=ids, status=Run.Status.SUCCEEDED).count()
     if ok != n:
         print(f"  warning: {n - ok} runs did not succeed")
     return elapsed
+
+
+async def _anchor_conversations(
+    url: str, models: list[str], system_prompt: str, tools: list[dict], timeout: float
+) -> int:
+    """The bare loop: one AsyncOpenAI client, every conversation a coroutine, no database."""
+    import asyncio
+
+    import openai
+
+    # The workers' timeout (a connection to a busy demo model can take seconds), the client's retries.
+    client = openai.AsyncOpenAI(base_url=url, api_key="demo", timeout=timeout)
+    result = json.dumps({"city": "Lagos", "temperature_c": 31, "conditions": "sunny"})
+
+    async def conversation(model: str) -> int:
+        messages = [
+            {"role": "system", "content": system_prompt},
+            {"role": "user", "content": "What's the weather in Lagos?"},
+        ]
+        for asked in range(1, ITERATIONS + 1):
+            reply = await client.chat.completions.create(model=model, messages=messages, tools=tools)
+            message = reply.choices[0].message
+            messages.append(message.model_dump(exclude_none=True))
+            if not message.tool_calls:
+                return asked
+            messages.extend({"role": "tool", "tool_call_id": call.id, "content": result} for call in message.tool_calls)
+        return asked
+
+    asked = await asyncio.gather(*(conversation(m) for m in models))
+    await client.close()
+    return sum(asked)
+
+
+def anchor_main(url: str) -> None:
+    """In its own process (--anchor): read the models and tools on stdin, time the bare loop."""
+    import asyncio
+
+    import openai  # noqa: F401  (imported before the clock starts)
+
+    given = json.load(sys.stdin)
+    started, cpu = time.perf_counter(), time.process_time()
+    requests = asyncio.run(
+        _anchor_conversations(url, given["models"], given["system_prompt"], given["tools"], given["timeout"])
+    )
+    print(
+        json.dumps({"seconds": time.perf_counter() - started, "requests": requests, "cpu": time.process_time() - cpu})
+    )
+
+
+def anchor(n: int, url: str, model_pid: int) -> float:
+    """Seconds for the bare asyncio loop over the openai client (the anchor the workers are held to):
+    n conversations of the same script at once, in one process, against the same demo model."""
+    from django.conf import settings
+
+    from runs.models import Agent
+    from runs.services.run_tools import RunTools
+
+    given = {
+        "models": [script_for(url) for _ in range(n)],
+        "tools": RunTools(["get_weather"]).definitions,
+        "system_prompt": Agent.objects.get(name="demo").system_prompt,
+        "timeout": settings.LLM_TIMEOUT_SECONDS,
+    }
+    proc = subprocess.Popen(
+        [sys.executable, __file__, "--anchor", url], stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=ROOT
+    )
+    cpu_before = cpu_seconds([model_pid])
+    out, _ = proc.communicate(json.dumps(given).encode())
+    if proc.returncode != 0:
+        print(f"  warning: the anchor failed (exit status {proc.returncode}); its error is above")
+        return float("nan")
+    found = json.loads(out)
+    if found["requests"] != n * ITERATIONS:
+        print(f"  warning: the anchor made {found['requests']} requests, not {n * ITERATIONS}")
+    if os.environ.get("BENCH_VERBOSE"):
+        used = {"anchor": found["cpu"], "model": cpu_seconds([model_pid]) - cpu_before}
+        print(
+            "  anchor CPU ms per iteration: "
+            + ", ".join(f"{k} {1000 * s / (n * ITERATIONS):.1f}" for k, s in used.items())
+        )
+    return found["seconds"]
 
 
 def machine_speed_ms() -> float:
@@ -145,7 +261,13 @@ def main():
     parser.add_argument("--latency", type=float, default=1.0)
     parser.add_argument("--repeat", type=int, default=3, help="measured batches per phase (the machine is noisy)")
     parser.add_argument("--only", choices=["latency", "zero"], help="measure one phase only")
+    parser.add_argument(
+        "--code", default=str(ROOT), help="the checkout whose workers to run (e.g. the old code, for before and after)"
+    )
+    parser.add_argument("--anchor", metavar="URL", help=argparse.SUPPRESS)  # the anchor's own process
     args = parser.parse_args()
+    if args.anchor:
+        return anchor_main(args.anchor)
     # Stopped from outside (timeout, Ctrl-C): still stop the workers, or they would keep taking
     # the next benchmark's tasks from Redis.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
@@ -164,24 +286,40 @@ def main():
     import redis
 
     redis.Redis.from_url(settings.REDIS_URL).flushdb()
-    env = dict(os.environ, BENCH_DIR=tmp, LOG_LEVEL="WARNING", SQLITE_PATH=settings.DATABASES["default"]["NAME"]
-               if connection.vendor == "sqlite" else "", DEMO_MODEL_URL=url_slow)
-    procs = start_workers(args.workers, args.threads, env) if args.only != "zero" else []
+    env = dict(
+        os.environ,
+        BENCH_DIR=tmp,
+        LOG_LEVEL="WARNING",
+        SQLITE_PATH=settings.DATABASES["default"]["NAME"] if connection.vendor == "sqlite" else "",
+        DEMO_MODEL_URL=url_slow,
+    )
+    procs = start_workers(args.workers, args.threads, env, args.code) if args.only != "zero" else []
     try:
-        print(f"database: {connection.vendor}; {args.workers} worker processes x {args.threads} threads; "
-              f"{args.runs} runs x {ITERATIONS} iterations; machine speed {machine_speed_ms():.1f} ms "
-              "(a fixed piece of Python work, lower is faster)")
+        print(
+            f"database: {connection.vendor}; {args.workers} worker processes x {args.threads} threads; "
+            f"{args.runs} runs x {ITERATIONS} iterations; workers' code {args.code}; machine speed {machine_speed_ms():.1f} ms "
+            "(a fixed piece of Python work, lower is faster)"
+        )
         if procs:
             warm_up(args.runs, url_slow, [p.pid for p in procs])
         ideal = ITERATIONS * args.latency
-        times = []
+        times, anchors = [], []
         for _ in range(args.repeat if args.only != "zero" else 0):
             times.append(batch(args.runs, url_slow, {"workers": [p.pid for p in procs], "model": [demo_slow.pid]}))
-            print(f"with {args.latency:g} s model latency: {times[-1]:.2f} s for {args.runs} runs "
-                  f"(ideal {ideal:.1f} s, {times[-1] / ideal:.2f}x ideal; target <= 1.5x)")
+            # The anchor right after, on the same machine at nearly the same moment (it is noisy).
+            anchors.append(anchor(args.runs, url_slow, demo_slow.pid))
+            print(
+                f"with {args.latency:g} s model latency: {times[-1]:.2f} s for {args.runs} runs "
+                f"(ideal {ideal:.1f} s, {times[-1] / ideal:.2f}x ideal; target <= 1.5x at 200); "
+                f"bare asyncio loop {anchors[-1]:.2f} s ({anchors[-1] / ideal:.2f}x; workers/anchor "
+                f"{times[-1] / anchors[-1]:.2f}, target <= 1); machine speed now {machine_speed_ms():.1f} ms"
+            )
         if len(times) > 1:
-            print(f"  median {statistics.median(times):.2f} s ({statistics.median(times) / ideal:.2f}x), "
-                  f"best {min(times):.2f} s ({min(times) / ideal:.2f}x)")
+            print(
+                f"  median {statistics.median(times):.2f} s ({statistics.median(times) / ideal:.2f}x), "
+                f"best {min(times):.2f} s ({min(times) / ideal:.2f}x); bare asyncio loop median "
+                f"{statistics.median(anchors):.2f} s, best {min(anchors):.2f} s"
+            )
     finally:
         for p in procs:
             p.terminate()
@@ -189,14 +327,16 @@ def main():
             p.wait(timeout=20)
     # Zero latency: the same workers against the instant demo model.
     env["DEMO_MODEL_URL"] = url_fast
-    procs = start_workers(args.workers, args.threads, env) if args.only != "latency" else []
+    procs = start_workers(args.workers, args.threads, env, args.code) if args.only != "latency" else []
     try:
         if procs:
             warm_up(args.runs, url_fast, [p.pid for p in procs])
         for _ in range(args.repeat if procs else 0):
             elapsed = batch(args.runs, url_fast, {"workers": [p.pid for p in procs], "model": [demo_fast.pid]})
-            print(f"with zero latency: {args.runs} runs in {elapsed:.2f} s = {args.runs / elapsed:.1f} runs/s "
-                  f"({args.runs * ITERATIONS / elapsed:.0f} iterations/s)")
+            print(
+                f"with zero latency: {args.runs} runs in {elapsed:.2f} s = {args.runs / elapsed:.1f} runs/s "
+                f"({args.runs * ITERATIONS / elapsed:.0f} iterations/s)"
+            )
     finally:
         for p in procs:
             p.terminate()
