@@ -8,8 +8,13 @@ memory (RSS, from /proc) of each worker process: the most seen while the batch r
 since the worker started. For 1,000 runs in flight at once: --runs 1000 --threads 500.
 Run: .venv/bin/python bench/concurrent_runs.py [--runs 200] [--workers 2] [--threads 100] [--latency 1] [--repeat 3]
 Uses DATABASE_URL when set (PostgreSQL), else a temporary SQLite file; REDIS_URL (db 13 by default).
+On PostgreSQL, compare on a new database each time: every run here has its own script, so its own
+model name, and each adds rows to the day's rollups that every later ending goes through.
+Before and after: --code /path/to/other/checkout runs that checkout's workers (same database
+schema), alternately with this one; the machine's speed is printed with each batch.
 BENCH_VERBOSE=1 also prints, per batch, the CPU milliseconds per iteration of the workers, the
-demo model, PostgreSQL and Redis (from /proc), and how many runs started in each second.
+demo model, PostgreSQL and Redis (from /proc) and of the anchor, and how many runs started in
+each second.
 """
 
 import argparse
