@@ -18,6 +18,7 @@ each second.
 """
 
 import argparse
+import atexit
 import json
 import os
 import signal
@@ -281,6 +282,8 @@ def main():
     os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/13")
     demo_slow, url_slow = start_demo_model(latency=args.latency)
     demo_fast, url_fast = start_demo_model(latency=0.0)
+    # Also when a batch fails (SystemExit): the demo models would outlive the benchmark otherwise.
+    atexit.register(lambda: (demo_slow.terminate(), demo_fast.terminate()))
     os.environ["DEMO_MODEL_URL"] = url_slow
     setup_django(os.path.join(tmp, "bench.sqlite3"))
     from django.conf import settings
