@@ -264,8 +264,11 @@ def _month_add(model, keys: tuple, sums: tuple, day: date, deltas: dict, *, rows
                     f"ON CONFLICT ({conflict}) DO UPDATE SET {update}",
                     params,
                 )
-        # Rows that count nothing any more say nothing; the pages must not list them.
-        model.objects.filter(day=row_day, whole_month=whole_month, **{sums[0]: 0}).delete()
+        # Rows that count nothing any more say nothing; the pages must not list them. Only a
+        # delta that is not positive can leave one (a subtraction, or a summary's 0 runs on a
+        # new row); a run's ending adds, and skips this scan of the day's (or month's) rows.
+        if any(values[0] <= 0 for _, values in found):
+            model.objects.filter(day=row_day, whole_month=whole_month, **{sums[0]: 0}).delete()
 
 
 def step_buckets(rows) -> Counter:

@@ -75,6 +75,12 @@ def run_ended(*, run: Run, fields: dict) -> None:
     if values["status"] not in Run.FINISHED_STATUSES:
         return
     day = run_day(run)
+    # The run's own rows are read before the day's lock: they are the ending run's, final in this
+    # transaction (its pending approvals were expired first), so the lock, which every ending of
+    # the day waits for, is held only for the upserts and the commit.
+    steps = step_buckets(Step.objects.filter(run=run).values_list("model", "latency_ms"))
+    tools = list(ToolCall.objects.filter(run=run).order_by().values_list("tool_name").annotate(**tool_counts()))
+    approvals, waits = approval_parts(Run.objects.filter(pk=run.pk)).get(day, ([], []))
     others_ended = _created_on(day).filter(status__in=Run.FINISHED_STATUSES).exclude(pk=run.pk)
     _day_lock(day, new_day_built=lambda: not others_ended.exists())
     keys = {"day": day, "agent_id": run.agent_id}
@@ -90,18 +96,13 @@ def run_ended(*, run: Run, fields: dict) -> None:
         },
     )
     row_add(DayRollup, keys, runs=1, tokens=tokens, cost_usd=values["cost_usd"])
-    steps = step_buckets(Step.objects.filter(run=run).values_list("model", "latency_ms"))
     steps_add(day, {(run.agent_id, model, bucket): n for (model, bucket), n in steps.items()})
-    for tool, finished, failed, rejected in (
-        ToolCall.objects.filter(run=run).order_by().values_list("tool_name").annotate(**tool_counts())
-    ):
+    for tool, finished, failed, rejected in tools:
         if finished:
             row_add(ToolRollup, {**keys, "tool_name": tool}, finished=finished, failed=failed, rejected=rejected)
-    approvals, waits = approval_parts(Run.objects.filter(pk=run.pk)).get(day, ([], []))
     for agent, *approval_keys, n in approvals:
         row_add(ApprovalRollup, dict(zip(APPROVAL_KEYS, (day, agent, *approval_keys))), approvals=n)
     waits_insert(day, waits)
-
 
 def summary_added(*, run: Run, step: Step, tokens: int, cost_usd: float) -> None:
     """Add an ended run's summary call (its step, tokens and cost) to its day's rollups."""
