@@ -5,11 +5,11 @@ transactional (daphne only sees committed rows)."""
 
 import pytest
 import redis as redis_lib
-from django.db import close_old_connections, connections
+from django.db import close_old_connections
 
 from accounts.tests.browser.provider import CLIENT_ID, CLIENT_SECRET, PASSWORD, ROLE_MAP, IdentityProvider
-from runs.tests.browser import CHROMIUM, TIMEOUT_MS
-from runs.tests.browser.conftest import CHROMIUM_ARGS, Browser, LiveServer, child_env
+from runs.tests.browser import TIMEOUT_MS
+from runs.tests.browser.conftest import LiveServer, child_env, chromium_session
 from runs.tests.conftest import broker, redis_server  # noqa: F401  (fixtures used here)
 
 SITE_REDIS_DB = 0
@@ -80,25 +80,10 @@ def pytest_runtest_makereport(item, call):
 
 
 @pytest.fixture
-def browser(site, monkeypatch):
-    """Chromium against the live site (see runs/tests/browser/conftest.py for why the async-unsafe
-    flag is set while Playwright runs)."""
-    from playwright.sync_api import expect, sync_playwright
-
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    expect.set_options(timeout=TIMEOUT_MS)
-    playwright = sync_playwright().start()
-    session = None
-    try:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        session = Browser(chromium, site.url)
+def browser(site, monkeypatch, request, tmp_path):
+    """Chromium against the live site, as in runs/tests/browser (screenshots of a failed test too)."""
+    with chromium_session(site.url, monkeypatch, request, tmp_path) as session:
         yield session
-        chromium.close()
-    finally:
-        connections.close_all()
-        playwright.stop()
-    if session is not None and session.errors:
-        pytest.fail("JavaScript errors in the pages:\n" + "\n".join(session.errors))
 
 
 def new_person(browser):

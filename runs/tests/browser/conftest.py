@@ -19,6 +19,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from contextlib import contextmanager
 
 import pytest
 import redis as redis_lib
@@ -255,9 +256,9 @@ class Browser:
         return self._watch(page.context.new_page())
 
 
-@pytest.fixture
-def browser(live, monkeypatch, request, tmp_path):
-    """Chromium driven by Playwright's sync API, against the live server.
+@contextmanager
+def chromium_session(url: str, monkeypatch, request, tmp_path):
+    """Chromium driven by Playwright's sync API, against the site at `url` (every browser fixture).
 
     The sync API runs an asyncio event loop in a greenlet of this (the main) thread from
     start() to stop(), so Django sees "a running event loop" and refuses synchronous ORM calls
@@ -277,7 +278,7 @@ def browser(live, monkeypatch, request, tmp_path):
     session = None
     try:
         chromium = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        session = Browser(chromium, live.url)
+        session = Browser(chromium, url)
         yield session
         if _failed(request):
             # What each page showed when the test failed: in $SCREENSHOT_DIR when set, else in
@@ -297,6 +298,13 @@ def browser(live, monkeypatch, request, tmp_path):
         playwright.stop()
     if session is not None and session.errors:
         pytest.fail("JavaScript errors in the pages:\n" + "\n".join(session.errors))
+
+
+@pytest.fixture
+def browser(live, monkeypatch, request, tmp_path):
+    """Chromium against the live server."""
+    with chromium_session(live.url, monkeypatch, request, tmp_path) as session:
+        yield session
 
 
 @pytest.fixture
