@@ -5,9 +5,10 @@ Imported only when settings.TRACES_ENDPOINT is set (runs/services/trace_export.p
 so a site without tracing never loads the SDK. The spans of a run are not timed live: they are
 built from committed records (trace_export.py), by whichever process commits them (a worker,
 another worker after a crash, the web process applying a lever), with ids derived from the run
-and times from the rows. So `emit` hands finished spans (the SDK's ReadableSpan, with these ids
-and times) straight to the processor, without a Tracer: a tracer draws ids at random and times
-spans itself, and its per-span bookkeeping cost more than the rest of the export.
+and times from the rows. So finished spans (the SDK's ReadableSpan, with these ids and times) go
+straight to the processor, without a Tracer: a tracer draws ids at random and times spans
+itself, and its per-span bookkeeping cost more than the rest of the export. Most are handed over
+still to build (`emit_later`) and built by the exporter in its thread, a batch at a time.
 
 Why a slow or dead collector never slows a run: `emit` only appends the span to the processor's
 bounded queue (when full, the span is dropped); the request, its retries and its timeout
@@ -16,8 +17,10 @@ gets EXIT_FLUSH_SECONDS, no more.
 """
 
 import atexit
+import logging
 import os
 import threading
+from functools import lru_cache
 
 from django.conf import settings
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -27,24 +30,39 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
-__all__ = ["Event", "SpanKind", "emit", "flush", "shutdown"]
+__all__ = ["Event", "emit", "emit_later", "flush", "shutdown"]
+
+log = logging.getLogger(__name__)
 
 EXIT_FLUSH_SECONDS = 2.0
 SAMPLED = TraceFlags(TraceFlags.SAMPLED)
 ERROR = Status(StatusCode.ERROR)
-UNSET = Status(StatusCode.UNSET)
+
+
+class _ProcessResource(Resource):
+    """This process's resource, its hash computed once. The encoder groups each batch by resource
+    and hashes it for every span: the SDK's hash serialises the attributes to JSON each time, a
+    fifth of the cost of encoding a span. A resource never changes, so neither does its hash."""
+
+    _hash: int | None = None
+
+    def __hash__(self) -> int:
+        if self._hash is None:
+            self._hash = super().__hash__()
+        return self._hash
 
 
 class _Tracing:
     def __init__(self, endpoint: str):
-        self.resource = Resource.create(
+        created = Resource.create(
             {"service.name": os.environ.get("OTEL_SERVICE_NAME") or "agentsite", "process.pid": os.getpid()}
         )
+        self.resource = _ProcessResource(created.attributes, created.schema_url)
         self.scope = InstrumentationScope("agentsite.runs")
         # Headers, timeout and compression come from the OTEL_EXPORTER_OTLP_* variables, the
         # queue and batch sizes from OTEL_BSP_*. Every run is traced, no sampler: a trace cut in
         # one process and not in another would be worse than none (sample in the collector).
-        self.processor = BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint))
+        self.processor = BatchSpanProcessor(_Exporter(self.resource, self.scope, endpoint=endpoint))
 
 
 _lock = threading.Lock()
@@ -63,40 +81,90 @@ def _tracing() -> _Tracing:
     return current
 
 
-def emit(
-    name: str,
+def emit(span: dict) -> None:
+    """Queue one finished span, given as its fields (see `_readable`)."""
+    tracing = _current or _tracing()
+    tracing.processor.on_end(_readable(tracing.resource, tracing.scope, **span))
+
+
+def emit_later(build, *args) -> None:
+    """Queue a span that `build(*args)` makes, in the exporting thread, when its batch is encoded.
+    `args` must not change meanwhile (the caller passes copies)."""
+    (_current or _tracing()).processor.on_end(_Pending(build, args))
+
+
+class _Pending:
+    """A span still to build. The processor only queues what it is given, after checking that it
+    is sampled: its context says so; the exporter builds it (`_Exporter.export`)."""
+
+    __slots__ = ("build", "args")
+    context = SpanContext(1, 1, False, SAMPLED)
+
+    def __init__(self, build, args: tuple):
+        self.build, self.args = build, args
+
+
+class _Exporter(OTLPSpanExporter):
+    """The SDK's OTLP/HTTP exporter, given the spans still to build built first: in a batch, in
+    this thread, off the run's path. One that cannot be built is logged and left out."""
+
+    def __init__(self, resource: Resource, scope: InstrumentationScope, **options):
+        super().__init__(**options)
+        self.resource, self.scope = resource, scope
+
+    def export(self, spans):
+        built = []
+        for span in spans:
+            if isinstance(span, _Pending):
+                try:
+                    span = _readable(self.resource, self.scope, **span.build(*span.args))
+                except Exception:
+                    log.warning("could not build a span", exc_info=True)
+                    continue
+            built.append(span)
+        return super().export(built)
+
+
+def _readable(
+    resource: Resource,
+    scope: InstrumentationScope,
     *,
+    name: str,
     trace_id: int,
     span_id: int,
     parent_id: int | None,
-    kind: SpanKind,
+    kind: str,
     start_ns: int,
     end_ns: int,
     attributes: dict,
     events: list[Event] = (),
     error_type: str | None = None,
     links: list[tuple[int, int]] = (),
-) -> None:
-    """Queue one finished span with these ids and times (the processor's thread exports it)."""
-    tracing = _tracing()
+) -> ReadableSpan:
+    """A finished span with these ids and times; `kind` a SpanKind's name."""
     if error_type:
         attributes = {**attributes, "error.type": error_type}
-    span = ReadableSpan(
+    return ReadableSpan(
         name,
-        context=SpanContext(trace_id, span_id, is_remote=False, trace_flags=SAMPLED),
+        context=SpanContext(trace_id, span_id, False, SAMPLED),
         # Remote: the parent may be another process's (the run's span comes from whichever ends it).
-        parent=SpanContext(trace_id, parent_id, is_remote=True, trace_flags=SAMPLED) if parent_id else None,
-        resource=tracing.resource,
+        parent=_parent(trace_id, parent_id) if parent_id else None,
+        resource=resource,
         attributes=attributes,
         events=events,
         links=[Link(SpanContext(t, s, is_remote=True, trace_flags=SAMPLED)) for t, s in links],
-        kind=kind,
-        status=ERROR if error_type else UNSET,
+        kind=SpanKind[kind],
+        # No status is OTLP's "unset" (one message fewer to encode per span).
+        status=ERROR if error_type else None,
         start_time=start_ns,
         end_time=max(end_ns, start_ns),
-        instrumentation_scope=tracing.scope,
+        instrumentation_scope=scope,
     )
-    tracing.processor.on_end(span)
+
+
+@lru_cache(maxsize=1024)  # a run's spans share one parent, the run's span
+def _parent(trace_id: int, parent_id: int) -> SpanContext:
+    return SpanContext(trace_id, parent_id, True, SAMPLED)
 
 
 def flush() -> None:

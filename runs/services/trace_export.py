@@ -13,8 +13,12 @@ What leaves: names, ids, counts, times, statuses and keyed hashes of arguments a
 key of the argument hashes shown everywhere else). Never the task, messages, answers, arguments,
 results, operators' notes or error texts, which may hold what a tool marks sensitive.
 
-Nothing here may break or slow a run: the spans are built after the commit, any error is logged
-and dropped, and runs/tracing.py only queues them for its exporting thread.
+Nothing here may break or slow a run. After the commit the driver's thread only copies the rows
+it wrote (a dict copy each) and queues them; the spans of steps and calls are built from those
+copies in the exporting thread, just before they are encoded (runs/tracing.py), where building a
+batch of them in one go costs half as much as one at a time between iterations. Only the run's
+span, which reads its levers from the database, is built in the committing thread, once per run.
+Any error is logged and the span dropped.
 """
 
 import hashlib
@@ -24,6 +28,7 @@ import logging
 import re
 from datetime import datetime
 from functools import lru_cache, partial
+from typing import NamedTuple
 from urllib.parse import urlsplit
 
 import orjson
@@ -56,21 +61,59 @@ def records_committed(run: Run, records: list, fields: dict) -> None:
     transaction.on_commit(partial(_export, run, records, "stop_reason" in fields), robust=True)
 
 
+class RunView(NamedTuple):
+    """What the spans of a run's steps and calls need of it, as of the commit."""
+
+    pk: int
+    models: tuple[str, ...]
+    host: str | None
+    key: str  # ARGS_HASH_KEY, of the ids and hashes
+
+
+def run_view(run: Run) -> RunView:
+    """Made once per run object: its driver commits every iteration with the same one."""
+    view = run.__dict__.get("_trace_view")
+    if view is None or view.pk != run.pk:
+        view = RunView(
+            run.pk,
+            tuple(models_asked(run)),
+            _host(run.config.get("base_url") or settings.LLM_BASE_URL or ""),
+            settings.ARGS_HASH_KEY,
+        )
+        run.__dict__["_trace_view"] = view
+    return view
+
+
 def _export(run: Run, records: list, ended: bool) -> None:
     try:
+        tracing = _tracing()
+        view = run_view(run)
         exported = set()
         for record in records:
             if id(record) in exported:
                 continue
             exported.add(id(record))
             if isinstance(record, Step):
-                chat_span(run, record, [c for c in records if isinstance(c, ToolCall) and c.step_id == record.pk])
+                calls = [_frozen(c) for c in records if isinstance(c, ToolCall) and c.step_id == record.pk]
+                tracing.emit_later(chat_span, view, _frozen(record), calls)
             elif record.status in ToolCall.DONE_STATUSES:
-                tool_span(run, record)
+                # The decision it waited for, if any (loaded with the call wherever a call meets its
+                # approval: no query).
+                approval = record._state.fields_cache.get("approval")
+                tracing.emit_later(tool_span, view, _frozen(record), approval and _frozen(approval))
         if ended:
-            run_span(run)
+            for span in run_spans(run, view):
+                tracing.emit(span)
     except Exception:  # tracing is never a reason for a run to fail
         log.warning("could not export the spans of run %s", run.pk, exc_info=True)
+
+
+def _frozen(record):
+    """A copy of a row as committed: the driver goes on changing its own (a call's status and
+    result), the exporting thread builds the span later from this one."""
+    copy = object.__new__(type(record))
+    copy.__dict__.update(record.__dict__)
+    return copy
 
 
 # --- ids and plain values ---------------------------------------------------------------------------
@@ -93,17 +136,17 @@ def _run_ids(key: str, run_id: int) -> tuple[int, int]:
     return _keyed(key, 16, "run", run_id), _keyed(key, 8, "run", run_id, "agent")
 
 
-def trace_id(run_id: int) -> int:
+def trace_id(run_id: int, key: str | None = None) -> int:
     """The run's trace: the same in every process of this site, unguessable and distinct elsewhere."""
-    return _run_ids(settings.ARGS_HASH_KEY, run_id)[0]
+    return _run_ids(key or settings.ARGS_HASH_KEY, run_id)[0]
 
 
-def run_span_id(run_id: int) -> int:
-    return _run_ids(settings.ARGS_HASH_KEY, run_id)[1]
+def run_span_id(run_id: int, key: str | None = None) -> int:
+    return _run_ids(key or settings.ARGS_HASH_KEY, run_id)[1]
 
 
-def span_id(run_id: int, *parts) -> int:
-    return _keyed(settings.ARGS_HASH_KEY, 8, "run", run_id, *parts)
+def span_id(run_id: int, *parts, key: str | None = None) -> int:
+    return _keyed(key or settings.ARGS_HASH_KEY, 8, "run", run_id, *parts)
 
 
 @lru_cache(maxsize=256)
@@ -115,13 +158,13 @@ def _ns(moment) -> int:
     return int(moment.timestamp() * 1_000_000) * 1000
 
 
-def result_hash(result) -> str:
+def result_hash(result, key: str | None = None) -> str:
     """A result as the arguments are hashed: HMAC-SHA256 (ARGS_HASH_KEY) of sorted-key compact JSON."""
     try:
         canonical = orjson.dumps(result, option=orjson.OPT_SORT_KEYS)
     except TypeError:  # what orjson refuses (an integer beyond 64 bits): the standard library's form
         canonical = json.dumps(result, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
-    return hmac.new(settings.ARGS_HASH_KEY.encode(), canonical, hashlib.sha256).hexdigest()
+    return hmac.digest((key or settings.ARGS_HASH_KEY).encode(), canonical, "sha256").hex()
 
 
 def models_asked(run: Run) -> list[str]:
@@ -146,41 +189,56 @@ def error_type(text: str) -> str:
     return "error"
 
 
-def _common(run: Run, operation: str) -> dict:
-    """What every span says; the model's provider and server only where a model is asked. (Each
-    attribute costs a few microseconds to build and to encode, a few hundred times per run.)"""
-    attributes = {"gen_ai.operation.name": operation, "gen_ai.conversation.id": str(run.pk)}  # the run's id
-    if operation != "execute_tool":
-        attributes["gen_ai.provider.name"] = PROVIDER
-        host = _host(run.config.get("base_url") or settings.LLM_BASE_URL or "")
-        if host:
-            attributes["server.address"] = host
+@lru_cache(maxsize=1024)  # the same for every step (and every call) of a run
+def _common(run: RunView, operation: str) -> dict:
+    """What every span says; the model's provider and server, and the run's id as the conversation,
+    only where a model is asked (a tool's span is in the run's trace, as the conventions have it).
+    Each attribute costs a few microseconds to build and to encode, a few hundred times per run.
+    Shared: callers copy it into their own dict."""
+    if operation == "execute_tool":
+        return {"gen_ai.operation.name": operation}
+    attributes = {
+        "gen_ai.operation.name": operation,
+        "gen_ai.conversation.id": str(run.pk),
+        "gen_ai.provider.name": PROVIDER,
+    }
+    if run.host:
+        attributes["server.address"] = run.host
     return attributes
 
 
+def _tracing():
+    """runs/tracing.py, imported when the first span is due: the SDK is loaded only then."""
+    global _tracing_module
+    if _tracing_module is None:
+        from runs import tracing
+
+        _tracing_module = tracing
+    return _tracing_module
+
+
+_tracing_module = None
+
+
 def _event(name: str, time_ns: int, attributes: dict):
-    from runs import tracing  # the SDK is loaded only once a span is due
-
-    return tracing.Event(name, attributes, timestamp=time_ns)
+    return _tracing().Event(name, attributes, timestamp=time_ns)
 
 
-def _emit(run: Run, name: str, own_id: int, **span) -> None:
-    from runs import tracing
-
-    kind = span.pop("kind", "INTERNAL")
-    tracing.emit(name, trace_id=trace_id(run.pk), span_id=own_id, kind=getattr(tracing.SpanKind, kind), **span)
+def _span(run: RunView, name: str, own_id: int, *, kind: str = "INTERNAL", **span) -> dict:
+    """A span's fields, as runs/tracing.py takes them."""
+    return dict(name=name, trace_id=trace_id(run.pk, run.key), span_id=own_id, kind=kind, **span)
 
 
 # --- the spans ------------------------------------------------------------------------------------------
 
 
-def chat_span(run: Run, step: Step, calls: list[ToolCall] = ()) -> None:
+def chat_span(run: RunView, step: Step, calls: list[ToolCall] = ()) -> dict:
     """One model call: the model asked first, the one that answered, tokens, failures before it.
 
     `calls`: the step's calls written with it. Those that already have a latency ran before the
     step was inserted (calls that only read): the answer came before the first of them started."""
 
-    models = models_asked(run)
+    models = run.models
     ran_first = [_ns(c.finished_at) - int(c.latency_ms * 1_000_000) for c in calls if c.latency_ms and c.finished_at]
     end = min([_ns(step.created_at), *ran_first])
     start = end - int(step.latency_ms * 1_000_000)
@@ -194,8 +252,9 @@ def chat_span(run: Run, step: Step, calls: list[ToolCall] = ()) -> None:
         "gen_ai.response.finish_reasons": [step.finish_reason] if step.finish_reason else [],
         "agentsite.step.index": step.index,
         "agentsite.step.kind": step.kind,
-        "agentsite.model.cost_usd": step.cost_usd,
     }
+    if step.cost_usd:  # none where the model has no price
+        attributes["agentsite.model.cost_usd"] = step.cost_usd
     if failures:
         attributes["agentsite.model.failures"] = len(failures)
     if step.tool_choice_fallback:
@@ -204,11 +263,11 @@ def chat_span(run: Run, step: Step, calls: list[ToolCall] = ()) -> None:
         _event("agentsite.model.failed", start, {"gen_ai.request.model": model, "error.type": kind})
         for model, kind in failures
     ]
-    _emit(
+    return _span(
         run,
         f"chat {models[0]}",
-        span_id(run.pk, "step", step.index),
-        parent_id=run_span_id(run.pk),
+        span_id(run.pk, "step", step.index, key=run.key),
+        parent_id=run_span_id(run.pk, run.key),
         kind="CLIENT",
         start_ns=start,
         end_ns=end,
@@ -217,8 +276,10 @@ def chat_span(run: Run, step: Step, calls: list[ToolCall] = ()) -> None:
     )
 
 
-def tool_span(run: Run, call: ToolCall) -> None:
-    """One tool call that has its result: status, latency, keyed hashes of arguments and result."""
+def tool_span(run: RunView, call: ToolCall, approval: Approval | None = None) -> dict:
+    """One tool call that has its result: status, latency, keyed hashes of arguments and result,
+    and the decision it waited for, if any: the span then starts when the approval was asked, its
+    wait and decision as events."""
     end = _ns(call.finished_at or timezone.now())
     if call.latency_ms is not None:
         start = end - int(call.latency_ms * 1_000_000)
@@ -239,12 +300,9 @@ def tool_span(run: Run, call: ToolCall) -> None:
     if call.executed_args_hash:
         attributes["agentsite.tool.executed_args_hash"] = call.executed_args_hash
     if call.result is not None:
-        attributes["agentsite.tool.result_hash"] = result_hash(call.result)
+        attributes["agentsite.tool.result_hash"] = result_hash(call.result, run.key)
     if call.latency_ms is not None:
         attributes["agentsite.tool.latency_ms"] = call.latency_ms
-    # The decision it waited for, if any (loaded with the call wherever a call meets its approval:
-    # no query): the span then starts when the approval was asked, its wait and decision as events.
-    approval = call._state.fields_cache.get("approval")
     events = []
     if approval is not None:
         attributes.update(
@@ -252,11 +310,11 @@ def tool_span(run: Run, call: ToolCall) -> None:
         )
         start = min(start, _ns(approval.requested_at))
         events = _approval_events(approval)
-    _emit(
+    return _span(
         run,
         f"execute_tool {call.tool_name}",
-        span_id(run.pk, "call", call.pk),
-        parent_id=run_span_id(run.pk),
+        span_id(run.pk, "call", call.pk, key=run.key),
+        parent_id=run_span_id(run.pk, run.key),
         start_ns=start,
         end_ns=end,
         attributes=attributes,
@@ -265,14 +323,14 @@ def tool_span(run: Run, call: ToolCall) -> None:
     )
 
 
-def run_span(run: Run) -> None:
+def run_spans(run: Run, view: RunView) -> list[dict]:
     """The run, from launch to end, with operators' levers as events (one query, once per run). A
     run ended by every model failing gets a failed chat span too."""
     end = _ns(run.finished_at or timezone.now())
     start = min(_ns(run.created_at), end)
-    models = models_asked(run)
+    models = view.models
     attributes = {
-        **_common(run, "invoke_agent"),
+        **_common(view, "invoke_agent"),
         "gen_ai.agent.name": run.config.get("agent_name") or f"agent {run.agent_id}",
         "gen_ai.agent.id": str(run.agent_id),
         "gen_ai.request.model": models[0],
@@ -288,27 +346,35 @@ def run_span(run: Run) -> None:
     events = [_event("agentsite.run.started", _ns(run.started_at), {})] if run.started_at else []
     events += _lever_events(run)
     events.sort(key=lambda event: event.timestamp)
-    links = [(trace_id(other), run_span_id(other)) for other in (run.forked_from_id, run.rerun_of_id) if other]
+    links = [
+        (trace_id(other, view.key), run_span_id(other, view.key))
+        for other in (run.forked_from_id, run.rerun_of_id)
+        if other
+    ]
     failed = run.status == Run.Status.FAILED
-    _emit(
-        run,
-        f"invoke_agent {attributes['gen_ai.agent.name']}",
-        run_span_id(run.pk),
-        parent_id=None,
-        start_ns=start,
-        end_ns=end,
-        attributes=attributes,
-        events=events,
-        links=links,
-        error_type=run.stop_reason if failed else None,
-    )
+    spans = [
+        _span(
+            view,
+            f"invoke_agent {attributes['gen_ai.agent.name']}",
+            run_span_id(run.pk, view.key),
+            parent_id=None,
+            start_ns=start,
+            end_ns=end,
+            attributes=attributes,
+            events=events,
+            links=links,
+            error_type=run.stop_reason if failed else None,
+        )
+    ]
     if run.stop_reason == Run.StopReason.MODEL_ERROR:
-        _failed_chat_span(run, models, end)
+        spans.append(_failed_chat_span(run, view, end))
+    return spans
 
 
-def _failed_chat_span(run: Run, models: list[str], end: int) -> None:
+def _failed_chat_span(run: Run, view: RunView, end: int) -> dict:
     """The model request that no model answered: from the last committed step (or the start) to
     the run's end, each model's failure an event."""
+    models = view.models
     last = Step.objects.filter(run_id=run.pk).order_by("-index").values_list("created_at", flat=True).first()
     start = min(_ns(last or run.started_at or run.created_at), end)
     failures = [
@@ -319,12 +385,12 @@ def _failed_chat_span(run: Run, models: list[str], end: int) -> None:
     events = [
         _event("agentsite.model.failed", end, {"gen_ai.request.model": m, "error.type": kind}) for m, kind in failures
     ]
-    attributes = {**_common(run, "chat"), "gen_ai.request.model": models[0], "agentsite.model.failures": len(failures)}
-    _emit(
-        run,
+    attributes = {**_common(view, "chat"), "gen_ai.request.model": models[0], "agentsite.model.failures": len(failures)}
+    return _span(
+        view,
         f"chat {models[0]}",
-        span_id(run.pk, "model_error"),
-        parent_id=run_span_id(run.pk),
+        span_id(run.pk, "model_error", key=view.key),
+        parent_id=run_span_id(run.pk, view.key),
         kind="CLIENT",
         start_ns=start,
         end_ns=end,
@@ -367,6 +433,6 @@ def _lever_events(run: Run) -> list:
         lever = str(data.get("lever", ""))
         attributes = {"agentsite.lever": lever}
         if data.get("text") is not None:
-            attributes["agentsite.lever.text_hash"] = result_hash(data["text"])
+            attributes["agentsite.lever.text_hash"] = result_hash(data["text"], settings.ARGS_HASH_KEY)
         events.append(_event(f"agentsite.lever.{lever}", _ns(datetime.fromisoformat(data["at"])), attributes))
     return events

@@ -303,3 +303,35 @@ def test_without_an_endpoint_nothing_is_built_or_sent(collector, launch, script,
     tracing = sys.modules.get("runs.tracing")
     assert tracing is None or tracing._current is None  # no provider, no exporting thread
     assert receiver.requests == 0
+
+
+def test_a_call_changed_after_its_commit_leaves_as_committed_and_a_span_that_cannot_be_built_only_itself(
+    collector, launch, script, caplog
+):
+    """The spans of steps and calls are built later, in the exporting thread, from copies taken at
+    the commit: what the driver changes on its own objects afterwards does not leak into them, and a
+    span whose building fails is logged and left out while the rest of its batch goes."""
+    from runs import tracing
+
+    receiver = collector()
+    run = launch("weather", models=[script(calls(*WEATHER), {"content": "Lagos 31, London 12."})])
+    assert run.status == Run.Status.SUCCEEDED
+    flushed(receiver)
+    before = len(receiver.spans())
+
+    call = ToolCall.objects.get(run=run, call_id="w1")
+    committed = (call.status, trace_export.result_hash(call.result))
+    trace_export._export(run, [call], False)  # as after a commit: copied and queued, not yet built
+    call.status, call.result = ToolCall.Status.FAILED, {"ok": False, "error": "changed after the commit"}
+
+    def broken(*args):
+        raise RuntimeError("cannot build this one")
+
+    tracing.emit_later(broken)
+    trace_export._export(run, [ToolCall.objects.get(run=run, call_id="w2")], False)
+    spans = flushed(receiver)[before:]
+    assert sorted(s.attributes["gen_ai.tool.call.id"] for s in spans) == ["w1", "w2"]
+    w1 = next(s for s in spans if s.attributes["gen_ai.tool.call.id"] == "w1")
+    assert (w1.attributes["agentsite.tool.status"], w1.attributes["agentsite.tool.result_hash"]) == committed
+    assert not w1.error
+    assert "could not build a span" in caplog.text
