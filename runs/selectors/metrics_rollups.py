@@ -1,10 +1,12 @@
 """The metrics page's run, model and tool figures from the daily rollups (runs/models/rollups.py).
 
-Full days whose rollups are built are read from the rollups; the runs' own rows are read only for
-what the rollups do not hold: days not built (today, always, and days from before the rollups),
-and the runs of the window still going (not ended, so not counted yet). The two parts never
-overlap, so every count, sum and the iteration percentiles are exactly what the raw queries give
-(sums of costs up to float rounding). Model latency percentiles come from the rollups' latency
+Days whose rollups are built (today included: a day is built from its first ending on, and every
+ending adds itself in its own transaction) are read from the rollups; the runs' own rows are read
+only for what the rollups do not hold: days not built (from before the rollups, or left unbuilt
+by an upgrade) and the runs of the window still going (not ended, so not counted yet). The page
+reads both in one snapshot (metrics.read_snapshot) and the two parts never overlap, so every
+count, sum and the iteration percentiles are exactly what the raw queries give (sums of costs up
+to float rounding). Model latency percentiles come from the rollups' latency
 buckets: each within 1% of the exact value (`Metrics.latency_estimated` says so on the page).
 Approvals are counted with their runs, and their waits' percentiles are exact (approval_figures.py).
 """
@@ -27,9 +29,9 @@ ACCURACY_PERCENT = round(100 * RELATIVE_ACCURACY)
 
 
 def built_days(start: date, end: date) -> list[date]:
-    """The days of start..end read from the rollups: built, and over (today never is)."""
-    last = min(end, timezone.localdate() - timedelta(days=1))
-    return list(RollupDay.objects.filter(day__gte=start, day__lte=last, built=True).values_list("day", flat=True))
+    """The days of start..end read from the rollups: those built. Today too: at a year of history
+    its runs were the biggest part read raw, and its rollups are as exact as any day's."""
+    return list(RollupDay.objects.filter(day__gte=start, day__lte=end, built=True).values_list("day", flat=True))
 
 
 def rolled_figures(*, start: date, end: date, agent, built: list[date]) -> dict:

@@ -195,7 +195,7 @@ def build_pending(*, limit: int = 7) -> int:
     After an upgrade (migration 0016 marks every day unbuilt) the page reads those days raw:
     exact, but slow over a long history. The workers' periodic task builds them a few at a time,
     so nobody has to remember to run rebuild_rollups; each day is one short transaction under
-    its lock, like the command's. Today is never built (it is always read raw).
+    its lock, like the command's. Today is left alone: read raw (exact) until it is over.
     """
     days = list(
         RollupDay.objects.filter(built=False, day__lt=timezone.localdate())
