@@ -533,7 +533,7 @@ def report(results) -> None:
     )
     for name, url, (times, queries, rows), raw in results:
         line = f"{name:36} {statistics.median(times):9.1f} {max(times):7.1f} {queries:7d} {rows:4d} | "
-        if raw:
+        if raw and raw[0]:  # --raw-repeat 0: none timed
             line += f"{statistics.median(raw[0]):10.1f} {max(raw[0]):7.1f} {raw[1]:7d}"
         else:
             line += f"{'':10} {'':7} {'':7}"
