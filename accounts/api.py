@@ -1,5 +1,6 @@
 """API tokens over the API: one from a username and password (throttled), and a person's own
 tokens listed (never their keys), created (the key shown once) and revoked."""
+
 from collections.abc import Mapping
 
 from django.conf import settings
@@ -36,8 +37,9 @@ class NewTokenSerializer(TokenSerializer):
 
 class TokenRequestSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")
-    days = serializers.IntegerField(required=False, min_value=1, max_value=3650,
-                                    help_text="Lifetime in days; at most API_TOKEN_DAYS (the default).")
+    days = serializers.IntegerField(
+        required=False, min_value=1, max_value=3650, help_text="Lifetime in days; at most API_TOKEN_DAYS (the default)."
+    )
 
     def validate_days(self, days):
         if settings.API_TOKEN_DAYS and days > settings.API_TOKEN_DAYS:
@@ -54,8 +56,9 @@ def _new_token_answer(token: ApiToken, key: str) -> dict:
     return {"token": key, **TokenSerializer(token).data}
 
 
-TOO_MANY = OpenApiResponse(ERROR, description="Too many failed sign-ins for this username or address; "
-                                              "`Retry-After` says when to try again.")
+TOO_MANY = OpenApiResponse(
+    ERROR, description="Too many failed sign-ins for this username or address; `Retry-After` says when to try again."
+)
 
 
 class SignInThrottle(BaseThrottle):
@@ -83,52 +86,69 @@ class TokenView(ApiView):
         raise Throttled(wait, detail=refusal_message(wait))
 
     @extend_schema(
-        operation_id="token_create", summary="A new API token from your username and password",
+        operation_id="token_create",
+        summary="A new API token from your username and password",
         request=PasswordTokenRequestSerializer,
         responses={200: NewTokenSerializer, **errors(400), 429: TOO_MANY},
     )
     def post(self, request):
         if not settings.LOCAL_SIGNIN:
-            raise PermissionDenied("Password sign-in is switched off here (LOCAL_SIGNIN=off): create a token "
-                                   "from a signed-in session (POST /api/v1/tokens/).")
+            raise PermissionDenied(
+                "Password sign-in is switched off here (LOCAL_SIGNIN=off): create a token "
+                "from a signed-in session (POST /api/v1/tokens/)."
+            )
         given = PasswordTokenRequestSerializer(data=request.data)
         given.is_valid(raise_exception=True)
-        user = authenticate(request, username=given.validated_data["username"],
-                            password=given.validated_data["password"])
+        user = authenticate(
+            request, username=given.validated_data["username"], password=given.validated_data["password"]
+        )
         if user is None:
             signin_failed(username=given.validated_data["username"], ip=client_ip(request))
             raise ValidationError("Unable to log in with provided credentials.")
-        token, key = api_token_create(user=user, name=given.validated_data["name"] or "from password",
-                                      days=given.validated_data.get("days"))
+        token, key = api_token_create(
+            user=user, name=given.validated_data["name"] or "from password", days=given.validated_data.get("days")
+        )
         return Response(_new_token_answer(token, key))
 
 
 class TokenListView(ApiView):
     required_perms = {"GET": (), "POST": ()}  # anyone signed in manages their own tokens
 
-    @extend_schema(operation_id="tokens_list", summary="Your API tokens (never their keys)",
-                   responses={200: TokenSerializer(many=True), **errors()})
+    @extend_schema(
+        operation_id="tokens_list",
+        summary="Your API tokens (never their keys)",
+        responses={200: TokenSerializer(many=True), **errors()},
+    )
     def get(self, request):
         return Response(TokenSerializer(request.user.api_tokens.all(), many=True).data)
 
-    @extend_schema(operation_id="tokens_create", summary="A new API token, its key shown once (from a session)",
-                   request=TokenRequestSerializer, responses={201: NewTokenSerializer, **errors(400)})
+    @extend_schema(
+        operation_id="tokens_create",
+        summary="A new API token, its key shown once (from a session)",
+        request=TokenRequestSerializer,
+        responses={201: NewTokenSerializer, **errors(400)},
+    )
     def post(self, request):
         if isinstance(request.auth, ApiToken):
             # Else a leaked token could mint its own successor and outlive its revocation.
             raise PermissionDenied("Create tokens from a signed-in session or with your password, not with a token.")
         given = TokenRequestSerializer(data=request.data)
         given.is_valid(raise_exception=True)
-        token, key = api_token_create(user=request.user, name=given.validated_data["name"],
-                                      days=given.validated_data.get("days"))
+        token, key = api_token_create(
+            user=request.user, name=given.validated_data["name"], days=given.validated_data.get("days")
+        )
         return Response(_new_token_answer(token, key), status=status.HTTP_201_CREATED)
 
 
 class TokenRevokeView(ApiView):
     required_perms = {"POST": ()}
 
-    @extend_schema(operation_id="tokens_revoke", summary="Revoke one of your API tokens", request=None,
-                   responses={200: TokenSerializer, **errors(404, 409)})
+    @extend_schema(
+        operation_id="tokens_revoke",
+        summary="Revoke one of your API tokens",
+        request=None,
+        responses={200: TokenSerializer, **errors(404, 409)},
+    )
     def post(self, request, pk: int):
         token = request.user.api_tokens.filter(pk=pk).first()
         if token is None:

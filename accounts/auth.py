@@ -1,4 +1,5 @@
 """`Authorization: Token <key>` for the API, checked against the hashed tokens."""
+
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 from rest_framework.exceptions import AuthenticationFailed
 

@@ -93,7 +93,7 @@ class SsoOnlyMixin:
     """The single sign-on pages exist only when it is configured."""
 
     def dispatch(self, request, *args, **kwargs):
-        if not getattr(settings, "SSO_ENABLED", False):
+        if not settings.SSO_ENABLED:
             raise Http404("Single sign-on is not configured.")
         return super().dispatch(request, *args, **kwargs)
 
@@ -151,7 +151,7 @@ class SignOutView(LogoutView):
 
     @staticmethod
     def _end_session_endpoint() -> str:
-        if not (getattr(settings, "SSO_ENABLED", False) and settings.OIDC_PROVIDER_SIGN_OUT):
+        if not (settings.SSO_ENABLED and settings.OIDC_PROVIDER_SIGN_OUT):
             return ""
         try:
             return provider_setting("OIDC_OP_END_SESSION_ENDPOINT", "")

@@ -1,4 +1,5 @@
 """The OpenAPI description of `Authorization: Token <key>`."""
+
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 
 
@@ -8,6 +9,8 @@ class ApiTokenScheme(OpenApiAuthenticationExtension):
 
     def get_security_definition(self, auto_schema):
         return {
-            "type": "apiKey", "in": "header", "name": "Authorization",
+            "type": "apiKey",
+            "in": "header",
+            "name": "Authorization",
             "description": "`Token <key>`: a key from POST /api/v1/token/ or /api/v1/tokens/ (it expires).",
         }

@@ -4,6 +4,7 @@ A key is 32 random bytes, so one SHA-256 is enough to store it: there is nothing
 slow hash would protect (unlike a password). The key's first characters stay readable as its
 prefix, so a person can tell their tokens apart.
 """
+
 import hashlib
 import secrets
 from datetime import timedelta
@@ -38,7 +39,10 @@ def api_token_create(*, user, name: str = "", days: int | None = None) -> tuple[
     """A new token and its plain key; the key is not kept anywhere, so show it now or never."""
     key = KEY_START + secrets.token_urlsafe(32)
     token = ApiToken.objects.create(
-        user=user, name=name, prefix=key[:PREFIX_LENGTH], key_hash=token_hash(key),
+        user=user,
+        name=name,
+        prefix=key[:PREFIX_LENGTH],
+        key_hash=token_hash(key),
         expires_at=token_expiry(days=days),
     )
     return token, key

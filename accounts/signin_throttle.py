@@ -6,6 +6,7 @@ current window, or an address SIGNIN_FAILURES_PER_IP, every sign-in for it is re
 window ends, even with the right password: otherwise the attacker's next guess would still be
 checked. The dashboard's login page and the API's password endpoint both go through here.
 """
+
 import hashlib
 import logging
 import time
@@ -35,8 +36,10 @@ def client_ip(request) -> str:
 def _counters(*, username: str, ip: str) -> list[tuple[str, int]]:
     window = int(_now() // settings.SIGNIN_WINDOW_SECONDS)
     counters = []
-    for kind, value, limit in (("user", username.strip().casefold(), settings.SIGNIN_FAILURES_PER_USERNAME),
-                               ("ip", ip, settings.SIGNIN_FAILURES_PER_IP)):
+    for kind, value, limit in (
+        ("user", username.strip().casefold(), settings.SIGNIN_FAILURES_PER_USERNAME),
+        ("ip", ip, settings.SIGNIN_FAILURES_PER_IP),
+    ):
         if value:
             digest = hashlib.sha256(value.encode()).hexdigest()[:32]  # any username fits in a key
             counters.append((f"signin-failures:{kind}:{digest}:{window}", limit))
@@ -79,5 +82,7 @@ def _count_failure(*, username: str, ip: str) -> None:
 
 def refusal_message(wait_seconds: int) -> str:
     minutes = max(1, round(wait_seconds / 60))
-    return (f"Too many failed sign-in attempts for this account or from this address. "
-            f"Try again in {minutes} minute{'s' if minutes != 1 else ''}.")
+    return (
+        f"Too many failed sign-in attempts for this account or from this address. "
+        f"Try again in {minutes} minute{'s' if minutes != 1 else ''}."
+    )

@@ -61,8 +61,3 @@ def provider_setting(name: str, *default):
             return default[0]
         raise ImproperlyConfigured(f"Setting {name} not found")  # as mozilla-django-oidc's own lookup
     return value
-
-
-def forget_discovery() -> None:
-    with _lock:
-        _cache.clear()

@@ -40,32 +40,43 @@ def _claim_text(claims: Mapping, name: str) -> str:
     return value.strip() if isinstance(value, str) else ""
 
 
+def _subject_tag(subject: str) -> str:
+    return hashlib.sha256(subject.encode()).hexdigest()[:12]
+
+
 def _username_base(claims: Mapping, subject: str) -> str:
     for candidate in (_claim_text(claims, "preferred_username"), _claim_text(claims, "email").split("@")[0]):
         cleaned = re.sub(r"[^\w.@+-]", "", candidate)[:120]
         if cleaned:
             return cleaned
-    return "sso-" + hashlib.sha256(subject.encode()).hexdigest()[:12]
+    return "sso-" + _subject_tag(subject)
 
 
 def _free_username(claims: Mapping, subject: str, *, unique_suffix: bool = False) -> str:
     """The person's preferred username if nobody has it, else it with a number. Never an existing
     account's: a provider user called "admin" does not become the local admin."""
-    User = get_user_model()
     base = _username_base(claims, subject)
-    if unique_suffix:
-        return f"{base}-{hashlib.sha256(subject.encode()).hexdigest()[:12]}"
-    for n in range(1, 100):
-        name = base if n == 1 else f"{base}-{n}"
-        if not User.objects.filter(username__iexact=name).exists():
-            return name
-    return f"{base}-{hashlib.sha256(subject.encode()).hexdigest()[:12]}"
+    if not unique_suffix:
+        # One query for every name the numbered candidates could collide with.
+        taken = {
+            name.lower()
+            for name in get_user_model().objects.filter(username__istartswith=base).values_list("username", flat=True)
+        }
+        for n in range(1, 100):
+            name = base if n == 1 else f"{base}-{n}"
+            if name.lower() not in taken:
+                return name
+    return f"{base}-{_subject_tag(subject)}"
 
 
-def _identity(*, issuer: str, subject: str, claims: Mapping) -> SsoIdentity:
-    """This subject's identity, created with a new user at their first sign-in."""
+def _found(issuer: str, subject: str) -> SsoIdentity | None:
+    return SsoIdentity.objects.select_related("user").filter(issuer=issuer, subject=subject).first()
+
+
+def _identity(*, issuer: str, subject: str, claims: Mapping, found: SsoIdentity | None) -> SsoIdentity:
+    """This subject's identity (`found`, when it was), created with a new user at their first sign-in."""
     for attempt in range(2):
-        identity = SsoIdentity.objects.select_related("user").filter(issuer=issuer, subject=subject).first()
+        identity = found if attempt == 0 else _found(issuer, subject)
         if identity is not None:
             return identity
         try:
@@ -94,10 +105,11 @@ def sso_user_sign_in(*, issuer: str, claims: Mapping, claim: str, role_map: Mapp
     if not subject:
         raise SignInRefused(NO_SUBJECT)
     roles = roles_from_claims(claims, claim=claim, role_map=role_map)
-    if not roles and not SsoIdentity.objects.filter(issuer=issuer, subject=subject).exists():
+    found = _found(issuer, subject)
+    if not roles and found is None:
         raise SignInRefused(NO_ROLE)
     with transaction.atomic():
-        identity = _identity(issuer=issuer, subject=subject, claims=claims)
+        identity = _identity(issuer=issuer, subject=subject, claims=claims, found=found)
         user = identity.user
         _set_role_groups(user, roles)
         email = _claim_text(claims, "email")

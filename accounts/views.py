@@ -22,7 +22,7 @@ class SignInView(LoginView):
         return {
             **super().get_context_data(**kwargs),
             "local_signin": settings.LOCAL_SIGNIN,
-            "sso_enabled": getattr(settings, "SSO_ENABLED", False),
+            "sso_enabled": settings.SSO_ENABLED,
             "sso_name": getattr(settings, "OIDC_PROVIDER_NAME", ""),
         }
 

@@ -4,6 +4,7 @@ They keep working, so scripts do not break on upgrade, but now expire API_TOKEN_
 upgrade like any new token, and their plain copies are deleted. The old table itself is left
 (empty) for DRF's own migrations; nothing reads it any more.
 """
+
 import hashlib
 from datetime import timedelta
 
@@ -24,11 +25,18 @@ def import_authtoken_tokens(apps, schema_editor):
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT {connection.ops.quote_name('key')}, user_id FROM {OLD_TABLE}")
         rows = cursor.fetchall()
-        ApiToken.objects.bulk_create([
-            ApiToken(user_id=user_id, name="made before tokens expired", prefix=key[:8],
-                     key_hash=hashlib.sha256(key.encode()).hexdigest(), expires_at=expires_at)
-            for key, user_id in rows
-        ])
+        ApiToken.objects.bulk_create(
+            [
+                ApiToken(
+                    user_id=user_id,
+                    name="made before tokens expired",
+                    prefix=key[:8],
+                    key_hash=hashlib.sha256(key.encode()).hexdigest(),
+                    expires_at=expires_at,
+                )
+                for key, user_id in rows
+            ]
+        )
         cursor.execute(f"DELETE FROM {OLD_TABLE}")
 
 

@@ -6,28 +6,36 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('accounts', '0002_import_authtoken_tokens'),
+        ("accounts", "0002_import_authtoken_tokens"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='SsoIdentity',
+            name="SsoIdentity",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('issuer', models.CharField(max_length=255)),
-                ('subject', models.CharField(max_length=255)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('last_sign_in_at', models.DateTimeField(blank=True, null=True)),
-                ('roles', models.JSONField(blank=True, default=list)),
-                ('user', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='sso_identities', to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("issuer", models.CharField(max_length=255)),
+                ("subject", models.CharField(max_length=255)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("last_sign_in_at", models.DateTimeField(blank=True, null=True)),
+                ("roles", models.JSONField(blank=True, default=list)),
+                (
+                    "user",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="sso_identities",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'verbose_name': 'single sign-on identity',
-                'verbose_name_plural': 'single sign-on identities',
-                'constraints': [models.UniqueConstraint(fields=('issuer', 'subject'), name='sso_identity_unique_subject')],
+                "verbose_name": "single sign-on identity",
+                "verbose_name_plural": "single sign-on identities",
+                "constraints": [
+                    models.UniqueConstraint(fields=("issuer", "subject"), name="sso_identity_unique_subject")
+                ],
             },
         ),
     ]

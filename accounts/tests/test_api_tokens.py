@@ -1,4 +1,5 @@
 """API tokens: stored as hashes, expiring, revocable by their owner and by an admin."""
+
 import hashlib
 import importlib
 from datetime import timedelta
@@ -114,7 +115,9 @@ def test_admins_see_tokens_read_only_and_revoke_them(alice, client):
     page = client.get("/admin/accounts/apitoken/").content.decode()
     assert token.prefix in page and key not in page and token.key_hash not in page
     assert client.get("/admin/accounts/apitoken/add/").status_code == 403
-    response = client.post("/admin/accounts/apitoken/", {"action": "revoke", "_selected_action": [token.pk]}, follow=True)
+    response = client.post(
+        "/admin/accounts/apitoken/", {"action": "revoke", "_selected_action": [token.pk]}, follow=True
+    )
     assert "1 token(s) revoked." in response.content.decode()
     assert with_token(key).get("/api/v1/runs/").status_code == 401
     assert ApiToken.objects.filter(pk=token.pk).exists()  # revoked, not deleted: the record stays
@@ -127,7 +130,9 @@ def test_the_command_line_prints_a_working_key_once(alice, capsys):
     assert ApiToken.objects.get().name == "ci"
 
 
-OLD_TABLE_SQL = "CREATE TABLE authtoken_token (\"key\" varchar(40) PRIMARY KEY, created timestamp NOT NULL, user_id integer NOT NULL)"
+OLD_TABLE_SQL = (
+    'CREATE TABLE authtoken_token ("key" varchar(40) PRIMARY KEY, created timestamp NOT NULL, user_id integer NOT NULL)'
+)
 
 
 def test_plain_tokens_from_before_the_upgrade_are_hashed_and_keep_working(alice, settings):
@@ -139,8 +144,10 @@ def test_plain_tokens_from_before_the_upgrade_are_hashed_and_keep_working(alice,
         cursor.execute(OLD_TABLE_SQL)
     try:
         with connection.cursor() as cursor:
-            cursor.execute("INSERT INTO authtoken_token (\"key\", created, user_id) VALUES (%s, %s, %s)",
-                           [old_key, timezone.now(), alice.pk])
+            cursor.execute(
+                'INSERT INTO authtoken_token ("key", created, user_id) VALUES (%s, %s, %s)',
+                [old_key, timezone.now(), alice.pk],
+            )
         with connection.schema_editor() as editor:
             migration.import_authtoken_tokens(apps, editor)
         assert database_contains(old_key) == []
@@ -149,4 +156,3 @@ def test_plain_tokens_from_before_the_upgrade_are_hashed_and_keep_working(alice,
     finally:
         with connection.cursor() as cursor:
             cursor.execute("DROP TABLE authtoken_token")
-

@@ -1,5 +1,6 @@
 """Password guessing: after too many failures in a window, sign-in is refused, even with the right
 password, on the login page and on the API's token endpoint, until the window has passed."""
+
 from html import unescape
 
 import pytest
@@ -82,7 +83,6 @@ def test_one_address_trying_many_usernames_is_refused(alice, settings, clock):
     assert token_attempt("alice", "pw-alice", ip="192.0.2.7").status_code == 200  # someone else
 
 
-
 def test_a_forged_x_forwarded_for_does_not_dodge_the_address_limit(alice, settings, clock):
     """No proxy is trusted by default: each attempt naming another X-Forwarded-For address still
     counts against the connection's address."""
@@ -106,6 +106,7 @@ def test_behind_a_trusted_proxy_the_address_it_saw_is_counted(alice, settings, c
     same = APIClient(REMOTE_ADDR="10.0.0.2", HTTP_X_FORWARDED_FOR="9.9.9.9, 192.0.2.50")
     assert same.post("/api/v1/token/", {"username": "alice", "password": "pw-alice"}, format="json").status_code == 429
 
+
 def test_fewer_failures_than_the_limit_still_let_the_right_password_in(alice, clock):
     for n in range(4):
         token_attempt("alice", f"guess-{n}")
@@ -113,8 +114,9 @@ def test_fewer_failures_than_the_limit_still_let_the_right_password_in(alice, cl
 
 
 def test_with_redis_away_people_still_sign_in_and_a_wrong_password_is_still_refused(alice, settings, caplog):
-    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
-                                   "LOCATION": "redis://127.0.0.1:1/0"}}  # nothing listens there
+    settings.CACHES = {
+        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": "redis://127.0.0.1:1/0"}
+    }  # nothing listens there
     assert token_attempt("alice", "wrong").status_code == 400
     assert token_attempt("alice", "pw-alice").status_code == 200
     client, response = login_attempt("alice", "pw-alice")

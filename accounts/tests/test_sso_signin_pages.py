@@ -148,11 +148,13 @@ def test_an_id_token_for_another_client_issuer_or_nonce_is_refused(backend, clai
         backend.verify_token(id_token(**claims), nonce=nonce)
 
 
-def test_a_password_sign_in_never_starts_a_code_exchange(settings):
+def test_a_password_sign_in_never_starts_a_code_exchange(settings, monkeypatch):
     configure(settings)
     request = RequestFactory().post("/login/?code=c&state=s")
-    # No provider answers at idp.example.com: reaching the token endpoint would raise.
+    exchanges = []  # the backend swallows the provider's errors: watch for the exchange itself
+    monkeypatch.setattr(SsoBackend, "get_token", lambda self, payload: exchanges.append(payload) or {})
     assert SsoBackend().authenticate(request, username="pat", password="pw") is None
+    assert exchanges == []
     assert settings.AUTHENTICATION_BACKENDS == [MODEL_BACKEND, SSO_BACKEND]
 
 

@@ -10,8 +10,9 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("username")
         parser.add_argument("--name", default="from the command line")
-        parser.add_argument("--days", type=int, default=None,
-                            help="Lifetime in days (default API_TOKEN_DAYS; 0 never expires).")
+        parser.add_argument(
+            "--days", type=int, default=None, help="Lifetime in days (default API_TOKEN_DAYS; 0 never expires)."
+        )
 
     def handle(self, *args, username, name, days, **options):
         user = get_user_model().objects.filter(username=username).first()
