@@ -17,7 +17,7 @@ from datetime import date, timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Count, F, Q, QuerySet, Sum
+from django.db.models import Count, F, QuerySet, Sum
 from django.utils import timezone
 
 from runs.models import Agent, Approval, BudgetAlert, Run, Step, ToolCall
@@ -31,6 +31,7 @@ from runs.selectors.aggregates import (  # noqa: F401 (nearest_rank_offset: read
 )
 from runs.selectors.history import day_start
 from runs.selectors.supervision_metrics import Supervision, supervision_summary
+from runs.services.rollup_rows import tool_counts
 
 DEFAULT_PERIOD_DAYS = 7
 
@@ -297,16 +298,8 @@ def _percentiles(queryset: QuerySet, expression, count: int) -> Percentiles:
 
 
 def _tool_errors(calls: QuerySet[ToolCall]) -> list[ToolErrorRow]:
-    status = ToolCall.Status
-    rows = (
-        calls.order_by()
-        .values_list("tool_name")
-        .annotate(
-            finished=Count("pk", filter=Q(status__in=[status.SUCCEEDED, status.FAILED, status.REJECTED])),
-            failed=Count("pk", filter=Q(status=status.FAILED)),
-            rejected=Count("pk", filter=Q(status=status.REJECTED)),
-        )
-    )
+
+    rows = calls.order_by().values_list("tool_name").annotate(**tool_counts())
     result = [ToolErrorRow(tool=t, finished=f, failed=fa, rejected=r) for t, f, fa, r in rows if f]
     return sorted(result, key=lambda row: (-(row.error_rate or 0), row.tool))
 

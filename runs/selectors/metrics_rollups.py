@@ -22,6 +22,7 @@ from runs.models.rollups import ApprovalRollup, ApprovalWait, DayRollup, WaitRol
 from runs.selectors.aggregates import TruncDay, nearest_rank_offset
 from runs.selectors.approval_figures import Waits, approval_rows, counted_rows, plain_rows
 from runs.selectors.history import day_start
+from runs.services.rollup_rows import tool_counts
 from runs.services.rollups import RELATIVE_ACCURACY, bucket_value, latency_bucket
 
 STILL_GOING = tuple(value for value in Run.Status.values if value not in Run.FINISHED_STATUSES)
@@ -77,16 +78,8 @@ def rolled_figures(*, start: date, end: date, agent, built: list[date]) -> dict:
         Step.objects.filter(run_id__in=raw_ids).order_by().values_list("model", "latency_ms")
     ):
         steps[model, latency_bucket(latency)] += 1
-    status = ToolCall.Status
     for tool, *counts in (
-        ToolCall.objects.filter(run_id__in=raw_ids)
-        .order_by()
-        .values_list("tool_name")
-        .annotate(
-            f=Count("pk", filter=Q(status__in=[status.SUCCEEDED, status.FAILED, status.REJECTED])),
-            fa=Count("pk", filter=Q(status=status.FAILED)),
-            r=Count("pk", filter=Q(status=status.REJECTED)),
-        )
+        ToolCall.objects.filter(run_id__in=raw_ids).order_by().values_list("tool_name").annotate(**tool_counts())
     ):
         _add_tool(tools, tool, counts)
     approvals, waits = _approvals(

@@ -137,14 +137,10 @@ def day_insert(day: date, contribution) -> None:
             for agent, status, stop, iterations, n, tokens, cost in run_rows
         ]
     )
-    by_agent = defaultdict(lambda: [0, 0, 0.0])
-    for agent, _status, _stop, _iterations, n, tokens, cost in run_rows:
-        found = by_agent[agent]
-        found[0], found[1], found[2] = found[0] + n, found[1] + tokens, found[2] + cost
     DayRollup.objects.bulk_create(
         [
             DayRollup(day=day, agent_id=agent, runs=n, tokens=tokens, cost_usd=cost)
-            for agent, (n, tokens, cost) in by_agent.items()
+            for agent, (n, tokens, cost) in _per_agent(run_rows).items()
         ]
     )
     ToolRollup.objects.bulk_create(
@@ -157,6 +153,15 @@ def day_insert(day: date, contribution) -> None:
         [ApprovalRollup(**dict(zip(APPROVAL_KEYS, (day, *keys))), approvals=n) for *keys, n in approval_rows]
     )
     waits_insert(day, waits, counts=False)
+
+
+def _per_agent(run_rows) -> dict:
+    """{agent: [runs, tokens, cost]} of outcome rows (agent, status, stop, iterations, runs, tokens, cost)."""
+    by_agent = defaultdict(lambda: [0, 0, 0.0])
+    for agent, _status, _stop, _iterations, n, tokens, cost in run_rows:
+        found = by_agent[agent]
+        found[0], found[1], found[2] = found[0] + n, found[1] + tokens, found[2] + cost
+    return by_agent
 
 
 def waits_insert(day: date, waits: list, *, counts: bool = True) -> None:
@@ -188,11 +193,7 @@ def wait_counts(waits) -> Counter:
 def day_subtract(day: date, contribution) -> None:
     run_rows, step_counts, tool_rows, approval_rows, waits = contribution
     outcomes_add(day, {tuple(row[:4]): tuple(-value for value in row[4:]) for row in run_rows})
-    by_agent = defaultdict(lambda: [0, 0, 0.0])
-    for agent, _status, _stop, _iterations, n, tokens, cost in run_rows:
-        found = by_agent[agent]
-        found[0], found[1], found[2] = found[0] + n, found[1] + tokens, found[2] + cost
-    for agent, (n, tokens, cost) in by_agent.items():
+    for agent, (n, tokens, cost) in _per_agent(run_rows).items():
         DayRollup.objects.filter(day=day, agent_id=agent).update(
             runs=F("runs") - n, tokens=F("tokens") - tokens, cost_usd=F("cost_usd") - cost
         )

@@ -30,9 +30,8 @@ from runs.models import RollupDay, Run, RunRollup, Step, StepRollup, ToolCall, T
 from runs.models.rollups import ApprovalRollup, ApprovalWait, DayRollup
 from runs.selectors.history import day_start
 from runs.services.db import write_transaction
-from runs.services.rollup_rows import (  # noqa: F401 (GAMMA, RELATIVE_ACCURACY, bucket_value: read here)
+from runs.services.rollup_rows import (  # noqa: F401 (RELATIVE_ACCURACY, bucket_value: read here)
     APPROVAL_KEYS,
-    GAMMA,
     RELATIVE_ACCURACY,
     approval_parts,
     bucket_value,
@@ -103,6 +102,7 @@ def run_ended(*, run: Run, fields: dict) -> None:
     for agent, *approval_keys, n in approvals:
         row_add(ApprovalRollup, dict(zip(APPROVAL_KEYS, (day, agent, *approval_keys))), approvals=n)
     waits_insert(day, waits)
+
 
 def summary_added(*, run: Run, step: Step, tokens: int, cost_usd: float) -> None:
     """Add an ended run's summary call (its step, tokens and cost) to its day's rollups."""
@@ -188,7 +188,6 @@ def rebuild(*, days: int | None = None, progress=None) -> int:
     return count
 
 
-
 def build_pending(*, limit: int = 7) -> int:
     """Rebuild up to `limit` days before today that are not built yet, newest first; how many.
 
@@ -205,6 +204,7 @@ def build_pending(*, limit: int = 7) -> int:
     for day in days:
         rebuild_day(day)
     return len(days)
+
 
 def _created_on(day: date):
     return Run.objects.filter(created_at__gte=day_start(day), created_at__lt=day_start(day + timedelta(days=1)))

@@ -407,7 +407,7 @@ def test_a_month_row_less_its_other_days_stands_for_the_days_in_the_window():
         counted.update(month + timedelta(days=n) for n in range((after - month).days))
     counted.update(plus)
     counted.subtract(minus)
-    assert +counted == Counter(built)
+    assert {day: n for day, n in counted.items() if n} == Counter(built)  # a day taken away twice shows as -1
     assert month_plan(date(2025, 9, 28), date(2025, 10, 2), built) == (
         [],
         sorted(day for day in built if date(2025, 9, 28) <= day <= date(2025, 10, 2)),
