@@ -21,35 +21,34 @@ span, which reads its levers from the database, is built in the committing threa
 Any error is logged and the span dropped.
 """
 
-import hashlib
-import hmac
 import json
 import logging
-import re
 from datetime import datetime
 from functools import lru_cache, partial
 from typing import NamedTuple
-from urllib.parse import urlsplit
 
-import orjson
 from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
 from runs.models import Approval, Run, RunEvent, Step, ToolCall
 from runs.selectors.approval_figures import decider
+from runs.services.trace_values import (
+    error_type,
+    model_failures,
+    models_asked,
+    result_hash,
+    run_span_id,
+    span_id,
+    trace_id,
+    unix_ns,
+    url_host,
+)
 
 log = logging.getLogger(__name__)
 
 PROVIDER = "openai"  # the API every model endpoint of this project speaks
 CALL_ID_CHARS = 200  # a model may send a call id of any length
-ERROR_TYPES = [  # (pattern at the start of a model error's text, its error.type)
-    (re.compile(r"tool_choice required refused"), "tool_choice_refused"),
-    (re.compile(r"HTTP (\d{3})"), None),  # the status code itself
-    (re.compile(r"timed out"), "timeout"),
-    (re.compile(r"connection failed"), "connection_error"),
-    (re.compile(r"([A-Za-z_][A-Za-z0-9_]{0,60}): "), None),  # an exception's class name
-]
 TOOL_ERRORS = {ToolCall.Status.FAILED: "tool_error", ToolCall.Status.UNKNOWN: "outcome_unknown"}
 
 
@@ -77,7 +76,7 @@ def run_view(run: Run) -> RunView:
         view = RunView(
             run.pk,
             tuple(models_asked(run)),
-            _host(run.config.get("base_url") or settings.LLM_BASE_URL or ""),
+            url_host(run.config.get("base_url") or settings.LLM_BASE_URL or ""),
             settings.ARGS_HASH_KEY,
         )
         run.__dict__["_trace_view"] = view
@@ -114,79 +113,6 @@ def _frozen(record):
     copy = object.__new__(type(record))
     copy.__dict__.update(record.__dict__)
     return copy
-
-
-# --- ids and plain values ---------------------------------------------------------------------------
-
-
-@lru_cache(maxsize=4)
-def _ids_key(key: str) -> bytes:
-    """The key of the ids, derived from ARGS_HASH_KEY (BLAKE2 takes at most 64 bytes of key)."""
-    return hashlib.sha256(b"agentsite traces:" + key.encode()).digest()
-
-
-def _keyed(key: str, size: int, *parts) -> int:
-    # Keyed BLAKE2b: an HMAC's strength at a fraction of its cost (one per span).
-    message = ":".join(map(str, parts)).encode()
-    return int.from_bytes(hashlib.blake2b(message, digest_size=size, key=_ids_key(key)).digest(), "big") or 1
-
-
-@lru_cache(maxsize=4096)  # every span of a run needs both: computed once per run and process
-def _run_ids(key: str, run_id: int) -> tuple[int, int]:
-    return _keyed(key, 16, "run", run_id), _keyed(key, 8, "run", run_id, "agent")
-
-
-def trace_id(run_id: int, key: str | None = None) -> int:
-    """The run's trace: the same in every process of this site, unguessable and distinct elsewhere."""
-    return _run_ids(key or settings.ARGS_HASH_KEY, run_id)[0]
-
-
-def run_span_id(run_id: int, key: str | None = None) -> int:
-    return _run_ids(key or settings.ARGS_HASH_KEY, run_id)[1]
-
-
-def span_id(run_id: int, *parts, key: str | None = None) -> int:
-    return _keyed(key or settings.ARGS_HASH_KEY, 8, "run", run_id, *parts)
-
-
-@lru_cache(maxsize=256)
-def _host(url: str) -> str | None:
-    return urlsplit(url).hostname
-
-
-def _ns(moment) -> int:
-    return int(moment.timestamp() * 1_000_000) * 1000
-
-
-def result_hash(result, key: str | None = None) -> str:
-    """A result as the arguments are hashed: HMAC-SHA256 (ARGS_HASH_KEY) of sorted-key compact JSON."""
-    try:
-        canonical = orjson.dumps(result, option=orjson.OPT_SORT_KEYS)
-    except TypeError:  # what orjson refuses (an integer beyond 64 bits): the standard library's form
-        canonical = json.dumps(result, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
-    return hmac.digest((key or settings.ARGS_HASH_KEY).encode(), canonical, "sha256").hex()
-
-
-def models_asked(run: Run) -> list[str]:
-    return list(run.config.get("models") or settings.LLM_MODELS) or ["demo"]
-
-
-def model_failures(errors: list[str], models: list[str]) -> list[tuple[str, str]]:
-    """(model, error.type) of each failure text "model: what happened" (the text itself stays)."""
-    failures = []
-    for text in errors:
-        model = next((m for m in sorted(models, key=len, reverse=True) if text.startswith(f"{m}: ")), None)
-        rest = text[len(model) + 2 :] if model else (text.partition(": ")[2] or text)
-        failures.append((model or "unknown", error_type(rest)))
-    return failures
-
-
-def error_type(text: str) -> str:
-    for pattern, kind in ERROR_TYPES:
-        match = pattern.match(text)
-        if match:
-            return kind or match.group(1)
-    return "error"
 
 
 @lru_cache(maxsize=1024)  # the same for every step (and every call) of a run
@@ -239,8 +165,10 @@ def chat_span(run: RunView, step: Step, calls: list[ToolCall] = ()) -> dict:
     step was inserted (calls that only read): the answer came before the first of them started."""
 
     models = run.models
-    ran_first = [_ns(c.finished_at) - int(c.latency_ms * 1_000_000) for c in calls if c.latency_ms and c.finished_at]
-    end = min([_ns(step.created_at), *ran_first])
+    ran_first = [
+        unix_ns(c.finished_at) - int(c.latency_ms * 1_000_000) for c in calls if c.latency_ms and c.finished_at
+    ]
+    end = min([unix_ns(step.created_at), *ran_first])
     start = end - int(step.latency_ms * 1_000_000)
     failures = model_failures(step.model_errors or [], models)
     attributes = {
@@ -280,7 +208,7 @@ def tool_span(run: RunView, call: ToolCall, approval: Approval | None = None) ->
     """One tool call that has its result: status, latency, keyed hashes of arguments and result,
     and the decision it waited for, if any: the span then starts when the approval was asked, its
     wait and decision as events."""
-    end = _ns(call.finished_at or timezone.now())
+    end = unix_ns(call.finished_at or timezone.now())
     if call.latency_ms is not None:
         start = end - int(call.latency_ms * 1_000_000)
     else:  # never ran (refused, rejected, not executed): a moment
@@ -308,7 +236,7 @@ def tool_span(run: RunView, call: ToolCall, approval: Approval | None = None) ->
         attributes.update(
             _approval_attributes(approval.status, approval.automatic, approval.grant_id, approval.rule_name)
         )
-        start = min(start, _ns(approval.requested_at))
+        start = min(start, unix_ns(approval.requested_at))
         events = _approval_events(approval)
     return _span(
         run,
@@ -326,8 +254,8 @@ def tool_span(run: RunView, call: ToolCall, approval: Approval | None = None) ->
 def run_spans(run: Run, view: RunView) -> list[dict]:
     """The run, from launch to end, with operators' levers as events (one query, once per run). A
     run ended by every model failing gets a failed chat span too."""
-    end = _ns(run.finished_at or timezone.now())
-    start = min(_ns(run.created_at), end)
+    end = unix_ns(run.finished_at or timezone.now())
+    start = min(unix_ns(run.created_at), end)
     models = view.models
     attributes = {
         **_common(view, "invoke_agent"),
@@ -343,7 +271,7 @@ def run_spans(run: Run, view: RunView) -> list[dict]:
         "agentsite.run.active_seconds": run.active_seconds,
         "agentsite.run.takeovers": run.takeovers,
     }
-    events = [_event("agentsite.run.started", _ns(run.started_at), {})] if run.started_at else []
+    events = [_event("agentsite.run.started", unix_ns(run.started_at), {})] if run.started_at else []
     events += _lever_events(run)
     events.sort(key=lambda event: event.timestamp)
     links = [
@@ -376,7 +304,7 @@ def _failed_chat_span(run: Run, view: RunView, end: int) -> dict:
     the run's end, each model's failure an event."""
     models = view.models
     last = Step.objects.filter(run_id=run.pk).order_by("-index").values_list("created_at", flat=True).first()
-    start = min(_ns(last or run.started_at or run.created_at), end)
+    start = min(unix_ns(last or run.started_at or run.created_at), end)
     failures = [
         (m, error_type(run.stop_detail[run.stop_detail.index(f"{m}: ") + len(m) + 2 :]))
         for m in models
@@ -410,12 +338,12 @@ def _approval_attributes(status: str, automatic: bool, grant_id, rule_name: str)
 
 def _approval_events(approval: Approval) -> list:
     events = [
-        _event("agentsite.approval.requested", _ns(approval.requested_at), {"agentsite.approval.id": approval.pk})
+        _event("agentsite.approval.requested", unix_ns(approval.requested_at), {"agentsite.approval.id": approval.pk})
     ]
     if approval.decided_at is not None:
         decided = _approval_attributes(approval.status, approval.automatic, approval.grant_id, approval.rule_name)
         decided["agentsite.approval.wait_ms"] = (approval.decided_at - approval.requested_at).total_seconds() * 1000
-        events.append(_event("agentsite.approval.decided", _ns(approval.decided_at), decided))
+        events.append(_event("agentsite.approval.decided", unix_ns(approval.decided_at), decided))
     return events
 
 
@@ -434,5 +362,5 @@ def _lever_events(run: Run) -> list:
         attributes = {"agentsite.lever": lever}
         if data.get("text") is not None:
             attributes["agentsite.lever.text_hash"] = result_hash(data["text"], settings.ARGS_HASH_KEY)
-        events.append(_event(f"agentsite.lever.{lever}", _ns(datetime.fromisoformat(data["at"])), attributes))
+        events.append(_event(f"agentsite.lever.{lever}", unix_ns(datetime.fromisoformat(data["at"])), attributes))
     return events

@@ -1,0 +1,92 @@
+"""The plain values of a run's trace: its ids (keyed hashes of the run's id, the same in every
+process of a site), times, result hashes and the kinds of model errors (runs/services/trace_export.py)."""
+
+import hashlib
+import hmac
+import json
+import re
+from functools import lru_cache
+from urllib.parse import urlsplit
+
+import orjson
+from django.conf import settings
+
+from runs.models import Run
+
+ERROR_TYPES = [  # (pattern at the start of a model error's text, its error.type)
+    (re.compile(r"tool_choice required refused"), "tool_choice_refused"),
+    (re.compile(r"HTTP (\d{3})"), None),  # the status code itself
+    (re.compile(r"timed out"), "timeout"),
+    (re.compile(r"connection failed"), "connection_error"),
+    (re.compile(r"([A-Za-z_][A-Za-z0-9_]{0,60}): "), None),  # an exception's class name
+]
+
+
+@lru_cache(maxsize=4)
+def _ids_key(key: str) -> bytes:
+    """The key of the ids, derived from ARGS_HASH_KEY (BLAKE2 takes at most 64 bytes of key)."""
+    return hashlib.sha256(b"agentsite traces:" + key.encode()).digest()
+
+
+def _keyed(key: str, size: int, *parts) -> int:
+    # Keyed BLAKE2b: an HMAC's strength at a fraction of its cost (one per span).
+    message = ":".join(map(str, parts)).encode()
+    return int.from_bytes(hashlib.blake2b(message, digest_size=size, key=_ids_key(key)).digest(), "big") or 1
+
+
+@lru_cache(maxsize=4096)  # every span of a run needs both: computed once per run and process
+def _run_ids(key: str, run_id: int) -> tuple[int, int]:
+    return _keyed(key, 16, "run", run_id), _keyed(key, 8, "run", run_id, "agent")
+
+
+def trace_id(run_id: int, key: str | None = None) -> int:
+    """The run's trace: the same in every process of this site, unguessable and distinct elsewhere."""
+    return _run_ids(key or settings.ARGS_HASH_KEY, run_id)[0]
+
+
+def run_span_id(run_id: int, key: str | None = None) -> int:
+    return _run_ids(key or settings.ARGS_HASH_KEY, run_id)[1]
+
+
+def span_id(run_id: int, *parts, key: str | None = None) -> int:
+    return _keyed(key or settings.ARGS_HASH_KEY, 8, "run", run_id, *parts)
+
+
+@lru_cache(maxsize=256)
+def url_host(url: str) -> str | None:
+    return urlsplit(url).hostname
+
+
+def unix_ns(moment) -> int:
+    return int(moment.timestamp() * 1_000_000) * 1000
+
+
+def result_hash(result, key: str | None = None) -> str:
+    """A result as the arguments are hashed: HMAC-SHA256 (ARGS_HASH_KEY) of sorted-key compact JSON."""
+    try:
+        canonical = orjson.dumps(result, option=orjson.OPT_SORT_KEYS)
+    except TypeError:  # what orjson refuses (an integer beyond 64 bits): the standard library's form
+        canonical = json.dumps(result, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    return hmac.digest((key or settings.ARGS_HASH_KEY).encode(), canonical, "sha256").hex()
+
+
+def models_asked(run: Run) -> list[str]:
+    return list(run.config.get("models") or settings.LLM_MODELS) or ["demo"]
+
+
+def model_failures(errors: list[str], models: list[str]) -> list[tuple[str, str]]:
+    """(model, error.type) of each failure text "model: what happened" (the text itself stays)."""
+    failures = []
+    for text in errors:
+        model = next((m for m in sorted(models, key=len, reverse=True) if text.startswith(f"{m}: ")), None)
+        rest = text[len(model) + 2 :] if model else (text.partition(": ")[2] or text)
+        failures.append((model or "unknown", error_type(rest)))
+    return failures
+
+
+def error_type(text: str) -> str:
+    for pattern, kind in ERROR_TYPES:
+        match = pattern.match(text)
+        if match:
+            return kind or match.group(1)
+    return "error"
