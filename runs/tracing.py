@@ -1,14 +1,15 @@
-"""OpenTelemetry in this process: the SDK's OTLP/HTTP exporter behind its BatchSpanProcessor,
+"""OpenTelemetry in this process: the SDK's BatchSpanProcessor and its OTLP/HTTP exporter's client,
 made on first use.
 
 Imported only when settings.TRACES_ENDPOINT is set (runs/services/trace_export.py checks first),
 so a site without tracing never loads the SDK. The spans of a run are not timed live: they are
 built from committed records (trace_export.py), by whichever process commits them (a worker,
 another worker after a crash, the web process applying a lever), with ids derived from the run
-and times from the rows. So finished spans (the SDK's ReadableSpan, with these ids and times) go
-straight to the processor, without a Tracer: a tracer draws ids at random and times spans
-itself, and its per-span bookkeeping cost more than the rest of the export. Most are handed over
-still to build (`emit_later`) and built by the exporter in its thread, a batch at a time.
+and times from the rows. So no Tracer: a tracer draws ids at random and times spans itself, and
+its per-span bookkeeping cost more than the rest of the export. The processor queues spans still
+to build (`emit_later`); the exporter builds them in its own thread, a batch at a time, encodes
+them (runs/otlp_encoder.py) and sends them with the SDK exporter's HTTP client (its retries,
+timeout, compression, headers and certificates, from the OTEL_EXPORTER_OTLP_* variables).
 
 Why a slow or dead collector never slows a run: `emit` only appends the span to the processor's
 bounded queue (when full, the span is dropped); the request, its retries and its timeout
@@ -20,49 +21,33 @@ import atexit
 import logging
 import os
 import threading
-from functools import lru_cache
 
 from django.conf import settings
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import Event, ReadableSpan
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
-from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExportResult
+from opentelemetry.trace import SpanContext, TraceFlags
 
-__all__ = ["Event", "emit", "emit_later", "flush", "shutdown"]
+from runs import otlp_encoder
+
+__all__ = ["emit", "emit_later", "flush", "shutdown"]
 
 log = logging.getLogger(__name__)
 
 EXIT_FLUSH_SECONDS = 2.0
-SAMPLED = TraceFlags(TraceFlags.SAMPLED)
-ERROR = Status(StatusCode.ERROR)
-
-
-class _ProcessResource(Resource):
-    """This process's resource, its hash computed once. The encoder groups each batch by resource
-    and hashes it for every span: the SDK's hash serialises the attributes to JSON each time, a
-    fifth of the cost of encoding a span. A resource never changes, so neither does its hash."""
-
-    _hash: int | None = None
-
-    def __hash__(self) -> int:
-        if self._hash is None:
-            self._hash = super().__hash__()
-        return self._hash
+SCOPE = "agentsite.runs"  # the instrumentation scope of every span
 
 
 class _Tracing:
     def __init__(self, endpoint: str):
-        created = Resource.create(
+        # service.name, the SDK's telemetry.sdk.* and OTEL_RESOURCE_ATTRIBUTES, as the SDK reads them.
+        resource = Resource.create(
             {"service.name": os.environ.get("OTEL_SERVICE_NAME") or "agentsite", "process.pid": os.getpid()}
         )
-        self.resource = _ProcessResource(created.attributes, created.schema_url)
-        self.scope = InstrumentationScope("agentsite.runs")
         # Headers, timeout and compression come from the OTEL_EXPORTER_OTLP_* variables, the
         # queue and batch sizes from OTEL_BSP_*. Every run is traced, no sampler: a trace cut in
         # one process and not in another would be worse than none (sample in the collector).
-        self.processor = BatchSpanProcessor(_Exporter(self.resource, self.scope, endpoint=endpoint))
+        self.processor = BatchSpanProcessor(_Exporter(resource, endpoint=endpoint))
 
 
 _lock = threading.Lock()
@@ -82,15 +67,18 @@ def _tracing() -> _Tracing:
 
 
 def emit(span: dict) -> None:
-    """Queue one finished span, given as its fields (see `_readable`)."""
-    tracing = _current or _tracing()
-    tracing.processor.on_end(_readable(tracing.resource, tracing.scope, **span))
+    """Queue one finished span, given as its fields (see runs/otlp_encoder.py)."""
+    (_current or _tracing()).processor.on_end(_Pending(_as_given, (span,)))
 
 
 def emit_later(build, *args) -> None:
-    """Queue a span that `build(*args)` makes, in the exporting thread, when its batch is encoded.
-    `args` must not change meanwhile (the caller passes copies)."""
+    """Queue a span that `build(*args)` makes (its fields), in the exporting thread, when its batch
+    is encoded. `args` must not change meanwhile (the caller passes copies)."""
     (_current or _tracing()).processor.on_end(_Pending(build, args))
+
+
+def _as_given(span: dict) -> dict:
+    return span
 
 
 class _Pending:
@@ -98,73 +86,38 @@ class _Pending:
     is sampled: its context says so; the exporter builds it (`_Exporter.export`)."""
 
     __slots__ = ("build", "args")
-    context = SpanContext(1, 1, False, SAMPLED)
+    context = SpanContext(1, 1, False, TraceFlags(TraceFlags.SAMPLED))
 
     def __init__(self, build, args: tuple):
         self.build, self.args = build, args
 
 
 class _Exporter(OTLPSpanExporter):
-    """The SDK's OTLP/HTTP exporter, given the spans still to build built first: in a batch, in
-    this thread, off the run's path. One that cannot be built is logged and left out."""
+    """The SDK's OTLP/HTTP exporter, given spans still to build: built in a batch, in this thread,
+    off the run's path, encoded by runs/otlp_encoder.py, sent by the exporter's own client. One
+    that cannot be built is logged and left out, not the rest of its batch."""
 
-    def __init__(self, resource: Resource, scope: InstrumentationScope, **options):
+    def __init__(self, resource: Resource, **options):
         super().__init__(**options)
-        self.resource, self.scope = resource, scope
+        self.resource, self.schema_url = otlp_encoder.resource(resource.attributes), resource.schema_url
 
-    def export(self, spans):
-        built = []
-        for span in spans:
-            if isinstance(span, _Pending):
-                try:
-                    span = _readable(self.resource, self.scope, **span.build(*span.args))
-                except Exception:
-                    log.warning("could not build a span", exc_info=True)
-                    continue
-            built.append(span)
-        return super().export(built)
+    def export(self, spans) -> SpanExportResult:
+        if self._shutdown:
+            return SpanExportResult.FAILURE
+        try:
+            body = otlp_encoder.request(self.resource, self.schema_url, SCOPE, _built(spans)).SerializeToString()
+        except Exception:
+            log.warning("could not encode a batch of %d spans", len(spans), exc_info=True)
+            return SpanExportResult.FAILURE
+        return SpanExportResult.SUCCESS if self._client.export(body).success else SpanExportResult.FAILURE
 
 
-def _readable(
-    resource: Resource,
-    scope: InstrumentationScope,
-    *,
-    name: str,
-    trace_id: int,
-    span_id: int,
-    parent_id: int | None,
-    kind: str,
-    start_ns: int,
-    end_ns: int,
-    attributes: dict,
-    events: list[Event] = (),
-    error_type: str | None = None,
-    links: list[tuple[int, int]] = (),
-) -> ReadableSpan:
-    """A finished span with these ids and times; `kind` a SpanKind's name."""
-    if error_type:
-        attributes = {**attributes, "error.type": error_type}
-    return ReadableSpan(
-        name,
-        context=SpanContext(trace_id, span_id, False, SAMPLED),
-        # Remote: the parent may be another process's (the run's span comes from whichever ends it).
-        parent=_parent(trace_id, parent_id) if parent_id else None,
-        resource=resource,
-        attributes=attributes,
-        events=events,
-        links=[Link(SpanContext(t, s, is_remote=True, trace_flags=SAMPLED)) for t, s in links],
-        kind=SpanKind[kind],
-        # No status is OTLP's "unset" (one message fewer to encode per span).
-        status=ERROR if error_type else None,
-        start_time=start_ns,
-        end_time=max(end_ns, start_ns),
-        instrumentation_scope=scope,
-    )
-
-
-@lru_cache(maxsize=1024)  # a run's spans share one parent, the run's span
-def _parent(trace_id: int, parent_id: int) -> SpanContext:
-    return SpanContext(trace_id, parent_id, True, SAMPLED)
+def _built(spans):
+    for span in spans:
+        try:
+            yield span.build(*span.args)
+        except Exception:
+            log.warning("could not build a span", exc_info=True)
 
 
 def flush() -> None:
