@@ -80,6 +80,7 @@ class OtlpReceiver:
     def __init__(self, mode: str = "keep"):
         self.mode = mode
         self.bodies: list[bytes] = []
+        self.headers: list[dict[str, str]] = []  # of each request, names in lower case
         self.requests = 0  # received, whatever the mode
         self.held = 0  # requests waiting for release() now
         self.released = threading.Event()
@@ -89,6 +90,8 @@ class OtlpReceiver:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                with receiver.lock:
+                    receiver.headers.append({k.lower(): v for k, v in self.headers.items()})
                 if self.headers.get("Content-Encoding") == "gzip":
                     body = gzip.decompress(body)
                 with receiver.lock:

@@ -255,6 +255,22 @@ def test_no_secret_argument_result_note_task_or_key_leaves_in_any_exported_paylo
     assert {s.attributes["server.address"] for s in by_name(receiver.spans(), "chat ")} == {"127.0.0.1"}
 
 
+def test_the_sdks_variables_apply_headers_compression_and_service_name(collector, launch, script, monkeypatch):
+    """Spans are encoded here (runs/otlp_encoder.py) but sent by the SDK exporter's client, which
+    reads OTEL_EXPORTER_OTLP_* itself: a hosted backend's token and gzip reach the collector."""
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", "authorization=Bearer%20t0k3n,x-team=agents")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_COMPRESSION", "gzip")
+    monkeypatch.setenv("OTEL_SERVICE_NAME", "agents-eu")
+    receiver = collector()
+    run = launch("weather", models=[script(calls(*WEATHER), {"content": "Lagos 31, London 12."})])
+    spans = flushed(receiver)
+    assert len(spans) == 5 and {s.trace_id for s in spans} == {f"{trace_export.trace_id(run.pk):032x}"}
+    assert {s.resource["service.name"] for s in spans} == {"agents-eu"}
+    sent = receiver.headers
+    assert sent and all(h["authorization"] == "Bearer t0k3n" and h["x-team"] == "agents" for h in sent)
+    assert all(h["content-encoding"] == "gzip" and h["content-type"] == "application/x-protobuf" for h in sent)
+
+
 def run_weather(launch, script, bad) -> Run:
     good = script(calls(*WEATHER), {"content": "Lagos 31, London 12."})
     return launch("weather", models=[bad, good])
