@@ -102,14 +102,24 @@ class _Exporter(OTLPSpanExporter):
         self.resource, self.schema_url = otlp_encoder.resource(resource.attributes), resource.schema_url
 
     def export(self, spans) -> SpanExportResult:
+        """The SDK's export (its shutdown check, its own metrics when enabled, its client), with
+        this encoding."""
         if self._shutdown:
             return SpanExportResult.FAILURE
-        try:
-            body = otlp_encoder.request(self.resource, self.schema_url, SCOPE, _built(spans)).SerializeToString()
-        except Exception:
-            log.warning("could not encode a batch of %d spans", len(spans), exc_info=True)
-            return SpanExportResult.FAILURE
-        return SpanExportResult.SUCCESS if self._client.export(body).success else SpanExportResult.FAILURE
+        with self._metrics.export_operation(len(spans)) as result:
+            try:
+                message = otlp_encoder.request(self.resource, self.schema_url, SCOPE, _built(spans))
+            except Exception as error:
+                log.warning("could not encode a batch of %d spans", len(spans), exc_info=True)
+                result.error = error
+                return SpanExportResult.FAILURE
+            if not message.resource_spans[0].scope_spans[0].spans:  # none could be built
+                return SpanExportResult.SUCCESS
+            sent = self._client.export(message.SerializeToString())
+            if not sent.success:
+                result.error = sent.error
+                return SpanExportResult.FAILURE
+        return SpanExportResult.SUCCESS
 
 
 def _built(spans):

@@ -1,9 +1,11 @@
 """runs/otlp_encoder.py writes what the SDK's own encoder writes: the same spans, encoded both ways
 (ours from their fields, the SDK's `encode_spans` from ReadableSpans made of the same fields), are
-the same OTLP request, field for field."""
+the same OTLP request, field for field: spans written out here with every kind of value, and the
+spans trace_export.py builds from a real run's records."""
 
 import logging
 
+import pytest
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan
@@ -11,6 +13,11 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 from runs import otlp_encoder
+from runs.models import Approval, Run
+from runs.services.approvals import approval_decide
+from runs.services.levers import run_message, run_pause, run_resume
+from runs.services.loop import run_advance
+from runs.tests.loop_contract.support import FAST, call, calls
 
 SAMPLED = TraceFlags(TraceFlags.SAMPLED)
 TRACE = 0x0123456789ABCDEF0123456789ABCDEF
@@ -59,6 +66,10 @@ SPANS = [
             "map": {"a": 1, "b": ["c"]},
             "": "an empty key",
             "unicode": "Lagos — 31°",
+            "a tuple": ("a", "b"),
+            "a str subclass": Run.Status.SUCCEEDED,
+            "none in a list": [None, 1],
+            "int keys": {1: "one"},
         },
         events=[("agentsite.model.failed", 1_700_000_001_000_000_000, {"error.type": "timeout"})],
     ),
@@ -70,7 +81,7 @@ SPANS = [
         kind="INTERNAL",
         start_ns=1_700_000_003_000_000_000,
         end_ns=1_700_000_002_000_000_000,
-        attributes={"agentsite.tool.status": "rejected"},
+        attributes={"agentsite.tool.status": "rejected", "error.type": "overridden by the span's own"},
         error_type="tool_error",
     ),
 ]
@@ -98,20 +109,68 @@ def readable(resource, scope, fields: dict) -> ReadableSpan:
     )
 
 
-def test_our_request_is_the_sdks_own_encoding_of_the_same_spans():
-    resource = Resource.create({"service.name": "agentsite", "process.pid": 4242})
+def encoded_both_ways(spans: list[dict], schema_url: str = ""):
+    resource = Resource.create({"service.name": "agentsite", "process.pid": 4242}, schema_url=schema_url)
     scope = InstrumentationScope("agentsite.runs")
-    ours = otlp_encoder.request(otlp_encoder.resource(resource.attributes), resource.schema_url, scope.name, SPANS)
-    sdk = encode_spans([readable(resource, scope, span) for span in SPANS])
+    ours = otlp_encoder.request(otlp_encoder.resource(resource.attributes), resource.schema_url, scope.name, spans)
+    sdk = encode_spans([readable(resource, scope, span) for span in spans])
+    return ours, sdk
+
+
+def test_our_request_is_the_sdks_own_encoding_of_the_same_spans():
+    ours, sdk = encoded_both_ways(SPANS, schema_url="https://opentelemetry.io/schemas/1.30.0")
     assert ours == sdk
     assert ours.SerializeToString(deterministic=True) == sdk.SerializeToString(deterministic=True)
     assert len(ours.resource_spans[0].scope_spans[0].spans) == 3  # not two empty requests compared
+    attributes = ours.resource_spans[0].scope_spans[0].spans[2].attributes
+    assert [kv.value.string_value for kv in attributes if kv.key == "error.type"] == ["tool_error"]  # once
 
 
-def test_a_span_that_cannot_be_encoded_is_left_out_and_logged_not_the_others(caplog):
-    broken = dict(SPANS[1], name="chat broken", attributes={"fine": 1, "object": object()})
+def test_the_spans_of_a_real_run_encode_as_the_sdk_encodes_them(launch, script, alice, settings, monkeypatch):
+    """What trace_export.py builds from a run with a fallback, parallel calls, an approval, levers,
+    and from a run that every model failed: every span, both ways."""
+    from runs import tracing
+
+    built = []
+    monkeypatch.setattr(tracing, "emit", built.append)
+    monkeypatch.setattr(tracing, "emit_later", lambda build, *args: built.append(build(*args)))
+    monkeypatch.setattr("runs.services.approvals.run_dispatch", lambda run_id: None)
+    monkeypatch.setattr("runs.services.levers.run_dispatch", lambda run_id: None)
+    settings.TRACES_ENDPOINT = "http://127.0.0.1:9/v1/traces"  # never reached: the spans are caught above
+    bad = script({"status": 500, "error": "boom", "repeat": True, "headers": FAST})
+    weather = [call("get_weather", {"city": "Lagos"}, "w1"), call("get_weather", {"city": "London"}, "w2")]
+    cancel = call("cancel_order", {"order_id": "ORD-1001", "reason": "customer asked"}, "c1")
+    good = script(calls(*weather), calls(cancel), {"content": "Cancelled ORD-1001; Lagos 31, London 12."})
+    run = launch("Weather, then cancel ORD-1001", models=[bad, good])
+    run_pause(run_id=run.pk, user=alice)
+    run_message(run_id=run.pk, user=alice, text="the customer called back")
+    run_resume(run_id=run.pk, user=alice)
+    approval_decide(approval_id=Approval.objects.get(run=run).pk, user=alice, approve=True)
+    run_advance(run_id=run.pk)
+    failed = launch("Nobody answers", models=[bad])
+    assert (Run.objects.get(pk=run.pk).status, failed.status) == (Run.Status.SUCCEEDED, Run.Status.FAILED)
+
+    names = sorted(span["name"].split()[0] for span in built)
+    assert names == ["chat"] * 4 + ["execute_tool"] * 3 + ["invoke_agent"] * 2
+    ours, sdk = encoded_both_ways(built)
+    assert ours == sdk
+    assert len(ours.resource_spans[0].scope_spans[0].spans) == len(built)
+
+
+def test_an_attribute_that_cannot_be_encoded_is_left_out_and_logged_as_the_sdk_does(caplog):
+    odd = dict(SPANS[1], attributes={"fine": 1, "object": object(), "too big": 2**64, "also fine": "x"})
+    with caplog.at_level(logging.WARNING, logger="runs.otlp_encoder"):
+        ours, sdk = encoded_both_ways([odd])
+    (span,) = ours.resource_spans[0].scope_spans[0].spans
+    assert [kv.key for kv in span.attributes] == ["fine", "also fine"]
+    assert ours == sdk
+    assert "could not encode the attribute 'object' of the span 'chat llama3'" in caplog.text
+
+
+@pytest.mark.parametrize("broken", [None, ("not", "fields"), dict(SPANS[1], kind="SIDEWAYS"), {"name": "half"}])
+def test_a_span_that_cannot_be_encoded_is_left_out_and_logged_not_the_others(caplog, broken):
     with caplog.at_level(logging.WARNING, logger="runs.otlp_encoder"):
         message = otlp_encoder.request(otlp_encoder.resource({}), "", "agentsite.runs", [SPANS[0], broken, SPANS[2]])
     spans = message.resource_spans[0].scope_spans[0].spans
     assert [s.name for s in spans] == ["invoke_agent support", "execute_tool cancel_order"]
-    assert "could not encode the span 'chat broken'" in caplog.text
+    assert "could not encode the span" in caplog.text
