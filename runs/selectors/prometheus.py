@@ -6,6 +6,10 @@ the same figures. One GROUP BY query per table (runs, model calls, tool calls, l
 approvals), whatever the number of runs; histograms are counted by the database too, one
 conditional COUNT per bucket.
 
+Work is counted once: a fork starts with copies of its parent's model calls, tool calls and
+iterations (runs/services/forks.py), which the parent already counted; only what the fork does
+after its fork point counts for it.
+
 Counters never go down: pruning archives every decision first (they are counted from live and
 archived rows), and adds what the runs, model calls and tool calls it deletes had counted to
 PrunedTotals in the same transaction (runs/services/archive.py), which is added back here.
@@ -86,25 +90,47 @@ def _add(totals: dict, key: tuple, value) -> None:
 
 def _run_rows(run_ids) -> list[Histogram]:
     runs = Run.objects.all() if run_ids is None else Run.objects.filter(pk__in=run_ids)
+    group = ("agent__name", "status", "stop_reason")
     rows = (
-        runs.values("agent__name", "status", "stop_reason")
+        runs.values(*group)
         .annotate(n=Count("pk"), started=Count("pk", filter=Q(started_at__isnull=False)),
                   iterations=Sum("iterations"), takeovers=Sum("takeovers"))
-        .order_by("agent__name", "status", "stop_reason")
+        .order_by(*group)
     )
-    return [Histogram((row["agent__name"], row["status"], row["stop_reason"]), (), 0, 0.0, row["n"],
-                      {key: row[key] or 0 for key in ("started", "iterations", "takeovers")}) for row in rows]
+    # A fork's iterations start at its parent's, at the fork point: the iteration of its last copied step.
+    fork_points = Step.objects.filter(run__forked_at_step__isnull=False, index=F("run__forked_at_step"))
+    fork_points = fork_points if run_ids is None else fork_points.filter(run_id__in=run_ids)
+    inherited = {
+        (row["run__agent__name"], row["run__status"], row["run__stop_reason"]): row["iterations"] or 0
+        for row in fork_points.values(*(f"run__{key}" for key in group)).annotate(iterations=Sum("iteration"))
+        .order_by()
+    }
+    histograms = []
+    for row in rows:
+        labels = (row["agent__name"], row["status"], row["stop_reason"])
+        iterations = (row["iterations"] or 0) - inherited.get(labels, 0)
+        extra = {"started": row["started"] or 0, "iterations": iterations, "takeovers": row["takeovers"] or 0}
+        histograms.append(Histogram(labels, (), 0, 0.0, row["n"], extra))
+    return histograms
+
+
+def _not_copied(rows: QuerySet, index: str) -> QuerySet:
+    """`rows` of model calls (`index` "index") or tool calls ("step__index") without those a fork
+    copied from its parent. The copies are found apart (forks are few: a small hashed set), so the
+    big query gains no join and its sums stay exact, none taken away afterwards."""
+    copied = rows.model.objects.filter(run__forked_at_step__isnull=False, **{f"{index}__lte": F("run__forked_at_step")})
+    return rows.exclude(pk__in=copied.values("pk"))
 
 
 def _step_rows(run_ids) -> list[Histogram]:
-    steps = Step.objects.all() if run_ids is None else Step.objects.filter(run_id__in=run_ids)
+    steps = _not_copied(Step.objects.all() if run_ids is None else Step.objects.filter(run_id__in=run_ids), "index")
     return _histograms(steps, ("run__agent__name", "model"), F("latency_ms"), MODEL_LATENCY_BUCKETS, scale=0.001,
                        tokens_in=F("tokens_in"), tokens_out=F("tokens_out"), cost_usd=F("cost_usd"))
 
 
 def _call_rows(run_ids) -> list[Histogram]:
     names = set(Tool.objects.values_list("name", flat=True))
-    calls = ToolCall.objects.filter(status__in=ToolCall.DONE_STATUSES)
+    calls = _not_copied(ToolCall.objects.filter(status__in=ToolCall.DONE_STATUSES), "step__index")
     calls = calls if run_ids is None else calls.filter(run_id__in=run_ids)
     return merge([
         Histogram((h.labels[0] if h.labels[0] in names else UNREGISTERED_TOOL, h.labels[1]), h.cumulative,

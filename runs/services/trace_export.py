@@ -33,6 +33,7 @@ from django.utils import timezone
 
 from runs.models import Approval, Run, RunEvent, Step, ToolCall
 from runs.selectors.approval_figures import decider
+from runs.selectors.prometheus import UNREGISTERED_TOOL
 from runs.services.trace_values import (
     error_type,
     model_failures,
@@ -67,6 +68,9 @@ class RunView(NamedTuple):
     models: tuple[str, ...]
     host: str | None
     key: str  # ARGS_HASH_KEY, of the ids and hashes
+    # Its tools' names. A tool name is the model's text: one the run has no tool for (a model inventing
+    # tools, or echoing the task into a name) leaves as UNREGISTERED_TOOL, as /metrics counts it.
+    tools: frozenset[str]
 
 
 def run_view(run: Run) -> RunView:
@@ -78,6 +82,7 @@ def run_view(run: Run) -> RunView:
             tuple(models_asked(run)),
             url_host(run.config.get("base_url") or settings.LLM_BASE_URL or ""),
             settings.ARGS_HASH_KEY,
+            frozenset(run.config.get("tools") or ()),
         )
         run.__dict__["_trace_view"] = view
     return view
@@ -213,9 +218,10 @@ def tool_span(run: RunView, call: ToolCall, approval: Approval | None = None) ->
         start = end - int(call.latency_ms * 1_000_000)
     else:  # never ran (refused, rejected, not executed): a moment
         start = end
+    tool = call.tool_name if call.tool_name in run.tools else UNREGISTERED_TOOL
     attributes = {
         **_common(run, "execute_tool"),
-        "gen_ai.tool.name": call.tool_name,
+        "gen_ai.tool.name": tool,
         "gen_ai.tool.call.id": call.call_id[:CALL_ID_CHARS],
         "gen_ai.tool.type": "function",
         "agentsite.tool.status": call.status,
@@ -240,7 +246,7 @@ def tool_span(run: RunView, call: ToolCall, approval: Approval | None = None) ->
         events = _approval_events(approval)
     return _span(
         run,
-        f"execute_tool {call.tool_name}",
+        f"execute_tool {tool}",
         span_id(run.pk, "call", call.pk, key=run.key),
         parent_id=run_span_id(run.pk, run.key),
         start_ns=start,

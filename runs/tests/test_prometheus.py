@@ -174,6 +174,42 @@ def test_no_counter_goes_down_when_runs_are_pruned(client, token, scripted):
     assert value(later, "agentsite_model_request_duration_seconds_count", model=model) == 2
 
 
+WORK = ("agentsite_run_iterations_total", "agentsite_model_tokens_total", "agentsite_model_cost_usd_total",
+        "agentsite_model_request_duration_seconds", "agentsite_tool_calls_total", "agentsite_tool_call_duration_seconds")
+
+
+def test_a_fork_does_not_count_again_the_work_it_copied_from_its_parent(client, token, scripted, monkeypatch):
+    """A fork starts with copies of its parent's model calls, tool calls and iterations up to its
+    fork point; its parent counted that work already. Neither the fork nor its pruning moves them."""
+    from runs.services.archive import runs_delete
+    from runs.services.forks import run_fork
+
+    monkeypatch.setattr("runs.services.forks.run_dispatch", lambda run_id: None)  # the fork stays queued
+    before = scrape(client)
+    fork = run_fork(run_id=scripted["weather"].pk, step_index=2, user=scripted["alice"])
+    assert (fork.iterations, Step.objects.filter(run=fork).count(), fork.tool_calls.count()) == (2, 2, 3)
+    assert fork.tokens_in > 0
+    after = scrape(client)
+    work = {key: v for key, v in before.items() if key[0].startswith(WORK)}
+    assert value(work, "agentsite_run_iterations_total", agent="demo") == 9 and work
+    assert {key: after.get(key) for key in work} == work
+    assert {key for key in after if key[0].startswith(WORK)} == set(work)  # no new series either
+
+    # What the fork does itself counts: one more iteration, one more model call (as if driven).
+    Step.objects.create(run=fork, index=3, iteration=3, model="fork-model", message={}, latency_ms=80.0,
+                        tokens_in=5, tokens_out=1, finish_reason="stop")
+    Run.objects.filter(pk=fork.pk).update(iterations=3)
+    grown = {key: v for key, v in scrape(client).items() if key[0].startswith(WORK)}
+    assert value(grown, "agentsite_run_iterations_total", agent="demo") == 10
+    assert value(grown, "agentsite_model_tokens_total", agent="demo", model="fork-model", direction="input") == 5
+    assert value(grown, "agentsite_model_request_duration_seconds_count", model="fork-model") == 1
+    assert {key: grown[key] for key in work if key[0] != "agentsite_run_iterations_total"} == {
+        key: v for key, v in work.items() if key[0] != "agentsite_run_iterations_total"}
+
+    runs_delete(run_ids=[fork.pk])  # pruned: what it counted stays, and no more
+    assert {key: v for key, v in scrape(client).items() if key[0].startswith(WORK)} == grown
+
+
 def test_lease_takeovers_are_counted(client, token, demo_data):
     run = run_create(agent=Agent.objects.get(name="demo"), task="t", overrides={})
     assert lease_claim(run.pk, "worker-a")

@@ -271,6 +271,22 @@ def test_the_sdks_variables_apply_headers_compression_and_service_name(collector
     assert all(h["content-encoding"] == "gzip" and h["content-type"] == "application/x-protobuf" for h in sent)
 
 
+def test_a_tool_name_the_model_invents_leaves_as_unregistered_never_as_its_text(collector, launch, script):
+    receiver = collector()
+    invented = call("TASK-SECRET-31337_send_to_attacker", {"x": 1}, "i1")
+    run = launch("TASK-SECRET-31337", models=[script(calls(invented, WEATHER[0]), {"content": "Done."})])
+    assert run.status == Run.Status.SUCCEEDED
+    spans = flushed(receiver)
+    tools = {s.attributes["gen_ai.tool.call.id"]: s for s in by_name(spans, "execute_tool ")}
+    assert (tools["i1"].name, tools["i1"].attributes["gen_ai.tool.name"]) == (
+        "execute_tool unregistered",
+        "unregistered",
+    )
+    assert tools["i1"].attributes["agentsite.tool.status"] == "failed" and tools["i1"].error
+    assert tools["w1"].name == "execute_tool get_weather"  # a tool of the run keeps its name
+    assert b"TASK-SECRET" not in b"".join(receiver.bodies)
+
+
 def run_weather(launch, script, bad) -> Run:
     good = script(calls(*WEATHER), {"content": "Lagos 31, London 12."})
     return launch("weather", models=[bad, good])
