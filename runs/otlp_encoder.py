@@ -115,14 +115,7 @@ def _attributes(repeated, attributes: Mapping, span_name: str = "") -> None:
 
 def _value(message: AnyValue, value) -> None:
     # The SDK's order of checks: a bool is an int too, a str a sequence.
-    kind = type(value)
-    if kind is str:
-        message.string_value = value
-    elif kind is int:
-        message.int_value = value
-    elif kind is float:
-        message.double_value = value
-    elif value is None:
+    if value is None:
         message.SetInParent()  # an empty AnyValue, present
     elif isinstance(value, bool):
         message.bool_value = value

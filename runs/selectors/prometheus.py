@@ -16,7 +16,7 @@ PrunedTotals in the same transaction (runs/services/archive.py), which is added 
 """
 from dataclasses import dataclass, field
 
-from django.db.models import Case, CharField, Count, F, FloatField, Q, QuerySet, Sum, Value, When
+from django.db.models import Case, CharField, Count, F, FloatField, OuterRef, Q, QuerySet, Subquery, Sum, Value, When
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -90,28 +90,17 @@ def _add(totals: dict, key: tuple, value) -> None:
 
 def _run_rows(run_ids) -> list[Histogram]:
     runs = Run.objects.all() if run_ids is None else Run.objects.filter(pk__in=run_ids)
-    group = ("agent__name", "status", "stop_reason")
+    # A fork's iterations start at its parent's at the fork point: its last copied step's iteration.
+    inherited = Step.objects.filter(run=OuterRef("pk"), index=OuterRef("forked_at_step")).values("iteration")[:1]
     rows = (
-        runs.values(*group)
+        runs.alias(inherited=Case(When(forked_at_step__isnull=False, then=Coalesce(Subquery(inherited), 0)), default=0))
+        .values("agent__name", "status", "stop_reason")
         .annotate(n=Count("pk"), started=Count("pk", filter=Q(started_at__isnull=False)),
-                  iterations=Sum("iterations"), takeovers=Sum("takeovers"))
-        .order_by(*group)
+                  iterations=Sum(F("iterations") - F("inherited")), takeovers=Sum("takeovers"))
+        .order_by("agent__name", "status", "stop_reason")
     )
-    # A fork's iterations start at its parent's, at the fork point: the iteration of its last copied step.
-    fork_points = Step.objects.filter(run__forked_at_step__isnull=False, index=F("run__forked_at_step"))
-    fork_points = fork_points if run_ids is None else fork_points.filter(run_id__in=run_ids)
-    inherited = {
-        (row["run__agent__name"], row["run__status"], row["run__stop_reason"]): row["iterations"] or 0
-        for row in fork_points.values(*(f"run__{key}" for key in group)).annotate(iterations=Sum("iteration"))
-        .order_by()
-    }
-    histograms = []
-    for row in rows:
-        labels = (row["agent__name"], row["status"], row["stop_reason"])
-        iterations = (row["iterations"] or 0) - inherited.get(labels, 0)
-        extra = {"started": row["started"] or 0, "iterations": iterations, "takeovers": row["takeovers"] or 0}
-        histograms.append(Histogram(labels, (), 0, 0.0, row["n"], extra))
-    return histograms
+    return [Histogram((row["agent__name"], row["status"], row["stop_reason"]), (), 0, 0.0, row["n"],
+                      {key: row[key] or 0 for key in ("started", "iterations", "takeovers")}) for row in rows]
 
 
 def _not_copied(rows: QuerySet, index: str) -> QuerySet:
