@@ -17,6 +17,12 @@ Operators steer the run on the same socket: {"type": "lever", "lever": "pause"|"
 "levers"} or {"type": "error", "lever", "message"}; what it changed arrives as events like any
 other. Each lever checks the session and the permission again at that moment (signed out or a
 changed password: the error, then the socket closes; a viewer: the error, and it keeps watching).
+
+Watching is checked again too, not only at connect: before every message the client sends is
+handled, and before a live event is sent once RIGHTS_RECHECK_SECONDS have passed since the last
+check. A session that no longer signs the user in (signed out, password changed, account
+deactivated) gets {"type": "error", "message": SIGNED_OUT} and the socket closes with 4401; a user
+who may no longer watch runs gets "permission denied" and 4403. Neither is sent another event.
 """
 import time
 from collections import deque
@@ -36,12 +42,28 @@ from runs.snapshots import run_summary
 
 LEVERS = {"pause": run_pause, "resume": run_resume, "stop": run_stop, "message": run_message}
 SIGNED_OUT = "your session has ended (signed out, password changed or account deactivated): sign in again"
-CLOSE_SIGNED_OUT = 4401
+PERMISSION_DENIED = "permission denied: you may no longer watch runs"
+# Close codes when the right to watch is gone (4000-4999 are the application's own).
+CLOSE_SIGNED_OUT, CLOSE_FORBIDDEN = 4401, 4403
+# Live events go out without a question from the client: the right to watch is read again before
+# one is sent once this long has passed since the last check (a query per socket at most this often).
+RIGHTS_RECHECK_SECONDS = 5
 
 
 @database_sync_to_async
 def _may_view(user) -> bool:
     return bool(user and user.is_authenticated and user.has_perm(PERM_VIEW))
+
+
+@database_sync_to_async
+def _watch_refusal(session_key: str | None, user_id: int) -> tuple[str, int] | None:
+    """None while the session still signs this user in and they may view runs; else (error, close code)."""
+    user = session_user(session_key)
+    if user is None or user.pk != user_id:
+        return SIGNED_OUT, CLOSE_SIGNED_OUT
+    if not user.has_perm(PERM_VIEW):
+        return PERMISSION_DENIED, CLOSE_FORBIDDEN
+    return None
 
 
 @database_sync_to_async
@@ -78,6 +100,8 @@ class RunTimelineConsumer(BoundedJsonConsumer):
     run_id: int | None = None
     group: str | None = None
     resumed_at: deque[float]
+    rights_checked_at: float = 0.0
+    refused: bool = False  # the right to watch is gone: the socket is closing, nothing more is sent
 
     async def connect(self):
         if not await _may_view(self.scope.get("user")):
@@ -90,6 +114,7 @@ class RunTimelineConsumer(BoundedJsonConsumer):
             return
         self.run_id, self.group = run_id, group
         self.resumed_at = deque()
+        self.rights_checked_at = time.monotonic()
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
 
@@ -98,6 +123,8 @@ class RunTimelineConsumer(BoundedJsonConsumer):
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
     async def receive_json(self, content, **kwargs):
+        if not await self._may_still_watch():
+            return
         if isinstance(content, dict) and content.get("type") == "lever":
             await self.lever(content)
             return
@@ -153,5 +180,25 @@ class RunTimelineConsumer(BoundedJsonConsumer):
         self.resumed_at.append(now)
         return 0
 
+    async def _may_still_watch(self) -> bool:
+        """Whether this socket's user may still watch; if not, says why and closes the socket."""
+        if self.refused:
+            return False
+        session = self.scope.get("session")
+        refused = await _watch_refusal(getattr(session, "session_key", None), self.scope["user"].pk)
+        if refused is None:
+            self.rights_checked_at = time.monotonic()
+            return True
+        error, code = refused
+        self.refused = True
+        # Leave the group first: nothing published meanwhile reaches a socket that is closing.
+        await self.channel_layer.group_discard(self.group, self.channel_name)
+        await self.send_json({"type": "error", "message": error})
+        await self.close(code=code)
+        return False
+
     async def run_event(self, message):
+        due = self.refused or time.monotonic() - self.rights_checked_at >= RIGHTS_RECHECK_SECONDS
+        if due and not await self._may_still_watch():
+            return
         await self.send_json({"type": "event", "seq": message["seq"], "kind": message["kind"], "data": message["data"]})
