@@ -122,3 +122,32 @@ def test_with_redis_away_people_still_sign_in_and_a_wrong_password_is_still_refu
     client, response = login_attempt("alice", "pw-alice")
     assert response.status_code == 302 and "_auth_user_id" in client.session
     assert "sign-in throttle unavailable" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("forwarded", "expected"),
+    [
+        ("", "10.0.0.2"),
+        ("203.0.113.9", "10.0.0.2"),  # one hop behind two trusted proxies: the client wrote it
+        ("192.0.2.50, 10.0.0.1", "192.0.2.50"),  # outer proxy saw 192.0.2.50, inner saw the outer
+        ("203.0.113.9, 192.0.2.50, 10.0.0.1", "192.0.2.50"),  # the client's own claim first
+    ],
+)
+def test_the_client_address_is_the_connections_unless_every_trusted_proxy_added_a_hop(settings, forwarded, expected):
+    from django.test import RequestFactory
+
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "NUM_PROXIES": 2}
+    request = RequestFactory().get("/", REMOTE_ADDR="10.0.0.2", HTTP_X_FORWARDED_FOR=forwarded)
+    assert signin_throttle.client_ip(request) == expected
+
+
+def test_a_forged_hop_shorter_than_the_trusted_proxies_does_not_dodge_the_address_limit(alice, settings, clock):
+    """Two proxies are trusted but the request came past only one hop (or straight to the inner
+    proxy): the header's single address is the client's own claim, the connection's is counted."""
+    settings.SIGNIN_FAILURES_PER_IP = 3
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "NUM_PROXIES": 2}
+    for n, name in enumerate(("root", "admin", "operator")):
+        forged = APIClient(REMOTE_ADDR="10.0.0.2", HTTP_X_FORWARDED_FOR=f"203.0.113.{n}")
+        assert forged.post("/api/v1/token/", {"username": name, "password": "x"}, format="json").status_code == 400
+    again = APIClient(REMOTE_ADDR="10.0.0.2", HTTP_X_FORWARDED_FOR="203.0.113.99")
+    assert again.post("/api/v1/token/", {"username": "alice", "password": "pw-alice"}, format="json").status_code == 429

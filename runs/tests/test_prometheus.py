@@ -255,6 +255,11 @@ def test_the_network_allowlist_reads_the_address_behind_trusted_proxies_only(cli
     assert client.get("/metrics", **proxy, HTTP_X_FORWARDED_FOR="10.0.0.7").status_code == 200
     # What the client wrote before the proxy's own hop is not trusted.
     assert client.get("/metrics", **proxy, HTTP_X_FORWARDED_FOR="10.0.0.7, 172.16.0.4").status_code == 403
+    # Two proxies trusted but one hop in the header: the client wrote it, the connection's counts.
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "NUM_PROXIES": 2}
+    assert client.get("/metrics", **proxy, HTTP_X_FORWARDED_FOR="10.0.0.7").status_code == 403
+    assert client.get("/metrics", **proxy, HTTP_X_FORWARDED_FOR="10.0.0.7, 172.16.0.4").status_code == 200
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "NUM_PROXIES": 1}
 
     settings.METRICS_TOKEN = TOKEN  # both set: both must pass
     assert client.get("/metrics", REMOTE_ADDR="10.1.2.3").status_code == 401
