@@ -1,25 +1,29 @@
 """OpenID Connect sign-in through mozilla-django-oidc: its backend and views, fitted to this site.
 
 The library does the protocol (state, nonce, PKCE, the code exchange, the ID token's signature
-and expiry). On top of it: endpoints from discovery (accounts/sso_discovery.py), the ID token's
-audience and issuer checked, the userinfo's subject required to be the ID token's, and the
+and expiry). On top of it: endpoints from discovery (accounts/sso_discovery.py), the signing key
+chosen, the ID token's issuer, audience and authorized party and the callback's RFC 9207 `iss`
+checked (accounts/sso_checks.py), the userinfo's subject required to be the ID token's, and the
 person matched and given roles by accounts/sso_users.py. The backend leaves why it refused on the
-request (request.sso_refusal); the callback view shows it on the sign-in page.
+request (request.sso_refusal); the callback view shows it on the sign-in page, as it does a
+callback that belongs to no sign-in of this browser (a changed state, an answer opened again).
 """
 
 import logging
 from urllib.parse import urlencode
 
+import jwt
+import requests
 from django.conf import settings
 from django.contrib import auth, messages
 from django.contrib.auth.backends import ModelBackend
 from django.contrib.auth.views import LogoutView
-from django.core.exceptions import SuspiciousOperation
 from django.http import Http404, HttpResponseRedirect
 from django.urls import reverse
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthenticationRequestView
 
+from accounts.sso_checks import NO_ISSUER, TokenRefused, check_id_token, response_issuer_refusal, signing_key
 from accounts.sso_discovery import ProviderUnreachable, provider_setting
 from accounts.sso_users import SignInRefused, sso_user_sign_in
 
@@ -27,6 +31,11 @@ log = logging.getLogger(__name__)
 
 UNREACHABLE = "The identity provider could not be reached: try again in a moment."
 FAILED = "Single sign-on did not complete: try again."
+REFUSED = "Single sign-on was refused: {why}. Try again; if it happens again, tell an administrator."
+STALE = (
+    "This answer from the identity provider does not belong to a sign-in started in this browser, "
+    "or was already used (opened twice, or changed on the way): sign in again."
+)
 
 
 class SsoBackend(OIDCAuthenticationBackend):
@@ -59,6 +68,9 @@ class SsoBackend(OIDCAuthenticationBackend):
             request.sso_refusal = UNREACHABLE
         except SignInRefused as exc:
             request.sso_refusal = str(exc)
+        except TokenRefused as exc:
+            (log.error if str(exc) == NO_ISSUER else log.warning)("single sign-on refused: %s", exc)
+            request.sso_refusal = REFUSED.format(why=exc)
         except Exception as exc:  # the provider's error answers, a bad token: no detail for the page
             log.warning("single sign-on failed: %s: %s", type(exc).__name__, exc)
         return None
@@ -68,14 +80,16 @@ class SsoBackend(OIDCAuthenticationBackend):
 
     def verify_token(self, token, **kwargs):
         payload = super().verify_token(token, **kwargs)
-        audience = payload.get("aud")
-        audiences = audience if isinstance(audience, list) else [audience]
-        if self.OIDC_RP_CLIENT_ID not in audiences:
-            raise SuspiciousOperation("ID token is for another client (aud)")
-        issuer = self.get_settings("OIDC_OP_ISSUER", "")
-        if issuer and payload.get("iss") != issuer:
-            raise SuspiciousOperation("ID token is from another issuer (iss)")
+        check_id_token(payload, client_id=self.OIDC_RP_CLIENT_ID, issuer=self.get_settings("OIDC_OP_ISSUER", ""))
         return payload
+
+    def retrieve_matching_jwk(self, token):
+        # Not the library's: it fails with a KeyError on a token without a kid, which a provider
+        # with a single key may send.
+        response = requests.get(self.OIDC_OP_JWKS_ENDPOINT, timeout=self.get_settings("OIDC_TIMEOUT", None))
+        response.raise_for_status()
+        jwks = response.json()
+        return jwt.PyJWK(signing_key(jwks if isinstance(jwks, dict) else {}, jwt.get_unverified_header(token)))
 
     def get_or_create_user(self, access_token, id_token, payload):
         userinfo = self.get_userinfo(access_token, id_token, payload)
@@ -124,6 +138,36 @@ class SsoCallbackView(SsoOnlyMixin, OIDCAuthenticationCallbackView):
     """The provider's answer: signs the person in, or back to the sign-in page saying why not."""
 
     get_settings = staticmethod(provider_setting)
+
+    def get(self, request):
+        if "code" not in request.GET:
+            return super().get(request)  # the provider's error answer: the library ends it
+        states = request.session.get("oidc_states") or {}
+        state = request.GET.get("state")
+        if state not in states:
+            # The library answers a bare 400 here: an answer opened again (it consumed the state
+            # at the first sign-in), a changed state, or one from another browser.
+            return self._refused(STALE)
+        try:
+            refusal = response_issuer_refusal(
+                given=request.GET.get("iss"),
+                issuer=self.get_settings("OIDC_OP_ISSUER", ""),
+                advertised=self.get_settings("OIDC_OP_ISS_PARAMETER_SUPPORTED", False) is True,
+            )
+        except ProviderUnreachable as exc:
+            log.error("single sign-on: %s", exc)
+            refusal = UNREACHABLE
+        if refusal:
+            # Spent, as the library does with a state it uses: the same answer cannot be tried again.
+            del states[state]
+            request.session.save()
+            log.warning("single sign-on refused: %s", refusal)
+            return self._refused(refusal if refusal == UNREACHABLE else REFUSED.format(why=refusal))
+        return super().get(request)
+
+    def _refused(self, sentence: str):
+        messages.error(self.request, sentence)
+        return HttpResponseRedirect(self.failure_url)
 
     def login_failure(self):
         messages.error(self.request, getattr(self.request, "sso_refusal", FAILED))

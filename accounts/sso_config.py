@@ -94,19 +94,21 @@ def sso_settings(environ: Mapping[str, str]) -> dict:
         return {"SSO_ENABLED": False, "LOCAL_SIGNIN": True}
 
     missing = [name for name in ("OIDC_RP_CLIENT_SECRET", "OIDC_ROLE_MAP") if not get[name]]
-    discovery = get["OIDC_OP_DISCOVERY_URL"]
-    if not discovery and get["OIDC_OP_ISSUER"]:
-        discovery = get["OIDC_OP_ISSUER"].rstrip("/") + "/.well-known/openid-configuration"
     algorithm = get["OIDC_RP_SIGN_ALGO"] or "RS256"
     if algorithm not in SIGN_ALGORITHMS:
         raise SsoConfigError(f"OIDC_RP_SIGN_ALGO must be one of {', '.join(SIGN_ALGORITHMS)}, got {algorithm!r}")
-    if not discovery:
-        # Without discovery each endpoint is named; a key set is needed to check RS/ES signatures.
-        missing += [name for name in ENDPOINTS if not get[name]]
-        if not algorithm.startswith("HS") and not get["OIDC_OP_JWKS_ENDPOINT"]:
-            missing.append("OIDC_OP_JWKS_ENDPOINT")
-        if missing:
-            missing.append("(or OIDC_OP_DISCOVERY_URL / OIDC_OP_ISSUER instead of the endpoints)")
+    # Each endpoint named, and a key set to check RS/ES signatures; else discovery fills the gaps.
+    unnamed = [name for name in ENDPOINTS if not get[name]]
+    if not algorithm.startswith("HS") and not get["OIDC_OP_JWKS_ENDPOINT"]:
+        unnamed.append("OIDC_OP_JWKS_ENDPOINT")
+    discovery = get["OIDC_OP_DISCOVERY_URL"]
+    if not discovery and get["OIDC_OP_ISSUER"] and unnamed:
+        discovery = get["OIDC_OP_ISSUER"].rstrip("/") + "/.well-known/openid-configuration"
+    if not discovery and not get["OIDC_OP_ISSUER"]:
+        # Named endpoints still need the issuer: the ID token's iss is checked against it, and
+        # without it any issuer's token would do.
+        why = "; with it the endpoints come from its discovery document" if unnamed else ""
+        missing += [*unnamed, f"OIDC_OP_ISSUER (the issuer ID tokens must come from{why})"]
     if missing:
         raise SsoConfigError(f"OIDC is half configured: missing {', '.join(missing)}")
 

@@ -20,6 +20,8 @@ DISCOVERED = {
     "OIDC_OP_JWKS_ENDPOINT": "jwks_uri",
     "OIDC_OP_END_SESSION_ENDPOINT": "end_session_endpoint",
     "OIDC_OP_ISSUER": "issuer",
+    # RFC 9207: the provider puts `iss` on its authorization responses, so a response without it is refused.
+    "OIDC_OP_ISS_PARAMETER_SUPPORTED": "authorization_response_iss_parameter_supported",
 }
 KEEP_SECONDS = 3600
 _lock = threading.Lock()

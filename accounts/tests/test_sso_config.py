@@ -16,6 +16,7 @@ EXPLICIT = {
     "OIDC_OP_TOKEN_ENDPOINT": "https://idp.example.com/token",
     "OIDC_OP_USER_ENDPOINT": "https://idp.example.com/userinfo",
     "OIDC_OP_JWKS_ENDPOINT": "https://idp.example.com/jwks",
+    "OIDC_OP_ISSUER": "https://idp.example.com",
     "OIDC_ROLE_MAP": "agentsite-admins=admin,agentsite-operators=operator,everyone=viewer",
 }
 
@@ -43,6 +44,22 @@ def test_explicit_endpoints_configure_the_library():
     assert config["OIDC_USE_PKCE"] and config["OIDC_USE_NONCE"]
 
 
+def test_named_endpoints_without_an_issuer_refuse_to_start():
+    """The ID token's `iss` is checked against OIDC_OP_ISSUER: without it (nor a discovery document
+    to read it from) any issuer's token would do."""
+    with pytest.raises(SsoConfigError, match="missing OIDC_OP_ISSUER"):
+        sso_settings(without("OIDC_OP_ISSUER"))
+    discovered = sso_settings({**without("OIDC_OP_ISSUER"), "OIDC_OP_DISCOVERY_URL": "https://idp.example.com/.well-known/openid-configuration"})
+    assert discovered["OIDC_OP_ISSUER"] == ""  # read from the document at sign-in
+
+
+def test_with_every_endpoint_named_no_discovery_document_is_read():
+    assert sso_settings(EXPLICIT)["OIDC_OP_DISCOVERY_URL"] == ""
+    # The key set left out: it comes from the issuer's discovery document.
+    partly = sso_settings(without("OIDC_OP_JWKS_ENDPOINT"))
+    assert partly["OIDC_OP_DISCOVERY_URL"] == "https://idp.example.com/.well-known/openid-configuration"
+
+
 def test_an_issuer_stands_for_the_endpoints_through_discovery():
     client = {name: EXPLICIT[name] for name in ("OIDC_RP_CLIENT_ID", "OIDC_RP_CLIENT_SECRET", "OIDC_ROLE_MAP")}
     config = sso_settings({**client, "OIDC_OP_ISSUER": "https://idp.example.com/realms/x/"})
@@ -63,8 +80,8 @@ def test_local_signin_off_leaves_only_the_single_sign_on_backend():
         (without("OIDC_RP_CLIENT_ID"), "set but OIDC_RP_CLIENT_ID is not"),
         ({"OIDC_ROLE_MAP": "x=viewer"}, "OIDC_ROLE_MAP set but OIDC_RP_CLIENT_ID is not"),
         (without("OIDC_ROLE_MAP"), "missing OIDC_ROLE_MAP"),
-        (without("OIDC_OP_TOKEN_ENDPOINT"), "missing OIDC_OP_TOKEN_ENDPOINT"),
-        (without("OIDC_OP_JWKS_ENDPOINT"), "missing OIDC_OP_JWKS_ENDPOINT"),
+        (without("OIDC_OP_TOKEN_ENDPOINT", "OIDC_OP_ISSUER"), "missing OIDC_OP_TOKEN_ENDPOINT"),
+        (without("OIDC_OP_JWKS_ENDPOINT", "OIDC_OP_ISSUER"), "missing OIDC_OP_JWKS_ENDPOINT"),
         ({**EXPLICIT, "OIDC_RP_SIGN_ALGO": "none"}, "OIDC_RP_SIGN_ALGO must be one of"),
         ({**EXPLICIT, "OIDC_ROLE_MAP": "agentsite-admins=root"}, "names no role"),
         ({**EXPLICIT, "OIDC_ROLE_MAP": " , "}, "maps no group to a role"),

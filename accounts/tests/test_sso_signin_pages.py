@@ -111,9 +111,11 @@ def test_a_next_elsewhere_is_dropped(client, sso_only, next_url):
     assert client.session["oidc_login_next"] is None
 
 
-def test_a_callback_with_an_unknown_state_is_refused(client, sso_only):
+def test_a_callback_with_an_unknown_state_is_refused_on_the_sign_in_page(client, sso_only):
     start(client, "/runs/")
-    assert client.get("/oidc/callback/", {"code": "c", "state": "not-the-one"}).status_code == 400
+    response = client.get("/oidc/callback/", {"code": "c", "state": "not-the-one"}, follow=True)
+    assert response.redirect_chain[-1][0] == "/login/"
+    assert "does not belong to a sign-in started in this browser" in response.content.decode()
     assert not signed_in(client)
 
 
@@ -138,7 +140,7 @@ def test_an_id_token_for_this_client_from_the_issuer_is_accepted(backend):
 @pytest.mark.parametrize(
     ("claims", "nonce", "why"),
     [
-        ({"aud": "another-client"}, "n", "another client"),
+        ({"aud": "another-client"}, "n", "another application"),
         ({"iss": "https://evil.example.com"}, "n", "another issuer"),
         ({}, "replayed", "Nonce"),
     ],

@@ -39,11 +39,14 @@ class IdentityProvider:
         key_file = directory / "op-key.pem"
         key_file.write_text(rsa_key_pem())
         key_file.chmod(0o600)
+        self.quirks_file = directory / "op-quirks.json"
         self.env = {
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "accounts.tests.oidc_provider.settings",
             "OP_DATABASE": str(directory / "op.sqlite3"),
             "OP_KEY_FILE": str(key_file),
+            "OP_ISSUER": self.issuer,
+            "OP_QUIRKS_FILE": str(self.quirks_file),
             "PYTHONUNBUFFERED": "1",
         }
         self.env.pop("DATABASE_URL", None)
@@ -73,6 +76,11 @@ class IdentityProvider:
                 }
             ]
         )
+
+    def quirks(self, **quirks) -> None:
+        """From now on the provider answers with these quirks (accounts/tests/oidc_provider/validator.py);
+        none: as usual."""
+        self.quirks_file.write_text(json.dumps(quirks))
 
     def start(self) -> "IdentityProvider":
         args = [sys.executable, "-m", "django", "runserver", f"127.0.0.1:{self.port}", "--noreload"]
