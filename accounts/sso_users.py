@@ -13,6 +13,7 @@ their sessions still open elsewhere keep no rights either.
 
 import hashlib
 import re
+import unicodedata
 from collections.abc import Mapping
 
 from django.contrib.auth import get_user_model
@@ -23,6 +24,7 @@ from django.utils import timezone
 from accounts.models import SsoIdentity
 from accounts.sso_config import ROLE_GROUPS
 from accounts.sso_roles import roles_from_claims
+from accounts.username_skeleton import username_skeleton
 
 NO_ROLE = (
     "You signed in at the identity provider, but none of your groups there gives a role here: ask an administrator."
@@ -46,25 +48,24 @@ def _subject_tag(subject: str) -> str:
 
 def _username_base(claims: Mapping, subject: str) -> str:
     for candidate in (_claim_text(claims, "preferred_username"), _claim_text(claims, "email").split("@")[0]):
-        cleaned = re.sub(r"[^\w.@+-]", "", candidate)[:120]
+        # NFKC as Django stores usernames, before the cut: "ａｄｍｉｎ" is "admin".
+        cleaned = re.sub(r"[^\w.@+-]", "", unicodedata.normalize("NFKC", candidate))[:120]
         if cleaned:
             return cleaned
     return "sso-" + _subject_tag(subject)
 
 
 def _free_username(claims: Mapping, subject: str, *, unique_suffix: bool = False) -> str:
-    """The person's preferred username if nobody has it, else it with a number. Never an existing
-    account's: a provider user called "admin" does not become the local admin."""
+    """The person's preferred username if no name here looks like it, else it with a number. Never
+    an existing account's, nor one a person could take for it: a provider user called "admin", or
+    "аdmin" with a Cyrillic а, does not become (or pass for) the local admin."""
     base = _username_base(claims, subject)
     if not unique_suffix:
-        # One query for every name the numbered candidates could collide with.
-        taken = {
-            name.lower()
-            for name in get_user_model().objects.filter(username__istartswith=base).values_list("username", flat=True)
-        }
+        # Lookalikes cannot be found by a query: every name's skeleton, once per new person.
+        taken = {username_skeleton(name) for name in get_user_model().objects.values_list("username", flat=True)}
         for n in range(1, 100):
             name = base if n == 1 else f"{base}-{n}"
-            if name.lower() not in taken:
+            if username_skeleton(name) not in taken:
                 return name
     return f"{base}-{_subject_tag(subject)}"
 

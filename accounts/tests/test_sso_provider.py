@@ -176,3 +176,12 @@ def test_the_callback_opened_again_after_signing_in_shows_the_sign_in_page_with_
     response, _ = callback(client, answer)  # the back button, a reload, a bookmark
     assert response.status_code == 200
     assert sign_in_page_says(response, "already used")
+
+
+def test_a_provider_name_that_looks_like_a_local_accounts_gets_a_number(client, op):
+    local = User.objects.create_superuser("admin", "root@example.com", "pw-admin-12345")
+    op.quirks(preferred_username="\u0430dmin")  # a Cyrillic а: reads as admin
+    _response, signed_in = callback(client, provider_answer(client))
+    assert signed_in
+    user = User.objects.get(pk=client.session["_auth_user_id"])
+    assert user.pk != local.pk and user.username == "\u0430dmin-2" and not user.is_superuser

@@ -109,3 +109,43 @@ def test_same_subject_at_another_issuer_is_another_person():
         role_map=ROLE_MAP,
     )
     assert there.pk != here.pk and there.username == "sam-2"
+
+
+# --- Names that look like someone else's -------------------------------------------------------
+# A name from the provider is normalised (NFKC) and compared with every existing one by its
+# skeleton (case and common Cyrillic/Greek lookalikes folded): one that looks like a name taken
+# gets a number, like a name that is taken, so no two accounts here read alike.
+
+CYRILLIC_A = "\u0430"  # а, looks like the Latin a
+
+
+@pytest.mark.parametrize(
+    ("wanted", "given"),
+    [
+        (f"{CYRILLIC_A}dmin", f"{CYRILLIC_A}dmin-2"),  # a Cyrillic а
+        ("\u0410DMIN", "\u0410DMIN-2"),  # Cyrillic А, in capitals
+        ("\u0391dmin", "\u0391dmin-2"),  # Greek Alpha
+        ("ADMIN", "ADMIN-2"),
+        ("\uff41\uff44\uff4d\uff49\uff4e", "admin-2"),  # fullwidth: NFKC makes it plain admin
+        ("adm\u0456n", "adm\u0456n-2"),  # Cyrillic і
+    ],
+    ids=["cyrillic-a", "cyrillic-capitals", "greek-alpha", "capitals", "fullwidth", "cyrillic-i"],
+)
+def test_a_name_that_looks_like_an_existing_one_gets_a_number(wanted, given):
+    local = User.objects.create_superuser("admin", "root@example.com", "pw-admin-12345")
+    user = sign_in(preferred_username=wanted)
+    assert user.pk != local.pk and user.username == given
+    assert not user.is_superuser
+
+
+def test_a_lookalike_of_a_numbered_name_takes_the_next_free_number():
+    User.objects.create_user("admin")
+    User.objects.create_user("admin-2")
+    assert sign_in(sub="u-1", preferred_username=f"{CYRILLIC_A}dmin").username == f"{CYRILLIC_A}dmin-3"
+    # And nobody gets a name that looks like that one either.
+    assert sign_in(sub="u-2", preferred_username="admin").username == "admin-4"
+
+
+def test_a_name_in_another_script_that_looks_like_nobody_is_kept_as_given():
+    User.objects.create_user("ivan")
+    assert sign_in(preferred_username="\u0418\u0432\u0430\u043d").username == "\u0418\u0432\u0430\u043d"  # Иван
