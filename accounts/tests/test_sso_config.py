@@ -49,7 +49,8 @@ def test_named_endpoints_without_an_issuer_refuse_to_start():
     to read it from) any issuer's token would do."""
     with pytest.raises(SsoConfigError, match="missing OIDC_OP_ISSUER"):
         sso_settings(without("OIDC_OP_ISSUER"))
-    discovered = sso_settings({**without("OIDC_OP_ISSUER"), "OIDC_OP_DISCOVERY_URL": "https://idp.example.com/.well-known/openid-configuration"})
+    document = "https://idp.example.com/.well-known/openid-configuration"
+    discovered = sso_settings({**without("OIDC_OP_ISSUER"), "OIDC_OP_DISCOVERY_URL": document})
     assert discovered["OIDC_OP_ISSUER"] == ""  # read from the document at sign-in
 
 

@@ -77,7 +77,9 @@ MESSAGES = pytest.mark.parametrize(
 
 @CHANGES
 @MESSAGES
-def test_a_viewer_who_lost_the_right_gets_no_event_and_the_socket_closes(finished_run, vera, change, error, code, message):
+def test_a_viewer_who_lost_the_right_gets_no_event_and_the_socket_closes(
+    finished_run, vera, change, error, code, message
+):
     user, client, cookie = vera
 
     async def go():
