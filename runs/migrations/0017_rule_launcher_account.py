@@ -48,6 +48,15 @@ class Migration(migrations.Migration):
         migrations.RunPython(names_to_accounts, accounts_to_names),
         migrations.AlterField(
             model_name="approvalrule",
+            name="conditions",
+            field=models.JSONField(
+                blank=True, default=list,
+                help_text='All must hold: [{"path": "$.amount", "op": "lt", "value": 50}]. Operators: eq, ne, lt, gt, '
+                "in, fullmatch (the whole value, RE2), matches (contains a match, RE2), present, absent.",
+            ),
+        ),
+        migrations.AlterField(
+            model_name="approvalrule",
             name="launched_by_unresolved",
             field=models.CharField(
                 blank=True, editable=False, max_length=150,

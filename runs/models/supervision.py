@@ -33,7 +33,8 @@ class ApprovalRule(models.Model):
     conditions = models.JSONField(
         default=list, blank=True,
         help_text='All must hold: [{"path": "$.amount", "op": "lt", "value": 50}]. '
-        "Operators: eq, ne, lt, gt, in, matches (RE2), present, absent.",
+        "Operators: eq, ne, lt, gt, in, fullmatch (the whole value, RE2), matches (contains a match, RE2), "
+        "present, absent.",
     )
     customer = models.CharField(max_length=100, blank=True, help_text="Only runs for this customer; empty: any.")
     # An account, not a name: a person who later takes a name a rule targets is not who it meant.

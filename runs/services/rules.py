@@ -246,6 +246,17 @@ def _holds_non_finite(value: Any) -> bool:
     return any(isinstance(v, float) and not math.isfinite(v) for v in values)
 
 
+def condition_warnings(conditions: Any) -> list[str]:
+    """What a person should know before trusting the conditions: a searching pattern accepts any
+    value with a match inside it. Words for the editor; the rule works as written."""
+    return [
+        f"Condition {number} searches: {c.get('path')} passes when any part of it matches {c.get('value')!r}, "
+        "whatever surrounds that part. Choose \"matches, as a whole value\" to require the whole value."
+        for number, c in enumerate(conditions if isinstance(conditions, list) else [], 1)
+        if isinstance(c, dict) and c.get("op") == "matches"
+    ]
+
+
 def condition_text(condition: dict) -> str:
     """One condition in words: "$.amount is less than 50"."""
     op = condition.get("op")

@@ -209,3 +209,12 @@ def test_a_launcher_name_without_an_account_is_flagged_and_kept_until_someone_ch
     saved_rule.refresh_from_db()
     assert (saved_rule.launched_by_id, saved_rule.launched_by_unresolved) == (None, "")
     assert 'id="rule-unresolved"' not in text(admin.get(reverse("rule_edit", args=[saved_rule.pk])))
+
+
+def test_a_searching_pattern_is_pointed_out_in_the_editor_and_the_preview(admin, saved_rule):
+    warning = ("Condition 1 searches: $.order_id passes when any part of it matches '^ORD-', whatever surrounds that "
+               'part. Choose "matches, as a whole value" to require the whole value.')
+    assert warning in text(admin.get(reverse("rule_edit", args=[saved_rule.pk])))
+    assert warning in text(admin.post(reverse("rule_create"), form(preview="1")))
+    whole = json.dumps([{"path": "$.order_id", "op": "fullmatch", "value": "ORD-.*"}])
+    assert 'id="rule-condition-warnings"' not in text(admin.post(reverse("rule_create"), form(conditions=whole, preview="1")))
