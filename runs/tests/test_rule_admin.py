@@ -165,3 +165,15 @@ def test_the_audit_trail_names_the_launcher_by_the_accounts_current_username(ada
     assert (first.launcher, second.launcher, second.changed) == ("robert", "ada", ["launched by"])
     assert first.version.snapshot["launched_by_id"] == bob.pk
     assert first.version.snapshot["launched_by"] == "bob"  # who it was when saved
+
+
+def test_the_account_a_rule_targets_cannot_be_deleted_so_the_rule_never_widens_to_anyone(ada):
+    from django.contrib.auth.models import User
+    from django.db.models import ProtectedError
+    bob = make_user("bob", "operators")
+    rule = rule_create(data={**REFUNDS, "launched_by": bob}, user=ada)
+
+    with pytest.raises(ProtectedError):
+        User.objects.filter(pk=bob.pk).delete()
+    rule.refresh_from_db()
+    assert rule.launched_by_id == bob.pk
