@@ -3,7 +3,9 @@
 import json
 
 from django import forms
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
+from django.forms.models import ModelChoiceIterator
 
 from runs.models import Agent, ApprovalRule
 from runs.services.rule_admin import MAX_INT, RULE_FIELDS, rule_errors
@@ -13,9 +15,47 @@ from toolsapp.text import loads as bounded_loads
 MAX_CONDITIONS_TEXT = 20_000
 CONDITIONS_HELP = (
     'A JSON list; every condition must hold. Each is {"path": "$.amount", "op": "lt", "value": 50}. '
-    'Operators: eq, ne, lt, gt, in (a list: ["a", "b"]), matches (an RE2 pattern), present, absent (no value). '
+    'Operators: eq, ne, lt, gt, in (a list: ["a", "b"]), fullmatch (the whole value matches an RE2 pattern), '
+    'matches (the value contains a match of an RE2 pattern somewhere: "@example\\.com" also accepts '
+    '"x@evil.test,y@example.com"), present, absent (no value). '
     'The value "$run.customer" stands for the run\'s customer. Empty: any arguments.'
 )
+
+
+KEEP_UNRESOLVED = "unresolved"
+
+
+class _LauncherChoices(ModelChoiceIterator):
+    def __iter__(self):
+        if self.field.unresolved:
+            yield (KEEP_UNRESOLVED, f"nobody: {self.field.unresolved!r} matched no account")
+        yield from super().__iter__()
+
+
+class LauncherField(forms.ModelChoiceField):
+    """Who launched the run, chosen from the accounts (shown by their current username). A rule
+    whose launcher name matched no account when rules moved to accounts offers to stay as it is."""
+
+    iterator = _LauncherChoices
+
+    def __init__(self, *, unresolved: str = ""):
+        self.unresolved = unresolved
+        help_text = "Only runs this account launched; anyone: any run, also those launched from the CLI or a schedule."
+        if unresolved:
+            help_text = (f"This rule named {unresolved!r}, which matched no account when rules moved to accounts, "
+                         f"so it matches no run. Choose the account it means, or anyone. {help_text}")
+        super().__init__(
+            queryset=get_user_model().objects.order_by("username"), required=False, empty_label="anyone",
+            label="Launched by", help_text=help_text,
+        )
+
+    def label_from_instance(self, obj) -> str:
+        return obj.get_username() if obj.is_active else f"{obj.get_username()} (inactive)"
+
+    def to_python(self, value):
+        if self.unresolved and value == KEEP_UNRESOLVED:
+            return KEEP_UNRESOLVED
+        return super().to_python(value)
 
 
 class RuleForm(forms.Form):
@@ -35,7 +75,7 @@ class RuleForm(forms.Form):
         help_text=CONDITIONS_HELP,
     )
     customer = forms.CharField(required=False, max_length=100, help_text="Only runs for this customer; empty: any.")
-    launched_by = forms.CharField(required=False, max_length=150, help_text="Only runs this user launched (username); empty: any.")
+    launched_by = LauncherField()
     action = forms.ChoiceField(choices=ApprovalRule.Action.choices, initial=ApprovalRule.Action.ASK)
     group = forms.ModelChoiceField(
         required=False, queryset=Group.objects.order_by("name"), empty_label="—",
@@ -55,6 +95,8 @@ class RuleForm(forms.Form):
         if rule is not None and rule.pk and kwargs.get("initial") is None:
             kwargs["initial"] = rule_initial(rule)
         super().__init__(*args, **kwargs)
+        if rule is not None and rule.launched_by_unresolved:
+            self.fields["launched_by"] = LauncherField(unresolved=rule.launched_by_unresolved)
 
     def clean_conditions(self) -> list:
         text = self.cleaned_data["conditions"].strip()
@@ -79,10 +121,15 @@ class RuleForm(forms.Form):
 
     def rule_data(self) -> dict:
         """The fields that read cleanly, as rule_create / rule_update take them."""
-        return {name: self.cleaned_data[name] for name in RULE_FIELDS if name in self.cleaned_data}
+        data = {name: self.cleaned_data[name] for name in RULE_FIELDS if name in self.cleaned_data}
+        if data.get("launched_by") == KEEP_UNRESOLVED:
+            del data["launched_by"]  # left as it is: the rule keeps matching nobody
+        return data
 
 
 def rule_initial(rule: ApprovalRule) -> dict:
     initial = {name: getattr(rule, name) for name in RULE_FIELDS}
+    initial["launched_by"] = KEEP_UNRESOLVED if rule.launched_by_unresolved else rule.launched_by_id
     initial["conditions"] = json.dumps(rule.conditions, ensure_ascii=False, indent=1) if rule.conditions else ""
     return initial
+

@@ -33,10 +33,21 @@ class ApprovalRule(models.Model):
     conditions = models.JSONField(
         default=list, blank=True,
         help_text='All must hold: [{"path": "$.amount", "op": "lt", "value": 50}]. '
-        "Operators: eq, ne, lt, gt, in, matches (RE2), present, absent.",
+        "Operators: eq, ne, lt, gt, in, fullmatch (the whole value, RE2), matches (contains a match, RE2), "
+        "present, absent.",
     )
     customer = models.CharField(max_length=100, blank=True, help_text="Only runs for this customer; empty: any.")
-    launched_by = models.CharField(max_length=150, blank=True, help_text="Only runs this user launched; empty: any.")
+    # An account, not a name: a person who later takes a name a rule targets is not who it meant.
+    # PROTECT: a deleted account must not turn "launched by ada" into "launched by anyone".
+    launched_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+",
+        help_text="Only runs this account launched; empty: any.",
+    )
+    launched_by_unresolved = models.CharField(
+        max_length=150, blank=True, editable=False,
+        help_text="A launcher name from before rules named accounts, which matched no account: "
+        "the rule matches no run until an account (or anyone) is chosen.",
+    )
     action = models.CharField(max_length=16, choices=Action.choices, default=Action.ASK)
     group = models.ForeignKey(
         "auth.Group", null=True, blank=True, on_delete=models.PROTECT, related_name="+",

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from django.db.models import Q
 
 from runs.models import Approval, ApprovalRule
+from runs.services.rule_admin import rule_assign
 from runs.services.rules import CallFacts, RuleSpec, rule_matches, rule_spec
 from toolsapp.models import Tool
 from toolsapp.text import loads as bounded_loads
@@ -58,18 +59,17 @@ def draft_spec(data: dict, *, rule: ApprovalRule | None = None) -> RuleSpec:
     """The rule being edited, as the loop would read it once saved: `data` (the editor's fields,
     rule_create's form) over the saved rule's fields. Nothing is written."""
     draft = copy.copy(rule) if rule is not None else ApprovalRule()
-    for name, value in data.items():
-        setattr(draft, name, value)
+    rule_assign(draft, data)
     return rule_spec(draft)
 
 
 def rule_preview(spec: RuleSpec, *, limit: int = PREVIEW_CALLS) -> RulePreview:
     approvals = (
         Approval.objects.order_by("-pk")
-        .select_related("tool_call", "run", "run__created_by")
+        .select_related("tool_call", "run")
         .only(
             "note", "unseen_ids", "tool_call__tool_name", "tool_call__arguments", "tool_call__args_hash",
-            "run__agent_id", "run__customer", "run__created_by__username",
+            "run__agent_id", "run__customer", "run__created_by_id",
         )[:limit]
     )
     rows, seen_calls = [], set()
@@ -93,7 +93,7 @@ def rule_preview(spec: RuleSpec, *, limit: int = PREVIEW_CALLS) -> RulePreview:
             continue
         facts = CallFacts(
             tool_name=call.tool_name, arguments=arguments, agent_id=run.agent_id, customer=run.customer,
-            launched_by=run.created_by.username if run.created_by_id else "",
+            launched_by_id=run.created_by_id,
         )
         if not rule_matches(spec, facts):
             preview.not_matched += 1

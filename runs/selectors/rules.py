@@ -4,6 +4,7 @@ import functools
 import operator
 from dataclasses import dataclass
 
+from django.contrib.auth import get_user_model
 from django.db.models import Q
 
 from runs.models import Agent, ApprovalRule, ApprovalRuleVersion
@@ -12,7 +13,8 @@ from runs.services.rules import condition_text
 HISTORY_LIMIT = 50
 _FIELD_NAMES = {
     "agent": "agent", "position": "position", "enabled": "enabled", "tool_pattern": "tool",
-    "conditions": "conditions", "customer": "customer", "launched_by": "launched by", "action": "action",
+    "conditions": "conditions", "customer": "customer", "launched_by_id": "launched by",
+    "launched_by_unresolved": "launched by", "action": "action",
     "group": "group", "reason": "reason", "escalate_after_seconds": "escalation", "name": "name",
 }
 
@@ -21,12 +23,13 @@ _FIELD_NAMES = {
 class RuleChange:
     version: ApprovalRuleVersion
     changed: list[str]  # the fields this version changed (empty for a creation or a deletion)
+    launcher: str = ""  # who the version's launcher condition names: the account's current username
 
 
 def rule_list(*, agent: Agent | None = None) -> list[ApprovalRule]:
     """Every rule in the order they are tried (global and per agent); with `agent`, those that can
     apply to its runs."""
-    rules = ApprovalRule.objects.select_related("agent", "group").order_by("position", "pk")
+    rules = ApprovalRule.objects.select_related("agent", "group", "launched_by").order_by("position", "pk")
     if agent is not None:
         rules = rules.filter(Q(agent=None) | Q(agent=agent))
     return list(rules)
@@ -38,7 +41,7 @@ def rule_conditions_text(rule: ApprovalRule) -> list[str]:
 
 def rule_history(*, rule_key: int | None = None, limit: int = HISTORY_LIMIT) -> list[RuleChange]:
     """The newest changes of rules (of one rule with `rule_key`), each with what it changed from the
-    version before it. Two queries."""
+    version before it, and its launcher by the account's current username. Three queries at most."""
     versions = ApprovalRuleVersion.objects.order_by("-changed_at", "-pk")
     if rule_key is not None:
         versions = versions.filter(rule_key=rule_key)
@@ -52,16 +55,28 @@ def rule_history(*, rule_key: int | None = None, limit: int = HISTORY_LIMIT) -> 
             "rule_key", "version", "snapshot"
         )
         before = {(row.rule_key, row.version): row.snapshot for row in rows}
+    account_ids = {v.snapshot.get("launched_by_id") for v in versions} - {None}
+    usernames = dict(get_user_model().objects.filter(pk__in=account_ids).values_list("pk", "username")) if account_ids else {}
     changes = []
     for v in versions:
         earlier = before.get((v.rule_key, v.version - 1))
-        changes.append(RuleChange(v, _changed_fields(earlier, v.snapshot) if earlier is not None else []))
+        changes.append(RuleChange(v, _changed_fields(earlier, v.snapshot) if earlier is not None else [],
+                                  _launcher(v.snapshot, usernames)))
     return changes
+
+
+def _launcher(snapshot: dict, usernames: dict[int, str]) -> str:
+    if snapshot.get("launched_by_unresolved"):
+        return f"nobody ({snapshot['launched_by_unresolved']} matched no account)"
+    account = snapshot.get("launched_by_id")
+    if account is None:
+        return ""
+    return usernames.get(account, f"account #{account}, since deleted")
 
 
 def _changed_fields(before: dict, after: dict) -> list[str]:
     names = []
     for key, label in _FIELD_NAMES.items():
-        if before.get(key) != after.get(key):
+        if before.get(key) != after.get(key) and label not in names:
             names.append(label)
     return names

@@ -249,10 +249,8 @@ def _matching_rule(*, run, call, arguments) -> RuleSpec | None:
     and before it was held is read again, as it is now."""
     while True:
         rules = rules_in_force(run.agent_id)
-        launched_by = ""
-        if run.created_by_id and any(r.launched_by for r in rules):
-            launched_by = run.created_by.get_username()
-        facts = CallFacts(call.tool_name, arguments, run.agent_id, customer=run.customer or "", launched_by=launched_by)
+        facts = CallFacts(call.tool_name, arguments, run.agent_id, customer=run.customer or "",
+                          launched_by_id=run.created_by_id)
         rule = first_match(rules, facts)
         if rule is None or _rule_held(rule):
             return rule

@@ -2,6 +2,7 @@
 import hashlib
 import hmac
 import json
+import math
 from dataclasses import dataclass
 
 from runs.models import Run
@@ -50,14 +51,37 @@ def check_limits(config: dict) -> dict:
 # --- Arguments ---------------------------------------------------------------------------------
 
 
+NOT_FINITE_ERROR = "arguments hold a number that is not finite (NaN, Infinity or too large); send a finite number"
+
+
+class _NotFinite(ValueError):
+    pass
+
+
+def _finite_float(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):  # 1e999 reads as inf
+        raise _NotFinite(text)
+    return number
+
+
+def _no_constant(text: str):
+    raise _NotFinite(text)  # NaN, Infinity, -Infinity: Python's json reads them, JSON has no such numbers
+
+
 def parse_arguments(raw: str) -> tuple[dict | None, str | None]:
-    """(arguments, None) or (None, error) for arguments that are not a JSON object."""
+    """(arguments, None) or (None, error) for arguments that are not a JSON object.
+
+    A number that is not finite is refused here, for the model's calls and operators' edits alike:
+    it passes every schema bound (NaN > 1000 is false) and every rule's comparison."""
     if raw is None or (isinstance(raw, str) and raw.strip() == ""):
         return {}, None  # some servers send "" for a call without arguments
     try:
-        value = bounded_loads(raw)
+        value = bounded_loads(raw, parse_constant=_no_constant, parse_float=_finite_float)
     except JsonTooDeep as exc:
         return None, f"arguments are nested too deeply (deeper than {exc.limit} levels)"
+    except _NotFinite:
+        return None, NOT_FINITE_ERROR
     except (TypeError, ValueError) as exc:
         return None, f"arguments are not valid JSON ({exc.__class__.__name__}: {exc})"
     if not isinstance(value, dict):

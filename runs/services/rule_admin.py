@@ -24,7 +24,7 @@ SAFEGUARDS_TEXT = (
     "Automatic approval never applies to a call whose outcome is unknown after a crash, to a call whose "
     "arguments hold an identifier the run has never seen, or to a tool marked always ask."
 )
-_TEXT_FIELDS = ("name", "tool_pattern", "customer", "launched_by", "reason")
+_TEXT_FIELDS = ("name", "tool_pattern", "customer", "reason")
 MAX_INT = 2**31 - 1  # what an integer column holds on every database (SQLite would not say)
 _INT_RANGES = {"position": (-MAX_INT - 1, MAX_INT), "escalate_after_seconds": (1, MAX_INT)}
 
@@ -66,7 +66,7 @@ def rule_errors(*, rule: ApprovalRule | None, data: dict) -> dict[str, list[str]
         if messages:
             errors["conditions"] = messages
     candidate = copy.copy(rule) if rule is not None else ApprovalRule()
-    _assign(candidate, {name: value for name, value in data.items() if name not in errors})
+    rule_assign(candidate, {name: value for name, value in data.items() if name not in errors})
     if candidate.action == ApprovalRule.Action.ASK_GROUP and candidate.group_id is None and "group" not in errors:
         errors["group"] = ["'Ask a named group' needs the group whose members decide."]
     try:
@@ -82,7 +82,9 @@ def rule_snapshot(rule: ApprovalRule) -> dict:
     return {
         "name": rule.name, "agent_id": rule.agent_id, "agent": rule.agent.name if rule.agent_id else None,
         "position": rule.position, "enabled": rule.enabled, "tool_pattern": rule.tool_pattern,
-        "conditions": rule.conditions, "customer": rule.customer, "launched_by": rule.launched_by,
+        "conditions": rule.conditions, "customer": rule.customer, "launched_by_id": rule.launched_by_id,
+        "launched_by": rule.launched_by.get_username() if rule.launched_by_id else None,
+        "launched_by_unresolved": rule.launched_by_unresolved,
         "action": rule.action, "group_id": rule.group_id, "group": rule.group.name if rule.group_id else None,
         "reason": rule.reason, "escalate_after_seconds": rule.escalate_after_seconds, "version": rule.version,
     }
@@ -94,7 +96,7 @@ def rule_create(*, data: dict, user) -> ApprovalRule:
         raise InvalidRule(errors)
     rule = ApprovalRule()
     with transaction.atomic():
-        _assign(rule, data)
+        rule_assign(rule, data)
         _normalize(rule)
         rule.version = 1
         rule.updated_by_name = _name(user)
@@ -112,7 +114,7 @@ def rule_update(*, rule: ApprovalRule, data: dict, user) -> ApprovalRule:
         # Under the row lock: two admins saving at once get versions n+1 and n+2, never two n+1.
         current = ApprovalRule.objects.select_for_update().get(pk=rule.pk)
         before = rule_snapshot(current)
-        _assign(current, data)
+        rule_assign(current, data)
         _normalize(current)
         if rule_snapshot(current) == before:
             return current
@@ -146,16 +148,19 @@ def _normalize(rule: ApprovalRule) -> None:
     rule.name = rule.name.strip()
     rule.tool_pattern = rule.tool_pattern.strip()
     rule.customer = rule.customer.strip()
-    rule.launched_by = rule.launched_by.strip()
     if rule.action != ApprovalRule.Action.ASK_GROUP:
         rule.group = None  # only "ask a named group" uses one; kept, it would read as if it mattered
     if rule.action == ApprovalRule.Action.REJECT and not rule.reason.strip():
         rule.reason = DEFAULT_REJECT_REASON  # the model is always told why
 
 
-def _assign(rule: ApprovalRule, data: dict) -> None:
+def rule_assign(rule: ApprovalRule, data: dict) -> None:
+    """Set the given fields (nothing is saved). Choosing the launcher, an account or anyone (None),
+    replaces a launcher name that matched no account; leaving it out keeps the rule matching nobody."""
     for name, value in data.items():
         setattr(rule, name, value)
+    if "launched_by" in data:
+        rule.launched_by_unresolved = ""
 
 
 def _name(user) -> str:

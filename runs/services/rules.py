@@ -1,12 +1,18 @@
 """Approval rules as plain data: which rule matches a destructive call, and whether a rule's
 conditions are well formed.
 
-A rule matches on the tool (a name or a glob pattern), on the run (agent, customer, who launched
-it) and on argument values found by a small JSON path (`$.refund.amount`, `$.items[0].sku`).
-Every condition must hold. Nothing here touches the database except `rules_in_force`.
+A rule matches on the tool (a name or a glob pattern), on the run (agent, customer, the account
+that launched it) and on argument values found by a small JSON path (`$.refund.amount`,
+`$.items[0].sku`). Every condition must hold. Nothing here touches the database except
+`rules_in_force`.
+
+A pattern condition either matches the whole value (`fullmatch`, what the editor offers first) or
+searches it (`matches`, kept with its meaning for the rules written before `fullmatch` existed):
+`@example\.com` searched accepts "x@evil.test,y@example.com".
 """
 import fnmatch
 import functools
+import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -22,12 +28,14 @@ OPERATORS = {
     "lt": "is less than",
     "gt": "is greater than",
     "in": "is one of",
-    "matches": "matches the RE2 pattern",
+    "fullmatch": "matches, as a whole value, the RE2 pattern",
+    "matches": "contains a match of the RE2 pattern",
     "present": "is present",
     "absent": "is absent",
 }
 # A condition value that stands for the run's own customer ("refunds to the run's customer").
 RUN_CUSTOMER = "$run.customer"
+PATTERN_OPERATORS = ("fullmatch", "matches")
 MAX_CONDITIONS = 20
 MAX_PATTERN_CHARS = 500
 _MISSING = object()
@@ -48,7 +56,9 @@ class RuleSpec:
     tool_pattern: str = "*"
     conditions: tuple = ()
     customer: str = ""
-    launched_by: str = ""
+    launched_by_id: int | None = None
+    # A launcher name from before rules named accounts that matched no account: matches nobody.
+    launcher_unresolved: str = ""
     group_id: int | None = None
     reason: str = ""
     escalate_after_seconds: int | None = None
@@ -66,14 +76,14 @@ class CallFacts:
     arguments: Any  # the parsed JSON arguments (a dict for every valid call)
     agent_id: int | None
     customer: str = ""
-    launched_by: str = ""  # the username of who launched the run; "" when nobody (CLI, schedule)
+    launched_by_id: int | None = None  # the account that launched the run; None when nobody (CLI, schedule)
 
 
 def rule_spec(rule: ApprovalRule) -> RuleSpec:
     return RuleSpec(
         id=rule.pk, name=rule.name, version=rule.version, action=rule.action, agent_id=rule.agent_id,
         tool_pattern=rule.tool_pattern or "*", conditions=tuple(rule.conditions or ()), customer=rule.customer,
-        launched_by=rule.launched_by, group_id=rule.group_id, reason=rule.reason,
+        launched_by_id=rule.launched_by_id, launcher_unresolved=rule.launched_by_unresolved, group_id=rule.group_id, reason=rule.reason,
         escalate_after_seconds=rule.escalate_after_seconds,
     )
 
@@ -96,7 +106,9 @@ def rule_matches(rule: RuleSpec, facts: CallFacts) -> bool:
         return False
     if rule.customer and rule.customer != facts.customer:
         return False
-    if rule.launched_by and rule.launched_by != facts.launched_by:
+    if rule.launcher_unresolved:
+        return False
+    if rule.launched_by_id is not None and rule.launched_by_id != facts.launched_by_id:
         return False
     return all(condition_holds(c, facts) for c in rule.conditions)
 
@@ -111,6 +123,8 @@ def condition_holds(condition: dict, facts: CallFacts) -> bool:
     if found is _MISSING:
         return False  # a condition on a value that is not there never holds (so never approves)
     if expected == RUN_CUSTOMER:
+        if not (facts.customer or "").strip():
+            return False  # no customer is nobody's customer: "" must not equal an empty argument
         expected = facts.customer
     if op == "eq":
         return _same(found, expected)
@@ -123,6 +137,8 @@ def condition_holds(condition: dict, facts: CallFacts) -> bool:
         if number is None:
             return False
         return number < expected if op == "lt" else number > expected
+    if op == "fullmatch":
+        return isinstance(found, str) and _pattern(expected).fullmatch(found) is not None
     if op == "matches":
         return isinstance(found, str) and _pattern(expected).search(found) is not None
     return False
@@ -203,11 +219,15 @@ def conditions_errors(conditions: Any) -> list[str]:
             continue
         if op in ("lt", "gt") and (isinstance(value, bool) or not isinstance(value, (int, float))):
             errors.append(f"{where}: {op} compares with a number.")
+        elif op in ("lt", "gt") and not math.isfinite(value):
+            errors.append(f"{where}: {op} compares with a finite number.")
+        elif _holds_non_finite(value):
+            errors.append(f"{where}: numbers must be finite (not NaN or Infinity).")
         elif op == "in" and not (isinstance(value, list) and value):
             errors.append(f"{where}: in needs a non-empty list of values.")
-        elif op == "matches":
+        elif op in PATTERN_OPERATORS:
             if not isinstance(value, str) or not value or len(value) > MAX_PATTERN_CHARS:
-                errors.append(f"{where}: matches needs an RE2 pattern of at most {MAX_PATTERN_CHARS} characters.")
+                errors.append(f"{where}: {op} needs an RE2 pattern of at most {MAX_PATTERN_CHARS} characters.")
             else:
                 try:
                     _pattern(value)
@@ -219,6 +239,22 @@ def conditions_errors(conditions: Any) -> list[str]:
         elif op in ("present", "absent") and value is not None:
             errors.append(f"{where}: {op} takes no value.")
     return errors
+
+
+def _holds_non_finite(value: Any) -> bool:
+    values = value if isinstance(value, list) else [value]
+    return any(isinstance(v, float) and not math.isfinite(v) for v in values)
+
+
+def condition_warnings(conditions: Any) -> list[str]:
+    """What a person should know before trusting the conditions: a searching pattern accepts any
+    value with a match inside it. Words for the editor; the rule works as written."""
+    return [
+        f"Condition {number} searches: {c.get('path')} passes when any part of it matches {c.get('value')!r}, "
+        "whatever surrounds that part. Choose \"matches, as a whole value\" to require the whole value."
+        for number, c in enumerate(conditions if isinstance(conditions, list) else [], 1)
+        if isinstance(c, dict) and c.get("op") == "matches"
+    ]
 
 
 def condition_text(condition: dict) -> str:

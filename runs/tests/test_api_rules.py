@@ -102,3 +102,37 @@ def test_preview_counts_what_the_rule_would_have_done_and_saves_nothing(admin, l
     assert (other["matched"], other["not_matched"]) == (0, 1)
     bad = admin.post("/api/v1/rules/preview/", {"conditions": [{"path": "", "op": "eq"}]}, format="json")
     assert bad.status_code == 400 and "Condition 1: a JSON path" in bad.json()["errors"]["conditions"][0]
+
+
+def test_the_launcher_is_an_account_given_and_read_back_by_its_current_username(admin, demo_data):
+    bob = make_user("bob", "operators")
+    created = admin.post("/api/v1/rules/", {**RULE, "launched_by": "bob"}, format="json")
+    assert created.status_code == 201, created.json()
+    rule = ApprovalRule.objects.get()
+    assert rule.launched_by_id == bob.pk and created.json()["launched_by_unresolved"] == ""
+
+    bob.username = "robert"
+    bob.save()
+    assert admin.get(f"/api/v1/rules/{rule.pk}/").json()["launched_by"] == "robert"
+    unknown = admin.patch(f"/api/v1/rules/{rule.pk}/", {"launched_by": "bob"}, format="json")
+    assert unknown.status_code == 400 and "does not exist" in " ".join(unknown.json()["errors"]["launched_by"])
+
+    ApprovalRule.objects.filter(pk=rule.pk).update(launched_by=None, launched_by_unresolved="carol")
+    kept = admin.patch(f"/api/v1/rules/{rule.pk}/", {"action": "ask_two"}, format="json").json()
+    assert (kept["launched_by"], kept["launched_by_unresolved"]) == (None, "carol")  # still matches nobody
+    chosen = admin.patch(f"/api/v1/rules/{rule.pk}/", {"launched_by": "robert"}, format="json").json()
+    assert (chosen["launched_by"], chosen["launched_by_unresolved"]) == ("robert", "")
+
+
+def test_a_whole_value_condition_is_written_and_described_in_the_openapi_schema(admin):
+    whole = [{"path": "$.order_id", "op": "fullmatch", "value": r"ORD-\d+"}]
+    created = admin.post("/api/v1/rules/", {**RULE, "conditions": whole}, format="json")
+    assert created.status_code == 201 and created.json()["conditions"] == whole
+
+    document = APIClient().get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
+    rule_schema = document["components"]["schemas"]["Rule"]["properties"]
+    condition = rule_schema["conditions"]["items"]["properties"]
+    assert condition["op"]["enum"] == ["eq", "ne", "lt", "gt", "in", "fullmatch", "matches", "present", "absent"]
+    assert "the whole value must match" in condition["value"]["description"]
+    assert "username" in rule_schema["launched_by"]["description"]
+    assert rule_schema["launched_by_unresolved"]["readOnly"] is True

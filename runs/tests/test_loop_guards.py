@@ -97,6 +97,14 @@ def test_arguments_that_are_json_but_not_an_object_are_an_error(raw, kind):
     assert "must be a JSON object" in error and kind in error
 
 
+@pytest.mark.parametrize("raw", ['{"amount": NaN}', '{"amount": Infinity}', '{"a": {"b": [-Infinity]}}', '{"amount": 1e999}'])
+def test_arguments_with_a_number_that_is_not_finite_are_an_error(raw):
+    # Python's json reads NaN, Infinity and 1e999 (as inf); no schema bound or rule compares them.
+    value, error = guards.parse_arguments(raw)
+    assert value is None
+    assert error == "arguments hold a number that is not finite (NaN, Infinity or too large); send a finite number"
+
+
 def test_reformatted_arguments_have_the_same_canonical_form_and_hash():
     variants = ['{"city":"Lagos","days":2}', '{ "city" : "Lagos" , "days" : 2 }', '{"days": 2,\n "city": "Lagos"}']
     assert len({guards.canonical_arguments(v) for v in variants}) == 1

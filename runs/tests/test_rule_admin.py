@@ -65,7 +65,7 @@ def test_conditions_that_cannot_work_are_refused_in_words(ada):
 
     assert refused.value.errors["conditions"] == [
         "Condition 1: lt compares with a number.",
-        "Condition 2: op must be one of eq, ne, lt, gt, in, matches, present, absent.",
+        "Condition 2: op must be one of eq, ne, lt, gt, in, fullmatch, matches, present, absent.",
     ]
     assert not ApprovalRule.objects.exists() and not ApprovalRuleVersion.objects.exists()
 
@@ -152,3 +152,28 @@ def test_two_admins_saving_the_same_rule_at_once_make_two_versions_and_lose_neit
         assert (rule.version, rule.position, rule.reason) == (1 + 2 * n, n, f"round {n}")
     versions = ApprovalRuleVersion.objects.filter(rule_key=rule.pk).order_by("version")
     assert [v.version for v in versions] == list(range(1, 2 + 2 * ROUNDS))
+
+
+def test_the_audit_trail_names_the_launcher_by_the_accounts_current_username(ada):
+    bob = make_user("bob", "operators")
+    rule = rule_create(data={**REFUNDS, "launched_by": bob}, user=ada)
+    rule_update(rule=rule, data={"launched_by": ada}, user=ada)
+    bob.username = "robert"
+    bob.save()
+
+    [second, first] = rule_history(rule_key=rule.pk)
+    assert (first.launcher, second.launcher, second.changed) == ("robert", "ada", ["launched by"])
+    assert first.version.snapshot["launched_by_id"] == bob.pk
+    assert first.version.snapshot["launched_by"] == "bob"  # who it was when saved
+
+
+def test_the_account_a_rule_targets_cannot_be_deleted_so_the_rule_never_widens_to_anyone(ada):
+    from django.contrib.auth.models import User
+    from django.db.models import ProtectedError
+    bob = make_user("bob", "operators")
+    rule = rule_create(data={**REFUNDS, "launched_by": bob}, user=ada)
+
+    with pytest.raises(ProtectedError):
+        User.objects.filter(pk=bob.pk).delete()
+    rule.refresh_from_db()
+    assert rule.launched_by_id == bob.pk

@@ -6,7 +6,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from runs.models import Agent, Approval, Run, Step, ToolCall
+from runs.models import Agent, Approval, ApprovalRule, Run, Step, ToolCall
 from runs.selectors.rule_preview import draft_spec, rule_preview
 from runs.services.approvals import CRASH_NOTE
 from runs.tests.approval_fixtures import make_user
@@ -100,7 +100,7 @@ def test_the_run_decides_agent_customer_and_launcher_conditions(calls):
 
     own_customer = [{"path": "$.customer", "op": "eq", "value": "$run.customer"}]
     assert rule_preview(draft_spec({**CANCEL_ORD, "conditions": own_customer})).matched == 1
-    assert rule_preview(draft_spec({**CANCEL_ORD, "launched_by": "alice-launcher"})).matched == 1
+    assert rule_preview(draft_spec({**CANCEL_ORD, "launched_by": calls.alice})).matched == 1
     assert rule_preview(draft_spec({**CANCEL_ORD, "customer": "Globex"})).examples[0].run_id == other.pk
     elsewhere = Agent.objects.create(name="elsewhere")
     assert rule_preview(draft_spec({**CANCEL_ORD, "agent": elsewhere})).matched == 0
@@ -126,3 +126,34 @@ def test_a_call_parked_by_a_real_run_is_in_the_preview(launch):
 
     assert preview.matched == 1 and preview.approve + preview.blocked == 1
     assert preview.examples[0].run_id == run.pk
+
+
+def test_a_run_without_a_customer_is_not_its_own_customer(calls):
+    nobodys = Run.objects.create(agent=calls.run.agent, task="t", customer="")
+    calls.add("cancel_order", {"order_id": "ORD-1", "customer": ""}, run=nobodys)
+    calls.add("cancel_order", {"order_id": "ORD-2"}, run=nobodys)
+
+    own_customer = [{"path": "$.customer", "op": "eq", "value": "$run.customer"}]
+    assert rule_preview(draft_spec({**CANCEL_ORD, "conditions": own_customer})).matched == 0
+
+
+def test_the_preview_shows_a_searching_pattern_letting_through_what_the_whole_value_match_does_not(calls):
+    calls.add("cancel_order", {"order_id": "SKU-1"})
+    calls.add("cancel_order", {"order_id": "SKU-1; DROP everything"})
+
+    def matched(op):
+        return rule_preview(draft_spec({**CANCEL_ORD, "conditions": [{"path": "$.order_id", "op": op, "value": r"SKU-\d+"}]})).matched
+
+    assert (matched("fullmatch"), matched("matches")) == (1, 2)
+
+
+def test_the_launcher_is_an_account_and_a_name_without_one_matches_nothing(calls):
+    calls.add("cancel_order", {"order_id": "ORD-1"})
+    alice = calls.alice
+    alice.username = "alice-renamed"
+    alice.save()
+
+    assert rule_preview(draft_spec({**CANCEL_ORD, "launched_by": alice})).matched == 1
+    orphan = ApprovalRule(launched_by_unresolved="alice-launcher")
+    assert rule_preview(draft_spec(CANCEL_ORD, rule=orphan)).matched == 0
+    assert rule_preview(draft_spec({**CANCEL_ORD, "launched_by": None}, rule=orphan)).matched == 1

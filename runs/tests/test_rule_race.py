@@ -113,7 +113,7 @@ def version_spec(rule_id: int | None, version: ApprovalRuleVersion) -> RuleSpec:
     return RuleSpec(
         id=rule_id, name=snap["name"], version=version.version, action=snap["action"], agent_id=snap["agent_id"],
         tool_pattern=snap["tool_pattern"], conditions=tuple(snap["conditions"]), customer=snap["customer"],
-        launched_by=snap["launched_by"], reason=snap["reason"],
+        launched_by_id=snap["launched_by_id"], launcher_unresolved=snap["launched_by_unresolved"], reason=snap["reason"],
     )
 
 

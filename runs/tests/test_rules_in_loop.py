@@ -206,3 +206,93 @@ def test_an_id_only_free_text_in_a_tool_result_mentions_does_not_let_a_rule_appr
     approval = Approval.objects.get(run=run)
     assert (approval.status, approval.unseen_ids) == (Approval.Status.PENDING, ["ORD-1003"])
     assert status("ORD-1003") == Order.Status.OPEN
+
+
+# --- numbers that are not numbers ---------------------------------------------------------------
+
+PAID = []
+
+
+@python_handler("test_pay_out")
+def _pay_out(args, ctx):
+    PAID.append(args["amount"])
+    return {"paid": args["amount"]}
+
+
+@pytest.fixture
+def pay_out(demo_data):
+    PAID.clear()
+    return Tool.objects.create(
+        name="pay_out", handler="test_pay_out", description="test", destructive=True,
+        parameters={"type": "object", "properties": {"amount": {"type": "number", "maximum": 1000}},
+                    "required": ["amount"]},
+    )
+
+
+@pytest.mark.parametrize("amount", ["NaN", "Infinity", "-Infinity"])
+def test_a_number_that_is_not_finite_is_a_bad_argument_no_rule_decides(launch, script, pay_out, amount):
+    # NaN passes `maximum: 1000` and is not "gt 1000": before, the approving rule ran it.
+    add_rule("nothing above 1000", "reject", position=10, conditions=[{"path": "$.amount", "op": "gt", "value": 1000}])
+    add_rule("everything", position=20)
+    model = script(calls(call("pay_out", f'{{"amount": {amount}}}', "pay")), {"content": "I could not pay."})
+    run = launch("Pay out", models=[model], tools=["pay_out"])
+
+    assert run.status == Run.Status.SUCCEEDED
+    told = result_for(script.requests(model)[1], "pay")
+    assert told["ok"] is False
+    assert "not finite" in told["error"]
+    assert PAID == [] and not Approval.objects.filter(run=run).exists()
+
+
+def test_an_operator_edit_with_a_number_that_is_not_finite_is_refused(launch, script, pay_out, alice, no_dispatch):
+    from runs.services.approvals import EditRefused, approval_decide
+    run = launch("Pay out", models=[script(calls(call("pay_out", {"amount": 10}, "pay")))], tools=["pay_out"])
+    approval = Approval.objects.get(run=run)
+
+    with pytest.raises(EditRefused, match="not finite"):
+        approval_decide(approval_id=approval.pk, user=alice, approve=True, arguments='{"amount": NaN}')
+    approval.refresh_from_db()
+    assert approval.status == Approval.Status.PENDING and PAID == []
+
+
+# --- who launched the run is an account, not a name ----------------------------------------------
+
+
+def launch_as(user, task, model):
+    from runs.models import Agent
+    from runs.services.loop import run_advance
+    from runs.services.runs import run_create
+    run = run_create(agent=Agent.objects.get(name="demo"), task=task, user=user, overrides={"models": [model]})
+    run_advance(run_id=run.pk)
+    run.refresh_from_db()
+    return run
+
+
+def test_a_launcher_rule_follows_the_account_when_someone_else_takes_its_name(script, demo_data):
+    from runs.tests.approval_fixtures import make_user
+    ada = make_user("ada", "operators")
+    add_rule("ada's cancels", tool_pattern="cancel_order", launched_by=ada)
+    ada.username = "ada.lovelace"
+    ada.save()
+    newcomer = make_user("ada", "operators")  # a new person takes the name the rule used to say
+
+    theirs = launch_as(newcomer, "Cancel order ORD-1001", script(cancel("ORD-1001")))
+    assert Approval.objects.get(run=theirs).status == Approval.Status.PENDING
+    assert status("ORD-1001") == Order.Status.OPEN
+
+    hers = launch_as(ada, "Cancel order ORD-1003", script(calls(call("lookup_order", {"order_id": "ORD-1003"}, "l")),
+                                                           cancel("ORD-1003"), {"content": "Cancelled."}))
+    approval = Approval.objects.get(run=hers)
+    assert (approval.status, approval.rule_name) == (Approval.Status.APPROVED, "ada's cancels")
+    assert status("ORD-1003") == Order.Status.CANCELLED
+
+
+def test_a_launcher_name_that_matched_no_account_approves_nobodys_call(script, demo_data):
+    from runs.tests.approval_fixtures import make_user
+    add_rule("carol's cancels", tool_pattern="cancel_order", launched_by_unresolved="carol")
+    carol = make_user("carol", "operators")  # the name exists now, the rule still means nobody
+
+    run = launch_as(carol, "Cancel order ORD-1001", script(cancel("ORD-1001")))
+    approval = Approval.objects.get(run=run)
+    assert (approval.status, approval.rule_name) == (Approval.Status.PENDING, "")
+    assert status("ORD-1001") == Order.Status.OPEN

@@ -56,7 +56,7 @@ def test_everyone_who_sees_runs_reads_the_rules_in_order_with_conditions_in_word
     assert page.status_code == 200
     body = text(page)
     assert body.index("ask first") < body.index("cancel ORD orders")  # position 1 is tried first
-    assert "$.order_id matches the RE2 pattern '^ORD-'" in body
+    assert "$.order_id contains a match of the RE2 pattern '^ORD-'" in body
     assert "Approve automatically" in body and "every agent" in body and 'id="nav-rules"' in body
     assert SAFEGUARDS_TEXT in body
     assert 'data-change="created"' in body  # the audit trail
@@ -158,3 +158,63 @@ def test_the_django_admin_shows_rules_read_only_so_every_change_is_versioned(sav
     assert root.get(reverse("admin:runs_approvalrule_add")).status_code == 403
     assert root.post(reverse("admin:runs_approvalrule_delete", args=[saved_rule.pk]), {"post": "yes"}).status_code == 403
     assert ApprovalRule.objects.filter(pk=saved_rule.pk).exists()
+
+
+def test_the_editor_offers_whole_value_matching_first_and_labels_the_search(admin):
+    body = text(admin.get(reverse("rule_create")))
+    operators = json.loads(re.search(r'data-operators="([^"]*)"', admin.get(reverse("rule_create")).content.decode())
+                           .group(1).replace("&quot;", '"'))
+    assert list(operators).index("fullmatch") < list(operators).index("matches")
+    assert operators["fullmatch"] == "matches, as a whole value, the RE2 pattern"
+    assert operators["matches"] == "contains a match of the RE2 pattern"
+    assert '"x@evil.test,y@example.com"' in body  # the help says what a search also accepts
+
+    whole = [{"path": "$.order_id", "op": "fullmatch", "value": r"ORD-\d+"}]
+    preview = text(admin.post(reverse("rule_create"), form(conditions=json.dumps(whole), preview="1")))
+    assert r"$.order_id matches, as a whole value, the RE2 pattern 'ORD-\\d+'" in preview
+    admin.post(reverse("rule_create"), form(conditions=json.dumps(whole), save="1"))
+    assert ApprovalRule.objects.get().conditions == whole
+
+
+def test_the_launcher_is_chosen_among_accounts_and_shown_by_its_current_name(admin):
+    ada = User.objects.get(username="ada")
+    gone = make_user("gone", "operators")
+    User.objects.filter(pk=gone.pk).update(is_active=False)
+    editor = text(admin.get(reverse("rule_create")))
+    assert f'<option value="{ada.pk}">ada</option>' in editor and "gone (inactive)" in editor
+    assert admin.post(reverse("rule_create"), form(launched_by="ada", save="1")).status_code == 200  # a pk, not a name
+    assert not ApprovalRule.objects.exists()
+
+    assert admin.post(reverse("rule_create"), form(launched_by=str(ada.pk), save="1")).status_code == 302
+    rule = ApprovalRule.objects.get()
+    assert rule.launched_by == ada
+    User.objects.filter(pk=ada.pk).update(username="ada.lovelace")
+    assert "launched by ada.lovelace" in text(admin.get(reverse("rule_list")))
+    assert f'<option value="{ada.pk}" selected>ada.lovelace</option>' in text(admin.get(reverse("rule_edit", args=[rule.pk])))
+
+
+def test_a_launcher_name_without_an_account_is_flagged_and_kept_until_someone_chooses(admin, saved_rule):
+    ApprovalRule.objects.filter(pk=saved_rule.pk).update(launched_by_unresolved="carol")
+    assert "<strong>matches no run:</strong> launched by carol, which matched no account" in text(admin.get(reverse("rule_list")))
+    editor = text(admin.get(reverse("rule_edit", args=[saved_rule.pk])))
+    assert 'id="rule-unresolved"' in editor
+    assert "<option value=\"unresolved\" selected>nobody: 'carol' matched no account</option>" in editor
+
+    # Saving another change keeps the rule matching nobody: it never widens to "anyone" by itself.
+    admin.post(reverse("rule_edit", args=[saved_rule.pk]), form(launched_by="unresolved", action="ask_two", save="1"))
+    saved_rule.refresh_from_db()
+    assert (saved_rule.action, saved_rule.launched_by_id, saved_rule.launched_by_unresolved) == ("ask_two", None, "carol")
+
+    admin.post(reverse("rule_edit", args=[saved_rule.pk]), form(action="ask_two", save="1"))  # "anyone", chosen
+    saved_rule.refresh_from_db()
+    assert (saved_rule.launched_by_id, saved_rule.launched_by_unresolved) == (None, "")
+    assert 'id="rule-unresolved"' not in text(admin.get(reverse("rule_edit", args=[saved_rule.pk])))
+
+
+def test_a_searching_pattern_is_pointed_out_in_the_editor_and_the_preview(admin, saved_rule):
+    warning = ("Condition 1 searches: $.order_id passes when any part of it matches '^ORD-', whatever surrounds that "
+               'part. Choose "matches, as a whole value" to require the whole value.')
+    assert warning in text(admin.get(reverse("rule_edit", args=[saved_rule.pk])))
+    assert warning in text(admin.post(reverse("rule_create"), form(preview="1")))
+    whole = json.dumps([{"path": "$.order_id", "op": "fullmatch", "value": "ORD-.*"}])
+    assert 'id="rule-condition-warnings"' not in text(admin.post(reverse("rule_create"), form(conditions=whole, preview="1")))

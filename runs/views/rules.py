@@ -11,7 +11,7 @@ from runs.roles import PERM_DELETE_RULES, PERM_MANAGE_RULES, PERM_VIEW_RULES
 from runs.selectors.rule_preview import PREVIEW_CALLS, draft_spec, rule_preview
 from runs.selectors.rules import rule_conditions_text, rule_history, rule_list
 from runs.services.rule_admin import SAFEGUARDS_TEXT, rule_create, rule_delete, rule_update
-from runs.services.rules import condition_text
+from runs.services.rules import condition_text, condition_warnings
 
 
 @login_required
@@ -61,6 +61,7 @@ def _rule_form(request, rule: ApprovalRule | None):
             preview = {
                 "preview": rule_preview(draft_spec(data, rule=rule)),
                 "preview_conditions": [condition_text(c) for c in data["conditions"]],
+                "condition_warnings": condition_warnings(data["conditions"]),
                 "preview_action": ApprovalRule.Action(data["action"]).label,
             }
         else:
@@ -68,6 +69,8 @@ def _rule_form(request, rule: ApprovalRule | None):
             saved = rule_update(rule=rule, data=data, user=request.user) if rule else rule_create(data=data, user=request.user)
             messages.success(request, f"Rule {saved.name!r} saved (version {saved.version}).")
             return redirect("rule_list")
+    if request.method == "GET" and rule is not None:
+        preview["condition_warnings"] = condition_warnings(rule.conditions)
     return render(request, "runs/rule_form.html", {
         "form": form, "rule": rule, **preview, "preview_calls": PREVIEW_CALLS,
         "safeguards": SAFEGUARDS_TEXT, "history": rule_history(rule_key=rule.pk, limit=20) if rule else [],

@@ -1,5 +1,6 @@
 """Approval rules in the API. The fields read the input; rule_errors (runs.services.rule_admin)
 holds every rule on what a rule may be, shared with the dashboard's editor."""
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
@@ -16,7 +17,9 @@ CONDITIONS_SCHEMA = {
         "properties": {
             "path": {"type": "string", "description": "A JSON path into the arguments: $.amount, $.items[0].sku."},
             "op": {"type": "string", "enum": list(OPERATORS)},
-            "value": {"description": 'A number, text, true/false/null, a list (for "in"), or "$run.customer".'},
+            "value": {"description": 'A number (finite), text, true/false/null, a list (for "in"), an RE2 pattern '
+                      '(for "fullmatch": the whole value must match; for "matches": the value need only contain '
+                      'a match), or "$run.customer" (the run\'s customer; never matches a run without one).'},
         },
         "required": ["path", "op"],
     },
@@ -38,13 +41,18 @@ class RuleSerializer(serializers.ModelSerializer):
         slug_field="name", queryset=Group.objects.all(), required=False, allow_null=True,
         help_text="With ask_group: the group whose members decide.",
     )
+    launched_by = NameRelatedField(
+        slug_field="username", queryset=get_user_model().objects.all(), required=False, allow_null=True,
+        help_text="The username of the account whose runs this rule covers (read back as its current username). "
+        "Null: any launcher.",
+    )
     conditions = ConditionsField(required=False, help_text="All must hold.")
     action = choice(ApprovalRule.Action.choices, "RuleAction", required=False)
 
     class Meta:
         model = ApprovalRule
-        fields = ["id", *RULE_FIELDS, "version", "updated_by_name", "created_at", "updated_at"]
-        read_only_fields = ["version", "updated_by_name", "created_at", "updated_at"]
+        fields = ["id", *RULE_FIELDS, "launched_by_unresolved", "version", "updated_by_name", "created_at", "updated_at"]
+        read_only_fields = ["launched_by_unresolved", "version", "updated_by_name", "created_at", "updated_at"]
         # Blank text reaches rule_errors, which says what the field is for.
         extra_kwargs = {"name": {"allow_blank": True}, "tool_pattern": {"allow_blank": True}}
 
