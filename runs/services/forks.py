@@ -17,6 +17,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from runs.models import Approval, OperatorMessage, Run, Step, ToolCall
+from runs.models.levers import NOTE_MAX_CHARS
 from runs.services.db import write_transaction
 from runs.services.dispatch import run_dispatch
 from runs.services.events import events_store
@@ -28,7 +29,7 @@ from runs.text import storable_text
 
 EDIT_KINDS = ("tool_result", "answer", "message")
 EDIT_SHAPES = '{"tool_result": {"call_id": "...", "content": "..."}}, {"answer": "..."} or {"message": "..."}'
-MESSAGE_CHARS = 4000  # an operator's note, as for the message lever
+MESSAGE_CHARS = NOTE_MAX_CHARS  # an operator's note, as for the message lever
 ANSWER_CHARS = 20_000
 MAX_STEP = 2**31 - 1  # what a step index column holds
 NOT_EXECUTED = "not executed: the run was forked before this call finished"
