@@ -6,26 +6,30 @@ definition: one that had no result yet is closed as not executed, or as of unkno
 had started), so only the fork's new calls have effects, each under its own idempotency key (keys
 derive from the fork's id), destructive ones through approval like any run's.
 
-The fork's counters count the copied steps (iterations, tokens, cost): its limits apply to the
-conversation as a whole, as they would have to the parent's, so forking cannot stretch a run past
-its budgets. Its wall time starts at zero. Its approval policy is "ask", whatever the parent's.
+The fork's settings are its agent's as they are now, not the parent's frozen ones (fork_settings.py):
+a tool an admin took away is not offered again, a lowered limit holds; its "fork" event says what
+differs from the parent's settings. The fork's counters count the copied steps (iterations, tokens,
+cost): its limits apply to the conversation as a whole, so forking cannot stretch a run past its
+budgets, and a fork whose copied steps already reach one is refused. Its wall time starts at zero.
+Its approval policy is "ask", whatever the parent's.
 """
 from django.conf import settings
 from django.utils import timezone
 
-from runs.llm import TRUSTED_BASE_URL_KEY
 from runs.models import Approval, OperatorMessage, Run, Step, ToolCall
+from runs.models.levers import NOTE_MAX_CHARS
 from runs.services.db import write_transaction
 from runs.services.dispatch import run_dispatch
 from runs.services.events import events_store
-from runs.services.launch import launch_bounds_problems
+from runs.services.fork_settings import config_differences, fork_settings, spent_problem
 from runs.services.records import set_result
+from runs.services.runs import InvalidRun
 from runs.snapshots import run_summary, step_data
 from runs.text import storable_text
 
 EDIT_KINDS = ("tool_result", "answer", "message")
 EDIT_SHAPES = '{"tool_result": {"call_id": "...", "content": "..."}}, {"answer": "..."} or {"message": "..."}'
-MESSAGE_CHARS = 4000  # an operator's note, as for the message lever
+MESSAGE_CHARS = NOTE_MAX_CHARS  # an operator's note, as for the message lever
 ANSWER_CHARS = 20_000
 MAX_STEP = 2**31 - 1  # what a step index column holds
 NOT_EXECUTED = "not executed: the run was forked before this call finished"
@@ -62,13 +66,13 @@ def run_fork(*, run_id: int, step_index: int, user, edit: dict | None = None) ->
                               "there is no conversation to go on from.")
         calls = list(ToolCall.objects.filter(step__in=steps).select_related("approval").order_by("step__index", "index"))
         _check_edit(kind, value, step_index, [c for c in calls if c.step_id == steps[-1].pk])
-        for _setting, message in launch_bounds_problems(agent=parent.agent, overrides=parent.overrides, user=user):
-            raise ForkRefused(f"You may not fork this run: {message}.")
-        fork = _fork_row(parent, steps, step_index, user)
+        config, overrides = _settings(parent, steps, step_index, user)
+        fork = _fork_row(parent, steps, config, overrides, step_index, user)
         new_steps, new_calls = _copy(fork, steps, calls, parent=parent)
         _apply_edit(kind, value, new_steps[-1], new_calls[new_steps[-1].pk], by)
         notes = _copy_notes(parent, fork, {old.pk: new for old, new in zip(steps, new_steps)})
-        events = [("fork", _fork_event(parent, step_index, kind, value, by))]
+        fork_event = _fork_event(parent, step_index, kind, value, by)
+        events = [("fork", {**fork_event, "differences": config_differences(parent.config, config)})]
         for step in new_steps:  # as the parent's timeline showed them: each note, then the step that sent it
             events += [("lever", _note_event(note)) for note in notes.get(step.pk, [])]
             events.append(("step", step_data(step, new_calls[step.pk])))
@@ -134,17 +138,54 @@ def _check_edit(kind: str | None, value, step_index: int, step_calls: list[ToolC
                           "can be replaced. Edit one of the results instead, or fork from a step without calls.")
 
 
-def _fork_row(parent: Run, steps: list[Step], step_index: int, user) -> Run:
-    config = {**parent.config, "approval_policy": "ask"}
-    # A model endpoint the host's operator typed at the shell is trusted for their run only (as for re-runs).
-    config.pop(TRUSTED_BASE_URL_KEY, None)
+def copied_counters(steps: list[Step]) -> dict:
+    """What the copied steps used, which the fork starts with."""
+    return {"iterations": max((s.iteration for s in steps), default=0),
+            "tokens_in": sum(s.tokens_in for s in steps), "tokens_out": sum(s.tokens_out for s in steps),
+            "cost_usd": sum(s.cost_usd for s in steps)}
+
+
+def fork_refusal(parent: Run, steps: list[Step], step_index: int, user) -> tuple[dict | None, dict, str | None]:
+    """(config, overrides, None) of a fork of `parent` after `steps` (up to step `step_index`), or
+    (None, {}, why it cannot be made) when the agent's settings now leave it nothing to do."""
+    try:
+        config, overrides = fork_settings(parent=parent, user=user)
+    except InvalidRun as exc:
+        return None, {}, f"You may not fork this run: {exc}."
+    used = copied_counters(steps)
+    problem = spent_problem(config, agent_name=parent.agent.name, iterations=used["iterations"],
+                            tokens=used["tokens_in"] + used["tokens_out"], cost=used["cost_usd"])
+    if problem:
+        return None, {}, f"You may not fork run {parent.pk} from step {step_index}: {problem}"
+    return config, overrides, None
+
+
+def fork_preview(*, parent: Run, steps: list[Step], step_index: int, user) -> dict:
+    """What the fork form says before a fork after `steps` is made: {"differences": what differs
+    from the parent's settings, "refusal": why it would be refused, or None}. Changes nothing."""
+    config, _overrides, refusal = fork_refusal(parent, steps, step_index, user)
+    if config is None:
+        try:
+            config, _overrides = fork_settings(parent=parent, user=user)
+        except InvalidRun:
+            return {"differences": [], "refusal": refusal}
+    return {"differences": config_differences(parent.config, config), "refusal": refusal}
+
+
+def _settings(parent: Run, steps: list[Step], step_index: int, user) -> tuple[dict, dict]:
+    config, overrides, refusal = fork_refusal(parent, steps, step_index, user)
+    if refusal:
+        raise ForkRefused(refusal)
+    return config, overrides
+
+
+def _fork_row(parent: Run, steps: list[Step], config: dict, overrides: dict, step_index: int, user) -> Run:
+    # The config is derived afresh, so a model endpoint the host's operator typed at the shell is
+    # not trusted for the fork (as for re-runs).
     return Run.objects.create(
         agent=parent.agent, task=parent.task, customer=parent.customer, config=config,
-        overrides=dict(parent.overrides), created_by=_person(user),
-        forked_from=parent, forked_at_step=step_index,
-        iterations=max(s.iteration for s in steps),
-        tokens_in=sum(s.tokens_in for s in steps), tokens_out=sum(s.tokens_out for s in steps),
-        cost_usd=sum(s.cost_usd for s in steps),
+        overrides=overrides, created_by=_person(user),
+        forked_from=parent, forked_at_step=step_index, **copied_counters(steps),
     )
 
 

@@ -12,6 +12,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from runs.models import Approval, OperatorMessage, Run
+from runs.models.levers import NOTE_MAX_CHARS
 from runs.services.db import write_transaction
 from runs.services.dispatch import run_dispatch
 from runs.services.events import event_record, events_store
@@ -21,7 +22,7 @@ from runs.services.runs import operator_name
 from runs.snapshots import run_summary
 from runs.text import storable_text
 
-MESSAGE_MAX_CHARS = 4000
+MESSAGE_MAX_CHARS = NOTE_MAX_CHARS
 # Pausing a run that is already paused, or ending anyway, means nothing.
 PAUSABLE = (Run.Status.QUEUED, Run.Status.RUNNING, Run.Status.AWAITING_APPROVAL)
 # A run that an operator asked to end takes no other lever.

@@ -35,6 +35,7 @@ from runs.models import Approval, Run, RunEvent, Step, ToolCall
 from runs.selectors.approval_figures import decider
 from runs.selectors.prometheus import UNREGISTERED_TOOL
 from runs.services.trace_values import (
+    call_id_value,
     error_type,
     model_failures,
     models_asked,
@@ -49,7 +50,6 @@ from runs.services.trace_values import (
 log = logging.getLogger(__name__)
 
 PROVIDER = "openai"  # the API every model endpoint of this project speaks
-CALL_ID_CHARS = 200  # a model may send a call id of any length
 TOOL_ERRORS = {ToolCall.Status.FAILED: "tool_error", ToolCall.Status.UNKNOWN: "outcome_unknown"}
 
 
@@ -222,7 +222,7 @@ def tool_span(run: RunView, call: ToolCall, approval: Approval | None = None) ->
     attributes = {
         **_common(run, "execute_tool"),
         "gen_ai.tool.name": tool,
-        "gen_ai.tool.call.id": call.call_id[:CALL_ID_CHARS],
+        "gen_ai.tool.call.id": call_id_value(call.call_id, run.key),
         "gen_ai.tool.type": "function",
         "agentsite.tool.status": call.status,
         "agentsite.tool.args_hash": call.args_hash,

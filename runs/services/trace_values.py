@@ -1,5 +1,6 @@
 """The plain values of a run's trace: its ids (keyed hashes of the run's id, the same in every
-process of a site), times, result hashes and the kinds of model errors (runs/services/trace_export.py)."""
+process of a site), the model's call ids as they may leave, times, result hashes and the kinds of
+model errors (runs/services/trace_export.py)."""
 
 import hashlib
 import hmac
@@ -20,6 +21,13 @@ ERROR_TYPES = [  # (pattern at the start of a model error's text, its error.type
     (re.compile(r"connection failed"), "connection_error"),
     (re.compile(r"([A-Za-z_][A-Za-z0-9_]{0,60}): "), None),  # an exception's class name
 ]
+
+
+# What providers send as a call id ("call_Xy12...", "toolu_01...", "chatcmpl-tool-..."): anything
+# else is the model's own text, of any length, which may repeat what a tool marks sensitive.
+PLAIN_CALL_ID = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
+CALL_ID_HASH = "hmac-sha256:"
+CALL_ID_HASH_CHARS = 32  # 128 bits: enough to tell a run's calls apart, and a bounded attribute
 
 
 @lru_cache(maxsize=4)
@@ -68,6 +76,17 @@ def result_hash(result, key: str | None = None) -> str:
     except TypeError:  # what orjson refuses (an integer beyond 64 bits): the standard library's form
         canonical = json.dumps(result, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
     return hmac.digest((key or settings.ARGS_HASH_KEY).encode(), canonical, "sha256").hex()
+
+
+def call_id_value(call_id: str, key: str | None = None) -> str:
+    """A model's call id as a span carries it: as sent when it looks like a provider's id (at most
+    64 ASCII letters, digits and "_.:-"), else "hmac-sha256:" and 32 hex digits of its HMAC
+    (ARGS_HASH_KEY), so neither a long id nor model text leaves the process, and whoever holds the
+    key can still find the call the span names."""
+    if PLAIN_CALL_ID.fullmatch(call_id):
+        return call_id
+    digest = hmac.digest((key or settings.ARGS_HASH_KEY).encode(), call_id.encode("utf-8", "surrogatepass"), "sha256")
+    return CALL_ID_HASH + digest.hex()[:CALL_ID_HASH_CHARS]
 
 
 def models_asked(run: Run) -> list[str]:

@@ -108,3 +108,31 @@ def test_a_fork_compared_with_its_parent(parent, alice, viewer, dispatched):
     assert (not_a_fork.status_code, not_a_fork.json()["detail"]) == (
         400, f"Run {parent.pk} is not a fork: it has no parent to compare with.")
     assert api(viewer).get("/api/v1/runs/999999/compare/").status_code == 404
+
+
+def test_a_fork_keeps_to_what_the_agent_allows_now(parent, alice, dispatched):
+    from runs.services.loop import run_advance
+    from toolsapp.models import Tool
+
+    agent = parent.agent
+    agent.tools.remove(Tool.objects.get(name="get_weather"))  # an admin takes the tool away and lowers the cap
+    agent.max_iterations = 2
+    agent.save()
+    client = api(alice)
+
+    refused = client.post(fork_url(parent), {"step": 2}, format="json")
+    assert (refused.status_code, refused.json()["detail"]) == (400, (
+        f"You may not fork run {parent.pk} from step 2: the conversation up to that step already used 2 "
+        "iterations, and agent demo now allows at most 2 (max iterations). Fork from an earlier step, or ask an "
+        "admin to raise the agent's limit."))
+    assert Run.objects.count() == 1 and dispatched == []
+
+    created = client.post(fork_url(parent), {"step": 1}, format="json")
+    assert created.status_code == 201, created.json()
+    fork = Run.objects.get(pk=created.json()["run_id"])
+    assert "get_weather" not in fork.config["tools"] and fork.config["max_iterations"] == 2
+    run_advance(run_id=fork.pk)
+    fork.refresh_from_db()
+    # The model calls London's weather again at the fork's last iteration: the cap holds, nothing runs.
+    assert (fork.status, fork.stop_reason, fork.iterations) == (Run.Status.FAILED, "iteration_limit", 2)
+    assert [c["status"] for c in client.get(f"/api/v1/runs/{fork.pk}/").json()["steps"][1]["calls"]] == ["skipped"]

@@ -152,7 +152,7 @@ def test_a_message_edit_waits_for_the_forks_first_request(launch, script, alice,
     lever = RunEvent.objects.get(run=fork, kind="lever").data
     assert (lever["lever"], lever["by"], lever["text"]) == ("message", "alice", "Use order ORD-1003 instead.")
     assert RunEvent.objects.get(run=fork, kind="fork").data | {"at": None} == {
-        "parent": parent.pk, "step": 3, "edit": "message", "by": "alice", "at": None}
+        "parent": parent.pk, "step": 3, "edit": "message", "by": "alice", "at": None, "differences": []}
 
 
 

@@ -194,3 +194,32 @@ def test_a_refused_fork_says_why_and_creates_nothing(client, users, launch, disp
     assert response.status_code == 400
     assert response.context["form"].non_field_errors()
     assert Run.objects.count() == before and dispatched == []
+
+
+def test_the_fork_form_says_what_differs_from_the_parents_settings_and_refuses_a_fork_past_the_cap(
+        client, users, launch, script, dispatched):
+    from toolsapp.models import Tool
+
+    parent = launch(models=[script(*FOUR_STEPS)])
+    agent = parent.agent
+    agent.tools.remove(Tool.objects.get(name="cancel_order"))  # an admin takes a tool away and lowers the cap
+    agent.max_iterations = 2
+    agent.save()
+    signed_in(client, users["operator"])
+
+    form = client.get(reverse("run_fork", args=[parent.pk]), {"step": 1}).content.decode()
+    assert 'id="fork-differences"' in form
+    assert "cancel_order is no longer offered" in form and "max iterations 10 -&gt; 2" in form
+    assert 'id="fork-refusal"' not in form
+
+    at_cap = client.get(reverse("run_fork", args=[parent.pk]), {"step": 2}).content.decode()
+    assert 'id="fork-refusal"' in at_cap and "already used 2 iterations" in at_cap
+    response = client.post(reverse("run_fork", args=[parent.pk]), {"step": 2, "edit": ""})
+    assert response.status_code == 400
+    assert "already used 2 iterations, and agent demo now allows at most 2" in " ".join(
+        response.context["form"].non_field_errors())
+    assert Run.objects.count() == 1 and dispatched == []
+
+    response = client.post(reverse("run_fork", args=[parent.pk]), {"step": 1, "edit": ""})
+    fork = Run.objects.get(forked_from=parent)
+    assert response.status_code == 302 and "cancel_order" not in fork.config["tools"]

@@ -367,3 +367,33 @@ def test_a_call_changed_after_its_commit_leaves_as_committed_and_a_span_that_can
     assert (w1.attributes["agentsite.tool.status"], w1.attributes["agentsite.tool.result_hash"]) == committed
     assert not w1.error
     assert "could not build a span" in caplog.text
+
+
+def test_a_call_id_leaves_as_sent_only_when_it_looks_like_an_id_and_otherwise_as_a_keyed_hash(collector, launch, script):
+    from runs.services.trace_values import call_id_value
+
+    receiver = collector()
+    wordy = "TASK-SECRET-31337 the customer's card is 4111 " + "x" * 5000  # model text, any length
+    long_id = "call_" + "a" * 300
+    model = script(calls(call("get_weather", {"city": "Lagos"}, wordy), call("get_weather", {"city": "Abuja"}, long_id),
+                         WEATHER[1]), {"content": "Done."})
+    run = launch("TASK-SECRET-31337", models=[model])
+    assert run.status == Run.Status.SUCCEEDED
+    ids = sorted(s.attributes["gen_ai.tool.call.id"] for s in by_name(flushed(receiver), "execute_tool "))
+    assert "w2" in ids  # a provider's id leaves as it is, to match the provider's own logs
+    hashed = sorted(i for i in ids if i != "w2")
+    assert hashed == sorted([call_id_value(wordy), call_id_value(long_id)])
+    assert all(len(i) <= 64 and i.startswith("hmac-sha256:") for i in hashed)
+    assert b"TASK-SECRET" not in b"".join(receiver.bodies) and b"aaaaaaaaaaaaaaaa" not in b"".join(receiver.bodies)
+
+
+def test_call_id_values():
+    from runs.services.trace_values import call_id_value
+
+    assert call_id_value("call_abc-123.x:y") == "call_abc-123.x:y"
+    assert call_id_value("a" * 64) == "a" * 64
+    for odd in ("a" * 65, "call 1", "cällé", "", "id\n"):
+        value = call_id_value(odd)
+        assert value.startswith("hmac-sha256:") and len(value) == len("hmac-sha256:") + 32, odd
+    assert call_id_value("a" * 65, key="k1") != call_id_value("a" * 65, key="k2")
+    assert call_id_value("\ud83d") == call_id_value("\ud83d")  # an unpaired surrogate does not break it

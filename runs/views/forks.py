@@ -8,7 +8,7 @@ from django.views.decorators.http import require_http_methods, require_safe
 from runs.models import Run, Step
 from runs.roles import PERM_LAUNCH, PERM_VIEW
 from runs.selectors.forks import NotAFork, run_comparison
-from runs.services.forks import ForkRefused, run_fork
+from runs.services.forks import MESSAGE_CHARS, ForkRefused, fork_preview, run_fork
 
 # The one change a fork may make to the copied conversation (the service checks it against the step).
 EDITS = [
@@ -30,6 +30,9 @@ class ForkForm(forms.Form):
         data = super().clean()
         if data.get("edit") == "tool_result" and not data.get("call_id"):
             self.add_error("call_id", "Choose the call whose result changes.")
+        # The service refuses it too; here the error sits under the text it is about.
+        if data.get("edit") == "message" and len((data.get("content") or "").strip()) > MESSAGE_CHARS:
+            self.add_error("content", f"The message is longer than {MESSAGE_CHARS} characters.")
         return data
 
     def edit_for_service(self) -> dict | None:
@@ -76,7 +79,11 @@ def run_fork_view(request, pk: int):
         form = ForkForm(initial={"step": int(chosen) if chosen.isascii() and chosen.isdigit() else default, "edit": ""})
     step_index = form["step"].value()
     chosen_step = next((s for s in steps if str(s.index) == str(step_index)), None)
+    # What the fork would differ in from its parent's settings, and whether the agent still allows it.
+    preview = chosen_step and fork_preview(parent=run, steps=[s for s in steps if s.index <= chosen_step.index],
+                                           step_index=chosen_step.index, user=request.user)
     context = {
+        "preview": preview or None,
         "run": run,
         "form": form,
         "steps": steps,

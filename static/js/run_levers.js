@@ -86,6 +86,12 @@ export function renderFork(data, { append }) {
   const node = el("div", { class: "lever fork-origin", dataset: { parent: data.parent, step: data.step } });
   node.append(`Forked by ${data.by || "an operator"} at `, timeNode(data.at),
     ` from step ${data.step} of run ${data.parent}${edit ? `; ${edit(data)}` : ""}. The copied steps below were not run again.`);
+  // The fork runs with its agent's settings as they were when it was made: what differed from the parent's.
+  const differences = Array.isArray(data.differences) ? data.differences : [];
+  if (differences.length) {
+    node.append(el("span", { class: "fork-differences" },
+      ` Its settings differ from run ${data.parent}'s: ${differences.join("; ")}.`));
+  }
   append(node);
 }
 

@@ -4,7 +4,7 @@ from rest_framework import serializers
 
 from runs.api.serializers.fields import UsageSerializer, choice
 from runs.models import Run, ToolCall
-from runs.services.forks import EDIT_SHAPES, MAX_STEP
+from runs.services.forks import ANSWER_CHARS, EDIT_SHAPES, MAX_STEP, MESSAGE_CHARS
 
 
 class ToolResultEditSerializer(serializers.Serializer):
@@ -17,8 +17,12 @@ class ForkEditSerializer(serializers.Serializer):
     without calls only), or an operator's message sent with the fork's first request."""
 
     tool_result = ToolResultEditSerializer(required=False)
-    answer = serializers.CharField(required=False, help_text="The fork step's text, when it made no tool calls.")
-    message = serializers.CharField(required=False, help_text="An operator's note, at most 4000 characters.")
+    answer = serializers.CharField(
+        required=False, max_length=ANSWER_CHARS, help_text="The fork step's text, when it made no tool calls.",
+        error_messages={"max_length": f"The edited answer is longer than {ANSWER_CHARS} characters."})
+    message = serializers.CharField(
+        required=False, max_length=MESSAGE_CHARS, help_text=f"An operator's note, at most {MESSAGE_CHARS} characters.",
+        error_messages={"max_length": f"The message is longer than {MESSAGE_CHARS} characters."})
 
     def validate(self, attrs):
         if len(attrs) != 1:

@@ -23,9 +23,12 @@ class RunForkView(ApiView):
     @extend_schema(
         operation_id="runs_fork", summary="Start a new run from a copy of this run's conversation up to a step",
         description=(
-            "The fork has the run's agent, task, customer and frozen settings, with the approval policy "
-            '"ask". Copied calls never run again; a call the run had not finished is not run by the fork '
-            "(its model is told). Only the fork's new calls run, destructive ones after approval."
+            "The fork has the run's agent, task and customer, and the agent's settings as they are now "
+            "(the run's launch choices only where they stay within what the caller may choose today), with "
+            'the approval policy "ask"; its "fork" event lists what differs from the run\'s settings. A fork '
+            "whose copied steps already reach one of the agent's limits is refused (400). Copied calls never "
+            "run again; a call the run had not finished is not run by the fork (its model is told). Only the "
+            "fork's new calls run, destructive ones after approval."
         ),
         request=RunForkSerializer,
         responses={201: api.RunDetailSerializer, **errors(400, 404)},

@@ -68,3 +68,29 @@ def test_fork_from_a_step_with_an_edited_result_then_compare(live, browser, user
     # The parent's page lists its fork, with a link to the comparison.
     page.goto(f"/runs/{parent.pk}/")
     expect(page.locator(f"#family-forks .family-fork[data-run-id='{fork_id}']")).to_contain_text("from step 2")
+
+
+def test_a_fork_after_an_admin_took_a_tool_away_says_so_on_the_form_and_in_its_timeline(live, browser, users, launch, script):
+    from runs.models import Agent
+    from toolsapp.models import Tool
+
+    model = script(weather("call_lagos", "Lagos"), weather("call_london", "London"), {"content": "Warm."},
+                   {"content": "Still warm."})
+    parent = launch("What's the weather in Lagos and London?", models=[model])
+    assert parent.status == Run.Status.SUCCEEDED
+    agent = Agent.objects.get(name="demo")
+    agent.tools.remove(Tool.objects.get(name="cancel_order"))
+    agent.max_iterations = 4
+    agent.save()
+
+    page = browser.login(users["operator"])
+    page.goto(f"/runs/{parent.pk}/fork/?step=2")
+    expect(page.locator("#fork-differences")).to_contain_text("cancel_order is no longer offered")
+    expect(page.locator("#fork-differences")).to_contain_text("max iterations 10 -> 4")
+    page.locator("#fork-button").click()
+    page.wait_for_url(RUN_URL)
+    fork = wait_for_status(run_id_of(page), *Run.FINISHED_STATUSES)
+    assert fork.status == Run.Status.SUCCEEDED and "cancel_order" not in fork.config["tools"]
+    origin = page.locator(".fork-origin .fork-differences")
+    expect(origin).to_contain_text(f"Its settings differ from run {parent.pk}'s: cancel_order is no longer offered")
+    expect(origin).to_contain_text("max iterations 10 -> 4")
