@@ -89,7 +89,13 @@ ASGI_APPLICATION = "agentsite.asgi.application"
 
 # SQLite: WAL lets the web process read while a worker writes; IMMEDIATE transactions take the
 # write lock up front so two writers queue on the busy timeout instead of failing with
-# "database is locked" on lock upgrade.
+# "database is locked" on lock upgrade. Every SQLite database gets them, the default file or one
+# named by DATABASE_URL (an option the URL sets itself, such as ?timeout=5, is kept).
+_SQLITE_OPTIONS = {
+    "transaction_mode": "IMMEDIATE",
+    "timeout": 30,
+    "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+}
 DATABASE_URL = env_str("DATABASE_URL")
 if DATABASE_URL:
     DATABASES = {"default": dj_database_url.parse(DATABASE_URL)}
@@ -102,17 +108,9 @@ if DATABASE_URL:
             "timeout": env_int("DB_POOL_TIMEOUT", 60),
         }
 else:
-    DATABASES = {
-        "default": {
-            "ENGINE": "django.db.backends.sqlite3",
-            "NAME": env_str("SQLITE_PATH", str(DATA_DIR / "db.sqlite3")),
-            "OPTIONS": {
-                "transaction_mode": "IMMEDIATE",
-                "timeout": 30,
-                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
-            },
-        }
-    }
+    DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": env_str("SQLITE_PATH", str(DATA_DIR / "db.sqlite3"))}}
+if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+    DATABASES["default"]["OPTIONS"] = {**_SQLITE_OPTIONS, **DATABASES["default"].get("OPTIONS", {})}
 # Each test session gets its own database, so two test runs on one machine do not collide.
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # On disk, never in memory: tool handlers run in threads and tests start real worker
