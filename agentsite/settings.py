@@ -317,7 +317,10 @@ WEBHOOK_TIMEOUT_SECONDS = env_float("WEBHOOK_TIMEOUT_SECONDS", 5.0)
 # away) is sent again by the sweep once it is this overdue.
 WEBHOOK_MAX_ATTEMPTS = env_int("WEBHOOK_MAX_ATTEMPTS", 6)
 WEBHOOK_RESEND_AFTER_SECONDS = env_int("WEBHOOK_RESEND_AFTER_SECONDS", 60)
-SITE_URL = env_str("SITE_URL", "http://127.0.0.1:8000")  # links in notifications
+# Links in notifications. `manage.py up` sets it from its --host/--port when unset; a worker started
+# otherwise without it warns at start (agentsite/celery.py), since its links would open 127.0.0.1:8000.
+SITE_URL_IS_SET = bool(env_str("SITE_URL"))
+SITE_URL = env_str("SITE_URL") or "http://127.0.0.1:8000"
 
 # --- Traces (OpenTelemetry) ---------------------------------------------------------------
 # Each run is exported as a trace over OTLP/HTTP (runs/tracing.py) when an endpoint is set, as
