@@ -259,6 +259,8 @@ class Approval(models.Model):
         APPROVED = "approved", "Approved"
         REJECTED = "rejected", "Rejected"
         EXPIRED = "expired", "Expired"
+        # Nobody decided: the run ended first (an operator's cancel or stop, a limit, a failure).
+        CLOSED = "closed", "Closed: the run ended"
 
     tool_call = models.ForeignKey(ToolCall, on_delete=models.CASCADE, related_name="approvals")
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="approvals")

@@ -143,7 +143,7 @@ def run_close(
     `in_flight`: handed to its tool by this driver, result not recorded) may have taken effect:
     its outcome is unknown, never "not executed"."""
     run = recorder.run
-    approvals_close(recorder=recorder, reason=reason)
+    approvals_close(recorder=recorder, reason=reason, detail=detail)
     open_calls = ToolCall.objects.filter(run=run).exclude(status__in=ToolCall.DONE_STATUSES)
     for call in open_calls.select_related("approval"):
         if call.may_have_taken_effect or call.pk in in_flight:
