@@ -3,6 +3,7 @@ from rest_framework import serializers
 
 from runs.api.serializers.approvals import ApprovalBriefSerializer
 from runs.api.serializers.fields import NameRelatedField, UsageSerializer, choice, service_errors
+from runs.api.strict import KnownFieldsOnly
 from runs.api.serializers.forks import RunFamilySerializer
 from runs.models import Agent, Run, ToolCall, ToolChoice
 from runs.services.guards import MAX_SAFE_INTEGER, POSITIVE_INT_LIMITS
@@ -34,13 +35,13 @@ def approval_policy_field():
     )
 
 
-class RunRerunSerializer(serializers.Serializer):
+class RunRerunSerializer(KnownFieldsOnly, serializers.Serializer):
     """A re-run: the original's task, agent, overrides and customer; never its approval policy."""
 
     approval_policy = approval_policy_field()
 
 
-class RunCreateSerializer(serializers.Serializer):
+class RunCreateSerializer(KnownFieldsOnly, serializers.Serializer):
     """A launch, as on the dashboard's launch form: omitted settings are the agent's. Tools must
     be the agent's and limits at most the agent's, unless the user may change agents."""
 

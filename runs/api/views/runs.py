@@ -173,6 +173,7 @@ class RunDetailView(ApiView):
 
 class RunCancelView(ApiView):
     required_perms = {"POST": (PERM_CANCEL,)}
+    takes_no_body = True
 
     @extend_schema(
         operation_id="runs_cancel", summary="Cancel a run: now if nobody drives it, else at its next check",
