@@ -134,7 +134,7 @@ class Recorder:
 
 def run_close(
     recorder: Recorder, reason: str, *, detail: str = "", elapsed: float, answer: str | None = None,
-    in_flight: frozenset[int] = frozenset(),
+    in_flight: frozenset[int] = frozenset(), summary_pending: bool = False,
 ) -> None:
     """End the run: its pending approvals expire, every open call gets a result (one result per
     call id, always), and the run its status, stop reason and plain-words detail.
@@ -162,6 +162,8 @@ def run_close(
     }
     if answer is not None:
         fields["answer"] = answer
+    if summary_pending:  # the summary is asked for next: the run reads as stopping until it is in
+        fields["summary_pending"] = True
     recorder.run_update(**fields)
     # Last, so the day's rollup lock is held only until this transaction commits.
     rollups.run_ended(run=run, fields=recorder._fields)

@@ -18,6 +18,10 @@ from runs.services.launch import (
 from runs.services.runs import launch_errors
 
 
+# A run's status as clients see it: its stored one, or "stopping" while its summary is written.
+RUN_STATUSES = [*Run.Status.choices, (Run.STOPPING, Run.STOPPING_LABEL)]
+
+
 def setting_field(name: str) -> serializers.Field:
     """The API's field for one limit or tool choice of a launch; omitted, the agent's setting applies."""
     if name in TOOL_CHOICE_SETTINGS:
@@ -91,7 +95,7 @@ class RunListItemSerializer(serializers.Serializer):
     agent_id = serializers.IntegerField()
     agent = serializers.CharField()
     task_preview = serializers.CharField(help_text="The task's first 120 characters.")
-    status = choice(Run.Status.choices, "RunStatus")
+    status = choice(RUN_STATUSES, "RunStatus")
     stop_reason = choice(Run.StopReason.choices, "StopReason", allow_null=True)
     iterations = serializers.IntegerField()
     tokens_in = serializers.IntegerField()
@@ -143,7 +147,7 @@ class RunSummarySerializer(serializers.Serializer):
     run_id = serializers.IntegerField()
     agent = serializers.CharField()
     task = serializers.CharField()
-    status = choice(Run.Status.choices, "RunStatus")
+    status = choice(RUN_STATUSES, "RunStatus")
     stop_reason = choice(Run.StopReason.choices, "StopReason", allow_null=True)
     stop_detail = serializers.CharField(allow_blank=True)
     answer = serializers.CharField(allow_blank=True)
