@@ -26,12 +26,14 @@ def test_a_stopped_run_reads_as_stopping_until_its_summary_is_recorded(script, g
     wait_until(lambda: Run.objects.filter(pk=run.pk).exclude(stop_reason="").exists(), interval=0.02,
                message="the run's close")
     during = reader.get(f"/api/v1/runs/{run.pk}/").json()
+    [listed] = [r for r in reader.get("/api/v1/runs/").json()["results"] if r["run_id"] == run.pk]
     page = client.get(reverse("run_detail", args=[run.pk])).content.decode()
     page_before_summary = not Run.objects.filter(pk=run.pk, answer=SUMMARY).exists()
     finish(driver)
 
     assert during["answer"] == "" and page_before_summary, "the summary came before the test looked: model too fast"
     assert (during["status"], during["finished_at"], during["answer"]) == ("stopping", None, "")
+    assert listed["status"] == "stopping"
     assert 'data-status="stopping"' in page and "Stopping: writing a summary" in page
     after = reader.get(f"/api/v1/runs/{run.pk}/").json()
     assert (after["status"], after["stop_reason"], after["answer"]) == ("cancelled", "operator_stop", SUMMARY)

@@ -85,7 +85,7 @@ class RunListView(ApiView):
                     "agent_id": run.agent.pk,
                     "agent": run.agent.name,
                     "task_preview": run.task_preview[:120],
-                    "status": run.status,
+                    "status": run.shown_status,
                     "stop_reason": run.stop_reason or None,
                     "iterations": run.iterations,
                     "tokens_in": run.tokens_in,
