@@ -54,3 +54,26 @@ def test_a_summary_the_model_cannot_write_still_ends_the_run(script, gate, alice
     after = api(alice).get(f"/api/v1/runs/{run.pk}/").json()
     assert (after["status"], after["stop_reason"]) == ("cancelled", "operator_stop")
     assert after["finished_at"] is not None
+
+
+def test_a_run_whose_worker_died_writing_its_summary_reads_as_ended_after_the_sweep(demo_data):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from runs.models import Agent
+    from runs.services.housekeeping import runs_sweep
+    from runs.services.runs import run_create
+
+    run = run_create(agent=Agent.objects.get(name="demo"), task="anything", overrides={})
+    ended = dict(status=Run.Status.CANCELLED, stop_reason=Run.StopReason.OPERATOR_STOP, finished_at=timezone.now(),
+                 summary_pending=True, lease_owner="dead-worker")
+    Run.objects.filter(pk=run.pk).update(**ended, lease_expires_at=timezone.now() + timedelta(seconds=60))
+    runs_sweep()
+    assert Run.objects.get(pk=run.pk).shown_status == "stopping"  # its worker may still be asking
+
+    Run.objects.filter(pk=run.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    runs_sweep()
+    assert Run.objects.get(pk=run.pk).shown_status == Run.Status.CANCELLED
+    last = RunEvent.objects.filter(run=run, kind="run").order_by("-seq").first()
+    assert (last.data["status"], last.data["finished_at"] is not None) == ("cancelled", True)
