@@ -17,6 +17,7 @@ from accounts.services import api_token_create, api_tokens_revoke
 from accounts.signin_throttle import client_ip, refusal_message, signin_failed, signin_wait_seconds
 from runs.api.errors import Conflict
 from runs.api.schema import ERROR, errors
+from runs.api.strict import KnownFieldsOnly
 from runs.api.views.base import ApiView
 
 
@@ -35,7 +36,7 @@ class NewTokenSerializer(TokenSerializer):
         read_only_fields = fields
 
 
-class TokenRequestSerializer(serializers.Serializer):
+class TokenRequestSerializer(KnownFieldsOnly, serializers.Serializer):
     name = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")
     days = serializers.IntegerField(
         required=False, min_value=1, max_value=3650, help_text="Lifetime in days; at most API_TOKEN_DAYS (the default)."
@@ -142,6 +143,7 @@ class TokenListView(ApiView):
 
 class TokenRevokeView(ApiView):
     required_perms = {"POST": ()}
+    takes_no_body = True
 
     @extend_schema(
         operation_id="tokens_revoke",

@@ -21,3 +21,16 @@ def _check_redis(sender, **kwargs):
         import logging
 
         logging.getLogger("agentsite").warning(warning)
+    site_warning = site_url_warning(settings)
+    if site_warning:
+        import logging
+
+        logging.getLogger("agentsite").warning(site_warning)
+
+
+def site_url_warning(settings) -> str | None:
+    """Links in escalation e-mails and webhooks that would open nothing: say so at start."""
+    if settings.SITE_URL_IS_SET:
+        return None
+    return (f"SITE_URL is not set: links in e-mails and webhooks point at {settings.SITE_URL}, which only works on "
+            "this machine; set SITE_URL to the address people open (manage.py up sets it from --host/--port)")

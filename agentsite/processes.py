@@ -136,6 +136,19 @@ class Supervisor:
         print("stopped", flush=True)
 
 
+WILDCARD_HOSTS = {"0.0.0.0", "::", ""}
+
+
+def site_url_for(host: str, port: int) -> str:
+    """The address links in notifications use when SITE_URL is unset: the one the web server
+    listens on. A wildcard address is no place to open a link, so the machine's name stands in."""
+    if host in WILDCARD_HOSTS:
+        host = socket.getfqdn()
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"  # an IPv6 literal in a URL
+    return f"http://{host}:{port}"
+
+
 def child_env(**extra) -> dict:
     env = dict(os.environ)
     env.update({k: str(v) for k, v in extra.items()})

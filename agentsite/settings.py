@@ -89,7 +89,13 @@ ASGI_APPLICATION = "agentsite.asgi.application"
 
 # SQLite: WAL lets the web process read while a worker writes; IMMEDIATE transactions take the
 # write lock up front so two writers queue on the busy timeout instead of failing with
-# "database is locked" on lock upgrade.
+# "database is locked" on lock upgrade. Every SQLite database gets them, the default file or one
+# named by DATABASE_URL (an option the URL sets itself, such as ?timeout=5, is kept).
+_SQLITE_OPTIONS = {
+    "transaction_mode": "IMMEDIATE",
+    "timeout": 30,
+    "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+}
 DATABASE_URL = env_str("DATABASE_URL")
 if DATABASE_URL:
     DATABASES = {"default": dj_database_url.parse(DATABASE_URL)}
@@ -102,17 +108,9 @@ if DATABASE_URL:
             "timeout": env_int("DB_POOL_TIMEOUT", 60),
         }
 else:
-    DATABASES = {
-        "default": {
-            "ENGINE": "django.db.backends.sqlite3",
-            "NAME": env_str("SQLITE_PATH", str(DATA_DIR / "db.sqlite3")),
-            "OPTIONS": {
-                "transaction_mode": "IMMEDIATE",
-                "timeout": 30,
-                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
-            },
-        }
-    }
+    DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": env_str("SQLITE_PATH", str(DATA_DIR / "db.sqlite3"))}}
+if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+    DATABASES["default"]["OPTIONS"] = {**_SQLITE_OPTIONS, **DATABASES["default"].get("OPTIONS", {})}
 # Each test session gets its own database, so two test runs on one machine do not collide.
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # On disk, never in memory: tool handlers run in threads and tests start real worker
@@ -319,7 +317,10 @@ WEBHOOK_TIMEOUT_SECONDS = env_float("WEBHOOK_TIMEOUT_SECONDS", 5.0)
 # away) is sent again by the sweep once it is this overdue.
 WEBHOOK_MAX_ATTEMPTS = env_int("WEBHOOK_MAX_ATTEMPTS", 6)
 WEBHOOK_RESEND_AFTER_SECONDS = env_int("WEBHOOK_RESEND_AFTER_SECONDS", 60)
-SITE_URL = env_str("SITE_URL", "http://127.0.0.1:8000")  # links in notifications
+# Links in notifications. `manage.py up` sets it from its --host/--port when unset; a worker started
+# otherwise without it warns at start (agentsite/celery.py), since its links would open 127.0.0.1:8000.
+SITE_URL_IS_SET = bool(env_str("SITE_URL"))
+SITE_URL = env_str("SITE_URL") or "http://127.0.0.1:8000"
 
 # --- Traces (OpenTelemetry) ---------------------------------------------------------------
 # Each run is exported as a trace over OTLP/HTTP (runs/tracing.py) when an endpoint is set, as

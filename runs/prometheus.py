@@ -77,7 +77,7 @@ class DatabaseCollector:
         yield pending
         decided, wait = q.approval_figures()
         yield _counter("approvals_decided", "Decisions on tool calls, by outcome and by who decided "
-                       "(person, rule, automatic: the run's policy or a grant, expiry).",
+                       "(person, rule, automatic: the run's policy or a grant, expiry, run_ended: closed because the run ended).",
                        ["outcome", "decider"], decided)
         yield _histogram("approval_wait_seconds", "Seconds from asking to deciding, by who decided.", ["decider"],
                          q.APPROVAL_WAIT_BUCKETS, wait)

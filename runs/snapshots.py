@@ -95,7 +95,7 @@ def run_summary(run: Run) -> dict:
         "run_id": run.pk,
         "agent": run.config.get("agent_name", ""),
         "task": run.task,
-        "status": run.status,
+        "status": run.shown_status,  # "stopping" while an ended run's summary is written
         "stop_reason": run.stop_reason or None,
         "stop_detail": run.stop_detail,
         "answer": run.answer,
@@ -108,7 +108,7 @@ def run_summary(run: Run) -> dict:
         },
         "wall_seconds": round(run.active_seconds, 3),
         "created_at": run.created_at.isoformat() if run.created_at else None,
-        "finished_at": run.finished_at.isoformat() if run.finished_at else None,
+        "finished_at": run.finished_at.isoformat() if run.finished_at and not run.summary_pending else None,
     }
 
 

@@ -12,8 +12,9 @@ class ToolAdmin(admin.ModelAdmin):
     # The dashboard's editor and its one write path, so the admin keeps the same rules.
     form = ToolForm
     readonly_fields = ("mcp_server",)
-    list_display = ("name", "kind", "mcp_server", "destructive", "parallel_safe", "idempotent", "enabled")
-    list_filter = ("kind", "destructive", "enabled")
+    list_display = ("name", "kind", "mcp_server", "destructive", "critical", "always_ask", "parallel_safe", "idempotent",
+                    "enabled")
+    list_filter = ("kind", "destructive", "critical", "always_ask", "enabled")
     list_select_related = ("mcp_server",)
     search_fields = ("name", "description")
 

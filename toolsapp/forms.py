@@ -36,7 +36,8 @@ class ToolForm(forms.ModelForm):
     class Meta:
         model = Tool
         fields = [
-            "name", "description", "parameters", "destructive", "parallel_safe", "idempotent",
+            "name", "description", "parameters", "destructive", "always_ask", "critical", "allow_argument_edits",
+            "parallel_safe", "idempotent",
             "timeout_seconds", "repeat_limit", "sensitive_fields", "kind", "handler", "url", "secret_env", "enabled",
         ]
         widgets = {"description": forms.Textarea(attrs={"rows": 3})}

@@ -24,8 +24,8 @@ TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 MIN_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS = 0.01, 24 * 3600
 MAX_SENSITIVE_FIELD_CHARS = 200
 EDITABLE = (
-    "name", "description", "parameters", "destructive", "parallel_safe", "idempotent", "timeout_seconds",
-    "repeat_limit", "sensitive_fields", "kind", "handler", "enabled",
+    "name", "description", "parameters", "destructive", "always_ask", "critical", "allow_argument_edits",
+    "parallel_safe", "idempotent", "timeout_seconds", "repeat_limit", "sensitive_fields", "kind", "handler", "enabled",
 )
 HTTP_FIELDS = ("url", "secret_env")  # given by field, stored in the tool's config
 REQUIRED = ("name", "parameters")

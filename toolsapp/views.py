@@ -23,7 +23,9 @@ def tool_list(request):
 def tool_detail(request, pk: int):
     tool = get_object_or_404(Tool.objects.prefetch_related("agents"), pk=pk)
     schema = json.dumps(tool.parameters, indent=2, ensure_ascii=False)
-    return render(request, "toolsapp/tool_detail.html", {"tool": tool, "schema_json": schema})
+    # What each approval flag does, in the words of the form's help text.
+    flag_help = {name: Tool._meta.get_field(name).help_text for name in ("always_ask", "critical", "allow_argument_edits")}
+    return render(request, "toolsapp/tool_detail.html", {"tool": tool, "schema_json": schema, "flag_help": flag_help})
 
 
 @login_required

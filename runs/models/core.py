@@ -84,6 +84,10 @@ class Run(models.Model):
 
     ACTIVE_STATUSES = (Status.QUEUED, Status.RUNNING, Status.AWAITING_APPROVAL, Status.PAUSED)
     FINISHED_STATUSES = (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED)
+    # How an ended run whose summary is still being written reads (page, API, timeline): not yet
+    # ended. Derived from summary_pending, never stored as a status (the row is ended for the rest).
+    STOPPING = "stopping"
+    STOPPING_LABEL = "Stopping: writing a summary"
 
     agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="runs")
     task = models.TextField()
@@ -118,6 +122,9 @@ class Run(models.Model):
     stop_requested_by_name = models.CharField(
         max_length=150, blank=True, help_text="Set when an operator asked to stop with a summary."
     )
+    summary_pending = models.BooleanField(
+        default=False, help_text="Ended, and its summary is being asked for: it reads as stopping until it is recorded."
+    )
     lease_owner = models.CharField(max_length=64, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     takeovers = models.PositiveIntegerField(default=0, help_text="Times a worker took over from a dead one.")
@@ -150,6 +157,14 @@ class Run(models.Model):
     @property
     def is_finished(self) -> bool:
         return self.status in self.FINISHED_STATUSES
+
+    @property
+    def shown_status(self) -> str:
+        """The status people and clients see: "stopping" while the summary is written."""
+        return self.STOPPING if self.summary_pending else self.status
+
+    def get_shown_status_display(self) -> str:
+        return self.STOPPING_LABEL if self.summary_pending else self.get_status_display()
 
     @property
     def total_tokens(self) -> int:
@@ -259,6 +274,8 @@ class Approval(models.Model):
         APPROVED = "approved", "Approved"
         REJECTED = "rejected", "Rejected"
         EXPIRED = "expired", "Expired"
+        # Nobody decided: the run ended first (an operator's cancel or stop, a limit, a failure).
+        CLOSED = "closed", "Closed: the run ended"
 
     tool_call = models.ForeignKey(ToolCall, on_delete=models.CASCADE, related_name="approvals")
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="approvals")

@@ -30,7 +30,9 @@ from runs.selectors.supervision_metrics import (
 )
 from runs.services.rollups import latency_bucket
 
-APPROVED, REJECTED, EXPIRED = Approval.Status.APPROVED, Approval.Status.REJECTED, Approval.Status.EXPIRED
+APPROVED, REJECTED, EXPIRED, CLOSED = (
+    Approval.Status.APPROVED, Approval.Status.REJECTED, Approval.Status.EXPIRED, Approval.Status.CLOSED
+)
 
 
 def approval_rows(approvals) -> list[tuple]:
@@ -114,6 +116,8 @@ def decider(status: str, automatic: bool, granted: bool, rule_name: str) -> str 
     """The DECIDERS kind of one approval (None while pending)."""
     if status == EXPIRED:
         return "expiry"
+    if status == CLOSED:
+        return "run_ended"
     if status not in (APPROVED, REJECTED):
         return None
     if not automatic:

@@ -363,6 +363,8 @@ def approval_decider(approval: Approval) -> str:
         return "the run's policy"
     if approval.status == Approval.Status.EXPIRED:
         return "expiry"
+    if approval.status == Approval.Status.CLOSED:
+        return "the run's end"
     return "the system"
 
 
@@ -371,6 +373,8 @@ def approval_decision_text(approval: Approval) -> str:
     when = f" at {timezone.localtime(approval.decided_at):%Y-%m-%d %H:%M:%S %Z}" if approval.decided_at else ""
     if approval.status == Approval.Status.EXPIRED and not approval.decided_by_name:
         return f"expired{when}"
+    if approval.status == Approval.Status.CLOSED:
+        return f"closed: the run ended{when}"
     return f"{approval.status} by {approval_decider(approval)}{when}"
 
 

@@ -31,6 +31,7 @@ LIST_FIELDS = (
     "agent__id",
     "agent__name",
     "status",
+    "summary_pending",  # an ended run whose summary is being written reads as stopping
     "stop_reason",
     "iterations",
     "tokens_in",

@@ -98,6 +98,7 @@ class ApprovalStats:
     rejected: int
     expired: int
     pending: int
+    closed: int  # nobody decided: the run ended first
     wait_seconds: Percentiles  # requested → decided, approvals a person approved or rejected
 
 
@@ -178,6 +179,7 @@ def _metrics_from(figures: dict, *, start: date, end: date, agent) -> Metrics:
         approved=approval_counts[Approval.Status.APPROVED],
         rejected=approval_counts[Approval.Status.REJECTED],
         expired=approval_counts[Approval.Status.EXPIRED],
+        closed=approval_counts[Approval.Status.CLOSED],
         pending=approval_counts[Approval.Status.PENDING],
         wait_seconds=Percentiles(count=decisions, p50=_rounded(p50), p95=_rounded(p95))
         if decisions
@@ -349,6 +351,7 @@ def _approval_stats(approvals: QuerySet[Approval]) -> ApprovalStats:
         approved=counts.get(Approval.Status.APPROVED, 0),
         rejected=counts.get(Approval.Status.REJECTED, 0),
         expired=counts.get(Approval.Status.EXPIRED, 0),
+        closed=counts.get(Approval.Status.CLOSED, 0),
         pending=counts.get(Approval.Status.PENDING, 0),
         wait_seconds=Percentiles(
             count=waits.count,

@@ -34,7 +34,7 @@ APPROVAL_WAIT_BUCKETS = (5.0, 15.0, 30.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, 14
 UNREGISTERED_TOOL = "unregistered"
 # Levers hold a run's lease for a moment from the web process; that is not a worker's slot.
 LEVER_LEASE_PREFIX = "lever-"
-DECIDED = (Approval.Status.APPROVED, Approval.Status.REJECTED, Approval.Status.EXPIRED)
+DECIDED = (Approval.Status.APPROVED, Approval.Status.REJECTED, Approval.Status.EXPIRED, Approval.Status.CLOSED)
 
 
 @dataclass(frozen=True)
@@ -198,6 +198,7 @@ _ANSWERED = (Approval.Status.APPROVED, Approval.Status.REJECTED)
 # automatic approval (its policy or a grant) or nobody in time (expiry). Exclusive; pending is none.
 _DECIDER = Case(
     When(status=Approval.Status.EXPIRED, then=Value("expiry")),
+    When(status=Approval.Status.CLOSED, then=Value("run_ended")),  # the run ended first
     When(status__in=_ANSWERED, automatic=False, then=Value("person")),
     When(Q(status__in=_ANSWERED, automatic=True) & ~Q(rule_name=""), then=Value("rule")),
     When(status__in=_ANSWERED, automatic=True, then=Value("automatic")),

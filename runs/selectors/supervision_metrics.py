@@ -25,6 +25,8 @@ DECIDERS = {
     "grant": ("Grants for a run", Q(status__in=_DECIDED, automatic=True, grant__isnull=False)),
     "policy": ("The run's policy", Q(status__in=_DECIDED, automatic=True, grant__isnull=True, rule_name="")),
     "expiry": ("Expiry", Q(status=Approval.Status.EXPIRED)),
+    # Nobody decided and no timeout passed: the run ended first (cancelled, stopped, a limit).
+    "run_ended": ("Closed: the run ended", Q(status=Approval.Status.CLOSED)),
 }
 # What a person no longer had to open: the calls rules and grants decided.
 SAVED_BY = ("rule", "grant")

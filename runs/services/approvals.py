@@ -40,9 +40,10 @@ class AlreadyDecided(Exception):
         super().__init__(f"already {approval.status} by {who} at {approval.decided_at:%Y-%m-%d %H:%M:%S}")
 
 
-def expired_reason(run_ended: str | None = None) -> str:
-    """The one text of an expiry: a timeout, or the run ending first."""
-    return f"{EXPIRED}: the run ended ({run_ended})" if run_ended else EXPIRED
+def closed_reason(run_ended: str) -> str:
+    """Why an approval nobody decided was closed: how the run ended, and by whom when a person
+    ended it ("Cancelled by alice.")."""
+    return f"closed: the run ended ({run_ended})"
 
 
 # --- the loop's side ------------------------------------------------------------------------------
@@ -140,22 +141,24 @@ def _apply(call: ToolCall, approval: Approval, recorder) -> str:
     return DONE
 
 
-def approvals_close(*, recorder, reason: str) -> None:
-    """A run that ends: its pending approvals expire, each with its event."""
+def approvals_close(*, recorder, reason: str, detail: str = "") -> None:
+    """A run that ends: its pending approvals are closed (the run ended, nobody decided, and it
+    was no timeout), each with its event; `detail` says how it ended and who ended it."""
     pending = Approval.objects.filter(run=recorder.run, status=Approval.Status.PENDING)
     for approval in pending:
-        _expire(approval, expired_reason(reason), recorder=recorder)
+        _expire(approval, closed_reason(detail or reason), recorder=recorder, status=Approval.Status.CLOSED)
 
 
-def _expire(approval: Approval, reason: str, *, recorder=None) -> Approval | None:
-    """Expire a pending approval in one statement; None when a decision landed first."""
+def _expire(approval: Approval, reason: str, *, recorder=None, status: str = Approval.Status.EXPIRED) -> Approval | None:
+    """Expire (or close, `status`) a pending approval in one statement; None when a decision
+    landed first."""
     now = timezone.now()
     changed = Approval.objects.filter(pk=approval.pk, status=Approval.Status.PENDING).update(
-        status=Approval.Status.EXPIRED, decided_at=now, reason=reason
+        status=status, decided_at=now, reason=reason
     )
     if not changed:
         return None
-    approval.status, approval.decided_at, approval.reason = Approval.Status.EXPIRED, now, reason
+    approval.status, approval.decided_at, approval.reason = status, now, reason
     data = {"call_pk": approval.tool_call_id, **approval_brief(approval)}
     if recorder is not None:
         recorder.event("approval", data)

@@ -14,8 +14,9 @@ from runs.services.approvals import approvals_expire
 from runs.services.archive import runs_delete
 from runs.services.dispatch import run_dispatch
 from runs.services.escalation import approvals_escalate
+from runs.services.events import event_record
 from runs.services.notifications import webhooks_resend
-from runs.snapshots import run_data
+from runs.snapshots import run_data, run_summary
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +45,7 @@ def runs_sweep() -> dict:
     )
     for run_id in stranded:
         run_dispatch(run_id=run_id)
+    summaries_abandoned(lease_free)
     expired = approvals_expire()
     escalated = approvals_escalate()  # after expiry: an expired approval needs nobody any more
     webhooks = webhooks_resend()
@@ -52,6 +54,15 @@ def runs_sweep() -> dict:
                              "approvals_escalated": escalated, "webhooks_resent": webhooks}))
     return {"redispatched": stranded, "approvals_expired": expired, "approvals_escalated": escalated,
             "webhooks_resent": webhooks}
+
+
+def summaries_abandoned(lease_free: Q) -> None:
+    """An ended run whose worker died while asking for its summary reads as stopping no longer:
+    it ended without one (its lease ran out, so nobody is asking)."""
+    for run in Run.objects.filter(lease_free, summary_pending=True)[:1000]:
+        if Run.objects.filter(lease_free, pk=run.pk, summary_pending=True).update(summary_pending=False):
+            run.summary_pending = False
+            event_record(run_id=run.pk, kind="run", data=run_summary(run))
 
 
 def runs_prune(*, days: int, archive_dir: str | None = None, batch: int = 500) -> int:

@@ -204,7 +204,8 @@ class _Driver:
                 self.record.counters_update(verification_attempts=self.run.verification_attempts + 1,
                                             pending_messages=[feedback])
             if stop:
-                run_close(self.record, stop, detail=detail, elapsed=self.elapsed(), answer=reply.content)
+                run_close(self.record, stop, detail=detail, elapsed=self.elapsed(), answer=reply.content,
+                          summary_pending=summary_wanted(stop, self.config))
         self.log(step, planned, stop)
         if stop:
             self.summarise_if_asked(stop)
@@ -367,7 +368,8 @@ class _Driver:
         """End the run between iterations (cancel, stop, budget, limit, model error, internal error)."""
         with self.record.transaction():
             reason, detail = operator_stop_first(self.record, reason, detail)
-            run_close(self.record, reason, detail=detail, elapsed=self.elapsed(), in_flight=frozenset(self.runner.in_flight))
+            run_close(self.record, reason, detail=detail, elapsed=self.elapsed(), in_flight=frozenset(self.runner.in_flight),
+                      summary_pending=summary_wanted(reason, self.config))
         self.log(None, [], reason)
         self.summarise_if_asked(reason)
         return self.run

@@ -134,7 +134,7 @@ class Recorder:
 
 def run_close(
     recorder: Recorder, reason: str, *, detail: str = "", elapsed: float, answer: str | None = None,
-    in_flight: frozenset[int] = frozenset(),
+    in_flight: frozenset[int] = frozenset(), summary_pending: bool = False,
 ) -> None:
     """End the run: its pending approvals expire, every open call gets a result (one result per
     call id, always), and the run its status, stop reason and plain-words detail.
@@ -143,7 +143,7 @@ def run_close(
     `in_flight`: handed to its tool by this driver, result not recorded) may have taken effect:
     its outcome is unknown, never "not executed"."""
     run = recorder.run
-    approvals_close(recorder=recorder, reason=reason)
+    approvals_close(recorder=recorder, reason=reason, detail=detail)
     open_calls = ToolCall.objects.filter(run=run).exclude(status__in=ToolCall.DONE_STATUSES)
     for call in open_calls.select_related("approval"):
         if call.may_have_taken_effect or call.pk in in_flight:
@@ -162,6 +162,8 @@ def run_close(
     }
     if answer is not None:
         fields["answer"] = answer
+    if summary_pending:  # the summary is asked for next: the run reads as stopping until it is in
+        fields["summary_pending"] = True
     recorder.run_update(**fields)
     # Last, so the day's rollup lock is held only until this transaction commits.
     rollups.run_ended(run=run, fields=recorder._fields)

@@ -42,13 +42,15 @@ def summary_record(*, recorder, config: dict, endpoint, tools: list, index: int)
             )
     except llm.ModelError as exc:
         log.warning("summary for run %s failed: %s", run.pk, exc)
+        with recorder.transaction():
+            recorder.run_update(summary_pending=False)  # it ended without one
         return False
     with recorder.transaction():
         # A summary must not leave unanswered calls in the history.
         step, _ = recorder.step_create(index=index, iteration=run.iterations, reply=reply, preamble=[instruction],
                                        kind=Step.Kind.SUMMARY, tool_choice="none",
                                        message={"role": "assistant", "content": reply.content})
-        recorder.run_update(answer=reply.content, tokens_in=run.tokens_in + reply.tokens_in,
+        recorder.run_update(answer=reply.content, summary_pending=False, tokens_in=run.tokens_in + reply.tokens_in,
                             tokens_out=run.tokens_out + reply.tokens_out, cost_usd=run.cost_usd + reply.cost_usd)
         rollups.summary_added(run=run, step=step, tokens=reply.tokens_in + reply.tokens_out, cost_usd=reply.cost_usd)
     return True

@@ -490,8 +490,8 @@ def test_approvals_decided_during_a_rebuild_are_counted_once(hold):
     other.join(30)
     assert not errors
     assert Approval.objects.get(pk=asked[0].pk).status == Approval.Status.APPROVED
-    end_run(r)  # expires the other approval, and counts both with the run
-    assert Approval.objects.get(pk=asked[1].pk).status == Approval.Status.EXPIRED
+    end_run(r)  # closes the other approval, and counts both with the run
+    assert Approval.objects.get(pk=asked[1].pk).status == Approval.Status.CLOSED
     ended = Approval.objects.filter(run__created_at__date=yesterday, run__status__in=Run.FINISHED_STATUSES)
     assert sum(ApprovalRollup.objects.filter(day=yesterday).values_list("approvals", flat=True)) == ended.count()
     exact = Approval.objects.annotate(w=SecondsBetween("decided_at", "requested_at")).get(pk=asked[0].pk).w

@@ -70,6 +70,7 @@ def test_shares_of_decisions_by_who_decided(supervised):
     shares = {d.kind: (d.count, d.share) for d in s.deciders}
     assert shares == {
         "person": (9, 9 / 21), "rule": (7, 7 / 21), "grant": (2, 2 / 21), "policy": (1, 1 / 21), "expiry": (2, 2 / 21),
+        "run_ended": (0, 0.0),
     }
 
 

@@ -198,7 +198,7 @@ def test_a_stop_with_a_summary_is_an_event_of_the_run_and_its_summary_call_a_cha
     assert sorted(s.attributes["agentsite.step.kind"] for s in by_name(spans, "chat ")) == ["summary", "turn"]
     (cancel,) = by_name(spans, "execute_tool ")
     assert cancel.attributes["agentsite.tool.status"] == ToolCall.Status.SKIPPED
-    assert cancel.attributes["agentsite.approval.status"] == Approval.Status.EXPIRED
+    assert cancel.attributes["agentsite.approval.status"] == Approval.Status.CLOSED
 
 
 @python_handler("trace_vault_open")

@@ -57,7 +57,7 @@ def run_detail(request, pk: int):
         # The run it came from (fork or re-run), its forks and its re-runs.
         "family": run_family(run),
         "ws_path": f"/ws/runs/{run.pk}/",
-        "status_labels": dict(Run.Status.choices),
+        "status_labels": {**dict(Run.Status.choices), Run.STOPPING: Run.STOPPING_LABEL},
         "call_status_labels": dict(ToolCall.Status.choices),
         "stop_reason_labels": dict(Run.StopReason.choices),
         # Which statuses are final: the page applies events and never decides this itself.

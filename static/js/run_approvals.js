@@ -39,6 +39,8 @@ export function approvalNode(approval, { call, approvalUrl }) {
     else node.textContent = `Rejected automatically: ${reason}`;
   } else if (status === "expired") {
     node.textContent = `Approval expired${approval.reason ? `: ${approval.reason}` : ""}`;
+  } else if (status === "closed") {
+    node.textContent = `Closed: the run ended${approval.reason ? ` (${approval.reason})` : ""}`;
   } else {
     node.textContent = `Approval ${status}`;
   }

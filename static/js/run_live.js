@@ -288,11 +288,13 @@ function updateHeader(data) {
     wall: data.wall_seconds,
   });
   const finished = FINISHED.has(data.status);
+  // Stopping: the run has ended and its summary is being written; no lever applies any more.
+  const ending = finished || data.status === "stopping";
   const cancel = document.getElementById("cancel-form");
-  if (cancel) cancel.hidden = finished;
+  if (cancel) cancel.hidden = ending;
   const rerun = document.getElementById("rerun-form");
   if (rerun) rerun.hidden = !finished;
-  leverControls(data.status, { finished });
+  leverControls(data.status, { finished: ending });
 }
 
 function setCounters({ iterations, tokensIn, tokensOut, cost, wall }) {

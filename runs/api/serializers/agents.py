@@ -3,12 +3,13 @@ from django.core.validators import URLValidator
 from rest_framework import serializers
 
 from runs.api.serializers.fields import NameRelatedField, choice, service_errors
+from runs.api.strict import KnownFieldsOnly
 from runs.models import Agent, ToolChoice
 from runs.services.agents import AGENT_FIELDS, MAX_ESCALATION_EMAILS_CHARS, agent_errors, agent_save
 from toolsapp.models import Tool
 
 
-class AgentSerializer(serializers.ModelSerializer):
+class AgentSerializer(KnownFieldsOnly, serializers.ModelSerializer):
     model_list = serializers.ListField(
         child=serializers.CharField(max_length=200), required=False, help_text="Ordered model names; empty uses LLM_MODELS."
     )

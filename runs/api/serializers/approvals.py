@@ -5,6 +5,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from runs.api.serializers.fields import choice
+from runs.api.strict import KnownFieldsOnly
 from runs.models import Approval, ArchivedApproval
 from runs.services.approval_checks import GRANT_SCOPES, MAX_EDIT_CHARS
 from runs.services.bulk_decisions import MAX_BULK
@@ -93,7 +94,7 @@ class PendingApprovalSerializer(serializers.Serializer):
     parameters = serializers.JSONField(help_text="The tool's JSON schema, which an edit must satisfy.")
 
 
-class DecisionSerializer(serializers.Serializer):
+class DecisionSerializer(KnownFieldsOnly, serializers.Serializer):
     reason = TextField(required=False, allow_blank=True, max_length=REASON_CHARS)
 
 
@@ -113,7 +114,7 @@ class RejectSerializer(DecisionSerializer):
                          help_text="What the model should do instead; it receives this with the rejection.")
 
 
-class BulkDecisionSerializer(serializers.Serializer):
+class BulkDecisionSerializer(KnownFieldsOnly, serializers.Serializer):
     ids = serializers.ListField(
         child=serializers.IntegerField(min_value=1, max_value=MAX_SAFE_INTEGER), allow_empty=False,
         max_length=MAX_BULK, help_text=f"The approvals to decide, at most {MAX_BULK}.",

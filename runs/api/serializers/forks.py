@@ -3,16 +3,17 @@ plain dicts of runs.selectors.forks). What an edit may say is checked by runs.se
 from rest_framework import serializers
 
 from runs.api.serializers.fields import UsageSerializer, choice
+from runs.api.strict import KnownFieldsOnly
 from runs.models import Run, ToolCall
 from runs.services.forks import ANSWER_CHARS, EDIT_SHAPES, MAX_STEP, MESSAGE_CHARS
 
 
-class ToolResultEditSerializer(serializers.Serializer):
+class ToolResultEditSerializer(KnownFieldsOnly, serializers.Serializer):
     call_id = serializers.CharField(trim_whitespace=False, help_text="The model's id of a call of the fork step.")
     content = serializers.CharField(trim_whitespace=False, help_text="What the model reads as that call's result, exactly.")
 
 
-class ForkEditSerializer(serializers.Serializer):
+class ForkEditSerializer(KnownFieldsOnly, serializers.Serializer):
     """One of: a tool result of the fork step replaced, the fork step's answer replaced (a step
     without calls only), or an operator's message sent with the fork's first request."""
 
@@ -30,7 +31,7 @@ class ForkEditSerializer(serializers.Serializer):
         return attrs
 
 
-class RunForkSerializer(serializers.Serializer):
+class RunForkSerializer(KnownFieldsOnly, serializers.Serializer):
     step = serializers.IntegerField(min_value=1, max_value=MAX_STEP, help_text="The parent's step to fork after (1-based).")
     edit = ForkEditSerializer(required=False, allow_null=True)
 

@@ -2,11 +2,12 @@
 from rest_framework import serializers
 
 from runs.api.serializers.runs import LeverStateSerializer, RunSummarySerializer
+from runs.api.strict import KnownFieldsOnly
 from runs.services.levers import MESSAGE_MAX_CHARS
 from runs.text import storable_text
 
 
-class RunMessageSerializer(serializers.Serializer):
+class RunMessageSerializer(KnownFieldsOnly, serializers.Serializer):
     text = serializers.CharField(max_length=MESSAGE_MAX_CHARS, help_text="Sent to the agent as a user message.")
 
     def validate_text(self, value):

@@ -6,6 +6,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from runs.api.serializers.fields import NameRelatedField, choice, service_errors
+from runs.api.strict import KnownFieldsOnly
 from runs.models import Agent, ApprovalRule, ApprovalRuleVersion
 from runs.services.rule_admin import RULE_FIELDS, rule_create, rule_errors, rule_update
 from runs.services.rules import OPERATORS
@@ -32,7 +33,7 @@ class ConditionsField(serializers.JSONField):
     with a number.")."""
 
 
-class RuleSerializer(serializers.ModelSerializer):
+class RuleSerializer(KnownFieldsOnly, serializers.ModelSerializer):
     agent = NameRelatedField(
         slug_field="name", queryset=Agent.objects.all(), required=False, allow_null=True,
         help_text="The agent's name: only its runs. Null: every agent.",

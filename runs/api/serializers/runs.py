@@ -3,6 +3,7 @@ from rest_framework import serializers
 
 from runs.api.serializers.approvals import ApprovalBriefSerializer
 from runs.api.serializers.fields import NameRelatedField, UsageSerializer, choice, service_errors
+from runs.api.strict import KnownFieldsOnly
 from runs.api.serializers.forks import RunFamilySerializer
 from runs.models import Agent, Run, ToolCall, ToolChoice
 from runs.services.guards import MAX_SAFE_INTEGER, POSITIVE_INT_LIMITS
@@ -15,6 +16,10 @@ from runs.services.launch import (
     launch_overrides,
 )
 from runs.services.runs import launch_errors
+
+
+# A run's status as clients see it: its stored one, or "stopping" while its summary is written.
+RUN_STATUSES = [*Run.Status.choices, (Run.STOPPING, Run.STOPPING_LABEL)]
 
 
 def setting_field(name: str) -> serializers.Field:
@@ -34,13 +39,13 @@ def approval_policy_field():
     )
 
 
-class RunRerunSerializer(serializers.Serializer):
+class RunRerunSerializer(KnownFieldsOnly, serializers.Serializer):
     """A re-run: the original's task, agent, overrides and customer; never its approval policy."""
 
     approval_policy = approval_policy_field()
 
 
-class RunCreateSerializer(serializers.Serializer):
+class RunCreateSerializer(KnownFieldsOnly, serializers.Serializer):
     """A launch, as on the dashboard's launch form: omitted settings are the agent's. Tools must
     be the agent's and limits at most the agent's, unless the user may change agents."""
 
@@ -90,7 +95,7 @@ class RunListItemSerializer(serializers.Serializer):
     agent_id = serializers.IntegerField()
     agent = serializers.CharField()
     task_preview = serializers.CharField(help_text="The task's first 120 characters.")
-    status = choice(Run.Status.choices, "RunStatus")
+    status = choice(RUN_STATUSES, "RunStatus")
     stop_reason = choice(Run.StopReason.choices, "StopReason", allow_null=True)
     iterations = serializers.IntegerField()
     tokens_in = serializers.IntegerField()
@@ -142,7 +147,7 @@ class RunSummarySerializer(serializers.Serializer):
     run_id = serializers.IntegerField()
     agent = serializers.CharField()
     task = serializers.CharField()
-    status = choice(Run.Status.choices, "RunStatus")
+    status = choice(RUN_STATUSES, "RunStatus")
     stop_reason = choice(Run.StopReason.choices, "StopReason", allow_null=True)
     stop_detail = serializers.CharField(allow_blank=True)
     answer = serializers.CharField(allow_blank=True)

@@ -2,12 +2,13 @@
 from rest_framework import serializers
 
 from runs.api.serializers.fields import choice
+from runs.api.strict import KnownFieldsOnly
 from toolsapp.models import Tool
 from toolsapp.schemas import strict_mode_warnings
 from toolsapp.services import MAX_SENSITIVE_FIELD_CHARS, MAX_TIMEOUT_SECONDS, ToolInvalid, tool_save, tool_validate
 
 
-class ToolSerializer(serializers.ModelSerializer):
+class ToolSerializer(KnownFieldsOnly, serializers.ModelSerializer):
     """Types and documentation of a tool's fields; toolsapp.services owns the rules and the write."""
 
     parameters = serializers.DictField(help_text='Draft 2020-12 JSON Schema with root {"type": "object"}; only local $ref.')
@@ -30,7 +31,8 @@ class ToolSerializer(serializers.ModelSerializer):
     class Meta:
         model = Tool
         fields = [
-            "id", "name", "description", "parameters", "destructive", "parallel_safe", "idempotent",
+            "id", "name", "description", "parameters", "destructive", "always_ask", "critical", "allow_argument_edits",
+            "parallel_safe", "idempotent",
             "timeout_seconds", "repeat_limit", "sensitive_fields", "kind", "handler", "url", "secret_env",
             "mcp_server", "enabled", "schema_warnings", "created_at", "updated_at",
         ]

@@ -10,6 +10,7 @@ from accounts.auth import ApiTokenAuthentication
 from runs.api.errors import exception_handler
 from runs.api.permissions import RolePermissions
 from runs.api.schema import errors
+from runs.api.strict import unknown_fields_error
 
 
 class ApiMixin:
@@ -18,9 +19,19 @@ class ApiMixin:
     authentication_classes = [ApiTokenAuthentication, SessionAuthentication]
     permission_classes = [RolePermissions]
     required_perms: dict[str, tuple[str, ...]] = {}
+    # A write that takes no fields (cancel, pause, revoke...): any field sent is unknown, a 400
+    # naming it (runs/api/strict.py), checked once the caller is known to be allowed.
+    takes_no_body = False
 
     def get_exception_handler(self):
         return exception_handler
+
+    def initial(self, request, *args, **kwargs):
+        super().initial(request, *args, **kwargs)
+        if self.takes_no_body and request.method in ("POST", "PUT", "PATCH"):
+            error = unknown_fields_error(request.data, ())
+            if error is not None:
+                raise error
 
 
 class ApiView(ApiMixin, APIView):

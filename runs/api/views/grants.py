@@ -25,6 +25,7 @@ class RunGrantListView(ApiView):
 
 class GrantRevokeView(ApiView):
     required_perms = {"POST": (PERM_DECIDE,)}
+    takes_no_body = True
 
     @extend_schema(operation_id="grants_revoke", request=None, responses={200: api.GrantResultSerializer, **errors(404)},
                    summary="Revoke a grant: the run's next such call goes to a person again",

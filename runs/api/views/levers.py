@@ -36,6 +36,7 @@ def _lever_schema(name: str, summary: str, request=None, examples=()):
 
 class RunLeverView(ApiView):
     required_perms = {"POST": (PERM_CANCEL,)}
+    takes_no_body = True
 
 
 class RunPauseView(RunLeverView):
@@ -55,6 +56,7 @@ class RunResumeView(RunLeverView):
 
 
 class RunMessageView(RunLeverView):
+    takes_no_body = False  # its RunMessageSerializer says which fields
     @_lever_schema("message", "Send the agent a note, as a user message before its next model request",
                    request=RunMessageSerializer,
                    examples=[OpenApiExample("A hint", request_only=True, value={"text": "Check order ORD-1002 too."})])

@@ -46,6 +46,7 @@ class MetricsView(ApiView):
                 "approved": m.approvals.approved,
                 "rejected": m.approvals.rejected,
                 "expired": m.approvals.expired,
+                "closed": m.approvals.closed,
                 "pending": m.approvals.pending,
                 "wait_seconds": {"count": m.approvals.wait_seconds.count, "p50": m.approvals.wait_seconds.p50,
                                  "p95": m.approvals.wait_seconds.p95},

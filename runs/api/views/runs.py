@@ -85,7 +85,7 @@ class RunListView(ApiView):
                     "agent_id": run.agent.pk,
                     "agent": run.agent.name,
                     "task_preview": run.task_preview[:120],
-                    "status": run.status,
+                    "status": run.shown_status,
                     "stop_reason": run.stop_reason or None,
                     "iterations": run.iterations,
                     "tokens_in": run.tokens_in,
@@ -173,6 +173,7 @@ class RunDetailView(ApiView):
 
 class RunCancelView(ApiView):
     required_perms = {"POST": (PERM_CANCEL,)}
+    takes_no_body = True
 
     @extend_schema(
         operation_id="runs_cancel", summary="Cancel a run: now if nobody drives it, else at its next check",

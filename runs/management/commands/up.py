@@ -33,7 +33,11 @@ class Command(BaseCommand):
             self.stderr.write(f"WARNING: {warning}")
         call_command("migrate", verbosity=0)
         password = processes.ensure_admin()
-        env = processes.child_env(REDIS_URL=redis_url)
+        site = {}
+        if not os.environ.get("SITE_URL"):
+            # Links in e-mails and webhooks must open this server, not the default's 127.0.0.1:8000.
+            site["SITE_URL"] = processes.site_url_for(options["host"], options["port"])
+        env = processes.child_env(REDIS_URL=redis_url, **site)
         py = sys.executable
         supervisor.start(
             "web", [py, "-m", "daphne", "-b", options["host"], "-p", str(options["port"]), "agentsite.asgi:application"], env
@@ -53,6 +57,9 @@ class Command(BaseCommand):
         url = f"http://{options['host']}:{options['port']}/"
         self.stdout.write("")
         self.stdout.write(f"Dashboard: {url}")
+        if site:
+            self.stdout.write(f"Links in notifications: {site['SITE_URL']} (SITE_URL is unset; set it if people open "
+                              "this server at another address)")
         if password:
             self.stdout.write(f"Admin login (shown once, change it after signing in): admin / {password}")
         if not settings.LLM_API_KEY and not settings.LLM_BASE_URL:

@@ -97,7 +97,7 @@ def test_cancelling_a_run_waiting_on_a_call_interrupted_by_a_crash_records_its_o
 
     assert run.status == Run.Status.CANCELLED
     assert ToolCall.objects.get(run=run).status == UNKNOWN
-    assert Approval.objects.get(run=run).status == Approval.Status.EXPIRED
+    assert Approval.objects.get(run=run).status == Approval.Status.CLOSED
 
 
 def test_an_internal_error_after_a_call_took_effect_records_its_outcome_as_unknown(launch, script, monkeypatch):
