@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('runs', '0016_approval_and_month_rollups'),
+        ('runs', '0018_operator_note_max_length'),
     ]
 
     operations = [

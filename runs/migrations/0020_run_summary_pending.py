@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('runs', '0017_approval_closed_when_the_run_ended'),
+        ('runs', '0019_approval_closed_when_the_run_ended'),
     ]
 
     operations = [
