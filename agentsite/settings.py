@@ -66,6 +66,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, so it sees a view's exception first: a lost database connection is a 503.
+    "runs.middleware.DatabaseConnectionLostMiddleware",
 ]
 
 ROOT_URLCONF = "agentsite.urls"
@@ -95,7 +97,11 @@ if DATABASE_URL:
     DATABASES = {"default": dj_database_url.parse(DATABASE_URL)}
     if DATABASES["default"]["ENGINE"].endswith("postgresql"):
         # A pool bounds the connections however many runs a worker holds in flight: the loop
-        # hands its connection back while it waits on a model.
+        # hands its connection back while it waits on a model. Health checks make the pool check
+        # each connection as it hands it out (psycopg_pool's check_connection): one the server
+        # closed while it sat there (a restart, a failover, a proxy's idle timeout) is replaced,
+        # instead of failing the first statement it is given.
+        DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
         DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
             "min_size": env_int("DB_POOL_MIN", 1),
             "max_size": env_int("DB_POOL_MAX", 20),
