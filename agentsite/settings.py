@@ -276,8 +276,10 @@ RUN_LEASE_SECONDS = env_int("RUN_LEASE_SECONDS", 20)
 RUN_WORKING_SLOTS = env_int("RUN_WORKING_SLOTS", 4)
 # A run taken over from a dead worker this many times is ended as failed (worker_lost).
 RUN_MAX_TAKEOVERS = env_int("RUN_MAX_TAKEOVERS", 5)
-# Queued runs with no worker after this long are handed out again (their message may be lost).
-RUN_REQUEUE_AFTER_SECONDS = env_int("RUN_REQUEUE_AFTER_SECONDS", 60)
+# A queued run no worker took this long after its last dispatch is sent again (its message may
+# have been lost with Redis): a second delivery is harmless (the lease claim), so this is short,
+# and a lost run starts within this + SWEEP_INTERVAL_SECONDS (25 s), like a dead worker's run.
+RUN_REQUEUE_AFTER_SECONDS = env_int("RUN_REQUEUE_AFTER_SECONDS", 20)
 RUN_RETENTION_DAYS = env_int("RUN_RETENTION_DAYS", 90)  # 0 keeps runs forever
 DEFAULT_CUSTOMER = env_str("DEFAULT_CUSTOMER", "acme")
 APPROVAL_TIMEOUT_SECONDS = env_int("APPROVAL_TIMEOUT_SECONDS", 0)  # 0: approvals never expire

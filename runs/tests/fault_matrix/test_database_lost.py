@@ -148,7 +148,7 @@ LEASE_UPDATE = 'UPDATE "runs_run" SET "lease_owner" = %s'
     'UPDATE "runs_rollupday"',  # the run's end: run_close -> rollups.run_ended -> _day_lock
     "UPDATE runs_run SET",  # the fenced write that ends every transaction of the driver
     LEASE_UPDATE,  # the claim, before the driver starts
-])
+], ids=["step_create", "call_result", "rollup_day_lock", "fenced_update", "lease_claim"])
 def test_a_connection_lost_mid_transaction_is_retried_and_the_run_finishes(cut_agent, script, statement):
     model = script(
         {"tool_calls": [{"id": "k1", "name": COUNT, "arguments": {"n": 1}}]},
