@@ -21,7 +21,7 @@ from rest_framework.test import APIClient
 from runs.models import Agent, Run, RunEvent, Step, ToolCall
 from runs.services.loop import run_advance
 from runs.services.runs import run_create
-from runs.tests.test_worker_durability import assert_consistent_history
+from runs.tests.test_worker_durability import FINISHED, WEATHER, assert_consistent_history, start_run
 from runs.tests.timeline_replay import mismatches
 from toolsapp.builtin.tickets import create_ticket
 from toolsapp.executors.python import python_handler
@@ -176,6 +176,26 @@ def test_the_lease_is_released_on_a_new_connection_when_the_last_one_died(cut_ag
     assert returned is not None and returned.status == Run.Status.SUCCEEDED
     run.refresh_from_db()
     assert (run.lease_owner, run.lease_expires_at) == ("", None), "the run waits out a lease nobody holds"
+
+
+def test_a_worker_whose_connections_were_terminated_while_idle_finishes_its_next_runs(
+    celery_worker_proc, demo_data, wait_for_run
+):
+    if connection.vendor != "postgresql":
+        pytest.skip("a server that closes connections: PostgreSQL (SQLite is a file each process opens)")
+    celery_worker_proc(concurrency=2)
+    agent = Agent.objects.get(name="demo")
+    first = wait_for_run(start_run(agent, WEATHER).pk, *FINISHED)
+    assert first.status == Run.Status.SUCCEEDED  # the worker's pool holds connections, idle now
+    connection.close()  # this process's too: back to its pool, where they die with the others
+    assert terminate_backends() >= 1
+
+    runs = [start_run(agent, WEATHER) for _ in range(3)]
+    for run in runs:
+        run = wait_for_run(run.pk, *FINISHED)
+        assert (run.status, run.stop_reason) == (Run.Status.SUCCEEDED, Run.StopReason.FINAL_ANSWER), run.stop_detail
+        assert "Lagos: 31" in run.answer
+        assert_consistent_history(run)
 
 
 # --- a tool that uses the database --------------------------------------------------------------
