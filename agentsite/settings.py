@@ -66,8 +66,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    # Last, so it sees a view's exception first: a lost database connection is a 503.
-    "runs.middleware.DatabaseConnectionLostMiddleware",
+    "runs.middleware.DatabaseConnectionLostMiddleware",  # last: it sees a view's exception first
 ]
 
 ROOT_URLCONF = "agentsite.urls"
@@ -94,14 +93,11 @@ ASGI_APPLICATION = "agentsite.asgi.application"
 # "database is locked" on lock upgrade.
 DATABASE_URL = env_str("DATABASE_URL")
 if DATABASE_URL:
-    DATABASES = {"default": dj_database_url.parse(DATABASE_URL)}
+    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_health_checks=True)}
     if DATABASES["default"]["ENGINE"].endswith("postgresql"):
         # A pool bounds the connections however many runs a worker holds in flight: the loop
-        # hands its connection back while it waits on a model. Health checks make the pool check
-        # each connection as it hands it out (psycopg_pool's check_connection): one the server
-        # closed while it sat there (a restart, a failover, a proxy's idle timeout) is replaced,
-        # instead of failing the first statement it is given.
-        DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+        # hands its connection back while it waits on a model. The pool checks each connection it
+        # hands out (CONN_HEALTH_CHECKS): one the server closed while idle is replaced.
         DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
             "min_size": env_int("DB_POOL_MIN", 1),
             "max_size": env_int("DB_POOL_MAX", 20),
@@ -276,9 +272,7 @@ RUN_LEASE_SECONDS = env_int("RUN_LEASE_SECONDS", 20)
 RUN_WORKING_SLOTS = env_int("RUN_WORKING_SLOTS", 4)
 # A run taken over from a dead worker this many times is ended as failed (worker_lost).
 RUN_MAX_TAKEOVERS = env_int("RUN_MAX_TAKEOVERS", 5)
-# A queued run no worker took this long after its last dispatch is sent again (its message may
-# have been lost with Redis): a second delivery is harmless (the lease claim), so this is short,
-# and a lost run starts within this + SWEEP_INTERVAL_SECONDS (25 s), like a dead worker's run.
+# A queued run no worker took this long after its last dispatch is sent again (Redis lost it?).
 RUN_REQUEUE_AFTER_SECONDS = env_int("RUN_REQUEUE_AFTER_SECONDS", 20)
 RUN_RETENTION_DAYS = env_int("RUN_RETENTION_DAYS", 90)  # 0 keeps runs forever
 DEFAULT_CUSTOMER = env_str("DEFAULT_CUSTOMER", "acme")
