@@ -81,8 +81,8 @@ def pause_before_retry(attempt: int) -> None:
 
 def on_fresh_connection(work, *, what: str):
     """`work()`, done again on a new connection when its connection was lost (up to
-    FRESH_CONNECTION_ATTEMPTS times). For work that is safe to repeat: a read, or one statement
-    that either happened or did not (releasing a lease)."""
+    FRESH_CONNECTION_ATTEMPTS times). For work that is safe to repeat: a read, one statement that
+    either happened or did not (a lease's claim or release), a driver that goes on from the rows."""
     for attempt in range(FRESH_CONNECTION_ATTEMPTS):
         try:
             return work()
