@@ -66,6 +66,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "runs.middleware.DatabaseConnectionLostMiddleware",  # last: it sees a view's exception first
 ]
 
 ROOT_URLCONF = "agentsite.urls"
@@ -98,10 +99,11 @@ _SQLITE_OPTIONS = {
 }
 DATABASE_URL = env_str("DATABASE_URL")
 if DATABASE_URL:
-    DATABASES = {"default": dj_database_url.parse(DATABASE_URL)}
+    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_health_checks=True)}
     if DATABASES["default"]["ENGINE"].endswith("postgresql"):
         # A pool bounds the connections however many runs a worker holds in flight: the loop
-        # hands its connection back while it waits on a model.
+        # hands its connection back while it waits on a model. The pool checks each connection it
+        # hands out (CONN_HEALTH_CHECKS): one the server closed while idle is replaced.
         DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
             "min_size": env_int("DB_POOL_MIN", 1),
             "max_size": env_int("DB_POOL_MAX", 20),
@@ -268,8 +270,8 @@ RUN_LEASE_SECONDS = env_int("RUN_LEASE_SECONDS", 20)
 RUN_WORKING_SLOTS = env_int("RUN_WORKING_SLOTS", 4)
 # A run taken over from a dead worker this many times is ended as failed (worker_lost).
 RUN_MAX_TAKEOVERS = env_int("RUN_MAX_TAKEOVERS", 5)
-# Queued runs with no worker after this long are handed out again (their message may be lost).
-RUN_REQUEUE_AFTER_SECONDS = env_int("RUN_REQUEUE_AFTER_SECONDS", 60)
+# A queued run no worker took this long after its last dispatch is sent again (Redis lost it?).
+RUN_REQUEUE_AFTER_SECONDS = env_int("RUN_REQUEUE_AFTER_SECONDS", 20)
 RUN_RETENTION_DAYS = env_int("RUN_RETENTION_DAYS", 90)  # 0 keeps runs forever
 DEFAULT_CUSTOMER = env_str("DEFAULT_CUSTOMER", "acme")
 APPROVAL_TIMEOUT_SECONDS = env_int("APPROVAL_TIMEOUT_SECONDS", 0)  # 0: approvals never expire

@@ -3,6 +3,9 @@ from rest_framework import status
 from rest_framework.exceptions import APIException
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from runs.middleware import database_unavailable
+from runs.services.db import connection_lost, drop_connection
+
 
 class Conflict(APIException):
     status_code = status.HTTP_409_CONFLICT
@@ -24,6 +27,9 @@ def first_message(errors) -> str:
 
 
 def exception_handler(exc, context):
+    if connection_lost(exc):  # transient: the client tries again (the next request gets a new connection)
+        drop_connection()
+        return database_unavailable(api=True)
     response = drf_exception_handler(exc, context)
     if response is None:
         return None  # a bug: Django's 500 page, and the test suite's fuzzing looks for these

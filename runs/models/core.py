@@ -129,6 +129,9 @@ class Run(models.Model):
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     takeovers = models.PositiveIntegerField(default=0, help_text="Times a worker took over from a dead one.")
     event_seq = models.PositiveIntegerField(default=0)
+    dispatched_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the run was last handed to the workers (the sweep re-sends from then)."
+    )
 
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     started_at = models.DateTimeField(null=True, blank=True)

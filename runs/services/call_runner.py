@@ -60,9 +60,11 @@ class CallRunner:
             # crash such a call goes to an operator; an idempotent one simply runs again.
             risky = [c for c in batch if not self.tools[c.tool_name].idempotent]
             if risky:
-                with self.record.transaction():
+                def started():
                     for call in risky:
                         self.record.call_update(call, ToolCall.Status.STARTED, started_at=timezone.now(), attempts=call.attempts + 1)
+
+                self.record.commit(started, keep=risky)
 
         def before_each(position):
             if position > 0:
@@ -90,17 +92,20 @@ class CallRunner:
             position, payload, latency_ms = item
             if calls[position].executed_arguments:
                 payload = self.with_edit_note(calls[position], payload)
-            with self.record.transaction():
-                self.record.call_update(calls[position], call_status(payload), payload=payload, latency_ms=latency_ms)
+            call = calls[position]
+            self.record.commit(lambda: self.record.call_update(call, call_status(payload), payload=payload, latency_ms=latency_ms),
+                               keep=[call])
             self.in_flight.discard(calls[position].pk)
             finished += 1
         if finished < len(calls):
-            with self.record.transaction():
+            def skipped():
                 for call in calls[finished:]:
-                    self.in_flight.discard(call.pk)
                     self.record.call_update(
                         call, ToolCall.Status.SKIPPED, payload={"ok": False, "error": "not executed: the run was cancelled"}
                     )
+
+            self.record.commit(skipped, keep=calls[finished:])
+            self.in_flight.difference_update(call.pk for call in calls[finished:])
             return False
         return True
 

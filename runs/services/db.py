@@ -1,13 +1,29 @@
-"""Write transactions for the loop."""
+"""Write transactions for the loop, and what a lost database connection means to it.
+
+A connection can die under any process (a database restart, a failover, a proxy's idle
+timeout, `pg_terminate_backend`). That is a transient fault, not a bug of the statement that met
+it: the work is done again on a new connection (`on_fresh_connection`), and only a statement
+the database refused (`connection_lost` is False) is an error.
+"""
+import logging
 import threading
+import time
 from contextlib import contextmanager
 
-from django.db import connection, transaction
+from django.db import DatabaseError, DataError, IntegrityError, connection, transaction
+
+log = logging.getLogger(__name__)
 
 # SQLite allows one writer at a time, and a writer that finds the database locked sleeps in
 # growing steps before it tries again. Threads of one process queue here instead, in order and
 # without sleeping; other processes still wait on SQLite's busy timeout.
 _sqlite_writer = threading.Lock()
+# SQLSTATE classes of a connection that is gone: 08 connection exception; 57P01-57P03 the
+# server shut the session down (administrator command, crash shutdown, cannot connect now).
+_LOST_SQLSTATES = ("08", "57P01", "57P02", "57P03")
+# How often work is tried on a new connection, and the pause before each new try (doubled).
+FRESH_CONNECTION_ATTEMPTS = 3
+FRESH_CONNECTION_PAUSE = 0.5
 
 
 @contextmanager
@@ -25,3 +41,54 @@ def release_db_connection() -> None:
     working slot), so the connections in use stay bounded by the pool, not by the runs in flight."""
     if getattr(connection, "pool", None) is not None and not connection.in_atomic_block:
         connection.close()
+
+
+def connection_lost(exc: BaseException) -> bool:
+    """Whether `exc` says this thread's database connection is gone, rather than that the
+    database refused a statement (a constraint, bad data, a lock timeout: those are not retried).
+
+    Read it before dropping the connection: a connection that is still open and answering
+    decides against, whatever the message says."""
+    driver = connection.Database  # a few errors leave Django unwrapped (sqlite3's, when it is closed)
+    if not isinstance(exc, (DatabaseError, driver.Error)):
+        return False
+    if isinstance(exc, (IntegrityError, DataError, driver.IntegrityError, driver.DataError)):
+        return False
+    cause = exc.__cause__ or exc
+    if str(getattr(cause, "sqlstate", "") or "").startswith(_LOST_SQLSTATES):
+        return True
+    raw = connection.connection
+    if raw is None:  # Django dropped it already: the rollback after the error failed too
+        return True
+    if connection.vendor == "sqlite":  # the file is always there: only a closed connection is lost
+        return "closed database" in str(cause)
+    return bool(getattr(raw, "closed", False) or getattr(raw, "broken", False))
+
+
+def drop_connection() -> None:
+    """Let go of this thread's connection (a pool discards a broken one); the next statement opens
+    or takes a new one. Inside a transaction nothing can be dropped: its block must end first."""
+    if not connection.in_atomic_block:
+        try:
+            connection.close()
+        except Exception:  # noqa: BLE001 - closing a dead connection can fail too; it is gone either way
+            connection.connection = None
+
+
+def pause_before_retry(attempt: int) -> None:
+    time.sleep(FRESH_CONNECTION_PAUSE * 2**attempt)
+
+
+def on_fresh_connection(work, *, what: str):
+    """`work()`, done again on a new connection when its connection was lost (up to
+    FRESH_CONNECTION_ATTEMPTS times). For work that is safe to repeat: a read, one statement that
+    either happened or did not (a lease's claim or release), a driver that goes on from the rows."""
+    for attempt in range(FRESH_CONNECTION_ATTEMPTS):
+        try:
+            return work()
+        except Exception as exc:  # noqa: BLE001 - connection_lost decides; everything else is raised
+            if not connection_lost(exc) or connection.in_atomic_block or attempt + 1 == FRESH_CONNECTION_ATTEMPTS:
+                raise
+            log.warning("database connection lost during %s (%s); trying again on a new one", what, exc)
+            drop_connection()
+            pause_before_retry(attempt)

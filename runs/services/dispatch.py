@@ -3,11 +3,16 @@ import logging
 
 from celery import current_app
 from django.db import transaction
+from django.utils import timezone
+
+from runs.models import Run
 
 log = logging.getLogger(__name__)
 
 
 def run_dispatch(*, run_id: int) -> None:
+    # The sweep sends a queued run again RUN_REQUEUE_AFTER_SECONDS after this, if no worker took it.
+    Run.objects.filter(pk=run_id).update(dispatched_at=timezone.now())
     transaction.on_commit(lambda: _send(run_id))
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from django.conf import settings
 from django.db.models import Exists, OuterRef, Q
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from runs.models import Approval, Run
@@ -26,15 +27,16 @@ def runs_sweep() -> dict:
     waiting past their threshold; queue again the webhooks whose task was lost.
 
     A run is stranded when it is `running` with a lease that ran out (its worker died), or
-    `queued` for a while with no lease (its message may have been lost with Redis). Sending a
-    run twice is harmless: the lease lets only one worker drive it.
+    `queued` with no lease RUN_REQUEUE_AFTER_SECONDS after it was last dispatched (its message
+    may have been lost with Redis). Sending a run twice is harmless: the lease lets only one
+    worker drive it.
     """
     now = timezone.now()
     lease_free = Q(lease_owner="") | Q(lease_expires_at__lt=now)
-    waited = Q(created_at__lt=now - timedelta(seconds=settings.RUN_REQUEUE_AFTER_SECONDS))
+    waited = Q(last_sent__lt=now - timedelta(seconds=settings.RUN_REQUEUE_AFTER_SECONDS))
     pending = Approval.objects.filter(run=OuterRef("pk"), status=Approval.Status.PENDING)
     stranded = list(
-        Run.objects.filter(
+        Run.objects.alias(last_sent=Coalesce("dispatched_at", "created_at")).filter(
             # Its worker died (the lease ran out), or its task message was lost.
             (Q(status=Run.Status.RUNNING) & lease_free)
             | (Q(status=Run.Status.QUEUED) & Q(lease_expires_at__lt=now))

@@ -10,6 +10,7 @@ long. Instead leases stay short, and one thread per process renews those of its 
 only up to the moment each driver said its wait should be over: a driver stuck past its own
 timeouts stops being renewed, and the sweep hands its run to another worker.
 """
+import json
 import logging
 import threading
 import time
@@ -23,6 +24,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from runs.models import OperatorMessage, Run
+from runs.services.db import on_fresh_connection
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +34,15 @@ class LeaseLost(Exception):
 
 
 def lease_claim(run_id: int, owner: str, seconds: float | None = None) -> bool:
-    """Atomically take the run if nobody holds a live lease on it."""
+    """Atomically take the run if nobody holds a live lease on it (on a new connection when the
+    one it had was lost; a claim whose connection died as it committed counts)."""
+    return on_fresh_connection(
+        lambda: _claim(run_id, owner, seconds) or Run.objects.filter(pk=run_id, lease_owner=owner).exists(),
+        what="lease_claim",
+    )
+
+
+def _claim(run_id: int, owner: str, seconds: float | None) -> bool:
     now = timezone.now()
     until = now + timedelta(seconds=seconds or settings.RUN_LEASE_SECONDS)
     active = Run.objects.filter(pk=run_id, status__in=Run.ACTIVE_STATUSES)
@@ -48,7 +58,17 @@ def lease_claim(run_id: int, owner: str, seconds: float | None = None) -> bool:
 
 
 def lease_release(run_id: int, owner: str) -> None:
-    Run.objects.filter(pk=run_id, lease_owner=owner).update(lease_owner="", lease_expires_at=None)
+    """Free the run; on a new connection when the last one died (with the driver that used it),
+    or the run would wait out a lease nobody holds before another worker may take it. When the
+    database stays away, the lease runs out and the sweep hands the run out: nothing is raised
+    (this runs in `finally` blocks, where it would hide the error that ended the work)."""
+    try:
+        on_fresh_connection(
+            lambda: Run.objects.filter(pk=run_id, lease_owner=owner).update(lease_owner="", lease_expires_at=None),
+            what="lease_release",
+        )
+    except Exception as exc:  # noqa: BLE001 - logged; the lease runs out instead
+        log.warning(json.dumps({"event": "lease_not_released", "run": run_id, "error": str(exc)[:200]}))
 
 
 @contextmanager

@@ -16,17 +16,17 @@ import uuid
 
 from django.conf import settings
 from django.db.models import Count, Q
-from django.utils import timezone
 
 from runs import llm
 from runs.models import OperatorMessage, Run, Step, ToolCall
 from runs.services import approvals, decisions, guards, throttle
 from runs.services.call_runner import CallRunner
-from runs.services.db import release_db_connection
+from runs.services.db import connection_lost, on_fresh_connection, release_db_connection
 from runs.services.decisions import StopReason
 from runs.services.history import build_messages, step_messages
 from runs.services.leases import LeaseLost, keeper, lease_claim, lease_held, lease_release
-from runs.services.records import NAME_CHARS, Recorder, bounded, operator_stop_first, run_close, run_pause, set_result
+from runs.services.records import (NAME_CHARS, Recorder, bounded, operator_stop_first, run_close, run_pause, run_start,
+                                   set_result)
 from runs.services.run_tools import RunTools
 from runs.services.summaries import iteration_log, summary_record, summary_wanted
 from runs.services.tool_exec import call_status, check_call
@@ -55,7 +55,8 @@ def run_advance(*, run_id: int) -> Run | None:
         if not lease_claim(run_id, owner):
             return None
         try:
-            run = _Driver(run_id, owner).drive()
+            # A lost connection the driver could not retry on (a read, a commit): a new one goes on from the rows.
+            run = on_fresh_connection(lambda: _Driver(run_id, owner).drive(), what=f"driving run {run_id}")
         except LeaseLost:
             log.warning(json.dumps({"event": "lease_lost", "run": run_id}))
             return None
@@ -150,9 +151,7 @@ class _Driver:
                 return self.end(StopReason.WORKER_LOST, detail=f"Taken over {run.takeovers} times after workers died.")
             if run.status == Run.Status.PAUSED or self.at_boundary():
                 return self.run  # only a resume hands a paused run out again (a decision meanwhile does not)
-            with self.record.transaction():
-                if run.status != Run.Status.RUNNING:
-                    self.record.run_update(status=Run.Status.RUNNING, started_at=run.started_at or timezone.now())
+            self.record.commit(lambda: run_start(self.record))
             outcome = self.settle(self.open_calls)  # what a crash or a decision left open
             while outcome == CONTINUE:
                 stop = decisions.stop_before_request(
@@ -174,6 +173,8 @@ class _Driver:
         except LeaseLost:
             raise
         except Exception as exc:
+            if connection_lost(exc):
+                raise  # a transient fault, not the run's end: run_advance goes on from the rows
             if not Run.objects.filter(pk=run.pk, lease_owner=self.owner).exists():
                 # Another worker took over while we were away (e.g. our step index is taken).
                 raise LeaseLost(run.pk) from exc
@@ -195,17 +196,23 @@ class _Driver:
         if decision.verify:
             stop, detail, feedback = self.verify(reply.content)
         early = self.runner.reads_first(planned, arguments, decision, self.step_count + 1) if decision.reads_first else {}
-        with self.record.transaction(lease_seconds=self.runner.lease_for(planned)):
+        step_count, seen = self.step_count, dict(self.seen)
+
+        def record_iteration(ending=stop, why=detail):
+            self.step_count, self.seen = step_count, dict(seen)  # a new try records the same step
             step, calls = self.record_step(reply, preamble, planned, decision, early)
-            if stop:  # before the approvals are closed: the run's row, then theirs, as a decision does
-                stop, detail = operator_stop_first(self.record, stop, detail)
+            if ending:  # before the approvals are closed: the run's row, then theirs, as a decision does
+                ending, why = operator_stop_first(self.record, ending, why)
             if feedback:
-                self.record.event("verification", {"ok": False, "reason": detail})
+                self.record.event("verification", {"ok": False, "reason": why})
                 self.record.counters_update(verification_attempts=self.run.verification_attempts + 1,
                                             pending_messages=[feedback])
-            if stop:
-                run_close(self.record, stop, detail=detail, elapsed=self.elapsed(), answer=reply.content,
-                          summary_pending=summary_wanted(stop, self.config))
+            if ending:
+                run_close(self.record, ending, detail=why, elapsed=self.elapsed(), answer=reply.content,
+                          summary_pending=summary_wanted(ending, self.config))
+            return step, calls, ending
+
+        step, calls, stop = self.record.commit(record_iteration, lease_seconds=self.runner.lease_for(planned))
         self.log(step, planned, stop)
         if stop:
             self.summarise_if_asked(stop)
@@ -341,12 +348,9 @@ class _Driver:
         if self.sent_notes:  # only those sent: a note typed meanwhile waits for the next request
             OperatorMessage.objects.filter(pk__in=self.sent_notes).update(step=step)
         self.record.counters_update(
-            iterations=run.iterations + 1,
-            tokens_in=run.tokens_in + reply.tokens_in,
-            tokens_out=run.tokens_out + reply.tokens_out,
-            cost_usd=run.cost_usd + reply.cost_usd,
-            active_seconds=self.elapsed(),
-            pending_messages=[],
+            iterations=run.iterations + 1, tokens_in=run.tokens_in + reply.tokens_in,
+            tokens_out=run.tokens_out + reply.tokens_out, cost_usd=run.cost_usd + reply.cost_usd,
+            active_seconds=self.elapsed(), pending_messages=[],
         )
         return step, calls
 
@@ -355,21 +359,21 @@ class _Driver:
     def park(self) -> Run:
         if self.at_boundary():
             return self.run
-        with self.record.transaction():
-            self.record.run_update(status=Run.Status.AWAITING_APPROVAL, active_seconds=self.elapsed())
+        self.record.commit(lambda: self.record.run_update(status=Run.Status.AWAITING_APPROVAL, active_seconds=self.elapsed()))
         return self.run
 
     def pause(self) -> Run:
-        with self.record.transaction():
-            run_pause(self.record, elapsed=self.elapsed())
+        self.record.commit(lambda: run_pause(self.record, elapsed=self.elapsed()))
         return self.run
 
     def end(self, reason: str, *, detail: str = "") -> Run:
         """End the run between iterations (cancel, stop, budget, limit, model error, internal error)."""
-        with self.record.transaction():
-            reason, detail = operator_stop_first(self.record, reason, detail)
-            run_close(self.record, reason, detail=detail, elapsed=self.elapsed(), in_flight=frozenset(self.runner.in_flight),
-                      summary_pending=summary_wanted(reason, self.config))
+        def close() -> str:
+            ending, why = operator_stop_first(self.record, reason, detail)
+            run_close(self.record, ending, detail=why, elapsed=self.elapsed(), in_flight=frozenset(self.runner.in_flight),
+                      summary_pending=summary_wanted(ending, self.config))
+            return ending
+        reason = self.record.commit(close)
         self.log(None, [], reason)
         self.summarise_if_asked(reason)
         return self.run

@@ -4,15 +4,19 @@ Each change writes its row and queues its timeline event together; `Recorder.tra
 commits the run's fields and the queued events in one fenced statement (the lease is the fence)
 with the rows, so the timeline can always be rebuilt from events alone.
 """
+import copy
 from contextlib import contextmanager
 
 from django.conf import settings
+from django.db import connection
 from django.utils import timezone
 
 from runs.models import Run, Step, ToolCall
 from runs.services import guards, rollups
 from runs.services.approvals import approvals_close
-from runs.services.db import write_transaction
+from runs.services.db import (
+    FRESH_CONNECTION_ATTEMPTS, connection_lost, drop_connection, pause_before_retry, write_transaction,
+)
 from runs.services.decisions import StopReason, ending_status
 from runs.services.events import events_store
 from runs.services.leases import fenced_update
@@ -52,6 +56,7 @@ class Recorder:
         self._events: list[tuple[str, object]] = []
         self._fields: dict = {}
         self._traced: list = []  # tracing
+        self._committing = False  # the transaction's body is done: what fails now may have committed
 
     @contextmanager
     def transaction(self, lease_seconds: float | None = None):
@@ -72,6 +77,33 @@ class Recorder:
                 events=[(kind, data() if callable(data) else data) for kind, data in events],
             )
             records_committed(self.run, self._traced, fields)  # tracing: their spans, after the commit
+            self._committing = True
+
+    def commit(self, work, *, lease_seconds: float | None = None, keep=()):
+        """`work()` inside `transaction`, done again on a new connection when the connection was
+        lost before the commit was sent: everything it wrote was rolled back with it, and the
+        lease fences the new try as it fenced the first. The run and the `keep` instances (calls
+        `work` changes) are put back as they were before each try, so a try starts from the same
+        point; `work` must build everything else it writes afresh. A connection lost during the
+        commit itself is not retried (whether it committed is unknown): the driver starts again
+        from the rows."""
+        instances = (self.run, *keep)
+        for attempt in range(FRESH_CONNECTION_ATTEMPTS):
+            before = [_saved(instance) for instance in instances]
+            self._committing = False
+            try:
+                with self.transaction(lease_seconds):
+                    result = work()
+                return result
+            except Exception as exc:  # noqa: BLE001 - connection_lost decides; everything else is raised
+                last = attempt + 1 == FRESH_CONNECTION_ATTEMPTS
+                if self._committing or last or connection.in_atomic_block or not connection_lost(exc):
+                    raise
+                for instance, state in zip(instances, before):
+                    instance.__dict__.clear()
+                    instance.__dict__.update(state)
+                drop_connection()
+                pause_before_retry(attempt)
 
     def event(self, kind: str, data) -> None:
         self._events.append((kind, data))
@@ -132,11 +164,16 @@ class Recorder:
         self._traced.append(call)  # tracing
 
 
+def _saved(instance):
+    """A model instance's attributes, its state (and cache of related rows) copied."""
+    return {**instance.__dict__, "_state": copy.copy(instance._state)}
+
+
 def run_close(
     recorder: Recorder, reason: str, *, detail: str = "", elapsed: float, answer: str | None = None,
     in_flight: frozenset[int] = frozenset(), summary_pending: bool = False,
 ) -> None:
-    """End the run: its pending approvals expire, every open call gets a result (one result per
+    """End the run: its pending approvals are closed, every open call gets a result (one result per
     call id, always), and the run its status, stop reason and plain-words detail.
 
     An open call that had started (marked started, asked about again after a crash, or in
@@ -175,6 +212,13 @@ def lever_data(lever: str, by: str, at, text: str | None = None) -> dict:
     if text is not None:
         data["text"] = text
     return data
+
+
+def run_start(recorder: Recorder) -> None:
+    """The run is running (its commit also renews the lease and reads the operators' flags)."""
+    run = recorder.run
+    if run.status != Run.Status.RUNNING:
+        recorder.run_update(status=Run.Status.RUNNING, started_at=run.started_at or timezone.now())
 
 
 def run_pause(recorder: Recorder, *, elapsed: float) -> None:

@@ -11,11 +11,11 @@ import time
 from concurrent.futures import TimeoutError as FutureTimeout
 
 from django.conf import settings
-from django.db import DatabaseError, connection
+from django.db import DatabaseError
 
 from runs.models import ToolCall
 from runs.services import tool_threads
-from runs.services.db import release_db_connection
+from runs.services.db import connection_lost, drop_connection, pause_before_retry, release_db_connection
 from runs.services.guards import parse_arguments
 from toolsapp.executors import executor_for
 from toolsapp.executors.base import ToolContext, ToolError
@@ -66,14 +66,29 @@ def reads_only(tool: Tool) -> bool:
     )
 
 
+class ConnectionLostInTool(Exception):
+    """The handler's database connection was lost while it ran: what it did is unknown."""
+
+
 def _invoke(tool: Tool, arguments: dict, context: ToolContext):
     # Pool threads keep their database connection between calls (opening one per call would
     # cost more than most tools); a connection that broke is dropped so the next call reconnects.
     try:
-        return executor_for(tool.kind).call(tool, arguments, context)
-    except DatabaseError:
-        connection.close()
-        raise
+        for attempt in range(2):
+            try:
+                return executor_for(tool.kind).call(tool, arguments, context)
+            except Exception as exc:
+                lost = connection_lost(exc)  # read before the connection is dropped
+                if isinstance(exc, DatabaseError) or lost:
+                    drop_connection()
+                if not lost:
+                    raise
+                # A tool safe to repeat runs once more on a new connection; any other may have
+                # taken effect before its connection went (its commit may have been the last thing).
+                if attempt or tool.destructive or not tool.idempotent:
+                    raise ConnectionLostInTool(str(exc)) from exc
+                log.warning("tool %s lost its database connection (%s); running it again", tool.name, exc)
+                pause_before_retry(0)
     finally:
         release_db_connection()  # back to the pool, if there is one
 
@@ -124,6 +139,13 @@ def _outcome(future, tool: Tool, timeout: float) -> dict:
         return _outcome(future, tool, 0)  # it finished just now after all
     except ToolError as exc:
         return {"ok": False, "error": str(exc) or "the tool reported an error"}
+    except ConnectionLostInTool:
+        return {
+            "ok": False,
+            "outcome": OUTCOME_UNKNOWN,
+            "error": "outcome unknown: the tool lost its database connection while it ran and may have taken effect. "
+            "Do not call it again blindly: check the real state first (or ask the user).",
+        }
     except Exception as exc:  # a bug in the handler: its type only, never a traceback
         log.warning("tool %s raised %s", tool.name, type(exc).__name__, exc_info=True)
         return {"ok": False, "error": f"the tool failed with an unexpected {type(exc).__name__}"}

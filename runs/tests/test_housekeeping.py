@@ -255,3 +255,27 @@ def test_sweep_resumes_a_parked_run_whose_resume_was_lost(agent, dispatched, set
         status=Approval.Status.APPROVED, decided_at=timezone.now() - timedelta(seconds=600)
     )
     assert run.pk in runs_sweep()["redispatched"], "a parked run with no pending approval is never resumed"
+
+
+def test_a_queued_run_whose_message_was_lost_is_sent_again_within_the_default_time_after_its_last_dispatch(
+    agent, monkeypatch, settings, django_capture_on_commit_callbacks
+):
+    # Redis restarted empty: the run's message is gone. A second delivery is harmless (the lease
+    # claim), so the sweep re-sends a queued run soon after its last dispatch, as soon as it would
+    # hand out the run of a worker that died (lease + sweep interval), not a minute after its creation.
+    sent = []
+    monkeypatch.setattr("runs.services.dispatch._send", sent.append)
+    requeue = settings.RUN_REQUEUE_AFTER_SECONDS  # the default
+    assert requeue + settings.SWEEP_INTERVAL_SECONDS <= settings.RUN_LEASE_SECONDS + settings.SWEEP_INTERVAL_SECONDS
+    now = timezone.now()
+    lost = make_run(agent, S.QUEUED, age=timedelta(seconds=requeue + 1), children=False)
+    resumed = make_run(agent, S.QUEUED, age=timedelta(hours=2), children=False)  # e.g. resumed just now
+    Run.objects.filter(pk=lost.pk).update(dispatched_at=now - timedelta(seconds=requeue + 1))
+    Run.objects.filter(pk=resumed.pk).update(dispatched_at=now - timedelta(seconds=1))
+
+    with django_capture_on_commit_callbacks(execute=True):
+        assert runs_sweep()["redispatched"] == [lost.pk]
+    assert sent == [lost.pk]
+    assert Run.objects.get(pk=lost.pk).dispatched_at >= now, "the time is measured from the last dispatch"
+    with django_capture_on_commit_callbacks(execute=True):
+        assert runs_sweep()["redispatched"] == [], "sent once per RUN_REQUEUE_AFTER_SECONDS, not at every sweep"
