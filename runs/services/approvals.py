@@ -2,7 +2,8 @@
 asking again after a crash, and closing what is still open when a run ends.
 
 The loop calls `approval_gate` for each call that may not simply run, and `approvals_close` when
-a run ends; people decide through `approval_decide`; the periodic sweep calls `approvals_expire`.
+a run ends; people decide through `approval_decide` (a signed-in person, always); the periodic sweep
+calls `approvals_expire`, which can only expire (the system's only decision is a rejection).
 Decisions are append-only: every change is one UPDATE from pending (never over a decision), a
 decision keeps its decider's name, and a call asked about again gets a new approval and points at it.
 """
@@ -189,8 +190,13 @@ def approval_decide(
     it decides (EditRefused otherwise, or when the tool forbids edits or its schema refuses them).
     `guidance` goes with a rejection; `grant` ("identical" or "tool") with an approval, given in
     the same transaction. Raises Approval.DoesNotExist, AlreadyDecided, NotAllowed, EditRefused.
+
+    `user` is the person deciding, always: a decision without one would skip the group and
+    two-person checks, so it is refused (the system only expires, through `approval_expire`).
     """
-    person = user if user is not None and user.is_authenticated else None
+    if user is None or not user.is_authenticated:
+        raise NotAllowed("A decision needs a signed-in person.")
+    person = user
     with write_transaction():
         approval = Approval.objects.select_related("run", "tool_call").get(pk=approval_id)
         if approval.status != Approval.Status.PENDING:
@@ -201,9 +207,6 @@ def approval_decide(
         only_if, edit = Q(), None
         if overdue:
             fields = {"status": Approval.Status.EXPIRED, "reason": EXPIRED, "decided_at": now}
-            grant = ""
-        elif person is None:  # the sweep, or a caller without a signed-in person
-            fields = _decision_fields(approve=approve, person=None, reason=reason, guidance=guidance, now=now)
             grant = ""
         else:
             tool = Tool.objects.filter(name=approval.tool_call.tool_name).first()
@@ -239,7 +242,7 @@ def _decision_fields(*, approve: bool, person, reason: str, guidance: str, now) 
     """The columns the deciding UPDATE sets. An approval counts one more; it decides (status,
     decider, reason) only when the count reaches what the call needs, which the database
     computes from the row it locked (in an UPDATE every column reads the row before it)."""
-    name = person.get_username() if person is not None else ""
+    name = person.get_username()
     if not approve:
         return {
             "status": Approval.Status.REJECTED, "decided_at": now, "decided_by": person, "decided_by_name": name,
@@ -254,8 +257,7 @@ def _decision_fields(*, approve: bool, person, reason: str, guidance: str, now) 
         "approvals_given": F("approvals_given") + 1,
         "status": once_decided(Approval.Status.APPROVED, Approval.Status.PENDING, CharField()),
         "decided_at": once_decided(now, None, DateTimeField()),
-        # Without a person it is NULL either way; a CASE of two untyped NULLs is text to PostgreSQL.
-        "decided_by": once_decided(person.pk, None, BigIntegerField()) if person is not None else None,
+        "decided_by": once_decided(person.pk, None, BigIntegerField()),
         "decided_by_name": once_decided(name, "", CharField()),
         "reason": once_decided(reason.strip(), "", TextField()),
     }
@@ -272,14 +274,26 @@ def _vote(*, approval: Approval, user, reason: str) -> None:
         raise NotAllowed(ALREADY_VOTED) from None
 
 
+def approval_expire(*, approval_id: int) -> Approval | None:
+    """The system's decision on an overdue approval: expired (a rejection; it can approve nothing),
+    and its run handed back to a worker when that was its last open decision. None when the
+    approval was decided first or is not overdue."""
+    with write_transaction():
+        approval = Approval.objects.select_related("run").get(pk=approval_id)
+        overdue = approval.expires_at is not None and approval.expires_at <= timezone.now()
+        if approval.status != Approval.Status.PENDING or not overdue:
+            return None
+        expired = _expire(approval, EXPIRED)  # from pending only: a decision that landed stands
+        if expired is None:
+            return None
+        last = not Approval.objects.filter(run_id=approval.run_id, status=Approval.Status.PENDING).exists()
+        if last and approval.run.status != Run.Status.PAUSED:  # a paused run waits for its resume
+            run_dispatch(run_id=approval.run_id)
+    return expired
+
+
 def approvals_expire() -> int:
     """Expire overdue approvals (expiry counts as a rejection) and resume their runs."""
     now = timezone.now()
-    count = 0
-    for approval_id in Approval.objects.filter(status=Approval.Status.PENDING, expires_at__lte=now).values_list("pk", flat=True):
-        try:
-            approval_decide(approval_id=approval_id, user=None, approve=False, reason=EXPIRED)
-            count += 1
-        except AlreadyDecided:
-            pass
-    return count
+    overdue = Approval.objects.filter(status=Approval.Status.PENDING, expires_at__lte=now).values_list("pk", flat=True)
+    return sum(approval_expire(approval_id=approval_id) is not None for approval_id in overdue)

@@ -2,11 +2,15 @@
 against the tool's schema), two-person approvals, named groups and guidance for the model."""
 import json
 
+from datetime import timedelta
+
 import pytest
 from django.conf import settings
+from django.contrib.auth.models import AnonymousUser
+from django.utils import timezone
 
 from runs.models import Approval, ApprovalVote, RunEvent
-from runs.services.approvals import AlreadyDecided, EditRefused, NotAllowed, approval_decide
+from runs.services.approvals import AlreadyDecided, EditRefused, NotAllowed, approval_decide, approval_expire
 from runs.services.guards import args_hash
 from runs.tests.approval_fixtures import make_user
 from runs.tests.supervision_fixtures import EDITED, for_group, needing_two, parked
@@ -155,3 +159,34 @@ def test_a_rejection_keeps_its_guidance(launch, alice, no_dispatch):
     rejected = decide(approval, alice, approve=False, reason="wrong order", guidance="Cancel ORD-1002 instead")
     assert rejected.guidance == "Cancel ORD-1002 instead"
     assert RunEvent.objects.get(run=approval.run, kind="approval").data["guidance"] == "Cancel ORD-1002 instead"
+
+
+# --- Nobody decides without a person ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("nobody", [None, AnonymousUser()], ids=["None", "anonymous"])
+def test_a_decision_without_a_signed_in_person_is_refused(launch, no_dispatch, nobody):
+    # Without a person there is no group to check nor two people to count: nothing may pass.
+    approval = needing_two(parked(launch))
+    for_group(approval, "finance")
+    for approve in (True, False):
+        with pytest.raises(NotAllowed, match="signed-in person"):
+            decide(approval, nobody, approve=approve, reason="the system says so")
+    approval.refresh_from_db()
+    assert (approval.status, approval.approvals_given, approval.decided_at) == (Approval.Status.PENDING, 0, None)
+    assert not RunEvent.objects.filter(run=approval.run, kind="approval").exists() and no_dispatch == []
+
+
+def test_the_system_only_expires_an_overdue_approval_and_then_resumes_the_run(launch, no_dispatch):
+    approval = parked(launch)
+    assert approval_expire(approval_id=approval.pk) is None, "not overdue: nothing to expire"
+    approval.refresh_from_db()
+    assert approval.status == Approval.Status.PENDING and no_dispatch == []
+
+    Approval.objects.filter(pk=approval.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    expired = approval_expire(approval_id=approval.pk)
+
+    assert (expired.status, expired.reason, expired.decided_by_name) == (Approval.Status.EXPIRED, "approval expired", "")
+    assert RunEvent.objects.get(run=approval.run, kind="approval").data["status"] == "expired"
+    assert no_dispatch == [approval.run_id]
+    assert approval_expire(approval_id=approval.pk) is None, "a decision is never written over"

@@ -150,7 +150,7 @@ def test_the_edit_of_a_sensitive_field_reaches_the_model_masked(launch, script):
     assert json.loads(content)["operator_edit"]["changed"] == {"$.reason": {"from": "••••", "to": "••••"}}
 
 
-def test_after_a_crash_the_call_asked_about_again_still_runs_the_edited_arguments(launch, script):
+def test_after_a_crash_the_call_asked_about_again_still_runs_the_edited_arguments(launch, script, alice):
     Tool.objects.filter(name="cancel_order").update(idempotent=False)  # a crash leaves its outcome unknown
     model = script(cancel("ORD-1001", "c1"), {"content": "done"})
     run = launch("Cancel ORD-1001 or ORD-1003", models=[model])
@@ -169,7 +169,7 @@ def test_after_a_crash_the_call_asked_about_again_still_runs_the_edited_argument
     run = resume(run)
     again = pending_approval(run)
     assert "Outcome unknown" in again.note
-    approval_decide(approval_id=again.pk, user=None, approve=True, reason="checked: nothing happened")
+    approval_decide(approval_id=again.pk, user=alice, approve=True, reason="checked: nothing happened")
     run = resume(run)
 
     assert run.status == Run.Status.SUCCEEDED
