@@ -196,45 +196,54 @@ def approval_decide(
     """
     if user is None or not user.is_authenticated:
         raise NotAllowed("A decision needs a signed-in person.")
-    person = user
     with write_transaction():
         approval = Approval.objects.select_related("run", "tool_call").get(pk=approval_id)
-        if approval.status != Approval.Status.PENDING:
-            raise AlreadyDecided(approval)
-        paused = approval.run.status == Run.Status.PAUSED  # decided meanwhile: it waits for its resume
-        now = timezone.now()
-        overdue = approval.expires_at is not None and approval.expires_at <= now
-        only_if, edit = Q(), None
-        if overdue:
-            fields = {"status": Approval.Status.EXPIRED, "reason": EXPIRED, "decided_at": now}
-            grant = ""
-        else:
-            tool = Tool.objects.filter(name=approval.tool_call.tool_name).first()
-            check_decider(approval=approval, user=person, approve=approve)
-            check_grant(approval=approval, tool=tool, approve=approve, scope=grant)
-            edit = edit_of(approval=approval, tool=tool, text=arguments, approve=approve)
-            fields = _decision_fields(approve=approve, person=person, reason=reason, guidance=guidance, now=now)
-            if edit is not None:
-                # Stored only by the UPDATE that decides: the count must still be one short.
-                only_if = Q(approvals_given__gte=F("required_approvals") - 1)
-                fields.update(edited_arguments=edit.text, edited_args_hash=edit.hash)
-            if approve and approval.required_approvals > 1:
-                _vote(approval=approval, user=person, reason=reason)
-        changed = Approval.objects.filter(only_if, pk=approval_id, status=Approval.Status.PENDING).update(**fields)
-        approval = Approval.objects.select_related("tool_call").get(pk=approval_id)
-        if not changed:
-            if approval.status == Approval.Status.PENDING:  # another approval counted first
-                raise EditRefused("Another approval was given meanwhile: look at the call again.")
-            raise AlreadyDecided(approval)  # and this transaction's vote, if any, is rolled back
-        event_record(run_id=approval.run_id, kind="approval", data={"call_pk": approval.tool_call_id, **approval_brief(approval)})
-        if grant and approval.status == Approval.Status.APPROVED:
-            grant_create(approval=approval, user=person, scope=grant)
-        approvals_changed(run_id=approval.run_id)
-        if approval.status == Approval.Status.PENDING:
-            return approval  # one of several approvals: the run keeps waiting
-        if not paused and not Approval.objects.filter(run_id=approval.run_id, status=Approval.Status.PENDING).exists():
-            # The last open decision of this run: hand it back to a worker.
-            run_dispatch(run_id=approval.run_id)
+        return _decide_read(
+            approval, person=user, approve=approve, reason=reason, arguments=arguments, guidance=guidance, grant=grant
+        )
+
+
+def _decide_read(approval: Approval, *, person, approve: bool, reason: str, arguments, guidance: str, grant: str) -> Approval:
+    """`approval_decide` on the approval as read, inside its write transaction. The read can be
+    stale: on PostgreSQL reading takes no lock, so another decision may commit between the read
+    and the UPDATE; only the UPDATE's own conditions (from pending) keep that decision."""
+    approval_id = approval.pk
+    if approval.status != Approval.Status.PENDING:
+        raise AlreadyDecided(approval)
+    paused = approval.run.status == Run.Status.PAUSED  # decided meanwhile: it waits for its resume
+    now = timezone.now()
+    overdue = approval.expires_at is not None and approval.expires_at <= now
+    only_if, edit = Q(), None
+    if overdue:
+        fields = {"status": Approval.Status.EXPIRED, "reason": EXPIRED, "decided_at": now}
+        grant = ""
+    else:
+        tool = Tool.objects.filter(name=approval.tool_call.tool_name).first()
+        check_decider(approval=approval, user=person, approve=approve)
+        check_grant(approval=approval, tool=tool, approve=approve, scope=grant)
+        edit = edit_of(approval=approval, tool=tool, text=arguments, approve=approve)
+        fields = _decision_fields(approve=approve, person=person, reason=reason, guidance=guidance, now=now)
+        if edit is not None:
+            # Stored only by the UPDATE that decides: the count must still be one short.
+            only_if = Q(approvals_given__gte=F("required_approvals") - 1)
+            fields.update(edited_arguments=edit.text, edited_args_hash=edit.hash)
+        if approve and approval.required_approvals > 1:
+            _vote(approval=approval, user=person, reason=reason)
+    changed = Approval.objects.filter(only_if, pk=approval_id, status=Approval.Status.PENDING).update(**fields)
+    approval = Approval.objects.select_related("tool_call").get(pk=approval_id)
+    if not changed:
+        if approval.status == Approval.Status.PENDING:  # another approval counted first
+            raise EditRefused("Another approval was given meanwhile: look at the call again.")
+        raise AlreadyDecided(approval)  # and this transaction's vote, if any, is rolled back
+    event_record(run_id=approval.run_id, kind="approval", data={"call_pk": approval.tool_call_id, **approval_brief(approval)})
+    if grant and approval.status == Approval.Status.APPROVED:
+        grant_create(approval=approval, user=person, scope=grant)
+    approvals_changed(run_id=approval.run_id)
+    if approval.status == Approval.Status.PENDING:
+        return approval  # one of several approvals: the run keeps waiting
+    if not paused and not Approval.objects.filter(run_id=approval.run_id, status=Approval.Status.PENDING).exists():
+        # The last open decision of this run: hand it back to a worker.
+        run_dispatch(run_id=approval.run_id)
     return approval
 
 
