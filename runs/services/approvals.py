@@ -14,7 +14,15 @@ from django.db.models import BigIntegerField, Case, CharField, DateTimeField, F,
 from django.utils import timezone
 
 from runs.models import Approval, ApprovalVote, Run, ToolCall
-from runs.services.approval_checks import ALREADY_VOTED, EditRefused, NotAllowed, check_decider, check_grant, edit_of
+from runs.services.approval_checks import (
+    ALREADY_VOTED,
+    EditRefused,
+    NotAllowed,
+    approved_arguments,
+    check_decider,
+    check_grant,
+    edit_of,
+)
 from runs.services.approval_routes import call_route, rejection_payload
 from runs.services.db import write_transaction
 from runs.services.dispatch import run_dispatch
@@ -171,7 +179,7 @@ def _expire(approval: Approval, reason: str, *, recorder=None) -> Approval | Non
 
 def approval_decide(
     *, approval_id: int, user, approve: bool, reason: str = "", arguments: str | None = None, guidance: str = "",
-    grant: str = "",
+    grant: str = "", args_hash: str = "",
 ) -> Approval:
     """Record one person's decision, only over a pending approval, in one conditional UPDATE.
 
@@ -186,8 +194,12 @@ def approval_decide(
     returned still pending after the first ("1 of 2"). One rejection decides. A person's second
     vote meets the votes' unique key (NotAllowed), even when both arrive at once.
 
-    `arguments`: the operator's edit (JSON text), stored by the UPDATE that decides, and only if
-    it decides (EditRefused otherwise, or when the tool forbids edits or its schema refuses them).
+    `arguments`: the operator's edit (JSON text; EditRefused when the tool forbids edits or its
+    schema refuses them). Every vote is for one version of the arguments: an edit replaces the
+    version and starts the count again at the editor's vote, so a call that needs two runs edited
+    arguments only once two people approved those very arguments; until then the edit waits on
+    the approval, proposed. `args_hash`: the arguments the person approves as their page showed
+    them (required when an edit is proposed, so nobody approves an edit they never saw).
     `guidance` goes with a rejection; `grant` ("identical" or "tool") with an approval, given in
     the same transaction. Raises Approval.DoesNotExist, AlreadyDecided, NotAllowed, EditRefused.
 
@@ -199,11 +211,14 @@ def approval_decide(
     with write_transaction():
         approval = Approval.objects.select_related("run", "tool_call").get(pk=approval_id)
         return _decide_read(
-            approval, person=user, approve=approve, reason=reason, arguments=arguments, guidance=guidance, grant=grant
+            approval, person=user, approve=approve, reason=reason, arguments=arguments, guidance=guidance, grant=grant,
+            args_hash=args_hash,
         )
 
 
-def _decide_read(approval: Approval, *, person, approve: bool, reason: str, arguments, guidance: str, grant: str) -> Approval:
+def _decide_read(
+    approval: Approval, *, person, approve: bool, reason: str, arguments, guidance: str, grant: str, args_hash: str = ""
+) -> Approval:
     """`approval_decide` on the approval as read, inside its write transaction. The read can be
     stale: on PostgreSQL reading takes no lock, so another decision may commit between the read
     and the UPDATE; only the UPDATE's own conditions (from pending) keep that decision."""
@@ -213,28 +228,36 @@ def _decide_read(approval: Approval, *, person, approve: bool, reason: str, argu
     paused = approval.run.status == Run.Status.PAUSED  # decided meanwhile: it waits for its resume
     now = timezone.now()
     overdue = approval.expires_at is not None and approval.expires_at <= now
-    only_if, edit = Q(), None
+    # The vote counts for the arguments as read: an edit that landed since voids it (on PostgreSQL
+    # the UPDATE re-reads the row once the editor commits, and then matches nothing).
+    only_if = Q(edited_args_hash=approval.edited_args_hash) if approve and not overdue else Q()
+    restart, target = False, None
     if overdue:
         fields = {"status": Approval.Status.EXPIRED, "reason": EXPIRED, "decided_at": now}
         grant = ""
     else:
         tool = Tool.objects.filter(name=approval.tool_call.tool_name).first()
-        check_decider(approval=approval, user=person, approve=approve)
         check_grant(approval=approval, tool=tool, approve=approve, scope=grant)
         edit = edit_of(approval=approval, tool=tool, text=arguments, approve=approve)
-        fields = _decision_fields(approve=approve, person=person, reason=reason, guidance=guidance, now=now)
-        if edit is not None:
-            # Stored only by the UPDATE that decides: the count must still be one short.
-            only_if = Q(approvals_given__gte=F("required_approvals") - 1)
-            fields.update(edited_arguments=edit.text, edited_args_hash=edit.hash)
-        if approve and approval.required_approvals > 1:
-            _vote(approval=approval, user=person, reason=reason)
+        if approve:
+            target = approved_arguments(approval=approval, edit=edit, text=arguments, seen_hash=args_hash)
+            restart = target.hash != (approval.edited_args_hash or approval.tool_call.args_hash)
+        check_decider(approval=approval, user=person, approve=approve, restart=restart)
+        fields = _decision_fields(approve=approve, person=person, reason=reason, guidance=guidance, now=now, restart=restart)
+        if restart:  # the model's arguments sent back clear the edit
+            fields.update(edited_arguments=target.text, edited_args_hash=target.hash if target.text else "")
+        if approve and approval.required_approvals > 1 and not restart:
+            _vote(approval=approval, user=person, reason=reason, args_hash=target.hash)
     changed = Approval.objects.filter(only_if, pk=approval_id, status=Approval.Status.PENDING).update(**fields)
     approval = Approval.objects.select_related("tool_call").get(pk=approval_id)
     if not changed:
-        if approval.status == Approval.Status.PENDING:  # another approval counted first
-            raise EditRefused("Another approval was given meanwhile: look at the call again.")
+        if approval.status == Approval.Status.PENDING:  # an edit landed since the read
+            raise EditRefused("The arguments were edited meanwhile: look at the call again.")
         raise AlreadyDecided(approval)  # and this transaction's vote, if any, is rolled back
+    if restart and approval.required_approvals > 1:
+        # After the UPDATE, which waited for any vote committing meanwhile: those are void too.
+        ApprovalVote.objects.filter(approval=approval, superseded_at__isnull=True).update(superseded_at=now)
+        _vote(approval=approval, user=person, reason=reason, args_hash=target.hash)
     event_record(run_id=approval.run_id, kind="approval", data={"call_pk": approval.tool_call_id, **approval_brief(approval)})
     if grant and approval.status == Approval.Status.APPROVED:
         grant_create(approval=approval, user=person, scope=grant)
@@ -247,23 +270,24 @@ def _decide_read(approval: Approval, *, person, approve: bool, reason: str, argu
     return approval
 
 
-def _decision_fields(*, approve: bool, person, reason: str, guidance: str, now) -> dict:
+def _decision_fields(*, approve: bool, person, reason: str, guidance: str, now, restart: bool = False) -> dict:
     """The columns the deciding UPDATE sets. An approval counts one more; it decides (status,
     decider, reason) only when the count reaches what the call needs, which the database
-    computes from the row it locked (in an UPDATE every column reads the row before it)."""
+    computes from the row it locked (in an UPDATE every column reads the row before it).
+    An edit (`restart`) sets the count to its one vote: it decides only a call that needs one."""
     name = person.get_username()
     if not approve:
         return {
             "status": Approval.Status.REJECTED, "decided_at": now, "decided_by": person, "decided_by_name": name,
             "reason": reason.strip() or "no reason given", "guidance": guidance.strip(),
         }
-    deciding = Q(approvals_given__gte=F("required_approvals") - 1)
+    deciding = Q(required_approvals__lte=1) if restart else Q(approvals_given__gte=F("required_approvals") - 1)
 
     def once_decided(value, meanwhile, field):
         return Case(When(deciding, then=Value(value)), default=Value(meanwhile), output_field=field)
 
     return {
-        "approvals_given": F("approvals_given") + 1,
+        "approvals_given": Value(1) if restart else F("approvals_given") + 1,
         "status": once_decided(Approval.Status.APPROVED, Approval.Status.PENDING, CharField()),
         "decided_at": once_decided(now, None, DateTimeField()),
         "decided_by": once_decided(person.pk, None, BigIntegerField()),
@@ -272,13 +296,15 @@ def _decision_fields(*, approve: bool, person, reason: str, guidance: str, now) 
     }
 
 
-def _vote(*, approval: Approval, user, reason: str) -> None:
+def _vote(*, approval: Approval, user, reason: str, args_hash: str) -> None:
     """One person's approval of a call that needs several. The unique key on (approval, person)
     refuses a second vote, also one sent at the same moment (PostgreSQL's insert waits for the
     first to commit, then fails)."""
     try:
         with transaction.atomic():
-            ApprovalVote.objects.create(approval=approval, user=user, user_name=user.get_username(), reason=reason.strip())
+            ApprovalVote.objects.create(
+                approval=approval, user=user, user_name=user.get_username(), reason=reason.strip(), args_hash=args_hash
+            )
     except IntegrityError:
         raise NotAllowed(ALREADY_VOTED) from None
 
