@@ -196,6 +196,8 @@ class PendingApproval:
     run: Run
     call: ToolCall
     lines: list[ArgumentLine] = field(default_factory=list)
+    # An edit a person proposed on a call that needs several approvals (masked like `lines`).
+    proposed_lines: list[ArgumentLine] = field(default_factory=list)
     arguments_problem: str = ""  # set when the arguments are not JSON and cannot be shown
     raw_arguments: str = ""  # shown only when unparsable and the tool masks nothing
     unseen: list[str] = field(default_factory=list)
@@ -277,6 +279,11 @@ def _pending_items(approvals: list[Approval]) -> list[PendingApproval]:
                 arguments, sensitive_fields=sensitive, unseen=lambda k, v, known=known: unseen_identifiers(k, v, known)
             )
             item.unseen = unseen_in_lines(item.lines)
+        if approval.status == Approval.Status.PENDING and approval.edited_arguments:
+            item.proposed_lines = argument_lines(
+                bounded_loads(approval.edited_arguments), sensitive_fields=sensitive,
+                unseen=lambda k, v, known=known: unseen_identifiers(k, v, known),
+            )
         pending.append(item)
     return pending
 

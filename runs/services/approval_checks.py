@@ -112,7 +112,8 @@ def edit_of(*, approval: Approval, tool: Tool | None, text: str | None, approve:
     edited, error = parse_arguments(text)
     if error:
         raise EditRefused(f"The edited {error}.")
-    original, _ = parse_arguments(call.arguments)
+    # A mask left as shown keeps the value of the arguments as they stand (a proposed edit's, else the model's).
+    original, _ = parse_arguments(approval.edited_arguments or call.arguments)
     edited = unmasked(edited, original or {}, {f.lower() for f in tool.sensitive_fields})
     if not storable_json(edited):
         raise EditRefused("The edited arguments contain a NUL or an unpaired surrogate character.")
