@@ -44,12 +44,11 @@ class Edit:
     hash: str  # guards.args_hash of them, comparable with ToolCall.args_hash
 
 
-def check_decider(*, approval: Approval, user, approve: bool, restart: bool = False) -> None:
-    """Raise NotAllowed unless `user` may take this decision on `approval`.
+def check_decider(*, approval: Approval, user, approve: bool) -> None:
+    """Raise NotAllowed unless `user` may take this decision on `approval` (see also check_vote).
 
     Rejecting stays open to anyone who may decide (launcher or earlier approver included): it can
-    only stop a call. Approving a two-person call needs people other than the launcher, once each
-    for the same arguments; an edit (`restart`) voids the votes before it, the editor's own too."""
+    only stop a call. Approving a two-person call needs people other than the launcher."""
     if approval.group_id and not user.is_superuser and not user.groups.filter(pk=approval.group_id).exists():
         group = approval.group.name if approval.group else "the named group"
         raise NotAllowed(f"Only members of {group} may decide this call.")
@@ -57,7 +56,12 @@ def check_decider(*, approval: Approval, user, approve: bool, restart: bool = Fa
         return
     if approval.run.created_by_id == user.pk:
         raise NotAllowed("You launched this run: two other people must approve this call.")
-    if not restart and voted(approval=approval, user=user):
+
+
+def check_vote(*, approval: Approval, user, approve: bool, restart: bool) -> None:
+    """Raise NotAllowed when `user` already approved the arguments as they stand: each person once
+    for the same arguments. An edit (`restart`) voids the votes before it, the editor's own too."""
+    if approve and approval.required_approvals > 1 and not restart and voted(approval=approval, user=user):
         raise NotAllowed(ALREADY_VOTED)
 
 

@@ -20,6 +20,7 @@ from runs.services.approval_checks import (
     NotAllowed,
     approved_arguments,
     check_decider,
+    check_vote,
     check_grant,
     edit_of,
 )
@@ -237,12 +238,13 @@ def _decide_read(
         grant = ""
     else:
         tool = Tool.objects.filter(name=approval.tool_call.tool_name).first()
+        check_decider(approval=approval, user=person, approve=approve)
         check_grant(approval=approval, tool=tool, approve=approve, scope=grant)
         edit = edit_of(approval=approval, tool=tool, text=arguments, approve=approve)
         if approve:
             target = approved_arguments(approval=approval, edit=edit, text=arguments, seen_hash=args_hash)
             restart = target.hash != (approval.edited_args_hash or approval.tool_call.args_hash)
-        check_decider(approval=approval, user=person, approve=approve, restart=restart)
+        check_vote(approval=approval, user=person, approve=approve, restart=restart)
         fields = _decision_fields(approve=approve, person=person, reason=reason, guidance=guidance, now=now, restart=restart)
         if restart:  # the model's arguments sent back clear the edit
             fields.update(edited_arguments=target.text, edited_args_hash=target.hash if target.text else "")
