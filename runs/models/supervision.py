@@ -94,17 +94,26 @@ class ApprovalRuleVersion(models.Model):
 
 
 class ApprovalVote(models.Model):
-    """One person's approval of a call that needs several: each person counts once."""
+    """One person's approval of a call that needs several, for one version of its arguments: each
+    person counts once among the votes that count. An edit voids the votes before it (they were
+    for other arguments): they stay, as the record, with `superseded_at` set."""
 
     approval = models.ForeignKey(Approval, on_delete=models.CASCADE, related_name="votes")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     user_name = models.CharField(max_length=150)
     reason = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    args_hash = models.CharField(max_length=64, blank=True, help_text="The arguments approved (the model's or an edit).")
+    superseded_at = models.DateTimeField(null=True, blank=True, help_text="When an edit made this vote stop counting.")
 
     class Meta:
         ordering = ["created_at", "pk"]
-        constraints = [models.UniqueConstraint(fields=["approval", "user_name"], name="one_vote_per_person")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["approval", "user_name"], condition=models.Q(superseded_at__isnull=True),
+                name="one_counting_vote_per_person",
+            )
+        ]
 
     def __str__(self):
         return f"{self.user_name} approves {self.approval_id}"

@@ -196,6 +196,8 @@ class PendingApproval:
     run: Run
     call: ToolCall
     lines: list[ArgumentLine] = field(default_factory=list)
+    # An edit a person proposed on a call that needs several approvals (masked like `lines`).
+    proposed_lines: list[ArgumentLine] = field(default_factory=list)
     arguments_problem: str = ""  # set when the arguments are not JSON and cannot be shown
     raw_arguments: str = ""  # shown only when unparsable and the tool masks nothing
     unseen: list[str] = field(default_factory=list)
@@ -277,6 +279,11 @@ def _pending_items(approvals: list[Approval]) -> list[PendingApproval]:
                 arguments, sensitive_fields=sensitive, unseen=lambda k, v, known=known: unseen_identifiers(k, v, known)
             )
             item.unseen = unseen_in_lines(item.lines)
+        if approval.status == Approval.Status.PENDING and approval.edited_arguments:
+            item.proposed_lines = argument_lines(
+                bounded_loads(approval.edited_arguments), sensitive_fields=sensitive,
+                unseen=lambda k, v, known=known: unseen_identifiers(k, v, known),
+            )
         pending.append(item)
     return pending
 
@@ -325,19 +332,6 @@ def known_text(run: Run, step_index: int, run_steps: dict[int, tuple[list, Any]]
 
 def unseen_in_lines(lines: list[ArgumentLine]) -> list[str]:
     return list(dict.fromkeys(i for line in lines for i in line.unseen))
-
-
-def call_unseen_ids(*, run: Run, call: ToolCall, arguments: Any, sensitive_fields: Iterable[str]) -> list[str]:
-    """The identifiers in a call's (parsed) arguments that its run had not been shown before the
-    call's step: what the queue flags, for the loop (2 queries, plus 1 when the step is not loaded).
-    Masked values are not looked at, as on the card."""
-    step_index = call.step.index
-    steps, results = runs_shown({run.pk: step_index})
-    known = known_text(run, step_index, steps.get(run.pk, {}), results.get(run.pk, ()))
-    lines = argument_lines(
-        arguments, sensitive_fields=sensitive_fields, unseen=lambda k, v: unseen_identifiers(k, v, known)
-    )
-    return unseen_in_lines(lines)
 
 
 def approvals_recent_decisions(*, limit: int = AUDIT_LIMIT) -> list[Approval]:

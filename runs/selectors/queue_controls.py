@@ -58,10 +58,9 @@ def edit_offer(item: PendingApproval, facts: Supervision) -> tuple[str, str]:
         return "", "This tool forbids edits."
     if item.arguments_problem:
         return "", "The arguments cannot be shown, so they cannot be edited."
-    if approval.approvals_given + 1 < approval.required_approvals:
-        return "", f"The arguments can be edited with the last of the {approval.required_approvals} approvals."
     try:
-        arguments = bounded_loads(item.call.arguments or "{}")
+        # The arguments as they stand: a proposed edit, else the model's.
+        arguments = bounded_loads(approval.edited_arguments or item.call.arguments or "{}")
     except ValueError:
         return "", "The arguments cannot be shown, so they cannot be edited."
     masked = masked_arguments(arguments, {f.lower() for f in facts.sensitive_fields})

@@ -14,7 +14,7 @@ from toolsapp.models import Tool
 
 @dataclass(frozen=True)
 class Supervision:
-    voters: list[str] = field(default_factory=list)  # who approved so far, in order
+    voters: list[str] = field(default_factory=list)  # who approved the arguments as they stand, in order
     group: str | None = None  # only its members decide
     tool_found: bool = False  # the tool is still there (edits and its flags need it)
     allow_edits: bool = False  # the tool (still there) allows edited arguments
@@ -32,7 +32,9 @@ def approvals_supervision(approvals: list[Approval]) -> dict[int, Supervision]:
     voters: dict[int, list[str]] = defaultdict(list)
     several = [a.pk for a in approvals if a.required_approvals > 1]  # only these take votes
     if several:
-        for approval_id, name in ApprovalVote.objects.filter(approval_id__in=several).order_by("created_at", "pk").values_list(
+        # Only the votes that count: one for arguments an edit replaced does not.
+        counting = ApprovalVote.objects.filter(approval_id__in=several, superseded_at__isnull=True)
+        for approval_id, name in counting.order_by("created_at", "pk").values_list(
             "approval_id", "user_name"
         ):
             voters[approval_id].append(name)

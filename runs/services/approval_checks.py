@@ -1,7 +1,8 @@
 """What `approval_decide` checks before its one conditional UPDATE: who may decide a call (a named
 group's members; for two-person calls, two different people, neither the run's launcher), what an
 edit of the arguments may be (a JSON object the tool's schema accepts, for a tool that allows
-edits), and which grant a decision may give.
+edits), which arguments an approval is for (an edit needs every approval again), and which grant
+a decision may give.
 
 Nothing here writes. A check that fails raises NotAllowed (the person may not do this: 403 in the
 API) or EditRefused (the request cannot be honoured as sent: 400).
@@ -44,10 +45,10 @@ class Edit:
 
 
 def check_decider(*, approval: Approval, user, approve: bool) -> None:
-    """Raise NotAllowed unless `user` may take this decision on `approval`.
+    """Raise NotAllowed unless `user` may take this decision on `approval` (see also check_vote).
 
     Rejecting stays open to anyone who may decide (launcher or earlier approver included): it can
-    only stop a call. Approving a two-person call needs people other than the launcher, once each."""
+    only stop a call. Approving a two-person call needs people other than the launcher."""
     if approval.group_id and not user.is_superuser and not user.groups.filter(pk=approval.group_id).exists():
         group = approval.group.name if approval.group else "the named group"
         raise NotAllowed(f"Only members of {group} may decide this call.")
@@ -55,13 +56,47 @@ def check_decider(*, approval: Approval, user, approve: bool) -> None:
         return
     if approval.run.created_by_id == user.pk:
         raise NotAllowed("You launched this run: two other people must approve this call.")
-    if voted(approval=approval, user=user):
+
+
+def check_vote(*, approval: Approval, user, approve: bool, restart: bool) -> None:
+    """Raise NotAllowed when `user` already approved the arguments as they stand: each person once
+    for the same arguments. An edit (`restart`) voids the votes before it, the editor's own too."""
+    if approve and approval.required_approvals > 1 and not restart and voted(approval=approval, user=user):
         raise NotAllowed(ALREADY_VOTED)
 
 
 def voted(*, approval: Approval, user) -> bool:
-    # By name (what the unique key holds) or by account (a person renamed since they voted).
-    return ApprovalVote.objects.filter(Q(user_name=user.get_username()) | Q(user=user), approval=approval).exists()
+    # By name (what the unique key holds) or by account (a person renamed since they voted); only
+    # votes that still count: one for arguments an edit replaced does not.
+    return ApprovalVote.objects.filter(
+        Q(user_name=user.get_username()) | Q(user=user), approval=approval, superseded_at__isnull=True
+    ).exists()
+
+
+def approved_arguments(*, approval: Approval, edit: Edit | None, text: str | None, seen_hash: str = "") -> Edit:
+    """The arguments one approval is for, as an Edit (text "" for the model's own arguments).
+
+    The edit sent, or the model's arguments sent back; without arguments, the arguments as they
+    stand: the model's, or an edit a person proposed, which must then be named by its hash
+    (`seen_hash`, what the person's page showed): a page still showing the model's arguments must
+    not approve an edit its reader never saw. Raises EditRefused when `seen_hash` is out of date."""
+    call: ToolCall = approval.tool_call
+    if edit is not None:
+        return edit
+    if text is not None and text.strip():  # the model's own arguments, sent back
+        return Edit(text="", hash=call.args_hash)
+    if approval.edited_args_hash:
+        if seen_hash != approval.edited_args_hash:
+            by = (ApprovalVote.objects.filter(approval=approval, superseded_at__isnull=True)
+                  .order_by("pk").values_list("user_name", flat=True).first()) or "another person"
+            raise EditRefused(
+                f"{by} proposed edited arguments ({approval.edited_args_hash[:12]}): look at them, then approve them "
+                "by their hash or send the arguments you approve."
+            )
+        return Edit(text=approval.edited_arguments, hash=approval.edited_args_hash)
+    if seen_hash and seen_hash != call.args_hash:
+        raise EditRefused("The arguments changed since you saw them: look at the call again.")
+    return Edit(text="", hash=call.args_hash)
 
 
 def edit_of(*, approval: Approval, tool: Tool | None, text: str | None, approve: bool) -> Edit | None:
@@ -76,17 +111,13 @@ def edit_of(*, approval: Approval, tool: Tool | None, text: str | None, approve:
         raise EditRefused(f"The tool {call.tool_name!r} is no longer available.")
     if not tool.allow_argument_edits:
         raise EditRefused(f"The tool {tool.name!r} does not allow edited arguments: approve or reject the call as sent.")
-    if approval.approvals_given + 1 < approval.required_approvals:
-        raise EditRefused(
-            f"This call needs {approval.required_approvals} approvals and has {approval.approvals_given}: "
-            "only the approval that decides may edit the arguments."
-        )
     if len(text) > MAX_EDIT_CHARS or not storable_text(text):
         raise EditRefused(f"The edited arguments must be at most {MAX_EDIT_CHARS} characters of storable text.")
     edited, error = parse_arguments(text)
     if error:
         raise EditRefused(f"The edited {error}.")
-    original, _ = parse_arguments(call.arguments)
+    # A mask left as shown keeps the value of the arguments as they stand (a proposed edit's, else the model's).
+    original, _ = parse_arguments(approval.edited_arguments or call.arguments)
     edited = unmasked(edited, original or {}, {f.lower() for f in tool.sensitive_fields})
     if not storable_json(edited):
         raise EditRefused("The edited arguments contain a NUL or an unpaired surrogate character.")

@@ -22,7 +22,8 @@ from typing import Any
 from django.db import connection
 
 from runs.models import ApprovalRule, RunGrant
-from runs.selectors.approvals import MASK, call_unseen_ids
+from runs.selectors.approvals import MASK
+from runs.selectors.unseen_ids import call_unseen_ids
 from runs.services.guards import parse_arguments
 from runs.services.rules import CallFacts, RuleSpec, first_match, rules_in_force
 
@@ -63,10 +64,14 @@ def route_call(
     always_ask: bool = False,
     critical: bool = False,
     unseen_ids: tuple[str, ...] = (),
+    unseen_sensitive: tuple[str, ...] = (),
     outcome_unknown: bool = False,
     grants: tuple[GrantFacts, ...] = (),
 ) -> Route:
-    """The route of one destructive call (see the module's docstring for the order)."""
+    """The route of one destructive call (see the module's docstring for the order).
+
+    `unseen_sensitive` names the sensitive fields whose values hold an identifier the run never
+    saw: they hold a call back as `unseen_ids` do, and the note names the field, never the value."""
     action = rule.action if rule is not None else "ask"
     if not outcome_unknown:
         if policy == "reject":
@@ -84,8 +89,11 @@ def route_call(
     if not would:
         return Route(PENDING, **people)
     # An identical grant was given by a person who read these very arguments: its ids were seen.
-    unseen = () if grant is not None and grant.args_hash else unseen_ids
-    blocks = _safeguards(tool_name, always_ask=always_ask, unseen_ids=unseen, critical=critical)
+    identical = grant is not None and grant.args_hash
+    unseen, unseen_fields = ((), ()) if identical else (unseen_ids, unseen_sensitive)
+    blocks = _safeguards(
+        tool_name, always_ask=always_ask, unseen_ids=unseen, unseen_sensitive=unseen_fields, critical=critical
+    )
     if blocks:
         return Route(PENDING, note=_held_back(would, blocks), **people)
     if grant is not None:
@@ -119,7 +127,10 @@ def _grant_for(grants: tuple[GrantFacts, ...], args_hash: str) -> GrantFacts | N
     return (identical or whole_tool or [None])[0]
 
 
-def _safeguards(tool_name: str, *, always_ask: bool, unseen_ids: tuple[str, ...], critical: bool) -> list[str]:
+def _safeguards(
+    tool_name: str, *, always_ask: bool, unseen_ids: tuple[str, ...], unseen_sensitive: tuple[str, ...] = (),
+    critical: bool,
+) -> list[str]:
     """Why nothing may approve this call automatically, in words; [] when nothing holds it back."""
     reasons = []
     if always_ask:
@@ -128,6 +139,9 @@ def _safeguards(tool_name: str, *, always_ask: bool, unseen_ids: tuple[str, ...]
         reasons.append(f"{tool_name} is critical, so two people must approve")
     if unseen_ids:
         reasons.append(f"the arguments hold {_and(unseen_ids)}, which this run has never seen")
+    if unseen_sensitive:
+        fields, hold = ("field", "holds an identifier") if len(unseen_sensitive) == 1 else ("fields", "hold identifiers")
+        reasons.append(f"the sensitive {fields} {_and(unseen_sensitive)} {hold} this run has never seen")
     return reasons
 
 
@@ -212,7 +226,8 @@ def _change(before: Any, after: Any) -> dict:
 
 
 def call_route(*, call, tool, run, config: dict, outcome_unknown: bool = False) -> tuple[Route, tuple[str, ...]]:
-    """(the route of `call`, the identifiers of its arguments the run had not seen).
+    """(the route of `call`, the identifiers of its arguments the run had not seen, a sensitive
+    one as "field: ••••").
 
     Reads the rules in force now (a rule changed since the last call counts with its new version),
     the run's active grants for the tool and, for the arguments, what the run had been shown."""
@@ -226,15 +241,18 @@ def call_route(*, call, tool, run, config: dict, outcome_unknown: bool = False) 
             run_id=run.pk, tool_name=call.tool_name, revoked_at__isnull=True, args_hash__in=[call.args_hash, ""]
         ).order_by("pk").values_list("pk", "args_hash")
     )
-    unseen = ()
+    unseen, unseen_fields = [], []
     if policy != "reject":
-        unseen = tuple(call_unseen_ids(run=run, call=call, arguments=arguments, sensitive_fields=tool.sensitive_fields or []))
+        unseen, unseen_fields = call_unseen_ids(
+            run=run, call=call, arguments=arguments, sensitive_fields=tool.sensitive_fields or []
+        )
     route = route_call(
         tool_name=call.tool_name, args_hash=call.args_hash, policy=policy, rule=rule,
-        always_ask=tool.always_ask, critical=tool.critical, unseen_ids=unseen,
-        outcome_unknown=outcome_unknown, grants=grants,
+        always_ask=tool.always_ask, critical=tool.critical, unseen_ids=tuple(unseen),
+        unseen_sensitive=tuple(unseen_fields), outcome_unknown=outcome_unknown, grants=grants,
     )
-    return route, unseen
+    # What the approval records: the ids, and each sensitive field that held one by its name only.
+    return route, (*unseen, *(f"{name}: {MASK}" for name in unseen_fields))
 
 
 def _matching_rule(*, run, call, arguments) -> RuleSpec | None:

@@ -2,7 +2,8 @@
 asking again after a crash, and closing what is still open when a run ends.
 
 The loop calls `approval_gate` for each call that may not simply run, and `approvals_close` when
-a run ends; people decide through `approval_decide`; the periodic sweep calls `approvals_expire`.
+a run ends; people decide through `approval_decide` (a signed-in person, always); the periodic sweep
+calls `approvals_expire`, which can only expire (the system's only decision is a rejection).
 Decisions are append-only: every change is one UPDATE from pending (never over a decision), a
 decision keeps its decider's name, and a call asked about again gets a new approval and points at it.
 """
@@ -13,7 +14,16 @@ from django.db.models import BigIntegerField, Case, CharField, DateTimeField, F,
 from django.utils import timezone
 
 from runs.models import Approval, ApprovalVote, Run, ToolCall
-from runs.services.approval_checks import ALREADY_VOTED, EditRefused, NotAllowed, check_decider, check_grant, edit_of
+from runs.services.approval_checks import (
+    ALREADY_VOTED,
+    EditRefused,
+    NotAllowed,
+    approved_arguments,
+    check_decider,
+    check_vote,
+    check_grant,
+    edit_of,
+)
 from runs.services.approval_routes import call_route, rejection_payload
 from runs.services.db import write_transaction
 from runs.services.dispatch import run_dispatch
@@ -173,7 +183,7 @@ def _expire(approval: Approval, reason: str, *, recorder=None, status: str = App
 
 def approval_decide(
     *, approval_id: int, user, approve: bool, reason: str = "", arguments: str | None = None, guidance: str = "",
-    grant: str = "",
+    grant: str = "", args_hash: str = "",
 ) -> Approval:
     """Record one person's decision, only over a pending approval, in one conditional UPDATE.
 
@@ -188,101 +198,142 @@ def approval_decide(
     returned still pending after the first ("1 of 2"). One rejection decides. A person's second
     vote meets the votes' unique key (NotAllowed), even when both arrive at once.
 
-    `arguments`: the operator's edit (JSON text), stored by the UPDATE that decides, and only if
-    it decides (EditRefused otherwise, or when the tool forbids edits or its schema refuses them).
+    `arguments`: the operator's edit (JSON text; EditRefused when the tool forbids edits or its
+    schema refuses them). Every vote is for one version of the arguments: an edit replaces the
+    version and starts the count again at the editor's vote, so a call that needs two runs edited
+    arguments only once two people approved those very arguments; until then the edit waits on
+    the approval, proposed. `args_hash`: the arguments the person approves as their page showed
+    them (required when an edit is proposed, so nobody approves an edit they never saw).
     `guidance` goes with a rejection; `grant` ("identical" or "tool") with an approval, given in
     the same transaction. Raises Approval.DoesNotExist, AlreadyDecided, NotAllowed, EditRefused.
+
+    `user` is the person deciding, always: a decision without one would skip the group and
+    two-person checks, so it is refused (the system only expires, through `approval_expire`).
     """
-    person = user if user is not None and user.is_authenticated else None
+    if user is None or not user.is_authenticated:
+        raise NotAllowed("A decision needs a signed-in person.")
     with write_transaction():
         approval = Approval.objects.select_related("run", "tool_call").get(pk=approval_id)
-        if approval.status != Approval.Status.PENDING:
-            raise AlreadyDecided(approval)
-        paused = approval.run.status == Run.Status.PAUSED  # decided meanwhile: it waits for its resume
-        now = timezone.now()
-        overdue = approval.expires_at is not None and approval.expires_at <= now
-        only_if, edit = Q(), None
-        if overdue:
-            fields = {"status": Approval.Status.EXPIRED, "reason": EXPIRED, "decided_at": now}
-            grant = ""
-        elif person is None:  # the sweep, or a caller without a signed-in person
-            fields = _decision_fields(approve=approve, person=None, reason=reason, guidance=guidance, now=now)
-            grant = ""
-        else:
-            tool = Tool.objects.filter(name=approval.tool_call.tool_name).first()
-            check_decider(approval=approval, user=person, approve=approve)
-            check_grant(approval=approval, tool=tool, approve=approve, scope=grant)
-            edit = edit_of(approval=approval, tool=tool, text=arguments, approve=approve)
-            fields = _decision_fields(approve=approve, person=person, reason=reason, guidance=guidance, now=now)
-            if edit is not None:
-                # Stored only by the UPDATE that decides: the count must still be one short.
-                only_if = Q(approvals_given__gte=F("required_approvals") - 1)
-                fields.update(edited_arguments=edit.text, edited_args_hash=edit.hash)
-            if approve and approval.required_approvals > 1:
-                _vote(approval=approval, user=person, reason=reason)
-        changed = Approval.objects.filter(only_if, pk=approval_id, status=Approval.Status.PENDING).update(**fields)
-        approval = Approval.objects.select_related("tool_call").get(pk=approval_id)
-        if not changed:
-            if approval.status == Approval.Status.PENDING:  # another approval counted first
-                raise EditRefused("Another approval was given meanwhile: look at the call again.")
-            raise AlreadyDecided(approval)  # and this transaction's vote, if any, is rolled back
-        event_record(run_id=approval.run_id, kind="approval", data={"call_pk": approval.tool_call_id, **approval_brief(approval)})
-        if grant and approval.status == Approval.Status.APPROVED:
-            grant_create(approval=approval, user=person, scope=grant)
-        approvals_changed(run_id=approval.run_id)
-        if approval.status == Approval.Status.PENDING:
-            return approval  # one of several approvals: the run keeps waiting
-        if not paused and not Approval.objects.filter(run_id=approval.run_id, status=Approval.Status.PENDING).exists():
-            # The last open decision of this run: hand it back to a worker.
-            run_dispatch(run_id=approval.run_id)
+        return _decide_read(
+            approval, person=user, approve=approve, reason=reason, arguments=arguments, guidance=guidance, grant=grant,
+            args_hash=args_hash,
+        )
+
+
+def _decide_read(
+    approval: Approval, *, person, approve: bool, reason: str, arguments, guidance: str, grant: str, args_hash: str = ""
+) -> Approval:
+    """`approval_decide` on the approval as read, inside its write transaction. The read can be
+    stale: on PostgreSQL reading takes no lock, so another decision may commit between the read
+    and the UPDATE; only the UPDATE's own conditions (from pending) keep that decision."""
+    approval_id = approval.pk
+    if approval.status != Approval.Status.PENDING:
+        raise AlreadyDecided(approval)
+    paused = approval.run.status == Run.Status.PAUSED  # decided meanwhile: it waits for its resume
+    now = timezone.now()
+    overdue = approval.expires_at is not None and approval.expires_at <= now
+    # The vote counts for the arguments as read: an edit that landed since voids it (on PostgreSQL
+    # the UPDATE re-reads the row once the editor commits, and then matches nothing).
+    only_if = Q(edited_args_hash=approval.edited_args_hash) if approve and not overdue else Q()
+    restart, target = False, None
+    if overdue:
+        fields = {"status": Approval.Status.EXPIRED, "reason": EXPIRED, "decided_at": now}
+        grant = ""
+    else:
+        tool = Tool.objects.filter(name=approval.tool_call.tool_name).first()
+        check_decider(approval=approval, user=person, approve=approve)
+        check_grant(approval=approval, tool=tool, approve=approve, scope=grant)
+        edit = edit_of(approval=approval, tool=tool, text=arguments, approve=approve)
+        if approve:
+            target = approved_arguments(approval=approval, edit=edit, text=arguments, seen_hash=args_hash)
+            restart = target.hash != (approval.edited_args_hash or approval.tool_call.args_hash)
+        check_vote(approval=approval, user=person, approve=approve, restart=restart)
+        fields = _decision_fields(approve=approve, person=person, reason=reason, guidance=guidance, now=now, restart=restart)
+        if restart:  # the model's arguments sent back clear the edit
+            fields.update(edited_arguments=target.text, edited_args_hash=target.hash if target.text else "")
+        if approve and approval.required_approvals > 1 and not restart:
+            _vote(approval=approval, user=person, reason=reason, args_hash=target.hash)
+    changed = Approval.objects.filter(only_if, pk=approval_id, status=Approval.Status.PENDING).update(**fields)
+    approval = Approval.objects.select_related("tool_call").get(pk=approval_id)
+    if not changed:
+        if approval.status == Approval.Status.PENDING:  # an edit landed since the read
+            raise EditRefused("The arguments were edited meanwhile: look at the call again.")
+        raise AlreadyDecided(approval)  # and this transaction's vote, if any, is rolled back
+    if restart and approval.required_approvals > 1:
+        # After the UPDATE, which waited for any vote committing meanwhile: those are void too.
+        ApprovalVote.objects.filter(approval=approval, superseded_at__isnull=True).update(superseded_at=now)
+        _vote(approval=approval, user=person, reason=reason, args_hash=target.hash)
+    event_record(run_id=approval.run_id, kind="approval", data={"call_pk": approval.tool_call_id, **approval_brief(approval)})
+    if grant and approval.status == Approval.Status.APPROVED:
+        grant_create(approval=approval, user=person, scope=grant)
+    approvals_changed(run_id=approval.run_id)
+    if approval.status == Approval.Status.PENDING:
+        return approval  # one of several approvals: the run keeps waiting
+    if not paused and not Approval.objects.filter(run_id=approval.run_id, status=Approval.Status.PENDING).exists():
+        # The last open decision of this run: hand it back to a worker.
+        run_dispatch(run_id=approval.run_id)
     return approval
 
 
-def _decision_fields(*, approve: bool, person, reason: str, guidance: str, now) -> dict:
+def _decision_fields(*, approve: bool, person, reason: str, guidance: str, now, restart: bool = False) -> dict:
     """The columns the deciding UPDATE sets. An approval counts one more; it decides (status,
     decider, reason) only when the count reaches what the call needs, which the database
-    computes from the row it locked (in an UPDATE every column reads the row before it)."""
-    name = person.get_username() if person is not None else ""
+    computes from the row it locked (in an UPDATE every column reads the row before it).
+    An edit (`restart`) sets the count to its one vote: it decides only a call that needs one."""
+    name = person.get_username()
     if not approve:
         return {
             "status": Approval.Status.REJECTED, "decided_at": now, "decided_by": person, "decided_by_name": name,
             "reason": reason.strip() or "no reason given", "guidance": guidance.strip(),
         }
-    deciding = Q(approvals_given__gte=F("required_approvals") - 1)
+    deciding = Q(required_approvals__lte=1) if restart else Q(approvals_given__gte=F("required_approvals") - 1)
 
     def once_decided(value, meanwhile, field):
         return Case(When(deciding, then=Value(value)), default=Value(meanwhile), output_field=field)
 
     return {
-        "approvals_given": F("approvals_given") + 1,
+        "approvals_given": Value(1) if restart else F("approvals_given") + 1,
         "status": once_decided(Approval.Status.APPROVED, Approval.Status.PENDING, CharField()),
         "decided_at": once_decided(now, None, DateTimeField()),
-        # Without a person it is NULL either way; a CASE of two untyped NULLs is text to PostgreSQL.
-        "decided_by": once_decided(person.pk, None, BigIntegerField()) if person is not None else None,
+        "decided_by": once_decided(person.pk, None, BigIntegerField()),
         "decided_by_name": once_decided(name, "", CharField()),
         "reason": once_decided(reason.strip(), "", TextField()),
     }
 
 
-def _vote(*, approval: Approval, user, reason: str) -> None:
+def _vote(*, approval: Approval, user, reason: str, args_hash: str) -> None:
     """One person's approval of a call that needs several. The unique key on (approval, person)
     refuses a second vote, also one sent at the same moment (PostgreSQL's insert waits for the
     first to commit, then fails)."""
     try:
         with transaction.atomic():
-            ApprovalVote.objects.create(approval=approval, user=user, user_name=user.get_username(), reason=reason.strip())
+            ApprovalVote.objects.create(
+                approval=approval, user=user, user_name=user.get_username(), reason=reason.strip(), args_hash=args_hash
+            )
     except IntegrityError:
         raise NotAllowed(ALREADY_VOTED) from None
+
+
+def approval_expire(*, approval_id: int) -> Approval | None:
+    """The system's decision on an overdue approval: expired (a rejection; it can approve nothing),
+    and its run handed back to a worker when that was its last open decision. None when the
+    approval was decided first or is not overdue."""
+    with write_transaction():
+        approval = Approval.objects.select_related("run").get(pk=approval_id)
+        overdue = approval.expires_at is not None and approval.expires_at <= timezone.now()
+        if approval.status != Approval.Status.PENDING or not overdue:
+            return None
+        expired = _expire(approval, EXPIRED)  # from pending only: a decision that landed stands
+        if expired is None:
+            return None
+        last = not Approval.objects.filter(run_id=approval.run_id, status=Approval.Status.PENDING).exists()
+        if last and approval.run.status != Run.Status.PAUSED:  # a paused run waits for its resume
+            run_dispatch(run_id=approval.run_id)
+    return expired
 
 
 def approvals_expire() -> int:
     """Expire overdue approvals (expiry counts as a rejection) and resume their runs."""
     now = timezone.now()
-    count = 0
-    for approval_id in Approval.objects.filter(status=Approval.Status.PENDING, expires_at__lte=now).values_list("pk", flat=True):
-        try:
-            approval_decide(approval_id=approval_id, user=None, approve=False, reason=EXPIRED)
-            count += 1
-        except AlreadyDecided:
-            pass
-    return count
+    overdue = Approval.objects.filter(status=Approval.Status.PENDING, expires_at__lte=now).values_list("pk", flat=True)
+    return sum(approval_expire(approval_id=approval_id) is not None for approval_id in overdue)

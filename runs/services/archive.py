@@ -72,7 +72,8 @@ def approvals_archive(*, run_ids: Iterable[int]) -> int:
             rule_name=approval.rule_name,
             rule_version=approval.rule_version,
             required_approvals=approval.required_approvals,
-            voters=[vote.user_name for vote in approval.votes.all()],
+            # Who approved the arguments decided on: a vote an edit voided was for other arguments.
+            voters=[vote.user_name for vote in approval.votes.all() if vote.superseded_at is None],
             edited_arguments=masked_arguments(approval.edited_arguments, sensitive) if approval.edited_arguments else "",
             edited_args_hash=approval.edited_args_hash,
             guidance=approval.guidance,

@@ -8,6 +8,7 @@ from accounts.services import api_token_create
 from runs.models import Approval, RunGrant
 from runs.tests.approval_fixtures import make_user
 from runs.tests.supervision_fixtures import EDITED, for_group, needing_two, parked
+from toolsapp.models import Tool
 
 
 def api(user) -> APIClient:
@@ -72,6 +73,32 @@ def test_two_person_state_in_the_queue_and_the_answers(launch, alice, bob, no_di
     assert launcher.status_code == 403 and "launched this run" in launcher.json()["detail"]
     carol = make_user("carol", "operators")
     assert approve(carol, approval).json()["approval"]["status"] == "approved"
+
+
+def test_the_queue_shows_a_proposed_edit_and_it_needs_every_approval_again(launch, alice, bob, no_dispatch):
+    approval = needing_two(parked(launch))
+    assert approve(alice, approval).status_code == 200
+    edited = approve(bob, approval, arguments=json.loads(EDITED))
+    assert edited.status_code == 200 and edited.json()["approval"]["status"] == "pending"
+    assert edited.json()["detail"].startswith("Approval 1 of 2 recorded")
+
+    (item,) = api(alice).get("/api/v1/approvals/").json()["results"]
+    assert (item["approvals_given"], item["voters"], item["proposed_by"]) == (1, ["bob"], "bob")
+    assert '"ORD-1001"' in item["arguments"] and '"ORD-1002"' in item["proposed_arguments"]
+    assert item["proposed_args_hash"] == Approval.objects.get(pk=approval.pk).edited_args_hash
+    unnamed = approve(alice, approval)
+    assert unnamed.status_code == 400 and "bob proposed edited arguments" in unnamed.json()["errors"]["arguments"][0]
+    named = approve(alice, approval, args_hash=item["proposed_args_hash"])
+    assert named.status_code == 200 and named.json()["approval"]["status"] == "approved"
+
+
+def test_a_proposed_edit_of_a_sensitive_field_is_masked_in_the_queue(launch, alice, bob, no_dispatch):
+    Tool.objects.filter(name="cancel_order").update(sensitive_fields=["reason"])
+    approval = needing_two(parked(launch))
+    approve(bob, approval, arguments={"order_id": "ORD-1002", "reason": "bob's private note"})
+    response = api(alice).get("/api/v1/approvals/")
+    (item,) = response.json()["results"]
+    assert '"reason": ••••' in item["proposed_arguments"] and "private" not in response.content.decode()
 
 
 def test_a_group_call_shows_its_group_and_refuses_others(launch, alice, bob, no_dispatch):

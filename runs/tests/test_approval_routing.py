@@ -72,6 +72,18 @@ def test_an_unseen_identifier_stops_a_rule_and_the_note_says_why():
     assert r.note == "Rule 'small refunds' v3 would approve, but the arguments hold ORD-999, which this run has never seen."
 
 
+def test_an_unseen_identifier_in_a_sensitive_field_stops_rules_tool_grants_and_the_policy_naming_the_field():
+    r = route(rule=rule(), unseen_sensitive=("order_id",))
+    assert r.status == PENDING
+    assert r.note == ("Rule 'small refunds' v3 would approve, but the sensitive field order_id holds an identifier "
+                      "this run has never seen.")
+    assert route(grants=(GrantFacts(5, ""),), unseen_sensitive=("card",)).status == PENDING
+    assert route(grants=(GrantFacts(3, HASH),), unseen_sensitive=("card",)).status == APPROVED  # a person read them
+    both = route(policy="approve", unseen_ids=("ORD-9",), unseen_sensitive=("card", "iban"))
+    assert both.note == ("The run's approve-all policy would approve, but the arguments hold ORD-9, which this run "
+                         "has never seen; and the sensitive fields card and iban hold identifiers this run has never seen.")
+
+
 def test_always_ask_stops_rules_grants_and_the_policy():
     for facts in ({"rule": rule()}, {"grants": (GrantFacts(1, HASH),)}, {"policy": "approve"}):
         r = route(always_ask=True, **facts)

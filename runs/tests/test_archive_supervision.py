@@ -20,6 +20,8 @@ def test_a_pruned_runs_decisions_keep_rule_voters_and_masked_edit(launch, client
         rule_version=3, edited_arguments=edited, edited_args_hash="e" * 64, decided_by_name="bob",
         decided_at=timezone.now(), guidance="check the customer's other orders",
     )
+    # Carol approved the model's arguments before the edit: her vote stopped counting, so it is no voter.
+    ApprovalVote.objects.create(approval=approval, user_name="carol", superseded_at=timezone.now())
     ApprovalVote.objects.create(approval=approval, user=alice, user_name="alice")
     ApprovalVote.objects.create(approval=approval, user=bob, user_name="bob")
 

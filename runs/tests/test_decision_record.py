@@ -12,7 +12,8 @@ from django.utils import timezone
 
 from runs.models import Approval, Run, RunEvent, ToolCall
 from runs.selectors.exports import runs_export_records
-from runs.services.approvals import EXPIRED, AlreadyDecided, _expire, approval_decide
+from runs.services.approvals import EXPIRED, AlreadyDecided, _decide_read, _expire, approval_decide
+from runs.services.db import write_transaction
 from runs.snapshots import run_data
 from runs.tests.approval_fixtures import make_user, pending_approval
 
@@ -51,6 +52,27 @@ def test_the_decision_event_names_the_decider(launch, alice, no_dispatch):
     decided = approval_decide(approval_id=approval.pk, user=alice, approve=True)
     assert decided.decided_by_name == "alice"
     assert RunEvent.objects.get(run=approval.run, kind="approval").data["decided_by"] == "alice"
+
+
+def test_a_decision_whose_read_saw_pending_never_writes_over_one_that_landed_after_the_read(
+        launch, alice, bob, no_dispatch):
+    # On PostgreSQL reading takes no lock: alice's transaction can read the approval pending, bob's
+    # rejection commit, and then alice's UPDATE run. SQLite's write lock hides that interleaving,
+    # so alice's read is taken before bob decides and her decision is made on it: only the
+    # UPDATE's "from pending" condition stands between her approval and bob's rejection.
+    approval = pending_approval(launch(DEMO_TASK, approval_policy="ask"))
+    alices_read = Approval.objects.select_related("run", "tool_call").get(pk=approval.pk)
+    approval_decide(approval_id=approval.pk, user=bob, approve=False, reason="bob was first")
+
+    with pytest.raises(AlreadyDecided, match="already rejected by bob at "), write_transaction():
+        _decide_read(alices_read, person=alice, approve=True, reason="alice read it pending", arguments=None,
+                     guidance="", grant="")
+
+    approval.refresh_from_db()
+    assert (approval.status, approval.decided_by_name, approval.reason) == (
+        Approval.Status.REJECTED, "bob", "bob was first")
+    assert [e.data["status"] for e in RunEvent.objects.filter(run=approval.run, kind="approval")] == ["rejected"]
+    assert no_dispatch == [approval.run_id], "the run resumed once, for bob's decision"
 
 
 def test_a_decision_is_final_for_people_and_for_expiry(launch, alice, bob, no_dispatch):

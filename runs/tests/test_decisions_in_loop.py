@@ -99,6 +99,22 @@ def test_a_grant_approves_the_next_identical_call_and_stops_after_it_is_revoked(
     assert run.status == Run.Status.AWAITING_APPROVAL
 
 
+def test_a_tool_grant_does_not_approve_an_unseen_id_in_a_sensitive_field(launch, script, alice):
+    Tool.objects.filter(name="cancel_order").update(sensitive_fields=["order_id"])
+    model = script(cancel("ORD-1001", "seen"), cancel("ORD-1003", "unseen"), {"content": "done"})
+    run = launch("Cancel ORD-1001", models=[model])
+    approval_decide(approval_id=pending_approval(run).pk, user=alice, approve=True, grant="tool")
+
+    run = resume(run)
+    held = Approval.objects.get(run=run, tool_call__call_id="unseen")
+    assert (held.status, held.automatic, held.grant_id) == (Approval.Status.PENDING, False, None)
+    assert held.note == ("A grant for this run would approve, but the sensitive field order_id holds an identifier "
+                         "this run has never seen.")
+    assert "ORD-1003" not in json.dumps(held.unseen_ids)
+    assert Order.objects.get(order_id="ORD-1003").status == Order.Status.OPEN
+    assert Order.objects.get(order_id="ORD-1001").status == Order.Status.CANCELLED
+
+
 # --- edited arguments -----------------------------------------------------------------------------
 
 
@@ -134,7 +150,7 @@ def test_the_edit_of_a_sensitive_field_reaches_the_model_masked(launch, script):
     assert json.loads(content)["operator_edit"]["changed"] == {"$.reason": {"from": "••••", "to": "••••"}}
 
 
-def test_after_a_crash_the_call_asked_about_again_still_runs_the_edited_arguments(launch, script):
+def test_after_a_crash_the_call_asked_about_again_still_runs_the_edited_arguments(launch, script, alice):
     Tool.objects.filter(name="cancel_order").update(idempotent=False)  # a crash leaves its outcome unknown
     model = script(cancel("ORD-1001", "c1"), {"content": "done"})
     run = launch("Cancel ORD-1001 or ORD-1003", models=[model])
@@ -153,7 +169,7 @@ def test_after_a_crash_the_call_asked_about_again_still_runs_the_edited_argument
     run = resume(run)
     again = pending_approval(run)
     assert "Outcome unknown" in again.note
-    approval_decide(approval_id=again.pk, user=None, approve=True, reason="checked: nothing happened")
+    approval_decide(approval_id=again.pk, user=alice, approve=True, reason="checked: nothing happened")
     run = resume(run)
 
     assert run.status == Run.Status.SUCCEEDED

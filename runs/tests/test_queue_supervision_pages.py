@@ -55,7 +55,62 @@ def test_a_two_person_approval_shows_one_of_two_and_who_gave_it(waiting, client,
     ApprovalVote.objects.all().delete()
     card = card_of(page_text(client, reverse("approval_queue")), approval)
     assert "0 of 2 approvals" in card
-    assert "Edit arguments" not in card and "edited with the last of the 2 approvals" in card
+    # Any approval may edit: an edit starts the count again on the edited arguments.
+    assert "Edit arguments" in card and "needs 2 approvals again" in card
+
+
+def test_a_proposed_edit_is_shown_beside_the_models_arguments_masked_and_approved_by_its_hash(
+        waiting, client, alice, bob, no_dispatch):
+    _, approval = waiting
+    Tool.objects.filter(name="cancel_order").update(sensitive_fields=["reason"])
+    Approval.objects.filter(pk=approval.pk).update(required_approvals=2)
+    secret = "bob's private note"
+    client.force_login(bob)
+    edit = json.dumps({"order_id": "ORD-1002", "reason": secret})
+    response = client.post(reverse("approval_decide", args=[approval.pk]),
+                           {"decision": "approve", "arguments": edit, "args_hash": approval.tool_call.args_hash},
+                           HTTP_ACCEPT="application/json")
+    assert response.status_code == 200, response.content
+    approval.refresh_from_db()
+    assert (approval.status, approval.approvals_given) == (Approval.Status.PENDING, 1)
+
+    client.force_login(alice)
+    page = page_text(client, reverse("approval_queue"))
+    card = card_of(page, approval)
+    model_part, proposed_part = card.split("Proposed edit by bob", 1)
+    assert '"ORD-1001"' in model_part and "The model's arguments" in model_part
+    assert '"ORD-1002"' in proposed_part and MASK in proposed_part and "1 of 2 approvals on these arguments" in proposed_part
+    assert secret not in page and "Customer asked to cancel" not in page
+    assert f'name="args_hash" value="{approval.edited_args_hash}"' in card, "Approve approves the version shown"
+    box = card.split("<textarea", 1)[1].split(">", 1)[1].split("</textarea>")[0]
+    assert json.loads(box) == {"order_id": "ORD-1002", "reason": MASK}, "the box holds the proposed edit"
+
+    # Approving the box as shown keeps bob's hidden value: the same arguments, the second approval.
+    response = client.post(reverse("approval_decide", args=[approval.pk]),
+                           {"decision": "approve", "arguments": box, "args_hash": approval.edited_args_hash},
+                           HTTP_ACCEPT="application/json")
+    assert response.status_code == 200, response.content
+    approval.refresh_from_db()
+    assert (approval.status, json.loads(approval.edited_arguments)["reason"]) == (Approval.Status.APPROVED, secret)
+
+
+def test_approving_from_a_page_that_showed_no_edit_is_refused_once_an_edit_was_proposed(
+        waiting, client, alice, bob, no_dispatch):
+    _, approval = waiting
+    Approval.objects.filter(pk=approval.pk).update(required_approvals=2)
+    client.force_login(alice)
+    card = card_of(page_text(client, reverse("approval_queue")), approval)
+    assert f'name="args_hash" value="{approval.tool_call.args_hash}"' in card
+    from runs.services.approvals import approval_decide
+    approval_decide(approval_id=approval.pk, user=bob, approve=True,
+                    arguments='{"order_id": "ORD-1002", "reason": "the second order"}')
+
+    response = client.post(reverse("approval_decide", args=[approval.pk]),
+                           {"decision": "approve", "args_hash": approval.tool_call.args_hash},
+                           HTTP_ACCEPT="application/json")
+    assert response.status_code == 400 and "bob proposed edited arguments" in response.json()["error"]
+    approval.refresh_from_db()
+    assert (approval.status, approval.approvals_given) == (Approval.Status.PENDING, 1)
 
 
 def test_the_group_asked_and_the_rule_that_routed_the_call_are_shown(waiting, client, alice):

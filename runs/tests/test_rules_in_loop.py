@@ -116,6 +116,32 @@ def test_an_id_the_run_looked_up_first_counts_as_seen(launch, script):
     assert status("ORD-1003") == Order.Status.CANCELLED
 
 
+def test_an_unseen_order_id_in_a_sensitive_field_keeps_a_rule_from_approving_and_the_note_names_only_the_field(
+        launch, script):
+    # Masked on the card, the value is still compared with what the run was shown.
+    Tool.objects.filter(name="cancel_order").update(sensitive_fields=["order_id"])
+    add_rule("all cancels")
+    run = launch("Cancel my lamp order", models=[script(cancel("ORD-1003"))])
+
+    assert run.status == Run.Status.AWAITING_APPROVAL
+    approval = Approval.objects.get(run=run)
+    assert (approval.status, approval.automatic, approval.rule_name) == (Approval.Status.PENDING, False, "all cancels")
+    assert approval.note == ("Rule 'all cancels' v1 would approve, but the sensitive field order_id holds an "
+                             "identifier this run has never seen.")
+    assert approval.unseen_ids == ["order_id: ••••"], "the field is named, never its value"
+    assert status("ORD-1003") == Order.Status.OPEN
+
+
+def test_a_seen_order_id_in_a_sensitive_field_is_approved_by_the_rule(launch, script):
+    Tool.objects.filter(name="cancel_order").update(sensitive_fields=["order_id"])
+    add_rule("all cancels")
+    run = launch("Cancel order ORD-1001", models=[script(cancel("ORD-1001"), {"content": "Cancelled."})])
+
+    approval = Approval.objects.get(run=run)
+    assert (approval.status, approval.rule_name, approval.unseen_ids) == (Approval.Status.APPROVED, "all cancels", [])
+    assert status("ORD-1001") == Order.Status.CANCELLED
+
+
 @pytest.mark.parametrize("policy", ["ask", "approve"])
 def test_a_tool_marked_always_ask_waits_for_a_person_whatever_the_rule_or_policy(launch, script, policy):
     Tool.objects.filter(name="cancel_order").update(always_ask=True)

@@ -12,7 +12,7 @@ from rest_framework.test import APIClient
 
 from accounts.services import api_token_create
 from runs.models import Approval, ApprovalVote, RunEvent
-from runs.services.approvals import AlreadyDecided, NotAllowed, approval_decide
+from runs.services.approvals import AlreadyDecided, EditRefused, NotAllowed, approval_decide
 from runs.tests.approval_fixtures import make_user
 from runs.tests.supervision_fixtures import needing_two, parked
 from runs.tests.threads import together
@@ -101,4 +101,24 @@ def test_one_person_approving_twice_at_once_counts_once(launch, alice, no_dispat
         approval.refresh_from_db()
         assert (approval.status, approval.approvals_given) == (Approval.Status.PENDING, 1)
         assert ApprovalVote.objects.filter(approval=approval).count() == 1
+    assert no_dispatch == []
+
+
+def test_two_operators_editing_a_call_that_needs_two_at_once_leave_one_edit_with_its_one_vote(launch, alice, bob, no_dispatch):
+    # Whichever order the database gives them, an edit is never counted with a vote for other
+    # arguments: the stored edit has exactly one counting vote, its editor's, and nothing runs.
+    for round_number in range(ROUNDS):
+        approval = needing_two(parked(launch))
+        edits = {user.username: json.dumps({"order_id": f"ORD-100{2 + n}", "reason": f"{user.username} checked"})
+                 for n, user in enumerate((alice, bob))}
+        pair = (alice, bob) if round_number % 2 == 0 else (bob, alice)
+
+        outcomes = together(*(approving(user, approval, arguments=edits[user.username]) for user in pair))
+
+        assert all(isinstance(o, (Approval, EditRefused)) for o in outcomes), outcomes
+        approval.refresh_from_db()
+        counting = list(ApprovalVote.objects.filter(approval=approval, superseded_at__isnull=True))
+        assert (approval.status, approval.approvals_given, len(counting)) == (Approval.Status.PENDING, 1, 1)
+        (vote,) = counting
+        assert approval.edited_arguments == edits[vote.user_name] and vote.args_hash == approval.edited_args_hash
     assert no_dispatch == []

@@ -544,7 +544,7 @@ def test_run_queued_while_redis_is_down_is_swept_and_completes(
 
 
 def test_approval_decided_while_redis_is_down_still_resumes_the_run(
-    celery_worker_proc, demo_data, own_redis, settings, wait_for, wait_for_run
+    celery_worker_proc, demo_data, alice, own_redis, settings, wait_for, wait_for_run
 ):
     worker = celery_worker_proc(redis_url=own_redis.url(0))
     run = start_run(Agent.objects.get(name="demo"), "Cancel order ORD-1001")
@@ -560,7 +560,7 @@ def test_approval_decided_while_redis_is_down_still_resumes_the_run(
 
     own_redis.kill()
     try:
-        approval_decide(approval_id=approval.pk, user=None, approve=True)
+        approval_decide(approval_id=approval.pk, user=alice, approve=True)
     except Exception as exc:  # the decision is committed before the hand-off to the workers fails
         print(f"approval_decide raised {type(exc).__module__}.{type(exc).__name__}: {exc}")
     assert Approval.objects.get(pk=approval.pk).status == Approval.Status.APPROVED
@@ -691,7 +691,7 @@ def test_cancel_a_running_run_stops_it_at_the_next_check(
     assert_consistent_history(run)
 
 
-def test_cancel_a_run_awaiting_approval_ends_it_and_its_approval(launch):
+def test_cancel_a_run_awaiting_approval_ends_it_and_its_approval(launch, alice):
     run = launch("Cancel order ORD-1001")
     assert run.status == Run.Status.AWAITING_APPROVAL
     approval = Approval.objects.get(run=run)
@@ -704,7 +704,7 @@ def test_cancel_a_run_awaiting_approval_ends_it_and_its_approval(launch):
     assert not Approval.objects.filter(status=Approval.Status.PENDING).exists()
     assert ToolCall.objects.get(pk=approval.tool_call_id).status == ToolCall.Status.SKIPPED
     with pytest.raises(AlreadyDecided):
-        approval_decide(approval_id=approval.pk, user=None, approve=True)
+        approval_decide(approval_id=approval.pk, user=alice, approve=True)
     assert Order.objects.get(order_id="ORD-1001").status == "open"
     assert_consistent_history(run)
 

@@ -37,6 +37,8 @@ class ApprovalDecisionForm(forms.Form):
     guidance = forms.CharField(required=False, max_length=2000)
     # Sent only when the operator opened the edit box (it is disabled otherwise).
     arguments = forms.CharField(required=False, max_length=100_000, strip=False)
+    # The hash of the arguments the card showed: an approval is for those, and for no edit made since.
+    args_hash = forms.CharField(required=False, max_length=64)
 
 
 class BulkDecisionForm(forms.Form):
@@ -156,6 +158,7 @@ def approval_decide_view(request, pk: int):
         approval = approval_decide(
             approval_id=pk, user=request.user, approve=approve, reason=data["reason"],
             arguments=arguments, guidance="" if approve else data["guidance"].strip(), grant=grant,
+            args_hash=data["args_hash"],
         )
     except Approval.DoesNotExist:
         raise Http404("no such approval")

@@ -50,10 +50,12 @@ export function approvalNode(approval, { call, approvalUrl }) {
   if (approval.edited || approval.edited_args_hash) {
     const ran = approval.edited_args_hash || call.executed_args_hash || "";
     const line = el("div", { class: "call-edited", dataset: { modelHash: call.args_hash || "", ranHash: ran } });
+    // Pending: an edit is proposed, and it needs every approval again before it runs.
+    const proposed = status === "pending";
     line.append(
-      "Arguments edited before approval: the model's ",
+      proposed ? "Edited arguments proposed (they need every approval again): the model's " : "Arguments edited before approval: the model's ",
       el("code", { class: "model-hash", title: call.args_hash }, shortHash(call.args_hash)),
-      ", ran with ",
+      proposed ? ", proposed " : ", ran with ",
       el("code", { class: "ran-hash", title: ran }, shortHash(ran)),
     );
     node.append(line);

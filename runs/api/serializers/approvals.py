@@ -58,7 +58,7 @@ class ApprovalBriefSerializer(serializers.Serializer):
     rule_version = serializers.IntegerField(allow_null=True)
     required_approvals = serializers.IntegerField(help_text="How many different people must approve (1 or 2).")
     approvals_given = serializers.IntegerField(help_text="Approvals counted so far: pending with 1 of 2.")
-    edited = serializers.BooleanField(help_text="Approved with arguments an operator edited.")
+    edited = serializers.BooleanField(help_text="Approved with arguments an operator edited (pending: an edit is proposed).")
     edited_args_hash = serializers.CharField(allow_null=True, help_text="Hash of the edited arguments (the call's "
                                              "`args_hash` is the model's).")
 
@@ -86,7 +86,14 @@ class PendingApprovalSerializer(serializers.Serializer):
     expired = serializers.BooleanField()
     required_approvals = serializers.IntegerField(help_text="Different people who must approve (1 or 2).")
     approvals_given = serializers.IntegerField()
-    voters = serializers.ListField(child=serializers.CharField(), help_text="Who approved so far, in order.")
+    voters = serializers.ListField(child=serializers.CharField(),
+                                   help_text="Who approved the arguments as they stand (the proposed edit's, if any), in order.")
+    proposed_arguments = serializers.CharField(
+        allow_null=True, help_text="An edit a person proposed (pretty-printed, masked like `arguments`): it needs "
+                                   "every approval again, and runs instead of the model's arguments once approved.")
+    proposed_args_hash = serializers.CharField(allow_null=True, help_text="Hash of the proposed edit: send it as "
+                                               "`args_hash` to approve it.")
+    proposed_by = serializers.CharField(allow_null=True, help_text="Who proposed the edit.")
     group = serializers.CharField(allow_null=True, help_text="Only members of this group may decide.")
     rule_name = serializers.CharField(allow_null=True, help_text="The rule that sent the call to people.")
     rule_version = serializers.IntegerField(allow_null=True)
@@ -102,7 +109,13 @@ class ApproveSerializer(DecisionSerializer):
     arguments = EditedArgumentsField(
         required=False, allow_null=True,
         help_text="Edited arguments to run the call with instead (a JSON object, or a string holding one); "
-                  "checked against the tool's schema. Only the approval that decides may edit.",
+                  "checked against the tool's schema. On a call that needs several approvals an edit "
+                  "counts as one and needs them all again, on the edited arguments.",
+    )
+    args_hash = serializers.CharField(
+        required=False, allow_blank=True, max_length=64,
+        help_text="The hash of the arguments you approve as you saw them: the call's `args_hash`, or a "
+                  "`proposed_args_hash`, which is required to approve a proposed edit.",
     )
     grant = choice([(scope, scope or "none") for scope in GRANT_SCOPES], "GrantScope", required=False,
                    help_text='Also approve, for the rest of this run, "identical" calls (same tool and '

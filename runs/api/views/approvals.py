@@ -52,6 +52,10 @@ def _pending_item(item, supervision: Supervision) -> dict:
         "required_approvals": approval.required_approvals,
         "approvals_given": approval.approvals_given,
         "voters": supervision.voters,
+        # An edit proposed on a call that needs several approvals: it runs once they all approved it.
+        "proposed_arguments": _arguments_text(item.proposed_lines) if item.proposed_lines else None,
+        "proposed_args_hash": approval.edited_args_hash or None,
+        "proposed_by": supervision.voters[0] if approval.edited_args_hash and supervision.voters else None,
         "group": supervision.group,
         "rule_name": approval.rule_name or None,
         "rule_version": approval.rule_version,
@@ -99,6 +103,7 @@ class ApprovalDecisionView(ApiView):
             approval = approval_decide(
                 approval_id=pk, user=request.user, approve=self.approve, reason=given.get("reason", ""),
                 arguments=given.get("arguments"), guidance=given.get("guidance", ""), grant=given.get("grant", ""),
+                args_hash=given.get("args_hash", ""),
             )
         except Approval.DoesNotExist:
             raise NotFound("No such approval.")

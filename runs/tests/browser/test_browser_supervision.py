@@ -159,6 +159,41 @@ def test_a_critical_call_needs_two_operators_and_a_third_context_sees_one_of_two
     assert Order.objects.get(order_id="ORD-1001").status == Order.Status.CANCELLED
 
 
+def test_an_edit_by_the_second_of_two_operators_runs_only_once_another_approves_the_edit(
+        live, browser, users, launch, script):
+    Tool.objects.filter(name="cancel_order").update(critical=True)
+    model = script(cancel("ORD-1001"), {"content": "Done."})
+    run = launch("Cancel order ORD-1001 or ORD-1003, whichever the customer means", models=[model])
+    approval = pending_of(run)
+    first = open_queue(browser.login(users["operator"]))
+    card = card_of_run(first, run.pk)
+    card.locator(".approve-button").click()
+    expect(card.locator(".approvals-count")).to_have_text("1 of 2 approvals")
+
+    second = open_queue(browser.login(users["operator2"]))
+    edited = card_of_run(second, run.pk)
+    edited.locator("details.edit-args summary").click()
+    edited.locator("textarea.edit-arguments").fill(json.dumps({"order_id": "ORD-1003", "reason": "the lamp"}))
+    edited.locator(".approve-button").click()
+    expect(edited.locator(".proposed-edit")).to_contain_text("Proposed edit by operator2")
+    expect(edited.locator(".approvals-count")).to_have_text("1 of 2 approvals")
+    approval.refresh_from_db()
+    assert (approval.status, approval.approvals_given) == (Approval.Status.PENDING, 1), "one review of the edit runs nothing"
+
+    # The first operator's queue follows live: both versions, side by side; Approve approves the edit shown.
+    expect(card.locator(".proposed-arguments")).to_contain_text('"ORD-1003"')
+    expect(card.locator("pre.arguments").first).to_contain_text('"ORD-1001"')
+    screenshot(first, "two-person-proposed-edit")
+    card.locator(".approve-button").click()
+    expect(card).to_have_count(0)
+
+    wait_for_status(run.pk, *FINISHED)
+    assert Order.objects.get(order_id="ORD-1003").status == Order.Status.CANCELLED
+    assert Order.objects.get(order_id="ORD-1001").status == Order.Status.OPEN
+    approval.refresh_from_db()
+    assert (approval.status, approval.decided_by_name) == (Approval.Status.APPROVED, "operator")
+
+
 def test_bulk_approve_reports_the_one_another_operator_decided_meanwhile(live, browser, users, launch):
     ApprovalRule.objects.create(name="cancellations: ask a person", tool_pattern="cancel_*", action="ask")
     runs = [launch(CANCEL_ORDER), launch("Cancel order ORD-1003")]

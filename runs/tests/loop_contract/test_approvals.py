@@ -39,14 +39,14 @@ def test_reject_policy_reaches_the_model_as_an_operator_rejection(launch, script
     assert ToolCall.objects.get(run=run).status == ToolCall.Status.REJECTED
 
 
-def test_operator_rejection_with_reason_reaches_the_model(launch, monkeypatch):
+def test_operator_rejection_with_reason_reaches_the_model(launch, monkeypatch, alice):
     from runs.services.approvals import approval_decide
     from runs.services.loop import run_advance
 
     monkeypatch.setattr("runs.services.approvals.run_dispatch", lambda run_id: None)
     run = launch("Cancel order ORD-1001")
     approval = Approval.objects.get(run=run, status=Approval.Status.PENDING)
-    approval_decide(approval_id=approval.pk, user=None, approve=False, reason="too risky")
+    approval_decide(approval_id=approval.pk, user=alice, approve=False, reason="too risky")
     run_advance(run_id=run.pk)
     run.refresh_from_db()
     assert run.status == Run.Status.SUCCEEDED
@@ -57,14 +57,14 @@ def test_operator_rejection_with_reason_reaches_the_model(launch, monkeypatch):
     assert cancel.result == {"ok": False, "error": "rejected by operator: too risky"}
 
 
-def test_operator_approval_lets_the_call_run(launch, monkeypatch):
+def test_operator_approval_lets_the_call_run(launch, monkeypatch, alice):
     from runs.services.approvals import approval_decide
     from runs.services.loop import run_advance
 
     monkeypatch.setattr("runs.services.approvals.run_dispatch", lambda run_id: None)
     run = launch("Cancel order ORD-1001")
     approval = Approval.objects.get(run=run, status=Approval.Status.PENDING)
-    approval_decide(approval_id=approval.pk, user=None, approve=True)
+    approval_decide(approval_id=approval.pk, user=alice, approve=True)
     run_advance(run_id=run.pk)
     run.refresh_from_db()
     assert run.status == Run.Status.SUCCEEDED
@@ -72,7 +72,7 @@ def test_operator_approval_lets_the_call_run(launch, monkeypatch):
     assert Order.objects.get(order_id="ORD-1001").status == Order.Status.CANCELLED
 
 
-def test_history_is_resent_in_full_when_a_parked_run_resumes(launch, script, monkeypatch):
+def test_history_is_resent_in_full_when_a_parked_run_resumes(launch, script, monkeypatch, alice):
     from runs.services.approvals import approval_decide
     from runs.services.loop import run_advance
 
@@ -84,7 +84,7 @@ def test_history_is_resent_in_full_when_a_parked_run_resumes(launch, script, mon
     )
     run = launch("cancel ORD-1003", models=[model])
     assert run.status == Run.Status.AWAITING_APPROVAL
-    approval_decide(approval_id=Approval.objects.get(run=run).pk, user=None, approve=True)
+    approval_decide(approval_id=Approval.objects.get(run=run).pk, user=alice, approve=True)
     run_advance(run_id=run.pk)
     run.refresh_from_db()
     assert run.status == Run.Status.SUCCEEDED

@@ -59,12 +59,12 @@ def test_a_call_left_started_by_a_crash_waits_for_a_person_whatever_the_policy(s
     assert REC.count("contract_probe") == 0, "it must not run again without a person"
 
 
-def test_a_call_left_started_and_not_run_again_by_a_person_has_an_unknown_outcome(script, no_dispatch):
+def test_a_call_left_started_and_not_run_again_by_a_person_has_an_unknown_outcome(script, no_dispatch, alice):
     run = left_started(script, "probe_once")
     run_advance(run_id=run.pk)
     approval = Approval.objects.get(run=run, status=Approval.Status.PENDING)
 
-    approval_decide(approval_id=approval.pk, user=None, approve=False, reason="I will check by hand")
+    approval_decide(approval_id=approval.pk, user=alice, approve=False, reason="I will check by hand")
     run_advance(run_id=run.pk)
 
     run.refresh_from_db()

@@ -1,0 +1,57 @@
+"""What a call's arguments hold that its run was never shown, for the loop's safeguard: the
+identifiers the queue flags, and the sensitive fields whose masked values hold one (by name)."""
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from runs.models import Run, ToolCall
+from runs.selectors.approvals import argument_lines, known_text, runs_shown, unseen_identifiers, unseen_in_lines
+
+
+def sensitive_fields_unseen(
+    arguments: Any, *, sensitive_fields: Iterable[str], unseen: Callable[[str | None, Any], list[str]]
+) -> list[str]:
+    """The names of the sensitive fields whose (masked) values hold an identifier `unseen` flags.
+
+    Masking hides a value from people, not from the check: a sensitive `order_id` the run never
+    saw must stop a rule as a visible one does. The answer names fields, never values."""
+    sensitive = {f.lower() for f in sensitive_fields}
+    fields: list[str] = []
+
+    def holds_unseen(value: Any, key: str | None) -> bool:
+        if isinstance(value, dict):
+            return any(holds_unseen(v, str(k)) for k, v in value.items())
+        if isinstance(value, list):
+            return any(holds_unseen(v, key) for v in value)
+        return bool(unseen(key, value))
+
+    def walk(value: Any) -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                if str(k).lower() in sensitive:
+                    if holds_unseen(v, str(k)):
+                        fields.append(str(k))
+                else:
+                    walk(v)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v)
+
+    walk(arguments)
+    return list(dict.fromkeys(fields))
+
+
+def call_unseen_ids(
+    *, run: Run, call: ToolCall, arguments: Any, sensitive_fields: Iterable[str]
+) -> tuple[list[str], list[str]]:
+    """(the identifiers in a call's (parsed) arguments that its run had not been shown before the
+    call's step, as the queue flags them; the sensitive fields whose masked values hold such an
+    identifier, by name), for the loop (2 queries, plus 1 when the step is not loaded)."""
+    step_index = call.step.index
+    steps, results = runs_shown({run.pk: step_index})
+    known = known_text(run, step_index, steps.get(run.pk, {}), results.get(run.pk, ()))
+
+    def unseen(key, value):
+        return unseen_identifiers(key, value, known)
+
+    lines = argument_lines(arguments, sensitive_fields=sensitive_fields, unseen=unseen)
+    return unseen_in_lines(lines), sensitive_fields_unseen(arguments, sensitive_fields=sensitive_fields, unseen=unseen)
