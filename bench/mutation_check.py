@@ -49,7 +49,8 @@ MUTATIONS = [
         "lease claim only when free", "runs/services/leases.py",
         'if active.filter(lease_owner="").update(lease_owner=owner, lease_expires_at=until) == 1:',
         "if active.update(lease_owner=owner, lease_expires_at=until) == 1:",
-        ("runs/tests/test_worker_durability.py::test_concurrent_run_advance_in_threads_drives_each_iteration_once",),
+        (f"{FM}/test_stale_driver.py::test_a_second_delivery_while_a_live_lease_is_held_drives_nothing",
+         "runs/tests/test_worker_durability.py::test_concurrent_run_advance_in_threads_drives_each_iteration_once"),
     ),
     Mutation(
         "approval decided only from pending", "runs/services/approvals.py",

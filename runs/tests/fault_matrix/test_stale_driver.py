@@ -105,3 +105,16 @@ def test_a_stale_driver_does_not_apply_an_operators_lever_after_a_takeover(scrip
         seq__lte=before[4]).exists()
     run.refresh_from_db()
     assert run.status == Run.Status.RUNNING and run.stop_reason in ("", None)
+
+
+def test_a_second_delivery_while_a_live_lease_is_held_drives_nothing(script):
+    # A duplicate `advance_run` message arrives while another worker drives the run: the claim is
+    # one conditional UPDATE, refused while the lease is live, so nothing is asked or written.
+    model = script({"content": "must not be asked"})
+    run = new_run([model])
+    assert lease_claim(run.pk, "the-driver")
+    before = snapshot(run.pk)
+
+    assert run_advance(run_id=run.pk) is None
+    assert snapshot(run.pk) == before
+    assert script.requests(model) == []
