@@ -17,6 +17,7 @@ import openai
 import orjson
 from django.conf import settings
 
+from runs.llm_answers import Notes, content_and_reasoning, provider_error, safe_text
 from runs.llm_limits import cap_response
 from toolsapp.sensitive import redact
 
@@ -63,6 +64,8 @@ class ModelReply:
     tool_choice: str
     tool_choice_fallback: bool = False
     errors: list[str] = field(default_factory=list)
+    reasoning: str = ""  # kept apart from the content: shown, never sent back
+    notes: list[str] = field(default_factory=list)  # what reading the answer replaced or left out
 
 
 def demo_model_url() -> str:
@@ -222,7 +225,12 @@ ERROR_DETAIL_CHARS = 300  # of a server's error message kept in a run's stop det
 
 def _describe(exc: Exception, secrets: tuple[str, ...] = ()) -> str:
     """A failure in one bounded line, with every value of `secrets` (the API key, sensitive
-    arguments) blanked out: a server's error body may echo the request."""
+    arguments) blanked out: a server's error body may echo the request. Safe to store (a body
+    may hold NUL or half a character)."""
+    return safe_text(_described(exc, secrets))[0]
+
+
+def _described(exc: Exception, secrets: tuple[str, ...]) -> str:
     if isinstance(exc, openai.APIStatusError):
         message = exc.message if isinstance(exc.message, str) else str(exc)
         if message.strip() in ("", f"Error code: {exc.status_code}"):
@@ -241,8 +249,12 @@ def _describe(exc: Exception, secrets: tuple[str, ...] = ()) -> str:
 
 def _parse(data, model: str) -> dict:
     if not isinstance(data, dict) or not isinstance(data.get("choices"), list) or not data["choices"]:
-        raise BadResponse("the response has no choices")
+        said = provider_error(data)
+        raise BadResponse("the response has no choices" + (f"; the provider said: {said}" if said else ""))
     choice = data["choices"][0]
+    # OpenRouter answers 200 with finish_reason "error" when the upstream provider failed.
+    if isinstance(choice, dict) and (choice.get("finish_reason") == "error" or choice.get("error")):
+        raise BadResponse(f"the answer ended with an error: {provider_error(choice) or 'no error message'}")
     if not isinstance(choice, dict) or not isinstance(choice.get("message"), dict):
         raise BadResponse("the first choice has no message")
     return choice
@@ -256,23 +268,26 @@ def _assistant_message(content: str, tool_calls: list[dict]) -> dict:
     return message
 
 
-def _normalise_tool_calls(raw_calls) -> list[dict]:
-    """Tool calls as we send them back: every call with a unique, non-empty id and string arguments."""
+def _normalise_tool_calls(raw_calls, notes: Notes) -> list[dict]:
+    """Tool calls as we send them back: every call with a unique, non-empty id and string
+    arguments, each text safe to store and to send (see llm_answers)."""
     calls, seen = [], set()
     for position, raw in enumerate(raw_calls or []):
         if not isinstance(raw, dict):
             continue
         function = raw.get("function") or {}
         call_id = raw.get("id") or ""
+        if isinstance(call_id, str):
+            call_id = notes.text(call_id, "a call's id")
         if not isinstance(call_id, str) or not call_id or call_id in seen:
             call_id = f"call_{len(seen)}_{position}_{int(time.time() * 1000) % 100000}"
         seen.add(call_id)
         arguments = function.get("arguments")
         if not isinstance(arguments, str):
             arguments = json.dumps(arguments) if arguments is not None else ""
-        calls.append(
-            {"id": call_id, "type": "function", "function": {"name": str(function.get("name") or ""), "arguments": arguments}}
-        )
+        arguments = notes.json_text(arguments, f"the arguments of call {call_id}")
+        name = notes.text(function.get("name") or "", f"the tool name of call {call_id}")
+        calls.append({"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}})
     return calls
 
 
@@ -353,22 +368,21 @@ def complete(
                 log.warning("model %s failed: %s", model, errors[-1])
                 break
             latency_ms = (time.perf_counter() - started) * 1000
-            message = choice["message"]
-            tool_calls = _normalise_tool_calls(message.get("tool_calls"))
-            content = message.get("content") or ""
-            if not isinstance(content, str):
-                content = json.dumps(content)
+            message, notes = choice["message"], Notes()
+            tool_calls = _normalise_tool_calls(message.get("tool_calls"), notes)
+            content, reasoning = content_and_reasoning(message, notes)
             usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
             tokens_in = _reported(usage, "prompt_tokens", model)
             tokens_out = _reported(usage, "completion_tokens", model)
             cost = None if usage.get("cost") is None else _reported(usage, "cost", model)
             return ModelReply(
-                model=data.get("model") or model,
+                model=notes.text(data.get("model") or model, "the model's name"),
                 message=_assistant_message(content, tool_calls),
                 content=content,
                 tool_calls=tool_calls,
-                finish_reason=str(choice.get("finish_reason") or ("tool_calls" if tool_calls else "stop")),
-                refusal=message.get("refusal") or None,
+                finish_reason=notes.text(choice.get("finish_reason") or ("tool_calls" if tool_calls else "stop"),
+                                         "the finish reason"),
+                refusal=notes.text(message.get("refusal"), "the refusal") or None,
                 tokens_in=tokens_in,
                 tokens_out=tokens_out,
                 cost_usd=price(model, tokens_in, tokens_out) if cost is None else cost,
@@ -376,5 +390,7 @@ def complete(
                 tool_choice=choice_used if tools else "",
                 tool_choice_fallback=fallback,
                 errors=errors,
+                reasoning=reasoning,
+                notes=notes.lines,
             )
     raise ModelError("; ".join(errors) or "no model to ask")

@@ -86,6 +86,8 @@ def step_data(step: Step, calls: list[ToolCall]) -> dict:
         "tool_choice_fallback": step.tool_choice_fallback,
         "model_errors": step.model_errors,
         "content": step.message.get("content") or "",
+        "reasoning": step.reasoning,
+        "notes": step.notes,
         "calls": [call_data(c) for c in calls],
     }
 

@@ -196,6 +196,8 @@ class Step(models.Model):
     tokens_out = models.PositiveIntegerField(default=0)
     cost_usd = models.FloatField(default=0.0)
     model_errors = models.JSONField(default=list, blank=True, help_text="Models that failed before this answer.")
+    reasoning = models.TextField(blank=True, default="", help_text="The model's reasoning, kept apart: never sent back.")
+    notes = models.JSONField(default=list, blank=True, help_text="What reading the answer replaced or left out.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

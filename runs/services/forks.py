@@ -34,7 +34,8 @@ ANSWER_CHARS = 20_000
 MAX_STEP = 2**31 - 1  # what a step index column holds
 NOT_EXECUTED = "not executed: the run was forked before this call finished"
 STEP_FIELDS = ("index", "iteration", "kind", "preamble", "model", "tool_choice", "tool_choice_fallback", "finish_reason",
-               "message", "latency_ms", "tokens_in", "tokens_out", "cost_usd", "model_errors")
+               "message", "latency_ms", "tokens_in", "tokens_out", "cost_usd", "model_errors",
+               "reasoning", "notes")
 CALL_FIELDS = ("index", "call_id", "tool_name", "arguments", "args_hash", "idempotency_key", "status", "result",
                "result_text", "truncated", "error", "latency_ms", "attempts", "started_at", "finished_at",
                "executed_arguments", "executed_args_hash")

@@ -140,6 +140,8 @@ class Recorder:
             tokens_out=reply.tokens_out,
             cost_usd=reply.cost_usd,
             model_errors=reply.errors,
+            reasoning=reply.reasoning,
+            notes=reply.notes,
         )
         calls = list(calls)
         for call in calls:

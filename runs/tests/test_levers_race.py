@@ -12,6 +12,7 @@ from runs.models import Agent, OperatorMessage, Run, RunEvent, Step
 from runs.services.levers import LeverRefused, run_message, run_pause, run_stop
 from runs.services.loop import run_advance
 from runs.services.runs import run_create
+from runs.tests.conftest import wait_until
 from runs.tests.timeline_replay import mismatches
 
 TOO_LATE = "Too late: the run ended as "
@@ -22,9 +23,9 @@ PULL = {
 }
 
 
-def race(run_id: int, lever: str, user, delay: float) -> str | None:
-    """Drive the run in a thread and pull the lever `delay` seconds in: None when it applied,
-    else the refusal."""
+def race(run_id: int, lever: str, user, moment) -> str | None:
+    """Drive the run in a thread and pull the lever at `moment` (a callable that waits for it,
+    given the driving thread): None when it applied, else the refusal."""
     started = threading.Event()
 
     def go():
@@ -37,7 +38,7 @@ def race(run_id: int, lever: str, user, delay: float) -> str | None:
     thread = threading.Thread(target=go)
     thread.start()
     started.wait(10)
-    time.sleep(delay)
+    moment(thread)
     try:
         PULL[lever](run_id, user)
         refusal = None
@@ -48,14 +49,32 @@ def race(run_id: int, lever: str, user, delay: float) -> str | None:
     return refusal
 
 
+def after(seconds: float):
+    return lambda thread: time.sleep(seconds)
+
+
+def while_the_model_answers(script, model: str):
+    """Steered: the driver waits on the model's answer (sent 0.5 s after the request), so the run
+    has not ended when the lever is pulled: it applies."""
+    return lambda thread: wait_until(lambda: len(script.requests(model)) == 1, message="the model request")
+
+
+def once_the_run_ended(thread) -> None:
+    """Steered: the driver has ended the run: the lever is too late."""
+    thread.join(60)
+
+
 @pytest.mark.parametrize("lever", ["pause", "stop", "message"])
 def test_a_lever_racing_the_runs_end_applies_or_is_too_late_never_both(script, alice, lever):
     outcomes = []
+    # The first two pulls are steered to each side of the run's end, so both outcomes are checked
+    # every time; the others land at a spread of moments around it.
     for attempt in range(8):
-        model = script({"content": "done", "latency": 0.01}, {"content": "summary"})
+        model = script({"content": "done", "latency": 0.5 if attempt == 0 else 0.01}, {"content": "summary"})
         run = run_create(agent=Agent.objects.get(name="demo"), task="end soon",
                          overrides={"models": [model], "tools": [], "summarize_on_stop": False})
-        refusal = race(run.pk, lever, alice, delay=attempt * 0.006)
+        moment = {0: while_the_model_answers(script, model), 1: once_the_run_ended}.get(attempt, after(attempt * 0.006))
+        refusal = race(run.pk, lever, alice, moment)
         run.refresh_from_db()
         events = list(RunEvent.objects.filter(run=run).order_by("seq").values_list("seq", "kind", "data"))
         pulled = [seq for seq, kind, data in events if kind == "lever" and data["lever"] == lever]
@@ -81,3 +100,5 @@ def test_a_lever_racing_the_runs_end_applies_or_is_too_late_never_both(script, a
                 assert OperatorMessage.objects.filter(run=run).count() == 1
         assert mismatches(run.pk) == []
     print(f"{lever}: {outcomes}")
+    assert outcomes[:2] == ["applied", "too late"], outcomes
+    assert set(outcomes) == {"applied", "too late"}

@@ -177,6 +177,15 @@ function renderStep(data, seq) {
   if (data.model_errors && data.model_errors.length) {
     step.append(el("div", { class: "step-errors warn" }, `Before this answer: ${data.model_errors.join("; ")}`));
   }
+  if (data.notes && data.notes.length) {
+    step.append(el("div", { class: "step-notes muted" }, `Reading this answer: ${data.notes.join("; ")}`));
+  }
+  if (data.reasoning) {
+    // The model's reasoning, folded: kept apart from its answer and never sent back to it.
+    const details = el("details", { class: "step-reasoning" });
+    details.append(el("summary", {}, "Reasoning"), el("div", { class: "run-text muted" }, data.reasoning));
+    step.append(details);
+  }
   if (data.content) step.append(el("div", { class: "assistant-text run-text" }, data.content));
   const list = el("ul", { class: "calls" });
   for (const call of data.calls || []) list.append(callItem(call));

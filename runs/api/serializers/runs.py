@@ -140,6 +140,10 @@ class StepSerializer(serializers.Serializer):
     tool_choice_fallback = serializers.BooleanField()
     model_errors = serializers.JSONField()
     content = serializers.JSONField(help_text="What the model said (text, or content parts).")
+    reasoning = serializers.CharField(allow_blank=True, required=False,
+                                      help_text="The model's reasoning, kept apart from its answer.")
+    notes = serializers.ListField(child=serializers.CharField(), required=False,
+                                  help_text="What reading the answer replaced (characters that cannot be stored) or left out.")
     calls = CallSerializer(many=True)
 
 

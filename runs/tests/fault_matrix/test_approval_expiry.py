@@ -59,36 +59,53 @@ def test_the_sweep_expiring_and_an_operator_approving_at_once_give_one_decision_
     launch, alice, no_dispatch
 ):
     outcomes = []
-    # The operator clicks a little before, at, or a little after the expiry; the sweep runs at it.
-    for offset in (-0.02, -0.005, 0.0, 0.0, 0.005, 0.02):
+    # The first two are steered to each side (the operator approves before the expiry and the
+    # sweep comes after; the sweep expires it and the operator clicks after), so both outcomes are
+    # checked every time; in the others the operator clicks a little before, at, or a little after
+    # the expiry while the sweep runs at it.
+    for offset in ("operator first", "sweep first", -0.02, -0.005, 0.0, 0.0, 0.005, 0.02):
         Order.objects.filter(order_id="ORD-1001").update(status=Order.Status.OPEN, cancel_idempotency_key="")
         run = launch(CANCEL, approval_policy="ask")
         approval = pending_approval(run)
-        expiry = timezone.now() + timedelta(milliseconds=30)
+        # Steered: an expiry far ahead for the operator who comes first, already due for the sweep.
+        ahead = {"operator first": 60_000, "sweep first": 0}.get(offset, 30)
+        expiry = timezone.now() + timedelta(milliseconds=ahead)
         Approval.objects.filter(pk=approval.pk).update(expires_at=expiry)
         barrier = threading.Barrier(2)
+        operator_done, sweep_done = threading.Event(), threading.Event()
         errors = []
+
+        def until_expiry(extra: float = 0.0) -> float:
+            return max(0.0, (expiry - timezone.now()).total_seconds() + extra)
 
         def operator(offset=offset):
             try:
                 barrier.wait(5)
-                time.sleep(max(0.0, (expiry - timezone.now()).total_seconds() + offset))
+                if offset == "sweep first":
+                    sweep_done.wait(5)
+                elif offset != "operator first":
+                    time.sleep(until_expiry(offset))
                 approval_decide(approval_id=approval.pk, user=alice, approve=True)
             except AlreadyDecided:
                 pass
             except Exception as exc:  # noqa: BLE001 (reported below)
                 errors.append(exc)
             finally:
+                operator_done.set()
                 connection.close()
 
-        def sweep():
+        def sweep(offset=offset):
             try:
                 barrier.wait(5)
-                time.sleep(max(0.0, (expiry - timezone.now()).total_seconds()))
+                if offset == "operator first":
+                    operator_done.wait(5)
+                else:
+                    time.sleep(until_expiry())
                 approvals_expire()
             except Exception as exc:  # noqa: BLE001
                 errors.append(exc)
             finally:
+                sweep_done.set()
                 connection.close()
 
         threads = [threading.Thread(target=operator), threading.Thread(target=sweep)]
@@ -103,3 +120,5 @@ def test_the_sweep_expiring_and_an_operator_approving_at_once_give_one_decision_
         assert_effect_matches_the_decision(run, approval)
         outcomes.append(approval.status)
     print("decisions:", outcomes)
+    assert outcomes[:2] == [Approval.Status.APPROVED, Approval.Status.EXPIRED], outcomes
+    assert set(outcomes) == {Approval.Status.APPROVED, Approval.Status.EXPIRED}

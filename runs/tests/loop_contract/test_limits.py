@@ -62,6 +62,22 @@ def test_single_iteration_run_skips_all_requested_tools(launch, script):
     assert ToolCall.objects.get(run=run).status == ToolCall.Status.SKIPPED
 
 
+def test_a_run_already_at_its_iteration_limit_asks_the_model_nothing_more(script):
+    # E.g. a fork that copied as many iterations as the limit it now has: the cap is checked
+    # before a request, not only on the answer.
+    from runs.services.loop import run_advance
+    from runs.services.runs import run_create
+
+    model = script({"content": "one request too many"})
+    run = run_create(agent=Agent.objects.get(name="demo"), task="loop",
+                     overrides={"models": [model], "tools": ["probe"], "max_iterations": 2, "summarize_on_stop": False})
+    Run.objects.filter(pk=run.pk).update(iterations=2)
+    run_advance(run_id=run.pk)
+    run.refresh_from_db()
+    assert (run.status, run.stop_reason) == (Run.Status.FAILED, Run.StopReason.ITERATION_LIMIT)
+    assert script.requests(model) == []
+
+
 # --- 4. repeated calls ---------------------------------------------------------------------------
 
 
@@ -178,6 +194,22 @@ def test_cost_budget_stops_the_run(launch, script):
     assert run.stop_reason == Run.StopReason.COST_BUDGET
     assert run.cost_usd == pytest.approx(2.5)
     assert REC.count("contract_probe") == 0
+
+
+def test_a_run_whose_budget_is_already_spent_asks_the_model_nothing_more(script):
+    # E.g. a fork that starts with its parent's tokens, or a resumed run: the budgets are checked
+    # before a request, not only on an answer.
+    from runs.services.loop import run_advance
+    from runs.services.runs import run_create
+
+    model = script({"content": "one request too many", "usage": {"prompt_tokens": 1, "completion_tokens": 1}})
+    run = run_create(agent=Agent.objects.get(name="demo"), task="spend",
+                     overrides={"models": [model], "tools": ["probe"], "max_tokens": 1000, "summarize_on_stop": False})
+    Run.objects.filter(pk=run.pk).update(iterations=1, tokens_in=1000)
+    run_advance(run_id=run.pk)
+    run.refresh_from_db()
+    assert (run.status, run.stop_reason) == (Run.Status.FAILED, Run.StopReason.TOKEN_BUDGET)
+    assert script.requests(model) == []
 
 
 def test_budget_spent_across_iterations_stops_the_run(launch, script):

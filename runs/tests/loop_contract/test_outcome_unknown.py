@@ -134,6 +134,18 @@ def test_a_timeout_of_a_call_not_safe_to_repeat_is_an_unknown_outcome_the_model_
     assert run.status == Run.Status.SUCCEEDED
 
 
+def test_a_timeout_of_an_idempotent_call_is_a_failed_call_the_model_may_retry(launch, script):
+    # "stuck" is idempotent and not destructive: running it again cannot do harm twice.
+    run, requests, result = one_call(launch, script, "stuck", {}, tools=["stuck"])
+
+    call_row = ToolCall.objects.get(run=run)
+    assert call_row.status == ToolCall.Status.FAILED and "timed out" in call_row.error
+    assert result["ok"] is False and "timed out" in result["error"]
+    assert "outcome" not in result and "may still take effect" not in result["error"]
+    assert run.status == Run.Status.SUCCEEDED and run.stop_reason == Run.StopReason.FINAL_ANSWER
+    assert not Approval.objects.filter(tool_call=call_row).exists(), "a safe timeout asks nobody"
+
+
 def test_a_hung_handler_in_one_run_does_not_starve_the_calls_of_another(launch, script):
     # More hung calls than the tool threads of this process (as many as the old pool had).
     hung = 8 + max(4, settings.TOOL_PARALLEL_WORKERS * 4)

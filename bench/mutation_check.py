@@ -1,0 +1,262 @@
+"""Break each line a guarantee rests on, run the tests that should notice, print caught or missed.
+
+A guarantee is only as good as the test that fails without it. Each mutation below names a file,
+an exact snippet of it (found exactly once, or the check says so), what it becomes, and the
+tests meant to catch it. Each break is applied in a temporary copy of the tree (your checkout is
+never touched), its tests run, and the file is put back before the next one.
+
+    REDIS_URL=redis://127.0.0.1:6379/8 .venv/bin/python bench/mutation_check.py [--only NAME ...] [--list]
+
+The database is whatever the environment says (SQLite when DATABASE_URL is unset; set it to a
+PostgreSQL URL for the PostgreSQL pass). A mutation is "caught" when its tests fail, "missed"
+when they all pass. The unbroken tree is run first with the same tests: a test that already
+fails proves nothing (reported as "baseline failed" and the check exits 2). Exit status 1 when
+any mutation is missed.
+"""
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+LC = "runs/tests/loop_contract"
+FM = "runs/tests/fault_matrix"
+
+
+@dataclass(frozen=True)
+class Mutation:
+    name: str
+    path: str
+    original: str
+    broken: str
+    tests: tuple[str, ...]
+
+
+MUTATIONS = [
+    Mutation(
+        "lease fence", "runs/services/leases.py",
+        '"WHERE id = %s AND lease_owner = %s RETURNING',
+        '"WHERE id = %s AND (lease_owner = %s OR 1 = 1) RETURNING',
+        (f"{FM}/test_stale_driver.py",),
+    ),
+    Mutation(
+        "lease claim only when free", "runs/services/leases.py",
+        'if active.filter(lease_owner="").update(lease_owner=owner, lease_expires_at=until) == 1:',
+        "if active.update(lease_owner=owner, lease_expires_at=until) == 1:",
+        (f"{FM}/test_stale_driver.py::test_a_second_delivery_while_a_live_lease_is_held_drives_nothing",
+         "runs/tests/test_worker_durability.py::test_concurrent_run_advance_in_threads_drives_each_iteration_once"),
+    ),
+    Mutation(
+        "approval decided only from pending", "runs/services/approvals.py",
+        "changed = Approval.objects.filter(only_if, pk=approval_id, status=Approval.Status.PENDING).update(**fields)",
+        "changed = Approval.objects.filter(only_if, pk=approval_id).update(**fields)",
+        ("runs/tests/test_approval_race.py", "runs/tests/test_decision_record.py",
+         "runs/tests/test_concurrent_decisions_http.py"),
+    ),
+    Mutation(
+        "expiry only from pending", "runs/services/approvals.py",
+        "changed = Approval.objects.filter(pk=approval.pk, status=Approval.Status.PENDING).update(",
+        "changed = Approval.objects.filter(pk=approval.pk).update(",
+        ("runs/tests/test_decision_record.py::test_the_loops_expiry_on_a_stale_read_keeps_a_decision_that_just_landed",
+         "runs/tests/test_decision_record.py::test_a_decision_is_final_for_people_and_for_expiry"),
+    ),
+    Mutation(
+        "iteration cap before tools", "runs/services/decisions.py",
+        'if counters.iterations + 1 >= config["max_iterations"]:',
+        'if counters.iterations + 1 > config["max_iterations"]:',
+        (f"{LC}/test_limits.py::test_last_iteration_does_not_execute_tools",
+         f"{LC}/test_limits.py::test_single_iteration_run_skips_all_requested_tools"),
+    ),
+    Mutation(
+        "iteration cap before a request", "runs/services/decisions.py",
+        'if counters.iterations >= config["max_iterations"]:',
+        'if counters.iterations > config["max_iterations"]:',
+        (f"{LC}/test_limits.py::test_a_run_already_at_its_iteration_limit_asks_the_model_nothing_more",),
+    ),
+    Mutation(
+        "repeat detection", "runs/services/guards.py",
+        'if counts[key] >= limits.get(call.tool_name, limits["*"]):',
+        'if counts[key] > limits.get(call.tool_name, limits["*"]):',
+        (f"{LC}/test_limits.py::test_reformatted_identical_calls_stop_the_run_at_the_repeat_limit",
+         f"{LC}/test_limits.py::test_per_tool_repeat_limit_overrides_the_agent_limit",
+         f"{LC}/test_limits.py::test_stuck_demo_task_ends_as_repeated_call"),
+    ),
+    Mutation(
+        "schema validation before execution", "runs/services/tool_exec.py",
+        "error = validate_arguments(tools[tool_name].parameters, arguments, tools[tool_name].sensitive_fields)",
+        "error = None",
+        (f"{LC}/test_tool_calls.py::test_arguments_failing_the_schema_are_an_error_and_the_handler_never_runs",
+         f"{LC}/test_tool_calls.py::test_demo_tool_schema_is_enforced"),
+    ),
+    Mutation(
+        "approval gate for destructive calls", "runs/services/approvals.py",
+        "return approval_request(call=call, tool=tool, config=config, recorder=recorder) if tool.destructive else RUN",
+        "return RUN",
+        (f"{LC}/test_approvals.py::test_destructive_call_parks_the_run_until_someone_decides",
+         f"{FM}/test_prompt_injection.py::test_an_injected_cancel_waits_for_a_person_and_a_rejection_changes_nothing"),
+    ),
+    Mutation(
+        "a call left started goes to a person", "runs/services/approvals.py",
+        "        if tool.idempotent:\n            return RUN\n",
+        "        if True:\n            return RUN\n",
+        (f"{LC}/test_outcome_unknown.py::test_a_call_left_started_by_a_crash_waits_for_a_person_whatever_the_policy",),
+    ),
+    Mutation(
+        "idempotency key is the call's place", "runs/services/loop.py",
+        "idempotency_key=guards.idempotency_key(run.pk, self.step_count, p.index),",
+        "idempotency_key=p.call_id[:64],",
+        (f"{LC}/test_idempotency.py",),
+    ),
+    Mutation(
+        "idempotency key reused on a re-run", "runs/services/call_runner.py",
+        "c.call_id, c.idempotency_key)",
+        "c.call_id, c.idempotency_key + str(c.attempts))",
+        ("runs/tests/test_worker_durability.py::test_idempotent_call_left_started_is_run_again_once",
+         f"{LC}/test_idempotency.py"),
+    ),
+    Mutation(
+        "unseen-id check", "runs/services/approval_routes.py",
+        "    if unseen_ids:\n        reasons.append(",
+        "    if False:\n        reasons.append(",
+        ("runs/tests/test_approval_routing.py::test_an_unseen_identifier_stops_a_rule_and_the_note_says_why",
+         "runs/tests/test_rules_in_loop.py::test_an_unseen_order_id_keeps_a_rule_from_approving_and_the_note_says_why",
+         "runs/tests/test_rules_in_loop.py::test_the_approve_all_policy_does_not_approve_an_unseen_id"),
+    ),
+    Mutation(
+        "outcome unknown when a call may have taken effect", "runs/services/records.py",
+        "if call.may_have_taken_effect or call.pk in in_flight:",
+        "if False:",
+        (f"{LC}/test_outcome_unknown.py::test_an_internal_error_after_a_call_took_effect_records_its_outcome_as_unknown",
+         f"{LC}/test_outcome_unknown.py::test_cancelling_a_run_whose_call_was_started_records_its_outcome_as_unknown"),
+    ),
+    Mutation(
+        "an operator's stop wins over the run's own end", "runs/services/records.py",
+        "    if not name:\n        return reason, detail\n    run.stop_requested_by_name = name",
+        "    if True:\n        return reason, detail\n    run.stop_requested_by_name = name",
+        ("runs/tests/test_levers.py::test_a_stop_asked_while_the_model_writes_its_final_answer_still_ends_the_run_as_stopped",),
+    ),
+    Mutation(
+        "budget checked before each request", "runs/services/decisions.py",
+        "    if budget:\n        return budget\n",
+        "    if False:\n        return budget\n",
+        (f"{LC}/test_limits.py::test_a_run_whose_budget_is_already_spent_asks_the_model_nothing_more",
+         f"{LC}/test_limits.py::test_budget_spent_across_iterations_stops_the_run",
+         f"{LC}/test_limits.py::test_cost_budget_stops_the_run", f"{LC}/test_limits.py::test_token_budget_stops_the_run"),
+    ),
+    Mutation(
+        "a model endpoint typed by a user goes through the outbound guard", "runs/llm.py",
+        "guarded = bool(base_url) and base_url != settings.LLM_BASE_URL and not trusted",
+        "guarded = False",
+        ("runs/tests/test_notifications.py::test_an_agent_endpoint_on_a_private_address_is_refused_before_any_request",
+         "runs/tests/test_notifications.py::test_an_agent_endpoint_whose_name_resolves_elsewhere_after_the_check_reaches_nothing"),
+    ),
+    Mutation(
+        "an error inside a 200 answer is a model failure", "runs/llm.py",
+        'if isinstance(choice, dict) and (choice.get("finish_reason") == "error" or choice.get("error")):',
+        "if False:",
+        (f"{LC}/test_provider_answers.py",),
+    ),
+    Mutation(
+        "unpaired surrogates and NUL replaced where answers are read", "runs/llm_answers.py",
+        "    return _ODD.subn(REPLACEMENT, text)",
+        "    return text, 0",
+        (f"{LC}/test_provider_answers.py",),
+    ),
+]
+
+
+def tree_copy(destination: Path) -> None:
+    """The checkout's files as git sees them (committed or not, ignored ones left out), with the venv linked."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                            cwd=ROOT, check=True, capture_output=True).stdout.decode().split("\0")
+    for name in filter(None, listed):
+        source = ROOT / name
+        if name == ".venv" or name.startswith(".venv/") or not source.is_file():
+            continue
+        target = destination / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, target)
+    (destination / ".venv").symlink_to((ROOT / ".venv").resolve())
+
+
+def run_tests(tree: Path, tests: tuple[str, ...]) -> tuple[bool, str, float]:
+    """(all passed, the failing tests' names or the error's last line, seconds)."""
+    started = time.monotonic()
+    done = subprocess.run(
+        [str(tree / ".venv/bin/python"), "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-p", "no:randomly",
+         *tests],
+        cwd=tree, capture_output=True, text=True, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+    )
+    # The summary's "FAILED path::test - reason" lines (not captured log lines that start with ERROR).
+    failed = [line.split(" ", 1)[1].split(" - ")[0] for line in done.stdout.splitlines()
+              if line.startswith(("FAILED ", "ERROR ")) and "::" in line.split(" - ")[0]]
+    tail = (done.stdout.strip().splitlines() or [""])[-1]
+    return done.returncode == 0, ", ".join(failed) or tail, time.monotonic() - started
+
+
+def check(mutations: list[Mutation]) -> int:
+    rows, missed, broken_baseline = [], 0, False
+    baselines: dict[tuple[str, ...], tuple[bool, str, float]] = {}  # tests shared by several mutations run once
+    with tempfile.TemporaryDirectory(prefix="mutation-check-") as folder:
+        tree = Path(folder)
+        tree_copy(tree)
+        for number, mutation in enumerate(mutations, 1):
+            path = tree / mutation.path
+            text = path.read_text()
+            found = text.count(mutation.original)
+            if found != 1:
+                rows.append((number, mutation, f"snippet found {found} times", "", 0.0))
+                broken_baseline = True
+                continue
+            if mutation.tests not in baselines:
+                baselines[mutation.tests] = run_tests(tree, mutation.tests)
+            passed, detail, seconds = baselines[mutation.tests]
+            if not passed:
+                rows.append((number, mutation, "baseline failed", detail, seconds))
+                broken_baseline = True
+                continue
+            try:
+                path.write_text(text.replace(mutation.original, mutation.broken))
+                passed, detail, more = run_tests(tree, mutation.tests)
+            finally:
+                path.write_text(text)
+            missed += passed
+            rows.append((number, mutation, "MISSED" if passed else "caught", "" if passed else detail, seconds + more))
+            print(f"{number:2} {rows[-1][2]:8} {mutation.name}", file=sys.stderr, flush=True)
+    print_table(rows)
+    return 2 if broken_baseline else 1 if missed else 0
+
+
+def print_table(rows) -> None:
+    print("| # | guarantee | file | broken line | result | first failing test | s |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for number, mutation, result, detail, seconds in rows:
+        broken = mutation.broken.strip().replace("\n", " ⏎ ").replace("|", "\\|")
+        first = detail.split(", ")[0].replace("|", "\\|") if detail else ""
+        print(f"| {number} | {mutation.name} | `{mutation.path}` | `{broken[:70]}` | {result} | {first} | {seconds:.0f} |")
+    caught = sum(1 for row in rows if row[2] == "caught")
+    print(f"\n{caught} of {len(rows)} breaks caught "
+          f"(database: {'PostgreSQL' if os.environ.get('DATABASE_URL', '').startswith('postgres') else 'SQLite'})")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", nargs="*", help="names (or parts of names) of the mutations to check")
+    parser.add_argument("--list", action="store_true", help="list the mutations and their tests, run nothing")
+    options = parser.parse_args()
+    chosen = [m for m in MUTATIONS if not options.only or any(part in m.name for part in options.only)]
+    if options.list:
+        for mutation in chosen:
+            print(f"{mutation.name}: {mutation.path}\n    {' '.join(mutation.tests)}")
+        return 0
+    return check(chosen)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
