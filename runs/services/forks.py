@@ -145,6 +145,10 @@ def _fork_row(parent: Run, steps: list[Step], step_index: int, user) -> Run:
         iterations=max(s.iteration for s in steps),
         tokens_in=sum(s.tokens_in for s in steps), tokens_out=sum(s.tokens_out for s in steps),
         cost_usd=sum(s.cost_usd for s in steps),
+        # The same again, kept: what the fork did itself is its counters less these (own_work.py).
+        inherited_iterations=max(s.iteration for s in steps),
+        inherited_tokens_in=sum(s.tokens_in for s in steps), inherited_tokens_out=sum(s.tokens_out for s in steps),
+        inherited_cost_usd=sum(s.cost_usd for s in steps),
     )
 
 

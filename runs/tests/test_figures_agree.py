@@ -45,6 +45,7 @@ MODELS = ["gpt-a", "gpt-b", "small"]
 TOOL_NAMES = ["get_weather", "search_tickets", "cancel_order", "made_up_tool"]
 DONE = [s for s in ToolCall.DONE_STATUSES] + [ToolCall.Status.SUCCEEDED] * 3
 OPEN = [ToolCall.Status.PENDING, ToolCall.Status.STARTED, ToolCall.Status.AWAITING_APPROVAL]
+INHERITED = ("inherited_iterations", "inherited_tokens_in", "inherited_tokens_out", "inherited_cost_usd")
 ENDINGS = [Run.StopReason.FINAL_ANSWER] * 3 + [Run.StopReason.CANCELLED, Run.StopReason.ITERATION_LIMIT,
                                                  Run.StopReason.MODEL_ERROR]
 
@@ -327,10 +328,11 @@ def test_every_figure_counts_a_forks_copied_work_once_on_every_path(seed, client
 
 
 def test_days_counted_twice_before_are_read_raw_until_rebuilt(monkeypatch):
-    """Rollups built before counted a fork's copies again; migration 0017 marks the days of forks
-    not built, so the page reads them exactly from the runs' rows until a rebuild corrects them."""
+    """Rollups built before counted a fork's copies again; migration 0017 keeps what older forks
+    inherited and marks their days not built, so the page reads them exactly from the runs' rows
+    until a rebuild corrects them."""
     monkeypatch.setattr("runs.services.forks.run_dispatch", lambda run_id: None)
-    recount = importlib.import_module("runs.migrations.0017_forks_counted_once").recount_days_of_forks
+    migration = importlib.import_module("runs.migrations.0017_forks_counted_once")
     world, agent = World(random.Random(7)), Agent.objects.create(name="figures-upgrade")
     parent = world.adopt(Run.objects.create(agent=agent, task="t"), 1)
     world.work(parent, 3)
@@ -347,13 +349,19 @@ def test_days_counted_twice_before_are_read_raw_until_rebuilt(monkeypatch):
         return {d.day: d.tokens for d in metrics_summary(start=start, end=today, rollups=True).per_day if d.runs}
 
     assert page_tokens() == {day: tokens for day, (_n, tokens, _c) in truth.items()}
-    # What the rollups held before this release: the fork's inherited tokens counted again.
+    # Before this release: a fork kept no record of what it inherited, and the rollups counted
+    # its inherited tokens again.
     fork_day = timezone.localtime(fork.created_at).date()
     inherited = sum(s.tokens_in + s.tokens_out for s in Step.objects.filter(run=fork, index__lte=fork.forked_at_step))
+    kept = Run.objects.filter(pk=fork.pk).values(*INHERITED).get()
+    assert kept["inherited_iterations"] > 0 and kept["inherited_tokens_in"] + kept["inherited_tokens_out"] == inherited
+    Run.objects.filter(pk=fork.pk).update(**dict.fromkeys(INHERITED, 0))
     DayRollup.objects.filter(day=fork_day, agent=agent).update(tokens=F("tokens") + inherited)
     assert page_tokens()[fork_day] == truth[fork_day][1] + inherited
 
-    recount(django_apps, None)
+    migration.keep_what_forks_inherited(django_apps, None)
+    assert Run.objects.filter(pk=fork.pk).values(*INHERITED).get() == pytest.approx(kept)
+    migration.recount_days_of_forks(django_apps, None)
     assert set(RollupDay.objects.filter(built=False).values_list("day", flat=True)) == {fork_day} <= days
     assert page_tokens() == {day: tokens for day, (_n, tokens, _c) in truth.items()}  # read raw meanwhile
     rollups.rebuild_day(fork_day)  # as rebuild_rollups or the periodic build_rollups task does
