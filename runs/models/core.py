@@ -109,6 +109,12 @@ class Run(models.Model):
     tokens_in = models.PositiveIntegerField(default=0)
     tokens_out = models.PositiveIntegerField(default=0)
     cost_usd = models.FloatField(default=0.0)
+    # A fork's counters start with its parent's at the fork point (its copied steps); what it did
+    # itself is the difference (runs/selectors/own_work.py). Zero for a run that is no fork.
+    inherited_iterations = models.PositiveIntegerField(default=0)
+    inherited_tokens_in = models.PositiveIntegerField(default=0)
+    inherited_tokens_out = models.PositiveIntegerField(default=0)
+    inherited_cost_usd = models.FloatField(default=0.0)
     active_seconds = models.FloatField(default=0.0, help_text="Time spent running, not waiting for people.")
     verification_attempts = models.PositiveSmallIntegerField(default=0)
     pending_messages = models.JSONField(default=list, blank=True, help_text="Sent before the next model call.")

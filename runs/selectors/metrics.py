@@ -21,6 +21,7 @@ from django.db.models import Count, F, QuerySet, Sum
 from django.utils import timezone
 
 from runs.models import Agent, Approval, BudgetAlert, Run, Step, ToolCall
+from runs.selectors import own_work
 from runs.selectors.aggregates import (  # noqa: F401 (nearest_rank_offset: read here by tests)
     PercentileDisc,
     SecondsBetween,
@@ -260,8 +261,9 @@ def _metrics_raw(*, start: date, end: date, agent: Agent | None = None) -> Metri
     if agent is not None:
         runs = runs.filter(agent=agent)
     run_ids = runs.order_by().values("pk")
-    steps = Step.objects.filter(run_id__in=run_ids)
-    calls = ToolCall.objects.filter(run_id__in=run_ids)
+    # Each run's own work (runs/selectors/own_work.py): a fork's copies are its parent's.
+    steps = own_work.own_steps(Step.objects.filter(run_id__in=run_ids), runs=run_ids)
+    calls = own_work.own_calls(ToolCall.objects.filter(run_id__in=run_ids), runs=run_ids)
     approvals = Approval.objects.filter(run_id__in=run_ids)
 
     by_status = _count_by(runs, "status", Run.Status)
@@ -277,7 +279,7 @@ def _metrics_raw(*, start: date, end: date, agent: Agent | None = None) -> Metri
         by_stop_reason=_count_by(runs, "stop_reason", Run.StopReason),
         finished_runs=finished_runs,
         succeeded_runs=succeeded_runs,
-        iterations=_percentiles(finished, F("iterations"), finished_runs),
+        iterations=_percentiles(finished, own_work.own_iterations(), finished_runs),
         tool_errors=_tool_errors(calls),
         model_latency=_model_latency(steps),
         per_day=_per_day(runs, start, end),
@@ -329,7 +331,7 @@ def _per_day(runs: QuerySet[Run], start: date, end: date) -> list[DayRow]:
         runs.order_by()
         .annotate(day=TruncDay("created_at"))
         .values_list("day")
-        .annotate(n=Count("pk"), tokens=Sum(F("tokens_in") + F("tokens_out")), cost=Sum("cost_usd"))
+        .annotate(n=Count("pk"), tokens=Sum(own_work.own_tokens()), cost=Sum(own_work.own_cost()))
     )
     by_day = {day: (n, tokens or 0, cost or 0.0) for day, n, tokens, cost in rows}
     days = []

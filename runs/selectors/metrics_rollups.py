@@ -14,11 +14,12 @@ Approvals are counted with their runs, and their waits' percentiles are exact (a
 from collections import Counter, defaultdict
 from datetime import date, timedelta
 
-from django.db.models import Count, F, Q, Sum
+from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
 from runs.models import Approval, RollupDay, Run, RunRollup, Step, StepRollup, ToolCall, ToolRollup
 from runs.models.rollups import ApprovalRollup, ApprovalWait, DayRollup, WaitRollup
+from runs.selectors import own_work
 from runs.selectors.aggregates import TruncDay, nearest_rank_offset
 from runs.selectors.approval_figures import Waits, approval_rows, counted_rows, plain_rows
 from runs.selectors.history import day_start
@@ -67,20 +68,18 @@ def rolled_figures(*, start: date, end: date, agent, built: list[date]) -> dict:
         raw_runs = raw_runs.filter(agent=agent)
     for day, status, stop, iterations, n, t, c in (
         raw_runs.order_by()
-        .annotate(_day=TruncDay("created_at"))
-        .values_list("_day", "status", "stop_reason", "iterations")
-        .annotate(n=Count("pk"), t=Sum(F("tokens_in") + F("tokens_out")), c=Sum("cost_usd"))
+        .annotate(_day=TruncDay("created_at"), _iterations=own_work.own_iterations())
+        .values_list("_day", "status", "stop_reason", "_iterations")
+        .annotate(n=Count("pk"), t=Sum(own_work.own_tokens()), c=Sum(own_work.own_cost()))
     ):
         outcomes[status, stop, iterations] += n
         _add_day(per_day, date.fromisoformat(day) if isinstance(day, str) else day, n, t, c)
     raw_ids = raw_runs.order_by().values("pk")
-    for model, latency in plain_rows(
-        Step.objects.filter(run_id__in=raw_ids).order_by().values_list("model", "latency_ms")
-    ):
+    raw_steps = own_work.own_steps(Step.objects.filter(run_id__in=raw_ids), runs=raw_ids)
+    for model, latency in plain_rows(raw_steps.order_by().values_list("model", "latency_ms")):
         steps[model, latency_bucket(latency)] += 1
-    for tool, *counts in (
-        ToolCall.objects.filter(run_id__in=raw_ids).order_by().values_list("tool_name").annotate(**tool_counts())
-    ):
+    raw_calls = own_work.own_calls(ToolCall.objects.filter(run_id__in=raw_ids), runs=raw_ids)
+    for tool, *counts in raw_calls.order_by().values_list("tool_name").annotate(**tool_counts()):
         _add_tool(tools, tool, counts)
     approvals, waits = _approvals(
         days=days, plan=plan, by_agent=by_agent, raw=Approval.objects.filter(run_id__in=raw_ids)

@@ -8,7 +8,8 @@ conditional COUNT per bucket.
 
 Work is counted once: a fork starts with copies of its parent's model calls, tool calls and
 iterations (runs/services/forks.py), which the parent already counted; only what the fork does
-after its fork point counts for it.
+after its fork point counts for it (runs/selectors/own_work.py, as on the metrics page, in its
+rollups and in the budget alerts).
 
 Counters never go down: pruning archives every decision first (they are counted from live and
 archived rows), and adds what the runs, model calls and tool calls it deletes had counted to
@@ -16,11 +17,12 @@ PrunedTotals in the same transaction (runs/services/archive.py), which is added 
 """
 from dataclasses import dataclass, field
 
-from django.db.models import Case, CharField, Count, F, FloatField, OuterRef, Q, QuerySet, Subquery, Sum, Value, When
+from django.db.models import Case, CharField, Count, F, FloatField, Q, QuerySet, Sum, Value, When
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from runs.models import Approval, ArchivedApproval, PrunedTotals, Run, Step, ToolCall
+from runs.selectors import own_work
 from runs.selectors.aggregates import SecondsBetween
 from toolsapp.models import Tool
 
@@ -90,36 +92,25 @@ def _add(totals: dict, key: tuple, value) -> None:
 
 def _run_rows(run_ids) -> list[Histogram]:
     runs = Run.objects.all() if run_ids is None else Run.objects.filter(pk__in=run_ids)
-    # A fork's iterations start at its parent's at the fork point: its last copied step's iteration.
-    inherited = Step.objects.filter(run=OuterRef("pk"), index=OuterRef("forked_at_step")).values("iteration")[:1]
     rows = (
-        runs.alias(inherited=Case(When(forked_at_step__isnull=False, then=Coalesce(Subquery(inherited), 0)), default=0))
-        .values("agent__name", "status", "stop_reason")
+        runs.values("agent__name", "status", "stop_reason")
         .annotate(n=Count("pk"), started=Count("pk", filter=Q(started_at__isnull=False)),
-                  iterations=Sum(F("iterations") - F("inherited")), takeovers=Sum("takeovers"))
+                  iterations=Sum(own_work.own_iterations()), takeovers=Sum("takeovers"))
         .order_by("agent__name", "status", "stop_reason")
     )
     return [Histogram((row["agent__name"], row["status"], row["stop_reason"]), (), 0, 0.0, row["n"],
                       {key: row[key] or 0 for key in ("started", "iterations", "takeovers")}) for row in rows]
 
 
-def _not_copied(rows: QuerySet, index: str) -> QuerySet:
-    """`rows` of model calls (`index` "index") or tool calls ("step__index") without those a fork
-    copied from its parent. The copies are found apart (forks are few: a small hashed set), so the
-    big query gains no join and its sums stay exact, none taken away afterwards."""
-    copied = rows.model.objects.filter(run__forked_at_step__isnull=False, **{f"{index}__lte": F("run__forked_at_step")})
-    return rows.exclude(pk__in=copied.values("pk"))
-
-
 def _step_rows(run_ids) -> list[Histogram]:
-    steps = _not_copied(Step.objects.all() if run_ids is None else Step.objects.filter(run_id__in=run_ids), "index")
+    steps = own_work.own_steps(Step.objects.all() if run_ids is None else Step.objects.filter(run_id__in=run_ids))
     return _histograms(steps, ("run__agent__name", "model"), F("latency_ms"), MODEL_LATENCY_BUCKETS, scale=0.001,
                        tokens_in=F("tokens_in"), tokens_out=F("tokens_out"), cost_usd=F("cost_usd"))
 
 
 def _call_rows(run_ids) -> list[Histogram]:
     names = set(Tool.objects.values_list("name", flat=True))
-    calls = _not_copied(ToolCall.objects.filter(status__in=ToolCall.DONE_STATUSES), "step__index")
+    calls = own_work.own_calls(ToolCall.objects.filter(status__in=ToolCall.DONE_STATUSES))
     calls = calls if run_ids is None else calls.filter(run_id__in=run_ids)
     return merge([
         Histogram((h.labels[0] if h.labels[0] in names else UNREGISTERED_TOOL, h.labels[1]), h.cumulative,

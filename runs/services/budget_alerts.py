@@ -1,7 +1,8 @@
 """Daily budget alerts: an agent whose runs used more tokens or cost than its threshold today.
 
 Checked by a periodic task (CELERY_BEAT_SCHEDULE, every BUDGET_ALERT_INTERVAL_SECONDS), not in the
-loop, so iterations pay nothing for it. A run counts toward the UTC day it was created. One alert
+loop, so iterations pay nothing for it. A run counts toward the UTC day it was created, with what
+it did itself (runs/selectors/own_work.py: a fork's copies of its parent's work are the parent's). One alert
 per agent, day and kind (a unique constraint makes concurrent checks harmless); each new alert is
 logged, shown on the metrics page and sent to the webhooks.
 """
@@ -9,10 +10,11 @@ import logging
 from datetime import UTC, datetime, time
 
 from django.db import IntegrityError, transaction
-from django.db.models import F, Q, Sum
+from django.db.models import Q, Sum
 from django.utils import timezone
 
 from runs.models import Agent, BudgetAlert, Run
+from runs.selectors import own_work
 from runs.services.notifications import budget_alert_data, notify
 
 log = logging.getLogger(__name__)
@@ -28,7 +30,7 @@ def budget_alerts_check(*, now: datetime | None = None) -> list[BudgetAlert]:
         row["agent_id"]: row
         for row in Run.objects.filter(agent__in=watched, created_at__gte=day_start)
         .values("agent_id")
-        .annotate(tokens=Sum(F("tokens_in") + F("tokens_out")), cost=Sum("cost_usd"))
+        .annotate(tokens=Sum(own_work.own_tokens()), cost=Sum(own_work.own_cost()))
     }
     existing = set(BudgetAlert.objects.filter(day=day).values_list("agent_id", "kind"))
     created = []

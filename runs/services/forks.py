@@ -183,10 +183,13 @@ def _settings(parent: Run, steps: list[Step], step_index: int, user) -> tuple[di
 def _fork_row(parent: Run, steps: list[Step], config: dict, overrides: dict, step_index: int, user) -> Run:
     # The config is derived afresh, so a model endpoint the host's operator typed at the shell is
     # not trusted for the fork (as for re-runs).
+    counters = copied_counters(steps)
     return Run.objects.create(
         agent=parent.agent, task=parent.task, customer=parent.customer, config=config,
         overrides=overrides, created_by=_person(user),
-        forked_from=parent, forked_at_step=step_index, **copied_counters(steps),
+        forked_from=parent, forked_at_step=step_index, **counters,
+        # The same again, kept: what the fork did itself is its counters less these (own_work.py).
+        **{f"inherited_{name}": value for name, value in counters.items()},
     )
 
 

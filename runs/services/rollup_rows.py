@@ -12,6 +12,7 @@ from django.db.models import BooleanField, Count, ExpressionWrapper, F, Q, Sum
 
 from runs.models import Approval, RunRollup, Step, StepRollup, ToolCall, ToolRollup
 from runs.models.rollups import ApprovalRollup, ApprovalWait, DayRollup, WaitRollup
+from runs.selectors import own_work
 from runs.selectors.aggregates import SecondsBetween, TruncDay
 
 RELATIVE_ACCURACY = 0.01
@@ -55,18 +56,19 @@ def contributions(runs) -> dict:
     """{day: (run rows, step rows, tool rows, approval rows, waits)} of the ended runs `runs` (a queryset)."""
     found = defaultdict(lambda: ([], Counter(), [], [], []))
     day_of_created = TruncDay("created_at")
+    # Each run's own work (runs/selectors/own_work.py): a fork's copies are its parent's.
     for day, agent, status, stop, iterations, n, tokens, cost in (
         runs.order_by()
-        .annotate(_day=day_of_created)
-        .values_list("_day", "agent_id", "status", "stop_reason", "iterations")
-        .annotate(n=Count("pk"), tokens=Sum(F("tokens_in") + F("tokens_out")), cost=Sum("cost_usd"))
+        .annotate(_day=day_of_created, _iterations=own_work.own_iterations())
+        .values_list("_day", "agent_id", "status", "stop_reason", "_iterations")
+        .annotate(n=Count("pk"), tokens=Sum(own_work.own_tokens()), cost=Sum(own_work.own_cost()))
     ):
         found[_as_date(day)][0].append((agent, status, stop, iterations, n, tokens or 0, cost or 0.0))
     run_ids = runs.order_by().values("pk")
-    steps = Step.objects.filter(run_id__in=run_ids).annotate(_day=TruncDay("run__created_at"))
+    steps = own_work.own_steps(Step.objects.filter(run_id__in=run_ids), runs=run_ids).annotate(_day=TruncDay("run__created_at"))
     for day, agent, model, latency in steps.values_list("_day", "run__agent_id", "model", "latency_ms").iterator():
         found[_as_date(day)][1][(agent, model, latency_bucket(latency))] += 1
-    calls = ToolCall.objects.filter(run_id__in=run_ids).annotate(_day=TruncDay("run__created_at"))
+    calls = own_work.own_calls(ToolCall.objects.filter(run_id__in=run_ids), runs=run_ids).annotate(_day=TruncDay("run__created_at"))
     for day, agent, tool, finished, failed, rejected in (
         calls.order_by().values_list("_day", "run__agent_id", "tool_name").annotate(**tool_counts())
     ):

@@ -26,8 +26,9 @@ from datetime import date, timedelta
 from django.db.models import F
 from django.utils import timezone
 
-from runs.models import RollupDay, Run, RunRollup, Step, StepRollup, ToolCall, ToolRollup
+from runs.models import RollupDay, Run, RunRollup, Step, StepRollup, ToolRollup
 from runs.models.rollups import ApprovalRollup, ApprovalWait, DayRollup
+from runs.selectors import own_work
 from runs.selectors.history import day_start
 from runs.services.db import write_transaction
 from runs.services.rollup_rows import (  # noqa: F401 (RELATIVE_ACCURACY, bucket_value: read here)
@@ -76,25 +77,20 @@ def run_ended(*, run: Run, fields: dict) -> None:
     day = run_day(run)
     # The run's own rows are read before the day's lock: they are the ending run's, final in this
     # transaction (its pending approvals were expired first), so the lock, which every ending of
-    # the day waits for, is held only for the upserts and the commit.
-    steps = step_buckets(Step.objects.filter(run=run).values_list("model", "latency_ms"))
-    tools = list(ToolCall.objects.filter(run=run).order_by().values_list("tool_name").annotate(**tool_counts()))
+    # the day waits for, is held only for the upserts and the commit. Its own work only
+    # (runs/selectors/own_work.py): a fork's copies are its parent's.
+    inherited_iterations, inherited_tokens, inherited_cost = own_work.inherited_of(run)
+    steps = step_buckets(own_work.run_steps(run).values_list("model", "latency_ms"))
+    tools = list(own_work.run_calls(run).order_by().values_list("tool_name").annotate(**tool_counts()))
     approvals, waits = approval_parts(Run.objects.filter(pk=run.pk)).get(day, ([], []))
     others_ended = _created_on(day).filter(status__in=Run.FINISHED_STATUSES).exclude(pk=run.pk)
     _day_lock(day, new_day_built=lambda: not others_ended.exists())
     keys = {"day": day, "agent_id": run.agent_id}
-    tokens = values["tokens_in"] + values["tokens_out"]
-    outcomes_add(
-        day,
-        {
-            (run.agent_id, values["status"], values["stop_reason"], values["iterations"]): (
-                1,
-                tokens,
-                values["cost_usd"],
-            )
-        },
-    )
-    row_add(DayRollup, keys, runs=1, tokens=tokens, cost_usd=values["cost_usd"])
+    tokens = values["tokens_in"] + values["tokens_out"] - inherited_tokens
+    cost = values["cost_usd"] - inherited_cost
+    iterations = values["iterations"] - inherited_iterations
+    outcomes_add(day, {(run.agent_id, values["status"], values["stop_reason"], iterations): (1, tokens, cost)})
+    row_add(DayRollup, keys, runs=1, tokens=tokens, cost_usd=cost)
     steps_add(day, {(run.agent_id, model, bucket): n for (model, bucket), n in steps.items()})
     for tool, finished, failed, rejected in tools:
         if finished:
@@ -109,8 +105,9 @@ def summary_added(*, run: Run, step: Step, tokens: int, cost_usd: float) -> None
     if run.status not in Run.FINISHED_STATUSES:
         return
     day = run_day(run)
+    iterations = run.iterations - own_work.inherited_of(run)[0]  # the key its ending was counted under
     _day_lock(day, new_day_built=lambda: False)
-    outcomes_add(day, {(run.agent_id, run.status, run.stop_reason, run.iterations): (0, tokens, cost_usd)})
+    outcomes_add(day, {(run.agent_id, run.status, run.stop_reason, iterations): (0, tokens, cost_usd)})
     DayRollup.objects.filter(day=day, agent_id=run.agent_id).update(
         tokens=F("tokens") + tokens, cost_usd=F("cost_usd") + cost_usd
     )
