@@ -20,8 +20,8 @@ from runs.services.approval_checks import (
     NotAllowed,
     approved_arguments,
     check_decider,
-    check_vote,
     check_grant,
+    check_vote,
     edit_of,
 )
 from runs.services.approval_routes import call_route, rejection_payload

@@ -15,7 +15,6 @@ from urllib.parse import urlsplit
 
 from runs.llm import TRUSTED_BASE_URL_KEY
 from runs.models import Run
-from runs.services import guards
 from runs.services.launch import LIMIT_SETTINGS, launch_bounds_problems, launch_overrides
 from runs.services.runs import run_config
 

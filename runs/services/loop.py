@@ -19,14 +19,13 @@ from django.db.models import Count, Q
 
 from runs import llm
 from runs.models import OperatorMessage, Run, Step, ToolCall
-from runs.services import approvals, decisions, guards, throttle
+from runs.services import approvals, decisions, guards, records, throttle
 from runs.services.call_runner import CallRunner
 from runs.services.db import connection_lost, on_fresh_connection, release_db_connection
 from runs.services.decisions import StopReason
 from runs.services.history import build_messages, step_messages
 from runs.services.leases import LeaseLost, keeper, lease_claim, lease_held, lease_release
-from runs.services.records import (NAME_CHARS, Recorder, bounded, operator_stop_first, run_close, run_pause, run_start,
-                                   set_result)
+from runs.services.records import Recorder, operator_stop_first, run_close, run_pause, run_start
 from runs.services.run_tools import RunTools
 from runs.services.summaries import iteration_log, summary_record, summary_wanted
 from runs.services.tool_exec import call_status, check_call
@@ -293,7 +292,7 @@ class _Driver:
             guards.PlannedCall(
                 index=i,
                 call_id=c["id"],
-                tool_name=bounded(c["function"]["name"], NAME_CHARS),
+                tool_name=records.bounded(c["function"]["name"], records.NAME_CHARS),
                 arguments=c["function"]["arguments"],
                 args_hash=guards.args_hash(c["function"]["arguments"], settings.ARGS_HASH_KEY),
             )
@@ -335,10 +334,10 @@ class _Driver:
             )
             refusal = decision.refused.get(p.index)
             if refusal:
-                set_result(call, {"ok": False, "error": refusal.error}, refusal.status)
+                records.set_result(call, {"ok": False, "error": refusal.error}, refusal.status)
             elif p.index in early:
                 payload, call.latency_ms = early[p.index]
-                set_result(call, payload, call_status(payload))
+                records.set_result(call, payload, call_status(payload))
             key = (p.tool_name, p.args_hash)
             self.seen[key] = self.seen.get(key, 0) + 1
             calls.append(call)

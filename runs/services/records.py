@@ -15,7 +15,11 @@ from runs.models import Run, Step, ToolCall
 from runs.services import guards, rollups
 from runs.services.approvals import approvals_close
 from runs.services.db import (
-    FRESH_CONNECTION_ATTEMPTS, connection_lost, drop_connection, pause_before_retry, write_transaction,
+    FRESH_CONNECTION_ATTEMPTS,
+    connection_lost,
+    drop_connection,
+    pause_before_retry,
+    write_transaction,
 )
 from runs.services.decisions import StopReason, ending_status
 from runs.services.events import events_store

@@ -1,7 +1,6 @@
 """People's decisions beyond approve and reject as sent: edited arguments (checked on the server
 against the tool's schema), two-person approvals, named groups and guidance for the model."""
 import json
-
 from datetime import timedelta
 
 import pytest

@@ -10,8 +10,11 @@ from runs.models import OperatorMessage, Run
 from runs.models.levers import NOTE_MAX_CHARS
 from runs.tests.test_consumer_timeline import session_cookie  # noqa: F401  (a fixture)
 from runs.tests.test_levers_api import api, socket_levers
-from runs.tests.test_levers_forks_pages import FOUR_STEPS, signed_in
-from runs.tests.test_levers_forks_pages import users  # noqa: F401  (a fixture)
+from runs.tests.test_levers_forks_pages import (
+    FOUR_STEPS,
+    signed_in,
+    users,  # noqa: F401  (a fixture)
+)
 
 LONG = "x" * (NOTE_MAX_CHARS + 1)
 TOO_LONG = f"The message is longer than {NOTE_MAX_CHARS} characters."
@@ -29,7 +32,7 @@ def test_the_table_refuses_a_note_longer_than_the_limit(launch):
     assert OperatorMessage.objects.filter(run=run).count() == 1
 
 
-def test_an_over_long_note_over_the_websocket_is_refused_in_words(launch, session_cookie, no_dispatch):
+def test_an_over_long_note_over_the_websocket_is_refused_in_words(launch, session_cookie, no_dispatch):  # noqa: F811 (the fixture)
     run = launch("Cancel order ORD-1001")
     cookie = session_cookie("operators", name="olga")
     refused, = socket_levers(run.pk, cookie, {"type": "lever", "lever": "message", "text": LONG})

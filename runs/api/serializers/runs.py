@@ -3,8 +3,8 @@ from rest_framework import serializers
 
 from runs.api.serializers.approvals import ApprovalBriefSerializer
 from runs.api.serializers.fields import NameRelatedField, UsageSerializer, choice, service_errors
-from runs.api.strict import KnownFieldsOnly
 from runs.api.serializers.forks import RunFamilySerializer
+from runs.api.strict import KnownFieldsOnly
 from runs.models import Agent, Run, ToolCall, ToolChoice
 from runs.services.guards import MAX_SAFE_INTEGER, POSITIVE_INT_LIMITS
 from runs.services.launch import (
@@ -16,7 +16,6 @@ from runs.services.launch import (
     launch_overrides,
 )
 from runs.services.runs import launch_errors
-
 
 # A run's status as clients see it: its stored one, or "stopping" while its summary is written.
 RUN_STATUSES = [*Run.Status.choices, (Run.STOPPING, Run.STOPPING_LABEL)]
