@@ -69,7 +69,7 @@ def test_a_rule_written_in_the_editor_approves_a_run_and_every_page_names_it_and
     expect(preview.locator("[data-count=not_matched]")).to_have_text("1")
     expect(preview.locator("[data-count=approve]")).to_have_text("1")
     words = admin.locator("#rule-preview-words")
-    expect(words).to_contain_text("$.order_id matches the RE2 pattern '^ORD-100'")
+    expect(words).to_contain_text("$.order_id contains a match of the RE2 pattern '^ORD-100'")
     expect(words).to_contain_text("customer is acme")  # what narrows the rule, all of it
     screenshot(admin, "rule-preview")
     admin.locator("#rule-save").click()
