@@ -6,7 +6,7 @@ A field is sensitive at any depth, by name, case-insensitively, as the queue's m
 a list take the list's name, and everything under a sensitive key is sensitive.
 """
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 MASK = "••••"
 # Shorter values cannot be blanked out of free text without blanking ordinary words with them;
@@ -18,9 +18,28 @@ def _names(sensitive_fields: Iterable[str]) -> set[str]:
     return {name.lower() for name in sensitive_fields or () if isinstance(name, str)}
 
 
+def sensitive_items(arguments, sensitive_fields: Iterable[str]) -> Iterator[tuple[str, object]]:
+    """Each (key, value) of `arguments` whose key is sensitive, at any depth; nothing under such a
+    key is looked at again (it is all sensitive)."""
+    names = _names(sensitive_fields)
+
+    def walk(value):
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if str(key).lower() in names:
+                    yield str(key), item
+                else:
+                    yield from walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                yield from walk(item)
+
+    if names:
+        yield from walk(arguments)
+
+
 def sensitive_values(arguments, sensitive_fields: Iterable[str]) -> list[str]:
     """Each sensitive value as the texts it may appear as (itself, its JSON and repr forms)."""
-    names = _names(sensitive_fields)
     found: list[str] = []
 
     def scalars(value):
@@ -35,19 +54,8 @@ def sensitive_values(arguments, sensitive_fields: Iterable[str]) -> list[str]:
         elif isinstance(value, int | float) and not isinstance(value, bool):
             yield from (str(value), json.dumps(value))
 
-    def walk(value):
-        if isinstance(value, dict):
-            for key, item in value.items():
-                if str(key).lower() in names:
-                    found.extend(scalars(item))
-                else:
-                    walk(item)
-        elif isinstance(value, list):
-            for item in value:
-                walk(item)
-
-    if names:
-        walk(arguments)
+    for _key, item in sensitive_items(arguments, sensitive_fields):
+        found.extend(scalars(item))
     return sorted({text for text in found if len(text) >= MIN_REDACTED_CHARS}, key=len, reverse=True)
 
 

@@ -5,6 +5,7 @@ from typing import Any
 
 from runs.models import Run, ToolCall
 from runs.selectors.approvals import argument_lines, known_text, runs_shown, unseen_identifiers, unseen_in_lines
+from toolsapp.sensitive import sensitive_items
 
 
 def sensitive_fields_unseen(
@@ -14,8 +15,6 @@ def sensitive_fields_unseen(
 
     Masking hides a value from people, not from the check: a sensitive `order_id` the run never
     saw must stop a rule as a visible one does. The answer names fields, never values."""
-    sensitive = {f.lower() for f in sensitive_fields}
-    fields: list[str] = []
 
     def holds_unseen(value: Any, key: str | None) -> bool:
         if isinstance(value, dict):
@@ -24,20 +23,8 @@ def sensitive_fields_unseen(
             return any(holds_unseen(v, key) for v in value)
         return bool(unseen(key, value))
 
-    def walk(value: Any) -> None:
-        if isinstance(value, dict):
-            for k, v in value.items():
-                if str(k).lower() in sensitive:
-                    if holds_unseen(v, str(k)):
-                        fields.append(str(k))
-                else:
-                    walk(v)
-        elif isinstance(value, list):
-            for v in value:
-                walk(v)
-
-    walk(arguments)
-    return list(dict.fromkeys(fields))
+    return list(dict.fromkeys(key for key, value in sensitive_items(arguments, sensitive_fields)
+                              if holds_unseen(value, key)))
 
 
 def call_unseen_ids(
