@@ -65,8 +65,8 @@ def script(demo_server):
 @pytest.fixture
 def launch(demo_data):
     """launch(task, models=[...], agent="demo", **overrides) -> the run after the loop stopped."""
+    from runs.engine.loop import run_advance
     from runs.models import Agent
-    from runs.services.loop import run_advance
     from runs.services.runs import run_create
 
     def go(task="What's the weather in Lagos and London?", *, agent="demo", approval_policy="ask", customer=None, **overrides):

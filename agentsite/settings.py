@@ -238,7 +238,7 @@ TOOL_RESULT_PREVIEW_CHARS = env_int("TOOL_RESULT_PREVIEW_CHARS", 2000)
 TOOL_PARALLEL_WORKERS = env_int("TOOL_PARALLEL_WORKERS", 8)
 # A handler past its timeout cannot be stopped; its thread is replaced and it counts as hung
 # until it returns. A tool with this many hung calls in one process has its new calls refused
-# (an error the model reads) until one of them returns (see runs/services/tool_threads.py).
+# (an error the model reads) until one of them returns (see runs/engine/tool_threads.py).
 TOOL_MAX_HUNG_CALLS = env_int("TOOL_MAX_HUNG_CALLS", 4)
 # Extra modules that register Python tool handlers and verifiers (comma separated), imported at
 # start after those of the installed packages' `agentsite.tools` entry points (toolsapp/plugins.py).
@@ -262,10 +262,10 @@ LOGGING = {
 # run whose worker died is picked up again within lease + SWEEP_INTERVAL_SECONDS (25 s by
 # default). A slow model or tool does not look like a dead worker: while a driver waits, its
 # process renews the lease every third of it, up to the end of that wait's own timeouts
-# (runs/services/leases.py).
+# (runs/engine/leases.py).
 RUN_LEASE_SECONDS = env_int("RUN_LEASE_SECONDS", 20)
 # How many runs one worker process lets work at the same moment; the others wait on their
-# model or tool, or for a slot (see runs/services/throttle.py). Runs in flight are bounded by
+# model or tool, or for a slot (see runs/engine/throttle.py). Runs in flight are bounded by
 # the worker's threads, not by this.
 RUN_WORKING_SLOTS = env_int("RUN_WORKING_SLOTS", 4)
 # A run taken over from a dead worker this many times is ended as failed (worker_lost).

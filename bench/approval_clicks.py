@@ -70,7 +70,7 @@ def reset_orders():
 
 
 def launch_all(agent, url: str) -> list[int]:
-    from runs.services.loop import run_advance
+    from runs.engine.loop import run_advance
     from runs.services.runs import run_create
 
     tasks = []
@@ -103,9 +103,9 @@ def launch_all(agent, url: str) -> list[int]:
 
 def supervise(run_ids: list[int], people) -> dict:
     """Approve whatever waits, one click per approval given, until every run has ended."""
+    from runs.engine.loop import run_advance
     from runs.models import Approval, Run
     from runs.services.approvals import approval_decide
-    from runs.services.loop import run_advance
 
     clicks = opened = 0
     while True:

@@ -84,8 +84,8 @@ def batch(n: int, url: str, watch: dict | None = None) -> float:
     """Create n runs, dispatch them all, return seconds until the last one finished."""
     from django.db import transaction
 
+    from runs.engine.dispatch import run_dispatch
     from runs.models import Agent, Run
-    from runs.services.dispatch import run_dispatch
     from runs.services.runs import run_create
 
     agent = Agent.objects.get(name="demo")
@@ -213,8 +213,8 @@ def anchor(n: int, url: str, model_pid: int) -> float:
     n conversations of the same script at once, in one process, against the same demo model."""
     from django.conf import settings
 
+    from runs.engine.run_tools import RunTools
     from runs.models import Agent
-    from runs.services.run_tools import RunTools
 
     given = {
         "models": [script_for(url) for _ in range(n)],

@@ -43,8 +43,8 @@ def main():
     from django.db import connection
     from django.test import Client
 
+    from runs.engine.loop import run_advance
     from runs.models import Agent
-    from runs.services.loop import run_advance
     from runs.services.runs import run_create
 
     call_command("migrate", verbosity=0)
@@ -114,7 +114,7 @@ def main():
             connection.close()
 
     commits: dict[tuple[int, int], float] = {}
-    import runs.services.events as events
+    import runs.engine.events as events
 
     original_publish = events.publish_many
 

@@ -40,13 +40,13 @@ class Mutation:
 
 MUTATIONS = [
     Mutation(
-        "lease fence", "runs/services/leases.py",
+        "lease fence", "runs/engine/leases.py",
         '"WHERE id = %s AND lease_owner = %s RETURNING',
         '"WHERE id = %s AND (lease_owner = %s OR 1 = 1) RETURNING',
         (f"{FM}/test_stale_driver.py",),
     ),
     Mutation(
-        "lease claim only when free", "runs/services/leases.py",
+        "lease claim only when free", "runs/engine/leases.py",
         'if active.filter(lease_owner="").update(lease_owner=owner, lease_expires_at=until) == 1:',
         "if active.update(lease_owner=owner, lease_expires_at=until) == 1:",
         (f"{FM}/test_stale_driver.py::test_a_second_delivery_while_a_live_lease_is_held_drives_nothing",
@@ -67,20 +67,20 @@ MUTATIONS = [
          "runs/tests/test_decision_record.py::test_a_decision_is_final_for_people_and_for_expiry"),
     ),
     Mutation(
-        "iteration cap before tools", "runs/services/decisions.py",
+        "iteration cap before tools", "runs/engine/decisions.py",
         'if counters.iterations + 1 >= config["max_iterations"]:',
         'if counters.iterations + 1 > config["max_iterations"]:',
         (f"{LC}/test_limits.py::test_last_iteration_does_not_execute_tools",
          f"{LC}/test_limits.py::test_single_iteration_run_skips_all_requested_tools"),
     ),
     Mutation(
-        "iteration cap before a request", "runs/services/decisions.py",
+        "iteration cap before a request", "runs/engine/decisions.py",
         'if counters.iterations >= config["max_iterations"]:',
         'if counters.iterations > config["max_iterations"]:',
         (f"{LC}/test_limits.py::test_a_run_already_at_its_iteration_limit_asks_the_model_nothing_more",),
     ),
     Mutation(
-        "repeat detection", "runs/services/guards.py",
+        "repeat detection", "runs/engine/guards.py",
         'if counts[key] >= limits.get(call.tool_name, limits["*"]):',
         'if counts[key] > limits.get(call.tool_name, limits["*"]):',
         (f"{LC}/test_limits.py::test_reformatted_identical_calls_stop_the_run_at_the_repeat_limit",
@@ -88,7 +88,7 @@ MUTATIONS = [
          f"{LC}/test_limits.py::test_stuck_demo_task_ends_as_repeated_call"),
     ),
     Mutation(
-        "schema validation before execution", "runs/services/tool_exec.py",
+        "schema validation before execution", "runs/engine/tool_exec.py",
         "error = validate_arguments(tools[tool_name].parameters, arguments, tools[tool_name].sensitive_fields)",
         "error = None",
         (f"{LC}/test_tool_calls.py::test_arguments_failing_the_schema_are_an_error_and_the_handler_never_runs",
@@ -108,13 +108,13 @@ MUTATIONS = [
         (f"{LC}/test_outcome_unknown.py::test_a_call_left_started_by_a_crash_waits_for_a_person_whatever_the_policy",),
     ),
     Mutation(
-        "idempotency key is the call's place", "runs/services/loop.py",
+        "idempotency key is the call's place", "runs/engine/loop.py",
         "idempotency_key=guards.idempotency_key(run.pk, self.step_count, p.index),",
         "idempotency_key=p.call_id[:64],",
         (f"{LC}/test_idempotency.py",),
     ),
     Mutation(
-        "idempotency key reused on a re-run", "runs/services/call_runner.py",
+        "idempotency key reused on a re-run", "runs/engine/call_runner.py",
         "c.call_id, c.idempotency_key)",
         "c.call_id, c.idempotency_key + str(c.attempts))",
         ("runs/tests/test_worker_durability.py::test_idempotent_call_left_started_is_run_again_once",
@@ -129,20 +129,20 @@ MUTATIONS = [
          "runs/tests/test_rules_in_loop.py::test_the_approve_all_policy_does_not_approve_an_unseen_id"),
     ),
     Mutation(
-        "outcome unknown when a call may have taken effect", "runs/services/records.py",
+        "outcome unknown when a call may have taken effect", "runs/engine/records.py",
         "if call.may_have_taken_effect or call.pk in in_flight:",
         "if False:",
         (f"{LC}/test_outcome_unknown.py::test_an_internal_error_after_a_call_took_effect_records_its_outcome_as_unknown",
          f"{LC}/test_outcome_unknown.py::test_cancelling_a_run_whose_call_was_started_records_its_outcome_as_unknown"),
     ),
     Mutation(
-        "an operator's stop wins over the run's own end", "runs/services/records.py",
+        "an operator's stop wins over the run's own end", "runs/engine/records.py",
         "    if not name:\n        return reason, detail\n    run.stop_requested_by_name = name",
         "    if True:\n        return reason, detail\n    run.stop_requested_by_name = name",
         ("runs/tests/test_levers.py::test_a_stop_asked_while_the_model_writes_its_final_answer_still_ends_the_run_as_stopped",),
     ),
     Mutation(
-        "budget checked before each request", "runs/services/decisions.py",
+        "budget checked before each request", "runs/engine/decisions.py",
         "    if budget:\n        return budget\n",
         "    if False:\n        return budget\n",
         (f"{LC}/test_limits.py::test_a_run_whose_budget_is_already_spent_asks_the_model_nothing_more",
@@ -150,20 +150,20 @@ MUTATIONS = [
          f"{LC}/test_limits.py::test_cost_budget_stops_the_run", f"{LC}/test_limits.py::test_token_budget_stops_the_run"),
     ),
     Mutation(
-        "a model endpoint typed by a user goes through the outbound guard", "runs/llm.py",
+        "a model endpoint typed by a user goes through the outbound guard", "runs/engine/llm.py",
         "guarded = bool(base_url) and base_url != settings.LLM_BASE_URL and not trusted",
         "guarded = False",
         ("runs/tests/test_notifications.py::test_an_agent_endpoint_on_a_private_address_is_refused_before_any_request",
          "runs/tests/test_notifications.py::test_an_agent_endpoint_whose_name_resolves_elsewhere_after_the_check_reaches_nothing"),
     ),
     Mutation(
-        "an error inside a 200 answer is a model failure", "runs/llm.py",
+        "an error inside a 200 answer is a model failure", "runs/engine/llm.py",
         'if isinstance(choice, dict) and (choice.get("finish_reason") == "error" or choice.get("error")):',
         "if False:",
         (f"{LC}/test_provider_answers.py",),
     ),
     Mutation(
-        "unpaired surrogates and NUL replaced where answers are read", "runs/llm_answers.py",
+        "unpaired surrogates and NUL replaced where answers are read", "runs/engine/llm_answers.py",
         "    return _ODD.subn(REPLACEMENT, text)",
         "    return text, 0",
         (f"{LC}/test_provider_answers.py",),

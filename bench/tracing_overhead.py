@@ -78,8 +78,8 @@ def loop_cpu(sink_url: str, rounds: int, iterations: int = 50) -> None:
     from django.core.management import call_command
 
     from runs import tracing
+    from runs.engine.loop import run_advance
     from runs.models import Agent
-    from runs.services.loop import run_advance
     from runs.services.runs import run_create
 
     call_command("migrate", verbosity=0)

@@ -7,6 +7,6 @@ class RunsConfig(AppConfig):
     verbose_name = "Runs"
 
     def ready(self):
-        # Services queue tasks by name (runs.services.dispatch); Celery only discovers task
+        # Services queue tasks by name (runs.engine.dispatch); Celery only discovers task
         # modules on its own when a worker starts, so web processes register them here.
         from runs import tasks  # noqa: F401

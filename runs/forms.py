@@ -1,9 +1,9 @@
 """Launching a run: an agent, a task, and the settings this one launch changes."""
 from django import forms
 
+from runs.engine.guards import MAX_SAFE_INTEGER, POSITIVE_INT_LIMITS
 from runs.models import Agent, ToolChoice
 from runs.selectors.runs import agents_for_launch, enabled_tool_names
-from runs.services.guards import MAX_SAFE_INTEGER, POSITIVE_INT_LIMITS
 from runs.services.launch import (
     LIMIT_SETTINGS,
     POLICY_LABELS,

@@ -14,7 +14,7 @@ log = logging.getLogger(__name__)
 # worker (AttributeError in kombu's _connparams), taking every run in flight with it.
 @shared_task(acks_late=False, ignore_result=True)
 def advance_run(run_id: int) -> None:
-    from runs.services.loop import run_advance
+    from runs.engine.loop import run_advance
 
     run_advance(run_id=run_id)
 

@@ -11,7 +11,7 @@ import re
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from runs.services.guards import MAX_SAFE_INTEGER
+from runs.engine.guards import MAX_SAFE_INTEGER
 from toolsapp.executors import EXECUTORS
 from toolsapp.executors.http import http_tool_config, secret_host_error
 from toolsapp.executors.python import PYTHON_HANDLERS

@@ -3,8 +3,8 @@ from rest_framework import status
 from rest_framework.exceptions import APIException
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from runs.engine.db import connection_lost, drop_connection
 from runs.middleware import database_unavailable
-from runs.services.db import connection_lost, drop_connection
 
 
 class Conflict(APIException):

@@ -8,6 +8,8 @@ socket closed; a client that connects again is let in only as far as the user ma
 from channels.db import database_sync_to_async
 
 from runs.consumers.frames import BoundedJsonConsumer
+from runs.engine.events import APPROVALS_GROUP
+from runs.engine.snapshots import approval_brief
 from runs.models import Approval
 from runs.roles import PERM_DECIDE, PERM_VIEW_APPROVAL
 from runs.selectors.approvals import (
@@ -15,9 +17,7 @@ from runs.selectors.approvals import (
     approvals_pending_count,
 )
 from runs.services.approvals import AlreadyDecided, EditRefused, NotAllowed, approval_decide
-from runs.services.events import APPROVALS_GROUP
 from runs.services.sessions import session_user
-from runs.snapshots import approval_brief
 
 SIGNED_OUT = "your session has ended (signed out, password changed or account deactivated): sign in again"
 PERMISSION_DENIED = "permission denied"

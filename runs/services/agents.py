@@ -10,15 +10,15 @@ from django.core.exceptions import ValidationError
 from django.core.validators import URLValidator, validate_email
 from django.db import transaction
 
-from runs.models import Agent
-from runs.services.guards import (
+from runs.engine.guards import (
     POSITIVE_INT_LIMITS,
     POSITIVE_NUMBER_LIMITS,
     InvalidLimit,
     check_positive_int,
     check_positive_number,
 )
-from runs.text import check_storable_json, storable_text
+from runs.engine.text import check_storable_json, storable_text
+from runs.models import Agent
 from toolsapp.verifiers import VERIFIERS
 
 # Every setting of an agent that a person chooses, in the editor's order.

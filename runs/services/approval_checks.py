@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db.models import Q
 
+from runs.engine.guards import args_hash, parse_arguments
 from runs.models import Approval, ApprovalVote, ToolCall
 from runs.selectors.approvals import MASK
-from runs.services.guards import args_hash, parse_arguments
 from toolsapp.models import Tool
 from toolsapp.schemas import validate_arguments
 from toolsapp.text import storable_json, storable_text

@@ -21,10 +21,10 @@ from typing import Any
 
 from django.db import connection
 
+from runs.engine.guards import parse_arguments
 from runs.models import ApprovalRule, RunGrant
 from runs.selectors.approvals import MASK
 from runs.selectors.unseen_ids import call_unseen_ids
-from runs.services.guards import parse_arguments
 from runs.services.rules import CallFacts, RuleSpec, first_match, rules_in_force
 
 PENDING, APPROVED, REJECTED = "pending", "approved", "rejected"

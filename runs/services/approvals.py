@@ -13,6 +13,10 @@ from django.db import IntegrityError, transaction
 from django.db.models import BigIntegerField, Case, CharField, DateTimeField, F, Q, TextField, Value, When
 from django.utils import timezone
 
+from runs.engine.db import write_transaction
+from runs.engine.dispatch import run_dispatch
+from runs.engine.events import approvals_changed, event_record
+from runs.engine.snapshots import approval_brief
 from runs.models import Approval, ApprovalVote, Run, ToolCall
 from runs.services.approval_checks import (
     ALREADY_VOTED,
@@ -25,12 +29,8 @@ from runs.services.approval_checks import (
     edit_of,
 )
 from runs.services.approval_routes import call_route, rejection_payload
-from runs.services.db import write_transaction
-from runs.services.dispatch import run_dispatch
-from runs.services.events import approvals_changed, event_record
 from runs.services.grants import grant_create
 from runs.services.notifications import approval_pending_data, notify
-from runs.snapshots import approval_brief
 from toolsapp.models import Tool
 
 EXPIRED = "approval expired"

@@ -13,7 +13,7 @@ next model request), perhaps after a summary request the budget no longer covers
 """
 from urllib.parse import urlsplit
 
-from runs.llm import TRUSTED_BASE_URL_KEY
+from runs.engine.llm import TRUSTED_BASE_URL_KEY
 from runs.models import Run
 from runs.services.launch import LIMIT_SETTINGS, launch_bounds_problems, launch_overrides
 from runs.services.runs import run_config

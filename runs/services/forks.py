@@ -16,16 +16,16 @@ Its approval policy is "ask", whatever the parent's.
 from django.conf import settings
 from django.utils import timezone
 
+from runs.engine.db import write_transaction
+from runs.engine.dispatch import run_dispatch
+from runs.engine.events import events_store
+from runs.engine.records import set_result
+from runs.engine.snapshots import run_summary, step_data
+from runs.engine.text import storable_text
 from runs.models import Approval, OperatorMessage, Run, Step, ToolCall
 from runs.models.levers import NOTE_MAX_CHARS
-from runs.services.db import write_transaction
-from runs.services.dispatch import run_dispatch
-from runs.services.events import events_store
 from runs.services.fork_settings import config_differences, fork_settings, spent_problem
-from runs.services.records import set_result
 from runs.services.runs import InvalidRun
-from runs.snapshots import run_summary, step_data
-from runs.text import storable_text
 
 EDIT_KINDS = ("tool_result", "answer", "message")
 EDIT_SHAPES = '{"tool_result": {"call_id": "...", "content": "..."}}, {"answer": "..."} or {"message": "..."}'

@@ -8,11 +8,11 @@ active grants (runs.services.approvals, safeguards first).
 """
 from django.utils import timezone
 
+from runs.engine.db import write_transaction
+from runs.engine.events import event_record
+from runs.engine.snapshots import grant_brief
 from runs.models import Approval, RunGrant
 from runs.services.approval_checks import IDENTICAL
-from runs.services.db import write_transaction
-from runs.services.events import event_record
-from runs.snapshots import grant_brief
 
 
 def grant_create(*, approval: Approval, user, scope: str) -> RunGrant:

@@ -10,14 +10,14 @@ from django.db.models import Exists, OuterRef, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from runs.engine.dispatch import run_dispatch
+from runs.engine.events import event_record
+from runs.engine.snapshots import run_data, run_summary
 from runs.models import Approval, Run
 from runs.services.approvals import approvals_expire
 from runs.services.archive import runs_delete
-from runs.services.dispatch import run_dispatch
 from runs.services.escalation import approvals_escalate
-from runs.services.events import event_record
 from runs.services.notifications import webhooks_resend
-from runs.snapshots import run_data, run_summary
 
 log = logging.getLogger(__name__)
 

@@ -11,16 +11,16 @@ Who may pull them (runs.cancel_run) is checked by the callers: views, API and we
 from django.db.models import F, Q
 from django.utils import timezone
 
+from runs.engine.db import write_transaction
+from runs.engine.dispatch import run_dispatch
+from runs.engine.events import event_record, events_store
+from runs.engine.loop import run_levers_apply
+from runs.engine.records import lever_data
+from runs.engine.snapshots import run_summary
+from runs.engine.text import storable_text
 from runs.models import Approval, OperatorMessage, Run
 from runs.models.levers import NOTE_MAX_CHARS
-from runs.services.db import write_transaction
-from runs.services.dispatch import run_dispatch
-from runs.services.events import event_record, events_store
-from runs.services.loop import run_levers_apply
-from runs.services.records import lever_data
 from runs.services.runs import operator_name
-from runs.snapshots import run_summary
-from runs.text import storable_text
 
 MESSAGE_MAX_CHARS = NOTE_MAX_CHARS
 # Pausing a run that is already paused, or ending anyway, means nothing.

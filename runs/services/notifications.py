@@ -23,8 +23,8 @@ from django.db.models import F
 from django.urls import reverse
 from django.utils import timezone
 
+from runs.engine.dispatch import task_send
 from runs.models import WebhookDelivery
-from runs.services.dispatch import task_send
 from toolsapp import net
 
 log = logging.getLogger(__name__)

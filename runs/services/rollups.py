@@ -26,11 +26,11 @@ from datetime import date, timedelta
 from django.db.models import F
 from django.utils import timezone
 
+from runs.engine.db import write_transaction
 from runs.models import RollupDay, Run, RunRollup, Step, StepRollup, ToolRollup
 from runs.models.rollups import ApprovalRollup, ApprovalWait, DayRollup
 from runs.selectors import own_work
 from runs.selectors.history import day_start
-from runs.services.db import write_transaction
 from runs.services.rollup_rows import (  # noqa: F401 (RELATIVE_ACCURACY, bucket_value: read here)
     APPROVAL_KEYS,
     RELATIVE_ACCURACY,

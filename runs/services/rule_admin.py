@@ -10,9 +10,9 @@ import copy
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
+from runs.engine.text import check_storable_json, storable_text
 from runs.models import ApprovalRule, ApprovalRuleVersion
 from runs.services.rules import conditions_errors
-from runs.text import check_storable_json, storable_text
 
 # Every field of a rule that a person chooses, in the editor's order.
 RULE_FIELDS = (

@@ -2,10 +2,13 @@
 from django.conf import settings
 from django.db import transaction
 
-from runs.llm import TRUSTED_BASE_URL_KEY
+from runs.engine import guards
+from runs.engine.events import event_record
+from runs.engine.leases import lease_held
+from runs.engine.llm import TRUSTED_BASE_URL_KEY
+from runs.engine.loop import run_end
+from runs.engine.snapshots import run_summary
 from runs.models import Agent, Run
-from runs.services import guards
-from runs.services.events import event_record
 from runs.services.launch import (
     APPROVAL_POLICIES,
     OVERRIDABLE,
@@ -14,9 +17,6 @@ from runs.services.launch import (
     launch_bounds_problems,
     launch_defaults,
 )
-from runs.services.leases import lease_held
-from runs.services.loop import run_end
-from runs.snapshots import run_summary
 from toolsapp.models import Tool
 from toolsapp.verifiers import VERIFIERS
 

@@ -9,8 +9,8 @@ from django.contrib.messages import WARNING
 from django.test import Client
 from django.urls import reverse
 
+from runs.engine.guards import MAX_SAFE_INTEGER
 from runs.models import Agent
-from runs.services.guards import MAX_SAFE_INTEGER
 from runs.tests.test_history import make_run, user_in
 from toolsapp.models import Tool
 

@@ -13,8 +13,8 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 from accounts.services import api_token_create
+from runs.engine.loop import run_advance
 from runs.models import Agent, Approval, Run
-from runs.services.loop import run_advance
 from runs.tests.approval_fixtures import make_user, pending_approval
 from toolsapp.models import Tool
 

@@ -2,8 +2,8 @@
 and a fork compared with its parent."""
 import pytest
 
+from runs.engine.loop import run_advance
 from runs.models import Run
-from runs.services.loop import run_advance
 from runs.tests.loop_contract.support import call, calls
 from runs.tests.test_api import api
 from runs.tests.timeline_replay import mismatches
@@ -111,7 +111,7 @@ def test_a_fork_compared_with_its_parent(parent, alice, viewer, dispatched):
 
 
 def test_a_fork_keeps_to_what_the_agent_allows_now(parent, alice, dispatched):
-    from runs.services.loop import run_advance
+    from runs.engine.loop import run_advance
     from toolsapp.models import Tool
 
     agent = parent.agent

@@ -14,8 +14,8 @@ from django.db import transaction
 from django.test import Client
 
 from agentsite.asgi import application
+from runs.engine.events import event_record, publish
 from runs.models import RunEvent
-from runs.services.events import event_record, publish
 from runs.tests.channel_layer import fresh_channel_layer
 
 LOCAL = b"http://localhost"

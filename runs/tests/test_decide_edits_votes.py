@@ -8,6 +8,8 @@ from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
 from django.utils import timezone
 
+from runs.engine.db import write_transaction
+from runs.engine.guards import args_hash
 from runs.models import Approval, ApprovalVote, RunEvent
 from runs.services.approvals import (
     AlreadyDecided,
@@ -17,8 +19,6 @@ from runs.services.approvals import (
     approval_decide,
     approval_expire,
 )
-from runs.services.db import write_transaction
-from runs.services.guards import args_hash
 from runs.tests.approval_fixtures import make_user
 from runs.tests.supervision_fixtures import EDITED, for_group, needing_two, parked
 from toolsapp.models import Tool

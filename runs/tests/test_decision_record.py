@@ -10,11 +10,11 @@ from django.contrib.auth.models import User
 from django.urls import reverse
 from django.utils import timezone
 
+from runs.engine.db import write_transaction
+from runs.engine.snapshots import run_data
 from runs.models import Approval, Run, RunEvent, ToolCall
 from runs.selectors.exports import runs_export_records
 from runs.services.approvals import EXPIRED, AlreadyDecided, _decide_read, _expire, approval_decide
-from runs.services.db import write_transaction
-from runs.snapshots import run_data
 from runs.tests.approval_fixtures import make_user, pending_approval
 
 DEMO_TASK = "Cancel order ORD-1001"
@@ -118,9 +118,9 @@ def test_archived_decisions_are_listed_in_the_api_for_those_who_may_view_approva
 def test_the_loops_expiry_on_a_stale_read_keeps_a_decision_that_just_landed(launch, alice, no_dispatch):
     """The loop read the approval pending and, by its clock, overdue; a person approved it in
     between. The gate's expiry must not write over that decision: the call runs as approved."""
+    from runs.engine.leases import lease_claim, lease_release
+    from runs.engine.records import Recorder
     from runs.services.approvals import RUN, approval_gate
-    from runs.services.leases import lease_claim, lease_release
-    from runs.services.records import Recorder
     from toolsapp.models import Tool
 
     run = launch(DEMO_TASK, approval_policy="ask")
@@ -148,9 +148,9 @@ def test_the_loops_expiry_on_a_stale_read_keeps_a_decision_that_just_landed(laun
 def test_exports_say_what_decided_a_call_when_no_person_did(launch, script, alice, viewer, no_dispatch):
     """A rule, a grant and the run's policy decide without a name: the JSONL and CSV exports say
     which, as the run page does, instead of a blank."""
+    from runs.engine.loop import run_advance
     from runs.models import ApprovalRule
     from runs.services.approval_checks import IDENTICAL
-    from runs.services.loop import run_advance
     from runs.tests.loop_contract.support import call, calls
     from runs.tests.test_api import api
 

@@ -12,13 +12,13 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.utils import timezone
 
+from runs.engine import guards
+from runs.engine.loop import run_advance
 from runs.models import Agent, Approval, ApprovalRule, Run, RunGrant, ToolCall
-from runs.services import guards
 from runs.services.approval_checks import IDENTICAL
 from runs.services.approval_routes import EDIT_NOTE
 from runs.services.approvals import approval_decide
 from runs.services.grants import grant_create, grant_revoke
-from runs.services.loop import run_advance
 from runs.tests.approval_fixtures import make_user, pending_approval
 from runs.tests.loop_contract.support import call, calls, result_for
 from runs.tests.timeline_replay import mismatches

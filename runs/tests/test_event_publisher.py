@@ -12,7 +12,7 @@ from asgiref.sync import async_to_sync
 from channels_redis.core import RedisChannelLayer
 from django.conf import settings
 
-from runs.services.events import PUBLISH_LINGER_SECONDS, PUBLISH_WAKE_BURST, _Publisher, publish_pace
+from runs.engine.events import PUBLISH_LINGER_SECONDS, PUBLISH_WAKE_BURST, _Publisher, publish_pace
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 10
@@ -22,7 +22,7 @@ TIMEOUT = 10
 CHILD = """
 import django
 django.setup()
-from runs.services.events import publish
+from runs.engine.events import publish
 publish("run-exit-check", {"type": "run.event", "run_id": 1, "seq": 7, "kind": "run", "data": {"status": "succeeded"}})
 """
 

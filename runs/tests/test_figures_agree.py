@@ -21,6 +21,8 @@ from django.core.management import call_command
 from django.db.models import F
 from django.utils import timezone
 
+from runs.engine.db import write_transaction
+from runs.engine.loop import run_end
 from runs.models import Agent, Approval, BudgetAlert, RollupDay, Run, Step, ToolCall
 from runs.models.rollups import DayRollup
 from runs.selectors import metrics_rollups
@@ -29,9 +31,7 @@ from runs.selectors.metrics import metrics_summary
 from runs.services import rollups
 from runs.services.archive import runs_delete
 from runs.services.budget_alerts import budget_alerts_check
-from runs.services.db import write_transaction
 from runs.services.forks import run_fork
-from runs.services.loop import run_end
 from runs.services.reruns import rerun_create
 from runs.tests.test_prometheus import scrape, token  # noqa: F401 (a fixture)
 from runs.tests.test_rollups import snapshot, step_snapshot, tool_snapshot

@@ -8,13 +8,13 @@ import threading
 import pytest
 from django.contrib.auth.models import User
 
+from runs.engine import guards
+from runs.engine.events import event_record
+from runs.engine.loop import run_advance
 from runs.models import Approval, OperatorMessage, Run, RunEvent, Step, ToolCall
 from runs.selectors.forks import NotAFork, run_comparison, run_family
-from runs.services import guards
 from runs.services.approvals import approval_decide
-from runs.services.events import event_record
 from runs.services.forks import NOT_EXECUTED, ForkRefused, run_fork
-from runs.services.loop import run_advance
 from runs.services.reruns import rerun_create
 from runs.tests.loop_contract.support import call, calls, result_for
 from runs.tests.timeline_replay import fork_mismatches, mismatches

@@ -6,10 +6,10 @@ stay as they were (history); the fork's timeline says what differs from its pare
 a fork whose copied conversation already used what the agent now allows is refused in words."""
 import pytest
 
+from runs.engine.loop import run_advance
 from runs.models import Agent, Run, RunEvent, ToolCall
 from runs.services.fork_settings import config_differences
 from runs.services.forks import ForkRefused, run_fork
-from runs.services.loop import run_advance
 from runs.tests.loop_contract.support import call, calls
 from runs.tests.timeline_replay import mismatches
 from toolsapp.executors.python import python_handler

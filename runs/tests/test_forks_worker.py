@@ -2,9 +2,9 @@
 its end by the worker, and no copied call runs again (counted in the test tools' execution log)."""
 import pytest
 
+from runs.engine import guards
+from runs.engine.loop import run_advance
 from runs.models import Run
-from runs.services import guards
-from runs.services.loop import run_advance
 from runs.services.runs import run_create
 from runs.tests.loop_contract.support import call, calls, result_for
 from runs.tests.test_api import api

@@ -264,7 +264,7 @@ def test_a_queued_run_whose_message_was_lost_is_sent_again_within_the_default_ti
     # claim), so the sweep re-sends a queued run soon after its last dispatch, as soon as it would
     # hand out the run of a worker that died (lease + sweep interval), not a minute after its creation.
     sent = []
-    monkeypatch.setattr("runs.services.dispatch._send", sent.append)
+    monkeypatch.setattr("runs.engine.dispatch._send", sent.append)
     requeue = settings.RUN_REQUEUE_AFTER_SECONDS  # the default
     assert requeue + settings.SWEEP_INTERVAL_SECONDS <= settings.RUN_LEASE_SECONDS + settings.SWEEP_INTERVAL_SECONDS
     now = timezone.now()

@@ -14,8 +14,8 @@ import time
 import pytest
 from django.utils import timezone
 
+from runs.engine.dispatch import run_dispatch
 from runs.models import Run, Step
-from runs.services.dispatch import run_dispatch
 from runs.services.housekeeping import runs_sweep
 from runs.services.runs import run_create
 from runs.tests.conftest import ROOT

@@ -8,10 +8,10 @@ import threading
 import pytest
 from django.db import connection
 
+from runs.engine.conversation import build_messages
+from runs.engine.loop import run_advance
 from runs.models import Agent, OperatorMessage, Run, RunEvent, Step
-from runs.services.history import build_messages
 from runs.services.levers import LeverRefused, run_message, run_pause, run_resume, run_stop
-from runs.services.loop import run_advance
 from runs.services.runs import run_create
 from runs.tests.approval_fixtures import make_user
 from runs.tests.conftest import wait_until

@@ -5,10 +5,10 @@ from asgiref.sync import async_to_sync
 from rest_framework.test import APIClient
 
 from accounts.services import api_token_create
+from runs.engine.loop import run_advance
 from runs.models import Approval, OperatorMessage, Run, RunEvent, ToolCall
 from runs.services.approvals import approval_decide
 from runs.services.levers import run_pause, run_resume
-from runs.services.loop import run_advance
 from runs.tests.approval_fixtures import make_user, pending_approval
 from runs.tests.test_consumer_timeline import TIMEOUT, communicator, replay
 from runs.tests.timeline_replay import mismatches

@@ -2,8 +2,8 @@
 run is paused its worker is free for another run; resumed, it goes on exactly where it stopped."""
 import pytest
 
+from runs.engine.dispatch import run_dispatch
 from runs.models import Run, Step
-from runs.services.dispatch import run_dispatch
 from runs.services.levers import run_message, run_pause, run_resume
 from runs.services.runs import run_create
 from runs.tests.test_worker_durability import assert_consistent_history, slow, start_counts

@@ -1,9 +1,9 @@
-"""Fast unit tests of what the loop does with an answer (runs.services.decisions): no database, no HTTP."""
+"""Fast unit tests of what the loop does with an answer (runs.engine.decisions): no database, no HTTP."""
 import pytest
 
+from runs.engine import guards
+from runs.engine.decisions import Answer, Counters, ToolFacts, decide_answer, ending_status, stop_before_request
 from runs.models import Run, ToolCall
-from runs.services import guards
-from runs.services.decisions import Answer, Counters, ToolFacts, decide_answer, ending_status, stop_before_request
 
 StopReason = Run.StopReason
 CONFIG = {"max_iterations": 5, "repeat_limit": 3, "max_tokens": 1000, "max_wall_seconds": 60.0, "max_cost_usd": 1.0}
@@ -127,7 +127,7 @@ def test_an_operators_stop_comes_after_a_cancel_and_before_the_limits():
 
 
 def test_an_operators_stop_always_gets_its_summary_and_limits_only_when_the_agent_asks():
-    from runs.services.summaries import summary_wanted
+    from runs.engine.summaries import summary_wanted
 
     assert summary_wanted(StopReason.OPERATOR_STOP, {"summarize_on_stop": False})
     assert summary_wanted(StopReason.ITERATION_LIMIT, {"summarize_on_stop": True})

@@ -1,11 +1,11 @@
-"""Fast unit tests of the loop's pure decisions (runs.services.guards): no database, no HTTP."""
+"""Fast unit tests of the loop's pure decisions (runs.engine.guards): no database, no HTTP."""
 import json
 
 import pytest
 
+from runs.engine import guards
+from runs.engine.guards import PlannedCall
 from runs.models import Run
-from runs.services import guards
-from runs.services.guards import PlannedCall
 
 KEY = "test-hash-key"
 

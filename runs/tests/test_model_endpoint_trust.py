@@ -12,8 +12,8 @@ import pytest
 from django.core.management import call_command
 from rest_framework.test import APIClient
 
+from runs.engine.loop import run_advance
 from runs.models import Run
-from runs.services.loop import run_advance
 from runs.tests.approval_fixtures import make_user
 from toolsapp.tests.local_http import LocalServer
 

@@ -13,10 +13,10 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 from runs import otlp_encoder
+from runs.engine.loop import run_advance
 from runs.models import Approval, Run
 from runs.services.approvals import approval_decide
 from runs.services.levers import run_message, run_pause, run_resume
-from runs.services.loop import run_advance
 from runs.tests.loop_contract.support import FAST, call, calls
 
 SAMPLED = TraceFlags(TraceFlags.SAMPLED)

@@ -8,11 +8,11 @@ from django.db.models import Sum
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
+from runs.engine.dispatch import run_dispatch
+from runs.engine.leases import lease_claim
+from runs.engine.loop import run_advance
 from runs.models import Agent, Approval, ApprovalRule, Run, Step
 from runs.services.approvals import approval_decide
-from runs.services.dispatch import run_dispatch
-from runs.services.leases import lease_claim
-from runs.services.loop import run_advance
 from runs.services.runs import run_create
 from runs.tests.approval_fixtures import pending_approval
 from runs.tests.loop_contract.support import call, calls

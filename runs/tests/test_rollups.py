@@ -12,6 +12,8 @@ from django.core.management import call_command
 from django.db import connection
 from django.utils import timezone
 
+from runs.engine.loop import run_end
+from runs.engine.records import Recorder, run_close
 from runs.models import Agent, Approval, RollupDay, Run, RunRollup, Step, StepRollup, ToolCall, ToolRollup
 from runs.models.rollups import ApprovalRollup, ApprovalWait, WaitRollup
 from runs.selectors.aggregates import SecondsBetween
@@ -19,8 +21,6 @@ from runs.selectors.metrics import metrics_summary
 from runs.selectors.metrics_rollups import built_days
 from runs.services import rollups
 from runs.services.archive import runs_delete
-from runs.services.loop import run_end
-from runs.services.records import Recorder, run_close
 from runs.tests.test_metrics import END, START, dataset  # noqa: F401 (a fixture)
 
 OWNER = "rollup-test"
@@ -424,8 +424,8 @@ def test_approvals_decided_during_a_rebuild_are_counted_once(hold):
     decision's wait exactly."""
     from django.contrib.auth.models import Permission, User
 
+    from runs.engine.db import write_transaction
     from runs.services.approvals import approval_decide
-    from runs.services.db import write_transaction
 
     rng = random.Random(12)
     agent = Agent.objects.create(name="racer")

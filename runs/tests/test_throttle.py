@@ -1,10 +1,10 @@
-"""Working slots: a worker process lets only a few of its runs work at once (runs/services/throttle.py)."""
+"""Working slots: a worker process lets only a few of its runs work at once (runs/engine/throttle.py)."""
 import threading
 import time
 
 import pytest
 
-from runs.services import throttle
+from runs.engine import throttle
 
 
 @pytest.fixture

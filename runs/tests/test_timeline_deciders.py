@@ -3,10 +3,10 @@ from these events, live and after a reload (the timeline is replayed from the st
 a call a rule or a grant approved must say so in them, not only in the approval row."""
 import pytest
 
+from runs.engine.loop import run_advance
 from runs.models import Approval, ApprovalRule, RunEvent
 from runs.services.approval_checks import IDENTICAL
 from runs.services.approvals import EXPIRED, _expire, approval_decide
-from runs.services.loop import run_advance
 from runs.tests.approval_fixtures import make_user, pending_approval
 from runs.tests.loop_contract.support import call, calls
 from runs.tests.timeline_replay import replay_all

@@ -3,8 +3,8 @@ example package's `word_count` (see toolsapp/tests/test_plugins.py) runs in a wo
 told to load a module that is not there does not start, saying which."""
 import pytest
 
+from runs.engine.dispatch import run_dispatch
 from runs.models import Agent, Run, ToolCall
-from runs.services.dispatch import run_dispatch
 from runs.services.runs import run_create
 from runs.tests.loop_contract.support import call, calls
 from toolsapp.models import Tool

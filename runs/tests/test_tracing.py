@@ -6,11 +6,11 @@ import threading
 
 import pytest
 
+from runs.engine.loop import run_advance
 from runs.models import Approval, Run, Step, ToolCall
 from runs.services import trace_export
 from runs.services.approvals import approval_decide
 from runs.services.levers import run_message, run_pause, run_resume, run_stop
-from runs.services.loop import run_advance
 from runs.tests.loop_contract.support import FAST, call, calls
 from runs.tests.otlp_receiver import OtlpReceiver
 from toolsapp.executors.python import python_handler

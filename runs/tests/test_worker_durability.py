@@ -22,13 +22,13 @@ from django.db import connection
 from django.utils import timezone
 
 from agentsite.processes import redis_eviction_warning
+from runs.engine import guards
+from runs.engine.conversation import build_messages
+from runs.engine.dispatch import run_dispatch
+from runs.engine.loop import run_advance
 from runs.models import Agent, Approval, Run, RunEvent, Step, ToolCall
-from runs.services import guards
 from runs.services.approvals import AlreadyDecided, approval_decide
-from runs.services.dispatch import run_dispatch
-from runs.services.history import build_messages
 from runs.services.housekeeping import runs_sweep
-from runs.services.loop import run_advance
 from runs.services.runs import run_cancel, run_create
 from runs.tasks import advance_run
 from runs.tests import worker_tools

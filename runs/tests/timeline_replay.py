@@ -1,8 +1,8 @@
 """Rebuild runs, calls and grants from their timeline events alone, as the live page does, and
 compare them with the rows: the proof that every state change has its event."""
+from runs.engine.snapshots import PREVIEW_CHARS
 from runs.models import Approval, OperatorMessage, Run, RunEvent, RunGrant, Step, ToolCall
 from runs.selectors.approvals import approval_decider
-from runs.snapshots import PREVIEW_CHARS
 
 RUN_FIELDS = ("status", "stop_reason", "stop_detail", "answer", "iterations")
 CALL_FIELDS = ("status", "ok", "error", "truncated", "result_preview", "latency_ms")

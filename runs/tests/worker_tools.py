@@ -13,7 +13,7 @@ import time
 
 # A worker imports the loop (and the model client) at its first task, which takes a second or
 # more; importing it here, while Django starts, makes "ready" in the log mean ready to drive runs.
-import runs.services.loop  # noqa: F401,E402
+import runs.engine.loop  # noqa: F401,E402
 from toolsapp.executors.base import ToolError
 from toolsapp.executors.python import python_handler
 from toolsapp.verifiers import verifier

@@ -8,6 +8,7 @@ from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
+from runs.engine.snapshots import approval_brief
 from runs.models import Approval
 from runs.roles import PERM_DECIDE, PERM_VIEW_APPROVAL
 from runs.selectors.approvals import (
@@ -20,7 +21,6 @@ from runs.selectors.approvals import (
 from runs.selectors.queue_controls import approval_for_page, approvals_queue_page
 from runs.services.approvals import AlreadyDecided, EditRefused, NotAllowed, approval_decide
 from runs.services.bulk_decisions import approvals_decide_many
-from runs.snapshots import approval_brief
 
 # The buttons of a card: approve alone, approve with a grant for the rest of the run, reject.
 DECISIONS = {

@@ -7,12 +7,12 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST, require_safe
 
+from runs.engine.dispatch import run_dispatch
 from runs.forms import LaunchForm
 from runs.models import Run, RunGrant, ToolCall
 from runs.roles import PERM_CANCEL, PERM_DECIDE, PERM_LAUNCH, PERM_VIEW
 from runs.selectors.forks import run_family
 from runs.selectors.runs import agent_defaults, call_in_run, run_for_page
-from runs.services.dispatch import run_dispatch
 from runs.services.grants import grant_revoke, grants_of_run
 from runs.services.launch import POLICY_LABELS, LaunchNotAllowed, launch_policy
 from runs.services.reruns import rerun_create

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
+from runs.engine.loop import run_advance
 from runs.models import Agent, Run
-from runs.services.loop import run_advance
 from runs.services.runs import run_create
 from runs.tests.loop_contract.support import call, calls, result_for
 from toolsapp.executors.python import HANDLER_MODULES, PYTHON_HANDLERS, READ_ONLY_HANDLERS

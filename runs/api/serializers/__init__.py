@@ -2,7 +2,7 @@
 
 Input serializers read types and text; the rules stay in the services (agent_save, the launch's
 overrides and run_config, the limit guards, check_tool_schema). Output serializers describe the
-plain dicts of runs.snapshots, shared with the CLI's JSON, for the schema.
+plain dicts of runs.engine.snapshots, shared with the CLI's JSON, for the schema.
 """
 from runs.api.serializers.agents import AgentSerializer
 from runs.api.serializers.approvals import (
@@ -33,7 +33,7 @@ from runs.api.serializers.runs import (
     StepSerializer,
 )
 from runs.api.serializers.tools import ToolSerializer
-from runs.text import check_storable_json, storable_text
+from runs.engine.text import check_storable_json, storable_text
 
 __all__ = [
     "AgentSerializer", "ApprovalBriefSerializer", "ApproveSerializer", "ArchivedApprovalPageSerializer",

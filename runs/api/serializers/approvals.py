@@ -6,11 +6,11 @@ from rest_framework import serializers
 
 from runs.api.serializers.fields import choice
 from runs.api.strict import KnownFieldsOnly
+from runs.engine.guards import MAX_SAFE_INTEGER
+from runs.engine.text import storable_text
 from runs.models import Approval, ArchivedApproval
 from runs.services.approval_checks import GRANT_SCOPES, MAX_EDIT_CHARS
 from runs.services.bulk_decisions import MAX_BULK
-from runs.services.guards import MAX_SAFE_INTEGER
-from runs.text import storable_text
 
 REASON_CHARS = 2000
 

@@ -6,7 +6,7 @@ from rest_framework import serializers
 from rest_framework.settings import api_settings
 from rest_framework.validators import UniqueValidator
 
-from runs.text import storable_text
+from runs.engine.text import storable_text
 
 
 class StorableUniqueValidator(UniqueValidator):

@@ -3,8 +3,8 @@ from rest_framework import serializers
 
 from runs.api.serializers.runs import LeverStateSerializer, RunSummarySerializer
 from runs.api.strict import KnownFieldsOnly
+from runs.engine.text import storable_text
 from runs.services.levers import MESSAGE_MAX_CHARS
-from runs.text import storable_text
 
 
 class RunMessageSerializer(KnownFieldsOnly, serializers.Serializer):

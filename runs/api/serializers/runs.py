@@ -1,12 +1,12 @@
-"""Runs in the API: a launch, and the shapes of runs.snapshots' plain dicts (shared with the CLI's JSON)."""
+"""Runs in the API: a launch, and the shapes of runs.engine.snapshots' plain dicts (shared with the CLI's JSON)."""
 from rest_framework import serializers
 
 from runs.api.serializers.approvals import ApprovalBriefSerializer
 from runs.api.serializers.fields import NameRelatedField, UsageSerializer, choice, service_errors
 from runs.api.serializers.forks import RunFamilySerializer
 from runs.api.strict import KnownFieldsOnly
+from runs.engine.guards import MAX_SAFE_INTEGER, POSITIVE_INT_LIMITS
 from runs.models import Agent, Run, ToolCall, ToolChoice
-from runs.services.guards import MAX_SAFE_INTEGER, POSITIVE_INT_LIMITS
 from runs.services.launch import (
     LAUNCH_CHOICES,
     LIMIT_SETTINGS,

@@ -9,6 +9,7 @@ from runs.api import serializers as api
 from runs.api.schema import errors
 from runs.api.views.base import ApiView
 from runs.api.views.runs import PAGE_PARAMETER, _page_number, _page_url
+from runs.engine.snapshots import approval_brief, grant_brief
 from runs.models import Approval
 from runs.roles import PERM_DECIDE, PERM_VIEW_APPROVAL
 from runs.selectors.approvals import (
@@ -22,7 +23,6 @@ from runs.services.approval_checks import GrantRefused
 from runs.services.approvals import AlreadyDecided, EditRefused, NotAllowed, approval_decide
 from runs.services.bulk_decisions import approvals_decide_many
 from runs.services.grants import grant_of_approval
-from runs.snapshots import approval_brief, grant_brief
 
 
 def _arguments_text(lines) -> str:

@@ -6,10 +6,10 @@ from rest_framework.response import Response
 from runs.api import serializers as api
 from runs.api.schema import errors
 from runs.api.views.base import ApiView
+from runs.engine.snapshots import grant_brief
 from runs.models import Run, RunGrant
 from runs.roles import PERM_DECIDE, PERM_VIEW
 from runs.services.grants import grant_revoke, grants_of_run
-from runs.snapshots import grant_brief
 
 
 class RunGrantListView(ApiView):

@@ -9,11 +9,11 @@ from runs.api.errors import Conflict
 from runs.api.schema import errors
 from runs.api.serializers.levers import LeverResultSerializer, RunMessageSerializer
 from runs.api.views.base import ApiView
+from runs.engine.snapshots import run_summary
 from runs.models import Run
 from runs.roles import PERM_CANCEL
 from runs.selectors.levers import operator_note_data, run_lever_state
 from runs.services.levers import LeverRefused, run_message, run_pause, run_resume, run_stop
-from runs.snapshots import run_summary
 
 
 def _pull(lever, **kwargs):

@@ -12,6 +12,8 @@ from runs.api import serializers as api
 from runs.api.errors import Conflict
 from runs.api.schema import errors, form_parameters
 from runs.api.views.base import ApiView, form_or_400
+from runs.engine.dispatch import run_dispatch
+from runs.engine.snapshots import run_data, run_summary
 from runs.forms_admin import HistoryFilterForm
 from runs.models import Run
 from runs.roles import PERM_CANCEL, PERM_LAUNCH, PERM_VIEW
@@ -20,11 +22,9 @@ from runs.selectors.forks import run_family
 from runs.selectors.history import run_history, run_history_page
 from runs.selectors.levers import run_lever_state
 from runs.selectors.runs import run_for_page
-from runs.services.dispatch import run_dispatch
 from runs.services.launch import LaunchNotAllowed, launch_policy
 from runs.services.reruns import rerun_create
 from runs.services.runs import InvalidRun, run_cancel, run_create
-from runs.snapshots import run_data, run_summary
 
 
 def _page_number(request) -> int:

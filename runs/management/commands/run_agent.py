@@ -4,12 +4,12 @@ from urllib.parse import urlparse
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from runs.engine.guards import InvalidLimit, check_positive_int
+from runs.engine.loop import run_advance
+from runs.engine.snapshots import run_data
 from runs.models import Agent, Run
-from runs.services.guards import InvalidLimit, check_positive_int
 from runs.services.launch import launch_overrides
-from runs.services.loop import run_advance
 from runs.services.runs import InvalidRun, run_create
-from runs.snapshots import run_data
 
 
 def _bad(message: str) -> CommandError:
@@ -58,7 +58,7 @@ class Command(BaseCommand):
         except InvalidRun as exc:
             raise _bad(str(exc)) from None
         if options["enqueue"]:
-            from runs.services.dispatch import run_dispatch
+            from runs.engine.dispatch import run_dispatch
 
             run_dispatch(run_id=run.pk)
             self.stdout.write(json.dumps({"run_id": run.pk, "status": run.status}) if options["json"] else str(run.pk))

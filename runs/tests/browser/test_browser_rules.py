@@ -3,8 +3,8 @@ last destructive calls, and saves it."""
 import pytest
 from playwright.sync_api import expect
 
+from runs.engine.dispatch import run_dispatch
 from runs.models import Agent, ApprovalRule, ApprovalRuleVersion, Run
-from runs.services.dispatch import run_dispatch
 from runs.services.runs import run_create
 from runs.tests.browser import CANCEL_ORDER, requires_chromium, screenshot
 from runs.tests.conftest import wait_for_status

@@ -12,9 +12,9 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
+from runs.engine.loop import run_advance
 from runs.models import Approval, Run, RunEvent, ToolCall
 from runs.services.approvals import AlreadyDecided, approval_decide, approvals_expire
-from runs.services.loop import run_advance
 from runs.tests.approval_fixtures import pending_approval
 from runs.tests.timeline_replay import mismatches
 from toolsapp.models import Order

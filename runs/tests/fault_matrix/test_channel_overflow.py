@@ -10,8 +10,8 @@ from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.db import connection, transaction
 
+from runs.engine import events
 from runs.models import Run, RunEvent
-from runs.services import events
 from runs.tests.test_consumer_timeline import TIMEOUT, communicator, publisher_flushed, record_committed, replay, stored
 
 

@@ -7,8 +7,8 @@ run's customer scopes the tool).
 """
 from django.urls import reverse
 
+from runs.engine.loop import run_advance
 from runs.models import Approval, Run, ToolCall
-from runs.services.loop import run_advance
 from runs.tests.approval_fixtures import pending_approval
 from runs.tests.test_approvals_queue import card_html, queue_html
 from runs.tests.timeline_replay import mismatches

@@ -40,8 +40,8 @@ def test_reject_policy_reaches_the_model_as_an_operator_rejection(launch, script
 
 
 def test_operator_rejection_with_reason_reaches_the_model(launch, monkeypatch, alice):
+    from runs.engine.loop import run_advance
     from runs.services.approvals import approval_decide
-    from runs.services.loop import run_advance
 
     monkeypatch.setattr("runs.services.approvals.run_dispatch", lambda run_id: None)
     run = launch("Cancel order ORD-1001")
@@ -58,8 +58,8 @@ def test_operator_rejection_with_reason_reaches_the_model(launch, monkeypatch, a
 
 
 def test_operator_approval_lets_the_call_run(launch, monkeypatch, alice):
+    from runs.engine.loop import run_advance
     from runs.services.approvals import approval_decide
-    from runs.services.loop import run_advance
 
     monkeypatch.setattr("runs.services.approvals.run_dispatch", lambda run_id: None)
     run = launch("Cancel order ORD-1001")
@@ -73,8 +73,8 @@ def test_operator_approval_lets_the_call_run(launch, monkeypatch, alice):
 
 
 def test_history_is_resent_in_full_when_a_parked_run_resumes(launch, script, monkeypatch, alice):
+    from runs.engine.loop import run_advance
     from runs.services.approvals import approval_decide
-    from runs.services.loop import run_advance
 
     monkeypatch.setattr("runs.services.approvals.run_dispatch", lambda run_id: None)
     model = script(

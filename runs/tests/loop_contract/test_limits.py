@@ -65,7 +65,7 @@ def test_single_iteration_run_skips_all_requested_tools(launch, script):
 def test_a_run_already_at_its_iteration_limit_asks_the_model_nothing_more(script):
     # E.g. a fork that copied as many iterations as the limit it now has: the cap is checked
     # before a request, not only on the answer.
-    from runs.services.loop import run_advance
+    from runs.engine.loop import run_advance
     from runs.services.runs import run_create
 
     model = script({"content": "one request too many"})
@@ -199,7 +199,7 @@ def test_cost_budget_stops_the_run(launch, script):
 def test_a_run_whose_budget_is_already_spent_asks_the_model_nothing_more(script):
     # E.g. a fork that starts with its parent's tokens, or a resumed run: the budgets are checked
     # before a request, not only on an answer.
-    from runs.services.loop import run_advance
+    from runs.engine.loop import run_advance
     from runs.services.runs import run_create
 
     model = script({"content": "one request too many", "usage": {"prompt_tokens": 1, "completion_tokens": 1}})

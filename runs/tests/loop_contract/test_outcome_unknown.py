@@ -9,10 +9,10 @@ from django.conf import settings
 from django.db import DatabaseError
 from django.utils import timezone
 
+from runs.engine import guards
+from runs.engine.loop import run_advance
 from runs.models import Agent, Approval, Run, Step, ToolCall
-from runs.services import guards
 from runs.services.approvals import approval_decide
-from runs.services.loop import run_advance
 from runs.services.runs import run_cancel, run_create
 from runs.tests.loop_contract.support import REC, call, calls, one_call, result_for
 
@@ -101,7 +101,7 @@ def test_cancelling_a_run_waiting_on_a_call_interrupted_by_a_crash_records_its_o
 
 
 def test_an_internal_error_after_a_call_took_effect_records_its_outcome_as_unknown(launch, script, monkeypatch):
-    from runs.services.records import Recorder
+    from runs.engine.records import Recorder
 
     record = Recorder.call_update
 

@@ -82,7 +82,7 @@ def test_a_run_waiting_on_its_tool_lets_another_run_of_the_worker_work(launch, s
     give its slot back while it waits, or B could not start before A's tool gave up."""
     from django.db import connection
 
-    from runs.services import throttle
+    from runs.engine import throttle
 
     settings.RUN_WORKING_SLOTS = 1
     throttle._semaphore = None

@@ -23,10 +23,10 @@ from django.db import connection
 from django.db.models import F
 from django.utils import timezone
 
+from runs.engine.db import on_fresh_connection
 from runs.models import OperatorMessage, Run
-from runs.services.db import on_fresh_connection
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("runs.services.leases")  # its name from before the move: operators filter on it
 
 
 class LeaseLost(Exception):

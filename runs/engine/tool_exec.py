@@ -13,17 +13,17 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from django.conf import settings
 from django.db import DatabaseError
 
+from runs.engine import tool_threads
+from runs.engine.db import connection_lost, drop_connection, pause_before_retry, release_db_connection
+from runs.engine.guards import parse_arguments
 from runs.models import ToolCall
-from runs.services import tool_threads
-from runs.services.db import connection_lost, drop_connection, pause_before_retry, release_db_connection
-from runs.services.guards import parse_arguments
 from toolsapp.executors import executor_for
 from toolsapp.executors.base import ToolContext, ToolError
 from toolsapp.executors.python import READ_ONLY_HANDLERS
 from toolsapp.models import Tool
 from toolsapp.schemas import validate_arguments
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("runs.services.tool_exec")  # its name from before the move: operators filter on it
 
 # Handlers run in these threads so a timeout can abandon a stuck one without blocking the loop.
 _pool = tool_threads.ToolThreads(

@@ -11,21 +11,22 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from runs.models import Run, Step, ToolCall
-from runs.services import guards, rollups
-from runs.services.approvals import approvals_close
-from runs.services.db import (
+from runs.engine import guards
+from runs.engine.db import (
     FRESH_CONNECTION_ATTEMPTS,
     connection_lost,
     drop_connection,
     pause_before_retry,
     write_transaction,
 )
-from runs.services.decisions import StopReason, ending_status
-from runs.services.events import events_store
-from runs.services.leases import fenced_update
+from runs.engine.decisions import StopReason, ending_status
+from runs.engine.events import events_store
+from runs.engine.leases import fenced_update
+from runs.engine.snapshots import call_data, run_summary, step_data
+from runs.models import Run, Step, ToolCall
+from runs.services import rollups
+from runs.services.approvals import approvals_close
 from runs.services.trace_export import records_committed
-from runs.snapshots import call_data, run_summary, step_data
 
 RESULT_FIELDS = ["status", "result", "result_text", "truncated", "error", "finished_at", "latency_ms"]
 # What a column can hold: a model may send any length; the row keeps a bounded copy.

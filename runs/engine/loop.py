@@ -17,18 +17,18 @@ import uuid
 from django.conf import settings
 from django.db.models import Count, Q
 
-from runs import llm
+from runs.engine import decisions, guards, llm, records, throttle
+from runs.engine.call_runner import CallRunner
+from runs.engine.conversation import build_messages, step_messages
+from runs.engine.db import connection_lost, on_fresh_connection, release_db_connection
+from runs.engine.decisions import StopReason
+from runs.engine.leases import LeaseLost, keeper, lease_claim, lease_held, lease_release
+from runs.engine.records import Recorder, operator_stop_first, run_close, run_pause, run_start
+from runs.engine.run_tools import RunTools
+from runs.engine.summaries import iteration_log, summary_record, summary_wanted
+from runs.engine.tool_exec import call_status, check_call
 from runs.models import OperatorMessage, Run, Step, ToolCall
-from runs.services import approvals, decisions, guards, records, throttle
-from runs.services.call_runner import CallRunner
-from runs.services.db import connection_lost, on_fresh_connection, release_db_connection
-from runs.services.decisions import StopReason
-from runs.services.history import build_messages, step_messages
-from runs.services.leases import LeaseLost, keeper, lease_claim, lease_held, lease_release
-from runs.services.records import Recorder, operator_stop_first, run_close, run_pause, run_start
-from runs.services.run_tools import RunTools
-from runs.services.summaries import iteration_log, summary_record, summary_wanted
-from runs.services.tool_exec import call_status, check_call
+from runs.services import approvals
 from toolsapp.sensitive import sensitive_values_in_messages
 from toolsapp.verifiers import VERIFIERS
 

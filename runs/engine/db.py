@@ -12,7 +12,7 @@ from contextlib import contextmanager
 
 from django.db import DatabaseError, DataError, IntegrityError, connection, transaction
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("runs.services.db")  # its name from before the move: operators filter on it
 
 # SQLite allows one writer at a time, and a writer that finds the database locked sleeps in
 # growing steps before it tries again. Threads of one process queue here instead, in order and

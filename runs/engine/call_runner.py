@@ -8,12 +8,12 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
+from runs.engine import guards, throttle
+from runs.engine.db import release_db_connection
+from runs.engine.leases import keeper
+from runs.engine.tool_exec import call_status, execute_calls
 from runs.models import Run, ToolCall
-from runs.services import guards, throttle
 from runs.services.approval_routes import operator_edit
-from runs.services.db import release_db_connection
-from runs.services.leases import keeper
-from runs.services.tool_exec import call_status, execute_calls
 from toolsapp.executors.base import ToolContext
 
 

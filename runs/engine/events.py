@@ -17,7 +17,7 @@ from django.db import connection, transaction
 
 from runs.models import Run, RunEvent
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("runs.services.events")  # its name from before the move: operators filter on it
 
 APPROVALS_GROUP = "approvals"
 # A publisher that has just been woken several times running waits this long for more events to

@@ -8,8 +8,8 @@ changed is read again in full.
 """
 from django.db import connection
 
-from runs.services.decisions import ToolFacts
-from runs.services.tool_exec import reads_only
+from runs.engine.decisions import ToolFacts
+from runs.engine.tool_exec import reads_only
 from toolsapp.models import Tool
 
 # The flags a call's fate depends on, in the order of the query below.

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 
 from django.conf import settings
 
-from runs.services.db import release_db_connection
+from runs.engine.db import release_db_connection
 
 _semaphore: threading.Semaphore | None = None
 _create_lock = threading.Lock()

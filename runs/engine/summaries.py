@@ -4,10 +4,10 @@ of each iteration. Both are the driver's, kept here so the loop reads like its c
 import json
 import logging
 
-from runs import llm
+from runs.engine import decisions, llm, throttle
+from runs.engine.conversation import build_messages
 from runs.models import Step
-from runs.services import decisions, rollups, throttle
-from runs.services.history import build_messages
+from runs.services import rollups
 
 log = logging.getLogger("runs.loop")
 

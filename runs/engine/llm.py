@@ -17,11 +17,11 @@ import openai
 import orjson
 from django.conf import settings
 
-from runs.llm_answers import Notes, content_and_reasoning, provider_error, safe_text
-from runs.llm_limits import cap_response
+from runs.engine.llm_answers import Notes, content_and_reasoning, provider_error, safe_text
+from runs.engine.llm_limits import cap_response
 from toolsapp.sensitive import redact
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("runs.llm")  # its name from before the move: operators filter on it
 
 # One client (and so one connection pool) per thread. A worker drives up to a hundred runs in
 # threads; a pool shared by all of them spends its time under the pool's lock, probing every idle
@@ -171,7 +171,7 @@ def client_for(
 
 
 def _http_client(guarded: bool):
-    # Every answer is read through the size and depth caps of runs/llm_limits.py.
+    # Every answer is read through the size and depth caps of runs/engine/llm_limits.py.
     hooks = {"response": [cap_response]}
     if guarded:
         from toolsapp.net import checked_transport

@@ -8,8 +8,8 @@ model request. Neither touches the database or the network.
 """
 from dataclasses import dataclass, field
 
+from runs.engine import guards
 from runs.models import Run, ToolCall
-from runs.services import guards
 
 StopReason = Run.StopReason
 
