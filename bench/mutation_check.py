@@ -53,14 +53,14 @@ MUTATIONS = [
          "runs/tests/test_worker_durability.py::test_concurrent_run_advance_in_threads_drives_each_iteration_once"),
     ),
     Mutation(
-        "approval decided only from pending", "runs/services/approvals.py",
+        "approval decided only from pending", "runs/supervision/decide.py",
         "changed = Approval.objects.filter(only_if, pk=approval_id, status=Approval.Status.PENDING).update(**fields)",
         "changed = Approval.objects.filter(only_if, pk=approval_id).update(**fields)",
         ("runs/tests/test_approval_race.py", "runs/tests/test_decision_record.py",
          "runs/tests/test_concurrent_decisions_http.py"),
     ),
     Mutation(
-        "expiry only from pending", "runs/services/approvals.py",
+        "expiry only from pending", "runs/supervision/gate.py",
         "changed = Approval.objects.filter(pk=approval.pk, status=Approval.Status.PENDING).update(",
         "changed = Approval.objects.filter(pk=approval.pk).update(",
         ("runs/tests/test_decision_record.py::test_the_loops_expiry_on_a_stale_read_keeps_a_decision_that_just_landed",
@@ -95,14 +95,14 @@ MUTATIONS = [
          f"{LC}/test_tool_calls.py::test_demo_tool_schema_is_enforced"),
     ),
     Mutation(
-        "approval gate for destructive calls", "runs/services/approvals.py",
+        "approval gate for destructive calls", "runs/supervision/gate.py",
         "return approval_request(call=call, tool=tool, config=config, recorder=recorder) if tool.destructive else RUN",
         "return RUN",
         (f"{LC}/test_approvals.py::test_destructive_call_parks_the_run_until_someone_decides",
          f"{FM}/test_prompt_injection.py::test_an_injected_cancel_waits_for_a_person_and_a_rejection_changes_nothing"),
     ),
     Mutation(
-        "a call left started goes to a person", "runs/services/approvals.py",
+        "a call left started goes to a person", "runs/supervision/gate.py",
         "        if tool.idempotent:\n            return RUN\n",
         "        if True:\n            return RUN\n",
         (f"{LC}/test_outcome_unknown.py::test_a_call_left_started_by_a_crash_waits_for_a_person_whatever_the_policy",),
@@ -121,7 +121,7 @@ MUTATIONS = [
          f"{LC}/test_idempotency.py"),
     ),
     Mutation(
-        "unseen-id check", "runs/services/approval_routes.py",
+        "unseen-id check", "runs/supervision/routes.py",
         "    if unseen_ids:\n        reasons.append(",
         "    if False:\n        reasons.append(",
         ("runs/tests/test_approval_routing.py::test_an_unseen_identifier_stops_a_rule_and_the_note_says_why",

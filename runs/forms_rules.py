@@ -1,5 +1,5 @@
 """The approval rule editor. The form reads text, numbers and choices; rule_errors
-(runs.services.rule_admin) decides what a rule may be, for this form and the API alike."""
+(runs.supervision.rule_admin) decides what a rule may be, for this form and the API alike."""
 import json
 
 from django import forms
@@ -8,8 +8,8 @@ from django.contrib.auth.models import Group
 from django.forms.models import ModelChoiceIterator
 
 from runs.models import Agent, ApprovalRule
-from runs.services.rule_admin import MAX_INT, RULE_FIELDS, rule_errors
-from runs.services.rules import OPERATORS
+from runs.supervision.rule_admin import MAX_INT, RULE_FIELDS, rule_errors
+from runs.supervision.rules import OPERATORS
 from toolsapp.text import loads as bounded_loads
 
 MAX_CONDITIONS_TEXT = 20_000

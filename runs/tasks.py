@@ -41,7 +41,7 @@ def prune_runs() -> None:
 # queues the row again, so no retry limit is needed here (the row counts its attempts).
 @shared_task(ignore_result=True, bind=True, max_retries=None)
 def send_webhook(self, delivery_id: int) -> None:
-    from runs.services.notifications import webhook_deliver
+    from runs.webhooks import webhook_deliver
 
     wait = webhook_deliver(delivery_id=delivery_id)
     if wait is not None:

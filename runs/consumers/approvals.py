@@ -12,12 +12,12 @@ from runs.engine.events import APPROVALS_GROUP
 from runs.engine.snapshots import approval_brief
 from runs.models import Approval
 from runs.roles import PERM_DECIDE, PERM_VIEW_APPROVAL
-from runs.selectors.approvals import (
+from runs.services.sessions import session_user
+from runs.supervision.decide import AlreadyDecided, EditRefused, NotAllowed, approval_decide
+from runs.supervision.queue import (
     approval_decision_text,
     approvals_pending_count,
 )
-from runs.services.approvals import AlreadyDecided, EditRefused, NotAllowed, approval_decide
-from runs.services.sessions import session_user
 
 SIGNED_OUT = "your session has ended (signed out, password changed or account deactivated): sign in again"
 PERMISSION_DENIED = "permission denied"

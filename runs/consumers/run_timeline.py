@@ -35,10 +35,10 @@ from runs.engine.guards import MAX_SAFE_INTEGER
 from runs.engine.snapshots import run_summary
 from runs.models import Run
 from runs.roles import PERM_CANCEL, PERM_VIEW
-from runs.selectors.levers import run_lever_state
 from runs.selectors.runs import EVENT_BATCH, run_events_after, run_group_name
-from runs.services.levers import LeverRefused, run_message, run_pause, run_resume, run_stop
 from runs.services.sessions import session_user
+from runs.supervision.lever_state import run_lever_state
+from runs.supervision.levers import LeverRefused, run_message, run_pause, run_resume, run_stop
 
 LEVERS = {"pause": run_pause, "resume": run_resume, "stop": run_stop, "message": run_message}
 SIGNED_OUT = "your session has ended (signed out, password changed or account deactivated): sign in again"

@@ -13,7 +13,7 @@ from runs.engine.db import release_db_connection
 from runs.engine.leases import keeper
 from runs.engine.tool_exec import call_status, execute_calls
 from runs.models import Run, ToolCall
-from runs.services.approval_routes import operator_edit
+from runs.supervision.routes import operator_edit
 from toolsapp.executors.base import ToolContext
 
 

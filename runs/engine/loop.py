@@ -28,7 +28,7 @@ from runs.engine.run_tools import RunTools
 from runs.engine.summaries import iteration_log, summary_record, summary_wanted
 from runs.engine.tool_exec import call_status, check_call
 from runs.models import OperatorMessage, Run, Step, ToolCall
-from runs.services import approvals
+from runs.supervision import gate as approvals
 from toolsapp.sensitive import sensitive_values_in_messages
 from toolsapp.verifiers import VERIFIERS
 

@@ -1,6 +1,6 @@
 """Plain-data views of runs, steps and calls: the CLI's JSON, timeline events and the API share them."""
 from runs.models import Approval, Run, RunGrant, Step, ToolCall
-from runs.selectors.approvals import approval_decider
+from runs.supervision.queue import approval_decider
 
 PREVIEW_CHARS = 300
 

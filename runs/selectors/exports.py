@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 from django.db.models import Count, QuerySet
 
 from runs.models import Approval, Run, Step, ToolCall
-from runs.selectors.approvals import approval_decider
+from runs.supervision.queue import approval_decider
 
 BATCH = 200
 STEP_BATCH = 2000

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from runs.models import Agent, BudgetAlert, Run
 from runs.selectors import own_work
-from runs.services.notifications import budget_alert_data, notify
+from runs.webhooks import budget_alert_data, notify
 
 log = logging.getLogger(__name__)
 

@@ -14,10 +14,10 @@ from runs.engine.dispatch import run_dispatch
 from runs.engine.events import event_record
 from runs.engine.snapshots import run_data, run_summary
 from runs.models import Approval, Run
-from runs.services.approvals import approvals_expire
 from runs.services.archive import runs_delete
-from runs.services.escalation import approvals_escalate
-from runs.services.notifications import webhooks_resend
+from runs.supervision.decide import approvals_expire
+from runs.supervision.escalation import approvals_escalate
+from runs.webhooks import webhooks_resend
 
 log = logging.getLogger(__name__)
 

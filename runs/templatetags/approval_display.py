@@ -1,7 +1,7 @@
 """Template filters of the approval pages: who or what decided, in the words the pages use."""
 from django import template
 
-from runs.selectors.approvals import approval_decider
+from runs.supervision.queue import approval_decider
 
 register = template.Library()
 

@@ -20,7 +20,7 @@ def pending_approval(run) -> Approval:
 def no_dispatch(monkeypatch):
     """No worker here: a decision must not enqueue the run."""
     dispatched = []
-    monkeypatch.setattr("runs.services.approvals.run_dispatch", lambda run_id: dispatched.append(run_id))
+    monkeypatch.setattr("runs.supervision.decide.run_dispatch", lambda run_id: dispatched.append(run_id))
     return dispatched
 
 

@@ -1,5 +1,5 @@
 """Where a destructive call goes, as the pure route function decides it (no database)."""
-from runs.services.approval_routes import (
+from runs.supervision.routes import (
     APPROVED,
     EDIT_NOTE,
     PENDING,
@@ -9,7 +9,7 @@ from runs.services.approval_routes import (
     rejection_payload,
     route_call,
 )
-from runs.services.rules import CallFacts, RuleSpec, first_match
+from runs.supervision.rules import CallFacts, RuleSpec, first_match
 
 HASH = "a" * 64
 
@@ -152,7 +152,7 @@ def test_an_operator_edit_lists_each_change_and_masks_sensitive_fields():
 
 
 def test_only_whole_identifiers_in_a_tool_result_count_as_shown():
-    from runs.selectors.approvals import result_identifiers
+    from runs.supervision.queue import result_identifiers
 
     text = '{"ok": true, "result": {"id": 12, "order_id": "ORD-1003", "body": "cancel ORD-2001", "ref": "INV-77"}}'
     assert result_identifiers(text).split("\n") == ["12", "ORD-1003", "INV-77"]

@@ -11,7 +11,7 @@ from django.utils import timezone
 from runs.engine.db import write_transaction
 from runs.engine.guards import args_hash
 from runs.models import Approval, ApprovalVote, RunEvent
-from runs.services.approvals import (
+from runs.supervision.decide import (
     AlreadyDecided,
     EditRefused,
     NotAllowed,

@@ -14,7 +14,8 @@ from runs.engine.db import write_transaction
 from runs.engine.snapshots import run_data
 from runs.models import Approval, Run, RunEvent, ToolCall
 from runs.selectors.exports import runs_export_records
-from runs.services.approvals import EXPIRED, AlreadyDecided, _decide_read, _expire, approval_decide
+from runs.supervision.decide import AlreadyDecided, _decide_read, approval_decide
+from runs.supervision.gate import EXPIRED, _expire
 from runs.tests.approval_fixtures import make_user, pending_approval
 
 DEMO_TASK = "Cancel order ORD-1001"
@@ -120,7 +121,7 @@ def test_the_loops_expiry_on_a_stale_read_keeps_a_decision_that_just_landed(laun
     between. The gate's expiry must not write over that decision: the call runs as approved."""
     from runs.engine.leases import lease_claim, lease_release
     from runs.engine.records import Recorder
-    from runs.services.approvals import RUN, approval_gate
+    from runs.supervision.gate import RUN, approval_gate
     from toolsapp.models import Tool
 
     run = launch(DEMO_TASK, approval_policy="ask")
@@ -150,7 +151,7 @@ def test_exports_say_what_decided_a_call_when_no_person_did(launch, script, alic
     which, as the run page does, instead of a blank."""
     from runs.engine.loop import run_advance
     from runs.models import ApprovalRule
-    from runs.services.approval_checks import IDENTICAL
+    from runs.supervision.checks import IDENTICAL
     from runs.tests.loop_contract.support import call, calls
     from runs.tests.test_api import api
 

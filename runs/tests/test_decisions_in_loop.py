@@ -15,10 +15,10 @@ from django.utils import timezone
 from runs.engine import guards
 from runs.engine.loop import run_advance
 from runs.models import Agent, Approval, ApprovalRule, Run, RunGrant, ToolCall
-from runs.services.approval_checks import IDENTICAL
-from runs.services.approval_routes import EDIT_NOTE
-from runs.services.approvals import approval_decide
-from runs.services.grants import grant_create, grant_revoke
+from runs.supervision.checks import IDENTICAL
+from runs.supervision.decide import approval_decide
+from runs.supervision.grants import grant_create, grant_revoke
+from runs.supervision.routes import EDIT_NOTE
 from runs.tests.approval_fixtures import make_user, pending_approval
 from runs.tests.loop_contract.support import call, calls, result_for
 from runs.tests.timeline_replay import mismatches

@@ -14,10 +14,10 @@ from django.urls import reverse
 from django.utils import timezone
 
 from runs.models import Agent, Approval, WebhookDelivery
-from runs.selectors.approvals import MASK
-from runs.services.approvals import approval_decide
-from runs.services.escalation import approvals_escalate
 from runs.services.housekeeping import runs_sweep
+from runs.supervision.decide import approval_decide
+from runs.supervision.escalation import approvals_escalate
+from runs.supervision.queue import MASK
 from runs.tests.approval_fixtures import pending_approval
 from runs.tests.conftest import free_port
 from runs.tests.test_notifications import Receiver, eager_tasks  # noqa: F401 (fixture)
@@ -182,7 +182,7 @@ def test_nobody_to_tell_sends_no_email_but_still_escalates(waiting, mailbox, set
 def test_a_mail_server_that_is_down_does_not_break_the_sweep(waiting, mailbox, receiver, caplog, settings):
     approval = waiting()
     settings.EMAIL_PORT = free_port()  # nothing listens there
-    with caplog.at_level(logging.ERROR, logger="runs.services.escalation"):
+    with caplog.at_level(logging.ERROR, logger="runs.supervision.escalation"):
         result = runs_sweep()
     assert result["approvals_escalated"] == [approval.pk]
     [line] = [r.getMessage() for r in caplog.records if "escalation_email_not_sent" in r.getMessage()]

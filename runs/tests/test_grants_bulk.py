@@ -3,9 +3,9 @@ each approval decided on its own."""
 import pytest
 
 from runs.models import Approval, RunEvent, RunGrant
-from runs.services.approvals import EditRefused, approval_decide
-from runs.services.bulk_decisions import approvals_decide_many
-from runs.services.grants import grant_revoke, grants_of_run
+from runs.supervision.bulk_decisions import approvals_decide_many
+from runs.supervision.decide import EditRefused, approval_decide
+from runs.supervision.grants import grant_revoke, grants_of_run
 from runs.tests.supervision_fixtures import EDITED, for_group, needing_two, parked
 from toolsapp.models import Tool
 

@@ -184,7 +184,7 @@ def dispatched(monkeypatch):
         sent.append(run_id)
 
     monkeypatch.setattr(housekeeping, "run_dispatch", record)
-    monkeypatch.setattr("runs.services.approvals.run_dispatch", record)
+    monkeypatch.setattr("runs.supervision.decide.run_dispatch", record)
     return sent
 
 

@@ -11,8 +11,8 @@ from django.db import connection
 from runs.engine.conversation import build_messages
 from runs.engine.loop import run_advance
 from runs.models import Agent, OperatorMessage, Run, RunEvent, Step
-from runs.services.levers import LeverRefused, run_message, run_pause, run_resume, run_stop
 from runs.services.runs import run_create
+from runs.supervision.levers import LeverRefused, run_message, run_pause, run_resume, run_stop
 from runs.tests.approval_fixtures import make_user
 from runs.tests.conftest import wait_until
 from runs.tests.loop_contract.support import PROBE_SCHEMA, call, calls
@@ -63,7 +63,7 @@ def alice(demo_data):
 def dispatched(monkeypatch):
     """No worker here: a resume's dispatch is recorded, and the test drives the run itself."""
     sent = []
-    monkeypatch.setattr("runs.services.levers.run_dispatch", lambda run_id: sent.append(run_id))
+    monkeypatch.setattr("runs.supervision.levers.run_dispatch", lambda run_id: sent.append(run_id))
     return sent
 
 

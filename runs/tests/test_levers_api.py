@@ -7,8 +7,8 @@ from rest_framework.test import APIClient
 from accounts.services import api_token_create
 from runs.engine.loop import run_advance
 from runs.models import Approval, OperatorMessage, Run, RunEvent, ToolCall
-from runs.services.approvals import approval_decide
-from runs.services.levers import run_pause, run_resume
+from runs.supervision.decide import approval_decide
+from runs.supervision.levers import run_pause, run_resume
 from runs.tests.approval_fixtures import make_user, pending_approval
 from runs.tests.test_consumer_timeline import TIMEOUT, communicator, replay
 from runs.tests.timeline_replay import mismatches
@@ -18,7 +18,7 @@ from toolsapp.models import Order
 @pytest.fixture
 def dispatched(monkeypatch):
     sent = []
-    monkeypatch.setattr("runs.services.levers.run_dispatch", lambda run_id: sent.append(run_id))
+    monkeypatch.setattr("runs.supervision.levers.run_dispatch", lambda run_id: sent.append(run_id))
     return sent
 
 

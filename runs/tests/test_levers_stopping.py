@@ -4,7 +4,7 @@ ended, with the summary as its answer. The model takes 3 s (the window in which 
 from django.urls import reverse
 
 from runs.models import Run, RunEvent
-from runs.services.levers import run_stop
+from runs.supervision.levers import run_stop
 from runs.tests.conftest import wait_until
 from runs.tests.loop_contract.support import call, calls
 from runs.tests.test_api import api

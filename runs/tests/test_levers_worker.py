@@ -4,8 +4,8 @@ import pytest
 
 from runs.engine.dispatch import run_dispatch
 from runs.models import Run, Step
-from runs.services.levers import run_message, run_pause, run_resume
 from runs.services.runs import run_create
+from runs.supervision.levers import run_message, run_pause, run_resume
 from runs.tests.test_worker_durability import assert_consistent_history, slow, start_counts
 from runs.tests.timeline_replay import mismatches
 from runs.tests.worker_tools import SLOW

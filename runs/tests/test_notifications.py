@@ -11,8 +11,8 @@ from django.urls import reverse
 from agentsite.celery import app as celery_app
 from runs.models import Agent, Approval, BudgetAlert, Run
 from runs.services.budget_alerts import budget_alerts_check
-from runs.services.notifications import signature
 from runs.tests.test_history import make_run
+from runs.webhooks import signature
 from toolsapp.tests.local_http import LocalServer
 
 DEMO_TASK = "Please cancel order ORD-1001, the customer asked."

@@ -10,8 +10,8 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from runs.models import Run, ToolCall
-from runs.services.approvals import approval_decide
 from runs.services.runs import run_cancel
+from runs.supervision.decide import approval_decide
 from runs.tests.approval_fixtures import pending_approval
 
 

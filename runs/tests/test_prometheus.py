@@ -12,8 +12,8 @@ from runs.engine.dispatch import run_dispatch
 from runs.engine.leases import lease_claim
 from runs.engine.loop import run_advance
 from runs.models import Agent, Approval, ApprovalRule, Run, Step
-from runs.services.approvals import approval_decide
 from runs.services.runs import run_create
+from runs.supervision.decide import approval_decide
 from runs.tests.approval_fixtures import pending_approval
 from runs.tests.loop_contract.support import call, calls
 from runs.tests.worker_tools import SLOW

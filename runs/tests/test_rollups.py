@@ -425,7 +425,7 @@ def test_approvals_decided_during_a_rebuild_are_counted_once(hold):
     from django.contrib.auth.models import Permission, User
 
     from runs.engine.db import write_transaction
-    from runs.services.approvals import approval_decide
+    from runs.supervision.decide import approval_decide
 
     rng = random.Random(12)
     agent = Agent.objects.create(name="racer")

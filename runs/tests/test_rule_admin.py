@@ -7,8 +7,7 @@ from django.contrib.auth.models import Group
 from django.db import connection
 
 from runs.models import Agent, ApprovalRule, ApprovalRuleVersion
-from runs.selectors.rules import rule_history
-from runs.services.rule_admin import (
+from runs.supervision.rule_admin import (
     DEFAULT_REJECT_REASON,
     InvalidRule,
     rule_create,
@@ -16,6 +15,7 @@ from runs.services.rule_admin import (
     rule_errors,
     rule_update,
 )
+from runs.supervision.rule_history import rule_history
 from runs.tests.approval_fixtures import make_user
 
 REFUNDS = {

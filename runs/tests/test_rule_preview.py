@@ -7,8 +7,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from runs.models import Agent, Approval, ApprovalRule, Run, Step, ToolCall
-from runs.selectors.rule_preview import draft_spec, rule_preview
-from runs.services.approvals import CRASH_NOTE
+from runs.supervision.gate import CRASH_NOTE
+from runs.supervision.rule_preview import draft_spec, rule_preview
 from runs.tests.approval_fixtures import make_user
 from toolsapp.models import Tool
 

@@ -22,8 +22,8 @@ import time
 import pytest
 
 from runs.models import Approval, ApprovalRuleVersion, Run, ToolCall
-from runs.services.rule_admin import rule_create, rule_delete, rule_update
-from runs.services.rules import CallFacts, RuleSpec, rule_matches
+from runs.supervision.rule_admin import rule_create, rule_delete, rule_update
+from runs.supervision.rules import CallFacts, RuleSpec, rule_matches
 from runs.tests.approval_fixtures import make_user
 from runs.tests.loop_contract.support import call, calls
 from runs.tests.threads import together

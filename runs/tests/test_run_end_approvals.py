@@ -9,12 +9,12 @@ from django.urls import reverse
 from django.utils import timezone
 
 from runs.models import Approval, RunEvent
-from runs.selectors.approvals import approval_decider
 from runs.selectors.metrics import metrics_summary
 from runs.selectors.prometheus import approval_figures
-from runs.services.approvals import approvals_expire
-from runs.services.levers import run_stop
 from runs.services.runs import run_cancel
+from runs.supervision.decide import approvals_expire
+from runs.supervision.levers import run_stop
+from runs.supervision.queue import approval_decider
 
 pytestmark = pytest.mark.django_db
 CANCEL = "Please cancel order ORD-1001, the customer asked."

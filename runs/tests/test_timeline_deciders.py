@@ -5,8 +5,9 @@ import pytest
 
 from runs.engine.loop import run_advance
 from runs.models import Approval, ApprovalRule, RunEvent
-from runs.services.approval_checks import IDENTICAL
-from runs.services.approvals import EXPIRED, _expire, approval_decide
+from runs.supervision.checks import IDENTICAL
+from runs.supervision.decide import approval_decide
+from runs.supervision.gate import EXPIRED, _expire
 from runs.tests.approval_fixtures import make_user, pending_approval
 from runs.tests.loop_contract.support import call, calls
 from runs.tests.timeline_replay import replay_all

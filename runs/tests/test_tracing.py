@@ -9,8 +9,8 @@ import pytest
 from runs.engine.loop import run_advance
 from runs.models import Approval, Run, Step, ToolCall
 from runs.services import trace_export
-from runs.services.approvals import approval_decide
-from runs.services.levers import run_message, run_pause, run_resume, run_stop
+from runs.supervision.decide import approval_decide
+from runs.supervision.levers import run_message, run_pause, run_resume, run_stop
 from runs.tests.loop_contract.support import FAST, call, calls
 from runs.tests.otlp_receiver import OtlpReceiver
 from toolsapp.executors.python import python_handler
@@ -45,8 +45,8 @@ def collector(settings):
 @pytest.fixture
 def levers_here(monkeypatch):
     """No worker: a resume or a decision does not enqueue the run; the test drives it."""
-    monkeypatch.setattr("runs.services.approvals.run_dispatch", lambda run_id: None)
-    monkeypatch.setattr("runs.services.levers.run_dispatch", lambda run_id: None)
+    monkeypatch.setattr("runs.supervision.decide.run_dispatch", lambda run_id: None)
+    monkeypatch.setattr("runs.supervision.levers.run_dispatch", lambda run_id: None)
 
 
 def flushed(receiver: OtlpReceiver):

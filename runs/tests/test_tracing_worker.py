@@ -5,7 +5,7 @@ import pytest
 
 from runs.models import Approval, Run, ToolCall
 from runs.services import trace_export
-from runs.services.approvals import approval_decide
+from runs.supervision.decide import approval_decide
 from runs.tests.otlp_receiver import OtlpReceiver
 from runs.tests.test_worker_durability import FINISHED, slow, start_counts, start_run, sweep_until_redispatched
 from runs.tests.worker_tools import PURGE

@@ -12,7 +12,7 @@ from rest_framework.test import APIClient
 
 from accounts.services import api_token_create
 from runs.models import Approval, ApprovalVote, RunEvent
-from runs.services.approvals import AlreadyDecided, EditRefused, NotAllowed, approval_decide
+from runs.supervision.decide import AlreadyDecided, EditRefused, NotAllowed, approval_decide
 from runs.tests.approval_fixtures import make_user
 from runs.tests.supervision_fixtures import needing_two, parked
 from runs.tests.threads import together

@@ -2,7 +2,7 @@
 compare them with the rows: the proof that every state change has its event."""
 from runs.engine.snapshots import PREVIEW_CHARS
 from runs.models import Approval, OperatorMessage, Run, RunEvent, RunGrant, Step, ToolCall
-from runs.selectors.approvals import approval_decider
+from runs.supervision.queue import approval_decider
 
 RUN_FIELDS = ("status", "stop_reason", "stop_detail", "answer", "iterations")
 CALL_FIELDS = ("status", "ok", "error", "truncated", "result_preview", "latency_ms")

@@ -11,16 +11,16 @@ from django.views.decorators.http import require_GET, require_POST
 from runs.engine.snapshots import approval_brief
 from runs.models import Approval
 from runs.roles import PERM_DECIDE, PERM_VIEW_APPROVAL
-from runs.selectors.approvals import (
+from runs.supervision.bulk_decisions import approvals_decide_many
+from runs.supervision.decide import AlreadyDecided, EditRefused, NotAllowed, approval_decide
+from runs.supervision.queue import (
     PAGE_SIZE,
     approval_decision_text,
     approvals_oldest_pending,
     approvals_pending_count,
     approvals_recent_decisions,
 )
-from runs.selectors.queue_controls import approval_for_page, approvals_queue_page
-from runs.services.approvals import AlreadyDecided, EditRefused, NotAllowed, approval_decide
-from runs.services.bulk_decisions import approvals_decide_many
+from runs.supervision.queue_controls import approval_for_page, approvals_queue_page
 
 # The buttons of a card: approve alone, approve with a grant for the rest of the run, reject.
 DECISIONS = {

@@ -12,7 +12,7 @@ from django.views.decorators.http import require_POST
 
 from runs.models import Run
 from runs.roles import PERM_CANCEL
-from runs.services.levers import LeverRefused, run_message, run_pause, run_resume, run_stop
+from runs.supervision.levers import LeverRefused, run_message, run_pause, run_resume, run_stop
 
 
 def _wants_json(request) -> bool:

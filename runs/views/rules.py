@@ -8,10 +8,10 @@ from django.views.decorators.http import require_GET, require_POST
 from runs.forms_rules import RuleForm
 from runs.models import Agent, ApprovalRule
 from runs.roles import PERM_DELETE_RULES, PERM_MANAGE_RULES, PERM_VIEW_RULES
-from runs.selectors.rule_preview import PREVIEW_CALLS, draft_spec, rule_preview
-from runs.selectors.rules import rule_conditions_text, rule_history, rule_list
-from runs.services.rule_admin import SAFEGUARDS_TEXT, rule_create, rule_delete, rule_update
-from runs.services.rules import condition_text, condition_warnings
+from runs.supervision.rule_admin import SAFEGUARDS_TEXT, rule_create, rule_delete, rule_update
+from runs.supervision.rule_history import rule_conditions_text, rule_history, rule_list
+from runs.supervision.rule_preview import PREVIEW_CALLS, draft_spec, rule_preview
+from runs.supervision.rules import condition_text, condition_warnings
 
 
 @login_required

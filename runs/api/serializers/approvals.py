@@ -9,8 +9,8 @@ from runs.api.strict import KnownFieldsOnly
 from runs.engine.guards import MAX_SAFE_INTEGER
 from runs.engine.text import storable_text
 from runs.models import Approval, ArchivedApproval
-from runs.services.approval_checks import GRANT_SCOPES, MAX_EDIT_CHARS
-from runs.services.bulk_decisions import MAX_BULK
+from runs.supervision.bulk_decisions import MAX_BULK
+from runs.supervision.checks import GRANT_SCOPES, MAX_EDIT_CHARS
 
 REASON_CHARS = 2000
 

@@ -4,7 +4,7 @@ from rest_framework import serializers
 from runs.api.serializers.runs import LeverStateSerializer, RunSummarySerializer
 from runs.api.strict import KnownFieldsOnly
 from runs.engine.text import storable_text
-from runs.services.levers import MESSAGE_MAX_CHARS
+from runs.supervision.levers import MESSAGE_MAX_CHARS
 
 
 class RunMessageSerializer(KnownFieldsOnly, serializers.Serializer):

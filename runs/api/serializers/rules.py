@@ -1,4 +1,4 @@
-"""Approval rules in the API. The fields read the input; rule_errors (runs.services.rule_admin)
+"""Approval rules in the API. The fields read the input; rule_errors (runs.supervision.rule_admin)
 holds every rule on what a rule may be, shared with the dashboard's editor."""
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
@@ -8,8 +8,8 @@ from rest_framework import serializers
 from runs.api.serializers.fields import NameRelatedField, choice, service_errors
 from runs.api.strict import KnownFieldsOnly
 from runs.models import Agent, ApprovalRule, ApprovalRuleVersion
-from runs.services.rule_admin import RULE_FIELDS, rule_create, rule_errors, rule_update
-from runs.services.rules import OPERATORS
+from runs.supervision.rule_admin import RULE_FIELDS, rule_create, rule_errors, rule_update
+from runs.supervision.rules import OPERATORS
 
 CONDITIONS_SCHEMA = {
     "type": "array",

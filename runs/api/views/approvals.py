@@ -12,17 +12,17 @@ from runs.api.views.runs import PAGE_PARAMETER, _page_number, _page_url
 from runs.engine.snapshots import approval_brief, grant_brief
 from runs.models import Approval
 from runs.roles import PERM_DECIDE, PERM_VIEW_APPROVAL
-from runs.selectors.approvals import (
+from runs.supervision.bulk_decisions import approvals_decide_many
+from runs.supervision.checks import GrantRefused
+from runs.supervision.decide import AlreadyDecided, EditRefused, NotAllowed, approval_decide
+from runs.supervision.facts import Supervision
+from runs.supervision.grants import grant_of_approval
+from runs.supervision.queue import (
     ARCHIVE_PAGE,
     approval_decision_text,
     approvals_archived,
     approvals_pending_page,
 )
-from runs.selectors.supervision import Supervision
-from runs.services.approval_checks import GrantRefused
-from runs.services.approvals import AlreadyDecided, EditRefused, NotAllowed, approval_decide
-from runs.services.bulk_decisions import approvals_decide_many
-from runs.services.grants import grant_of_approval
 
 
 def _arguments_text(lines) -> str:

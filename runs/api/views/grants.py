@@ -9,7 +9,7 @@ from runs.api.views.base import ApiView
 from runs.engine.snapshots import grant_brief
 from runs.models import Run, RunGrant
 from runs.roles import PERM_DECIDE, PERM_VIEW
-from runs.services.grants import grant_revoke, grants_of_run
+from runs.supervision.grants import grant_revoke, grants_of_run
 
 
 class RunGrantListView(ApiView):

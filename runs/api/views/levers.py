@@ -12,8 +12,8 @@ from runs.api.views.base import ApiView
 from runs.engine.snapshots import run_summary
 from runs.models import Run
 from runs.roles import PERM_CANCEL
-from runs.selectors.levers import operator_note_data, run_lever_state
-from runs.services.levers import LeverRefused, run_message, run_pause, run_resume, run_stop
+from runs.supervision.lever_state import operator_note_data, run_lever_state
+from runs.supervision.levers import LeverRefused, run_message, run_pause, run_resume, run_stop
 
 
 def _pull(lever, **kwargs):

@@ -9,8 +9,8 @@ from runs.api.serializers.rules import RuleDraftSerializer, RulePreviewSerialize
 from runs.api.views.base import CrudViewSet, _crud_schema
 from runs.models import ApprovalRule, ApprovalRuleVersion
 from runs.roles import PERM_ADD_RULES, PERM_DELETE_RULES, PERM_MANAGE_RULES, PERM_VIEW_RULES
-from runs.selectors.rule_preview import draft_spec, rule_preview
-from runs.services.rule_admin import rule_delete
+from runs.supervision.rule_admin import rule_delete
+from runs.supervision.rule_preview import draft_spec, rule_preview
 
 
 @_crud_schema("Rule", RuleSerializer)

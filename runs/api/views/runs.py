@@ -20,11 +20,11 @@ from runs.roles import PERM_CANCEL, PERM_LAUNCH, PERM_VIEW
 from runs.selectors.exports import runs_csv, runs_jsonl
 from runs.selectors.forks import run_family
 from runs.selectors.history import run_history, run_history_page
-from runs.selectors.levers import run_lever_state
 from runs.selectors.runs import run_for_page
 from runs.services.launch import LaunchNotAllowed, launch_policy
 from runs.services.reruns import rerun_create
 from runs.services.runs import InvalidRun, run_cancel, run_create
+from runs.supervision.lever_state import run_lever_state
 
 
 def _page_number(request) -> int:

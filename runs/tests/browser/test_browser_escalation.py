@@ -7,7 +7,7 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from runs.models import Approval, Run
-from runs.services.escalation import approvals_escalate
+from runs.supervision.escalation import approvals_escalate
 from runs.tests.browser import CANCEL_ORDER, PASSWORD, TIMEOUT_MS, requires_chromium
 from runs.tests.test_escalation import mailbox  # noqa: F401 (fixture: a local SMTP server)
 

@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from runs.engine.loop import run_advance
 from runs.models import Approval, Run, RunEvent, ToolCall
-from runs.services.approvals import AlreadyDecided, approval_decide, approvals_expire
+from runs.supervision.decide import AlreadyDecided, approval_decide, approvals_expire
 from runs.tests.approval_fixtures import pending_approval
 from runs.tests.timeline_replay import mismatches
 from toolsapp.models import Order

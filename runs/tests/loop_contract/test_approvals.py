@@ -41,9 +41,9 @@ def test_reject_policy_reaches_the_model_as_an_operator_rejection(launch, script
 
 def test_operator_rejection_with_reason_reaches_the_model(launch, monkeypatch, alice):
     from runs.engine.loop import run_advance
-    from runs.services.approvals import approval_decide
+    from runs.supervision.decide import approval_decide
 
-    monkeypatch.setattr("runs.services.approvals.run_dispatch", lambda run_id: None)
+    monkeypatch.setattr("runs.supervision.decide.run_dispatch", lambda run_id: None)
     run = launch("Cancel order ORD-1001")
     approval = Approval.objects.get(run=run, status=Approval.Status.PENDING)
     approval_decide(approval_id=approval.pk, user=alice, approve=False, reason="too risky")
@@ -59,9 +59,9 @@ def test_operator_rejection_with_reason_reaches_the_model(launch, monkeypatch, a
 
 def test_operator_approval_lets_the_call_run(launch, monkeypatch, alice):
     from runs.engine.loop import run_advance
-    from runs.services.approvals import approval_decide
+    from runs.supervision.decide import approval_decide
 
-    monkeypatch.setattr("runs.services.approvals.run_dispatch", lambda run_id: None)
+    monkeypatch.setattr("runs.supervision.decide.run_dispatch", lambda run_id: None)
     run = launch("Cancel order ORD-1001")
     approval = Approval.objects.get(run=run, status=Approval.Status.PENDING)
     approval_decide(approval_id=approval.pk, user=alice, approve=True)
@@ -74,9 +74,9 @@ def test_operator_approval_lets_the_call_run(launch, monkeypatch, alice):
 
 def test_history_is_resent_in_full_when_a_parked_run_resumes(launch, script, monkeypatch, alice):
     from runs.engine.loop import run_advance
-    from runs.services.approvals import approval_decide
+    from runs.supervision.decide import approval_decide
 
-    monkeypatch.setattr("runs.services.approvals.run_dispatch", lambda run_id: None)
+    monkeypatch.setattr("runs.supervision.decide.run_dispatch", lambda run_id: None)
     model = script(
         calls(call("lookup_order", {"order_id": "ORD-1003"}, "c1")),
         calls(call("cancel_order", {"order_id": "ORD-1003", "reason": "customer asked"}, "c2")),

@@ -258,8 +258,8 @@ def _ending(reason, launch, script):
         run = run_create(agent=Agent.objects.get(name="demo"), task="x")
         return run_cancel(run=run)
     if reason == Run.StopReason.OPERATOR_STOP:
-        from runs.services.levers import run_stop
         from runs.services.runs import run_create
+        from runs.supervision.levers import run_stop
 
         run = run_create(agent=Agent.objects.get(name="demo"), task="x", overrides={"models": [script({"content": "s"})]})
         return run_stop(run_id=run.pk, user=None)

@@ -4,7 +4,7 @@ hash) or of every call of one tool, for the rest of the run, until revoked.
 A grant is given with an approval (`approval_decide(grant=...)`, in its transaction) and revoked
 by anyone who may decide approvals. Both leave a "grant" event on the run's timeline; the row
 keeps who gave it, when, and who revoked it when: the audit trail of grants. The loop applies
-active grants (runs.services.approvals, safeguards first).
+active grants (runs.supervision.gate, safeguards first).
 """
 from django.utils import timezone
 
@@ -12,7 +12,7 @@ from runs.engine.db import write_transaction
 from runs.engine.events import event_record
 from runs.engine.snapshots import grant_brief
 from runs.models import Approval, RunGrant
-from runs.services.approval_checks import IDENTICAL
+from runs.supervision.checks import IDENTICAL
 
 
 def grant_create(*, approval: Approval, user, scope: str) -> RunGrant:

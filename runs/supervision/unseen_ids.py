@@ -4,7 +4,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from runs.models import Run, ToolCall
-from runs.selectors.approvals import argument_lines, known_text, runs_shown, unseen_identifiers, unseen_in_lines
+from runs.supervision.queue import argument_lines, known_text, runs_shown, unseen_identifiers, unseen_in_lines
 from toolsapp.sensitive import sensitive_items
 
 

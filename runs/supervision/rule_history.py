@@ -8,7 +8,7 @@ from django.contrib.auth import get_user_model
 from django.db.models import Q
 
 from runs.models import Agent, ApprovalRule, ApprovalRuleVersion
-from runs.services.rules import condition_text
+from runs.supervision.rules import condition_text
 
 HISTORY_LIMIT = 50
 _FIELD_NAMES = {

@@ -1,7 +1,7 @@
 """Outgoing notifications: a POST to every URL in WEBHOOK_URLS, so operators need not watch the page.
 
 Events: "approval.pending" (a destructive call waits for a person), "approval.escalated" (it has
-waited past its escalation threshold; sent once, by runs/services/escalation.py, alongside an
+waited past its escalation threshold; sent once, by runs/supervision/escalation.py, alongside an
 e-mail) and "budget.alert" (an agent crossed its daily threshold). Each URL's delivery is a row (WebhookDelivery) written in the
 transaction that makes the event, so a lost broker loses nothing: its task is queued after commit,
 sends it and marks it delivered, or failed after WEBHOOK_MAX_ATTEMPTS with backoff; the periodic
@@ -27,7 +27,7 @@ from runs.engine.dispatch import task_send
 from runs.models import WebhookDelivery
 from toolsapp import net
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("runs.services.notifications")  # its name from before the move: operators filter on it
 SEND_TASK = "runs.tasks.send_webhook"
 
 

@@ -4,8 +4,8 @@ decided meanwhile, or one this person may not decide, is reported and never stop
 from dataclasses import dataclass, field
 
 from runs.models import Approval
-from runs.selectors.approvals import approval_decision_text
-from runs.services.approvals import AlreadyDecided, EditRefused, NotAllowed, approval_decide
+from runs.supervision.decide import AlreadyDecided, EditRefused, NotAllowed, approval_decide
+from runs.supervision.queue import approval_decision_text
 
 MAX_BULK = 200
 

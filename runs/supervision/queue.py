@@ -17,7 +17,7 @@ from django.db.models.functions import Substr
 from django.utils import timezone
 
 from runs.models import Approval, ArchivedApproval, Run, Step, ToolCall
-from runs.selectors.supervision import Supervision, approvals_supervision
+from runs.supervision.facts import Supervision, approvals_supervision
 from toolsapp.text import JsonTooDeep
 from toolsapp.text import loads as bounded_loads
 

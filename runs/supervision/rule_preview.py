@@ -12,15 +12,15 @@ from dataclasses import dataclass, field
 from django.db.models import Q
 
 from runs.models import Approval, ApprovalRule
-from runs.services.rule_admin import rule_assign
-from runs.services.rules import CallFacts, RuleSpec, rule_matches, rule_spec
+from runs.supervision.rule_admin import rule_assign
+from runs.supervision.rules import CallFacts, RuleSpec, rule_matches, rule_spec
 from toolsapp.models import Tool
 from toolsapp.text import loads as bounded_loads
 
 PREVIEW_CALLS = 1000
 EXAMPLES = 5
 HASH_PREFIX = 12
-# How the notes of calls asked about again after a crash begin (runs.services.approvals.CRASH_NOTE).
+# How the notes of calls asked about again after a crash begin (runs.supervision.gate.CRASH_NOTE).
 OUTCOME_UNKNOWN_NOTE = "Outcome unknown"
 
 

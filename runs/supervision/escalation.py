@@ -26,12 +26,12 @@ from django.urls import reverse
 from django.utils import timezone
 
 from runs.models import Approval
-from runs.selectors.approvals import MASK, argument_lines
-from runs.services.notifications import approval_pending_data, notify
+from runs.supervision.queue import MASK, argument_lines
+from runs.webhooks import approval_pending_data, notify
 from toolsapp.models import Tool
 from toolsapp.text import loads as bounded_loads
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("runs.services.escalation")  # its name from before the move: operators filter on it
 
 ESCALATIONS_PER_SWEEP = 100  # the rest wait for the next sweep, a few seconds later
 ARGUMENTS_MAX_CHARS = 8000  # of the pretty-printed arguments in one e-mail; the page shows all

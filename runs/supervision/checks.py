@@ -15,7 +15,7 @@ from django.db.models import Q
 
 from runs.engine.guards import args_hash, parse_arguments
 from runs.models import Approval, ApprovalVote, ToolCall
-from runs.selectors.approvals import MASK
+from runs.supervision.queue import MASK
 from toolsapp.models import Tool
 from toolsapp.schemas import validate_arguments
 from toolsapp.text import storable_json, storable_text

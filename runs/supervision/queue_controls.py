@@ -9,8 +9,8 @@ from typing import Any
 from django.core.paginator import Page
 
 from runs.models import Approval
-from runs.selectors.approvals import MASK, PendingApproval, _pending_items, approvals_pending_page
-from runs.selectors.supervision import Supervision
+from runs.supervision.facts import Supervision
+from runs.supervision.queue import MASK, PendingApproval, _pending_items, approvals_pending_page
 from toolsapp.text import loads as bounded_loads
 
 

@@ -12,7 +12,7 @@ from django.db import transaction
 
 from runs.engine.text import check_storable_json, storable_text
 from runs.models import ApprovalRule, ApprovalRuleVersion
-from runs.services.rules import conditions_errors
+from runs.supervision.rules import conditions_errors
 
 # Every field of a rule that a person chooses, in the editor's order.
 RULE_FIELDS = (

@@ -23,9 +23,9 @@ from django.db import connection
 
 from runs.engine.guards import parse_arguments
 from runs.models import ApprovalRule, RunGrant
-from runs.selectors.approvals import MASK
-from runs.selectors.unseen_ids import call_unseen_ids
-from runs.services.rules import CallFacts, RuleSpec, first_match, rules_in_force
+from runs.supervision.queue import MASK
+from runs.supervision.rules import CallFacts, RuleSpec, first_match, rules_in_force
+from runs.supervision.unseen_ids import call_unseen_ids
 
 PENDING, APPROVED, REJECTED = "pending", "approved", "rejected"
 
