@@ -325,7 +325,7 @@ SITE_URL_IS_SET = bool(env_str("SITE_URL"))
 SITE_URL = env_str("SITE_URL") or "http://127.0.0.1:8000"
 
 # --- Traces (OpenTelemetry) ---------------------------------------------------------------
-# Each run is exported as a trace over OTLP/HTTP (runs/tracing.py) when an endpoint is set, as
+# Each run is exported as a trace over OTLP/HTTP (runs/observability/tracing/exporter.py) when an endpoint is set, as
 # the OpenTelemetry SDK names it: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT (the full URL), else
 # OTEL_EXPORTER_OTLP_ENDPOINT plus /v1/traces. Empty: no tracing (the SDK is never loaded). The
 # SDK reads the other OTEL_* variables itself (OTEL_SERVICE_NAME, OTEL_EXPORTER_OTLP_HEADERS,

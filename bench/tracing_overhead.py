@@ -77,9 +77,9 @@ def loop_cpu(sink_url: str, rounds: int, iterations: int = 50) -> None:
     from django.conf import settings
     from django.core.management import call_command
 
-    from runs import tracing
     from runs.engine.loop import run_advance
     from runs.models import Agent
+    from runs.observability.tracing import exporter as tracing
     from runs.services.runs import run_create
 
     call_command("migrate", verbosity=0)
@@ -122,7 +122,7 @@ def loop_cpu(sink_url: str, rounds: int, iterations: int = 50) -> None:
 
         return wrapper
 
-    from runs.services import trace_export
+    from runs.observability.tracing import run_spans as trace_export
 
     trace_export._export = timed(trace_export._export, "build")
     tracing._Exporter.export = timed(tracing._Exporter.export, "export")

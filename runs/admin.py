@@ -39,7 +39,7 @@ class RunAdmin(admin.ModelAdmin):
     search_fields = ("task",)
     # Frozen at launch (run_create): what the run was asked and allowed to do stays as launched.
     readonly_fields = ("agent", "task", "customer", "config", "overrides", "created_by", "rerun_of",
-                       # What a fork started with: every figure takes it away (runs/selectors/own_work.py).
+                       # What a fork started with: every figure takes it away (runs/observability/metrics/own_work.py).
                        "inherited_iterations", "inherited_tokens_in", "inherited_tokens_out", "inherited_cost_usd")
     inlines = [StepInline]
 

@@ -5,7 +5,7 @@ from datetime import timedelta
 from django import forms
 
 from runs.models import Agent, Run
-from runs.selectors.metrics import default_period
+from runs.observability.metrics.page import default_period
 from runs.services.agents import AGENT_FIELDS, agent_errors, agent_save
 from toolsapp.models import Tool
 from toolsapp.text import JsonTooDeep

@@ -50,13 +50,13 @@ def send_webhook(self, delivery_id: int) -> None:
 
 @shared_task(ignore_result=True)
 def check_budget_alerts() -> None:
-    from runs.services.budget_alerts import budget_alerts_check
+    from runs.observability.metrics.budget_alerts import budget_alerts_check
 
     budget_alerts_check()
 
 
 @shared_task(ignore_result=True)
 def build_rollups() -> None:
-    from runs.services.rollups import build_pending
+    from runs.observability.metrics.rollups import build_pending
 
     build_pending()

@@ -24,8 +24,8 @@ from runs.engine.events import events_store
 from runs.engine.leases import fenced_update
 from runs.engine.snapshots import call_data, run_summary, step_data
 from runs.models import Run, Step, ToolCall
-from runs.services import rollups
-from runs.services.trace_export import records_committed
+from runs.observability.metrics import rollups
+from runs.observability.tracing.run_spans import records_committed
 from runs.supervision.gate import approvals_close
 
 RESULT_FIELDS = ["status", "result", "result_text", "truncated", "error", "finished_at", "latency_ms"]

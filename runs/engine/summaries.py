@@ -7,7 +7,7 @@ import logging
 from runs.engine import decisions, llm, throttle
 from runs.engine.conversation import build_messages
 from runs.models import Step
-from runs.services import rollups
+from runs.observability.metrics import rollups
 
 log = logging.getLogger("runs.loop")
 

@@ -110,7 +110,7 @@ class Run(models.Model):
     tokens_out = models.PositiveIntegerField(default=0)
     cost_usd = models.FloatField(default=0.0)
     # A fork's counters start with its parent's at the fork point (its copied steps); what it did
-    # itself is the difference (runs/selectors/own_work.py). Zero for a run that is no fork.
+    # itself is the difference (runs/observability/metrics/own_work.py). Zero for a run that is no fork.
     inherited_iterations = models.PositiveIntegerField(default=0)
     inherited_tokens_in = models.PositiveIntegerField(default=0)
     inherited_tokens_out = models.PositiveIntegerField(default=0)

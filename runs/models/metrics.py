@@ -11,7 +11,7 @@ class PrunedTotals(models.Model):
 
     family = models.CharField(max_length=64, unique=True)
     # [[labels, value], ...] for counters; [[labels, cumulative, count, total, rows, extra], ...]
-    # for histograms (runs/selectors/prometheus.py).
+    # for histograms (runs/observability/prometheus/counters.py).
     data = models.JSONField(default=list)
     updated_at = models.DateTimeField(auto_now=True)
 

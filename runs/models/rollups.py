@@ -1,6 +1,6 @@
 """Daily rollups for the metrics page: what the runs created on a UTC day did, once they ended.
 
-A run is counted here by the transaction that ends it (runs/services/rollups.py), so a day's rows
+A run is counted here by the transaction that ends it (runs/observability/metrics/rollups.py), so a day's rows
 hold exactly its ended runs; runs still going are read from their own rows. `RollupDay` is a
 day's lock and says whether the day's rows are complete (`built`): days built before the rollups
 existed are read raw until `manage.py rebuild_rollups` builds them.
@@ -59,7 +59,7 @@ class DayRollup(models.Model):
 
 
 class StepRollup(models.Model):
-    """Model calls of those runs, by model and latency bucket (see runs/services/rollups.py); a
+    """Model calls of those runs, by model and latency bucket (see runs/observability/metrics/rollups.py); a
     `whole_month` row (`day` the month's first) holds the sum of that month's day rows, so a year
     reads twelve months of buckets instead of 365 days of them."""
 

@@ -8,8 +8,8 @@ from typing import Any
 from django.db import transaction
 
 from runs.models import Approval, ArchivedApproval, Run
-from runs.services import rollups
-from runs.services.pruned_totals import pruned_totals_add
+from runs.observability.metrics import rollups
+from runs.observability.prometheus.pruned_totals import pruned_totals_add
 from toolsapp.models import Tool
 
 MASK = "••••"

@@ -25,12 +25,12 @@ from runs.engine.db import write_transaction
 from runs.engine.loop import run_end
 from runs.models import Agent, Approval, BudgetAlert, RollupDay, Run, Step, ToolCall
 from runs.models.rollups import DayRollup
-from runs.selectors import metrics_rollups
-from runs.selectors.aggregates import nearest_rank_offset
-from runs.selectors.metrics import metrics_summary
-from runs.services import rollups
+from runs.observability.metrics import rollup_reads as metrics_rollups
+from runs.observability.metrics import rollups
+from runs.observability.metrics.aggregates import nearest_rank_offset
+from runs.observability.metrics.budget_alerts import budget_alerts_check
+from runs.observability.metrics.page import metrics_summary
 from runs.services.archive import runs_delete
-from runs.services.budget_alerts import budget_alerts_check
 from runs.services.forks import run_fork
 from runs.services.reruns import rerun_create
 from runs.tests.test_prometheus import scrape, token  # noqa: F401 (a fixture)

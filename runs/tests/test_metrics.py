@@ -6,7 +6,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from runs.models import Agent, Approval, Run, Step, ToolCall
-from runs.selectors.metrics import metrics_summary, nearest_rank_offset
+from runs.observability.metrics.page import metrics_summary, nearest_rank_offset
 from runs.tests.test_history import user_in
 
 pytestmark = pytest.mark.django_db

@@ -10,7 +10,7 @@ from django.urls import reverse
 
 from agentsite.celery import app as celery_app
 from runs.models import Agent, Approval, BudgetAlert, Run
-from runs.services.budget_alerts import budget_alerts_check
+from runs.observability.metrics.budget_alerts import budget_alerts_check
 from runs.tests.test_history import make_run
 from runs.webhooks import signature
 from toolsapp.tests.local_http import LocalServer

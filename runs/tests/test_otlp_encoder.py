@@ -1,4 +1,4 @@
-"""runs/otlp_encoder.py writes what the SDK's own encoder writes: the same spans, encoded both ways
+"""runs/observability/tracing/otlp_encoder.py writes what the SDK's own encoder writes: the same spans, encoded both ways
 (ours from their fields, the SDK's `encode_spans` from ReadableSpans made of the same fields), are
 the same OTLP request, field for field: spans written out here with every kind of value, and the
 spans trace_export.py builds from a real run's records."""
@@ -12,9 +12,9 @@ from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
-from runs import otlp_encoder
 from runs.engine.loop import run_advance
 from runs.models import Approval, Run
+from runs.observability.tracing import otlp_encoder
 from runs.supervision.decide import approval_decide
 from runs.supervision.levers import run_message, run_pause, run_resume
 from runs.tests.loop_contract.support import FAST, call, calls
@@ -129,7 +129,7 @@ def test_our_request_is_the_sdks_own_encoding_of_the_same_spans():
 def test_the_spans_of_a_real_run_encode_as_the_sdk_encodes_them(launch, script, alice, settings, monkeypatch):
     """What trace_export.py builds from a run with a fallback, parallel calls, an approval, levers,
     and from a run that every model failed: every span, both ways."""
-    from runs import tracing
+    from runs.observability.tracing import exporter as tracing
 
     built = []
     monkeypatch.setattr(tracing, "emit", built.append)
@@ -159,7 +159,7 @@ def test_the_spans_of_a_real_run_encode_as_the_sdk_encodes_them(launch, script, 
 
 def test_an_attribute_that_cannot_be_encoded_is_left_out_and_logged_as_the_sdk_does(caplog):
     odd = dict(SPANS[1], attributes={"fine": 1, "object": object(), "too big": 2**64, "also fine": "x"})
-    with caplog.at_level(logging.WARNING, logger="runs.otlp_encoder"):
+    with caplog.at_level(logging.WARNING, logger="runs.observability.tracing.otlp_encoder"):
         ours, sdk = encoded_both_ways([odd])
     (span,) = ours.resource_spans[0].scope_spans[0].spans
     assert [kv.key for kv in span.attributes] == ["fine", "also fine"]
@@ -169,7 +169,7 @@ def test_an_attribute_that_cannot_be_encoded_is_left_out_and_logged_as_the_sdk_d
 
 @pytest.mark.parametrize("broken", [None, ("not", "fields"), dict(SPANS[1], kind="SIDEWAYS"), {"name": "half"}])
 def test_a_span_that_cannot_be_encoded_is_left_out_and_logged_not_the_others(caplog, broken):
-    with caplog.at_level(logging.WARNING, logger="runs.otlp_encoder"):
+    with caplog.at_level(logging.WARNING, logger="runs.observability.tracing.otlp_encoder"):
         message = otlp_encoder.request(otlp_encoder.resource({}), "", "agentsite.runs", [SPANS[0], broken, SPANS[2]])
     spans = message.resource_spans[0].scope_spans[0].spans
     assert [s.name for s in spans] == ["invoke_agent support", "execute_tool cancel_order"]

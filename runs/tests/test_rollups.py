@@ -16,10 +16,10 @@ from runs.engine.loop import run_end
 from runs.engine.records import Recorder, run_close
 from runs.models import Agent, Approval, RollupDay, Run, RunRollup, Step, StepRollup, ToolCall, ToolRollup
 from runs.models.rollups import ApprovalRollup, ApprovalWait, WaitRollup
-from runs.selectors.aggregates import SecondsBetween
-from runs.selectors.metrics import metrics_summary
-from runs.selectors.metrics_rollups import built_days
-from runs.services import rollups
+from runs.observability.metrics import rollups
+from runs.observability.metrics.aggregates import SecondsBetween
+from runs.observability.metrics.page import metrics_summary
+from runs.observability.metrics.rollup_reads import built_days
 from runs.services.archive import runs_delete
 from runs.tests.test_metrics import END, START, dataset  # noqa: F401 (a fixture)
 
@@ -395,7 +395,7 @@ def test_a_month_row_less_its_other_days_stands_for_the_days_in_the_window():
     built), one barely in it as its days: each built day of the window counted once, no other."""
     from datetime import date
 
-    from runs.selectors.metrics_rollups import month_plan
+    from runs.observability.metrics.rollup_reads import month_plan
 
     start, end = date(2025, 9, 2), date(2025, 11, 20)
     built = {start + timedelta(days=n) for n in range((end - start).days + 1)} - {date(2025, 10, 7)}

@@ -9,8 +9,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from runs.models import Approval, RunEvent
-from runs.selectors.metrics import metrics_summary
-from runs.selectors.prometheus import approval_figures
+from runs.observability.metrics.page import metrics_summary
+from runs.observability.prometheus.counters import approval_figures
 from runs.services.runs import run_cancel
 from runs.supervision.decide import approvals_expire
 from runs.supervision.levers import run_stop

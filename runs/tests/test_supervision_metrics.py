@@ -7,7 +7,7 @@ import pytest
 from django.urls import reverse
 
 from runs.models import Agent, Approval, RunGrant, ToolCall
-from runs.selectors.metrics import metrics_summary
+from runs.observability.metrics.page import metrics_summary
 from runs.tests.test_history import user_in
 from runs.tests.test_metrics import END, MIDNIGHT, START, at, call, run
 

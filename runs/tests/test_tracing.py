@@ -8,7 +8,7 @@ import pytest
 
 from runs.engine.loop import run_advance
 from runs.models import Approval, Run, Step, ToolCall
-from runs.services import trace_export
+from runs.observability.tracing import run_spans as trace_export
 from runs.supervision.decide import approval_decide
 from runs.supervision.levers import run_message, run_pause, run_resume, run_stop
 from runs.tests.loop_contract.support import FAST, call, calls
@@ -23,7 +23,7 @@ CANCEL = call("cancel_order", {"order_id": "ORD-1001", "reason": "customer asked
 @pytest.fixture
 def collector(settings):
     """start(mode="keep") -> a receiver this process's tracing exports to (reset before and after)."""
-    from runs import tracing
+    from runs.observability.tracing import exporter as tracing
 
     receivers = []
 
@@ -50,7 +50,7 @@ def levers_here(monkeypatch):
 
 
 def flushed(receiver: OtlpReceiver):
-    from runs import tracing
+    from runs.observability.tracing import exporter as tracing
 
     tracing.flush()
     return receiver.spans()
@@ -256,7 +256,7 @@ def test_no_secret_argument_result_note_task_or_key_leaves_in_any_exported_paylo
 
 
 def test_the_sdks_variables_apply_headers_compression_and_service_name(collector, launch, script, monkeypatch):
-    """Spans are encoded here (runs/otlp_encoder.py) but sent by the SDK exporter's client, which
+    """Spans are encoded here (runs/observability/tracing/otlp_encoder.py) but sent by the SDK exporter's client, which
     reads OTEL_EXPORTER_OTLP_* itself: a hosted backend's token and gzip reach the collector."""
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", "authorization=Bearer%20t0k3n,x-team=agents")
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_COMPRESSION", "gzip")
@@ -332,7 +332,7 @@ def test_without_an_endpoint_nothing_is_built_or_sent(collector, launch, script,
     bad = script({"status": 500, "error": "boom", "repeat": True, "headers": FAST})
     run = run_weather(launch, script, bad)
     assert run.status == Run.Status.SUCCEEDED
-    tracing = sys.modules.get("runs.tracing")
+    tracing = sys.modules.get("runs.observability.tracing.exporter")
     assert tracing is None or tracing._current is None  # no provider, no exporting thread
     assert receiver.requests == 0
 
@@ -343,7 +343,7 @@ def test_a_call_changed_after_its_commit_leaves_as_committed_and_a_span_that_can
     """The spans of steps and calls are built later, in the exporting thread, from copies taken at
     the commit: what the driver changes on its own objects afterwards does not leak into them, and a
     span whose building fails is logged and left out while the rest of its batch goes."""
-    from runs import tracing
+    from runs.observability.tracing import exporter as tracing
 
     receiver = collector()
     run = launch("weather", models=[script(calls(*WEATHER), {"content": "Lagos 31, London 12."})])
@@ -370,7 +370,7 @@ def test_a_call_changed_after_its_commit_leaves_as_committed_and_a_span_that_can
 
 
 def test_a_call_id_leaves_as_sent_only_when_it_looks_like_an_id_and_otherwise_as_a_keyed_hash(collector, launch, script):
-    from runs.services.trace_values import call_id_value
+    from runs.observability.tracing.values import call_id_value
 
     receiver = collector()
     wordy = "TASK-SECRET-31337 the customer's card is 4111 " + "x" * 5000  # model text, any length
@@ -388,7 +388,7 @@ def test_a_call_id_leaves_as_sent_only_when_it_looks_like_an_id_and_otherwise_as
 
 
 def test_call_id_values():
-    from runs.services.trace_values import call_id_value
+    from runs.observability.tracing.values import call_id_value
 
     assert call_id_value("call_abc-123.x:y") == "call_abc-123.x:y"
     assert call_id_value("a" * 64) == "a" * 64

@@ -1,6 +1,6 @@
 """The pure parts of the trace export: ids derived from the run, and what a model failure leaves as."""
 
-from runs.services.trace_values import error_type, model_failures, run_span_id, span_id, trace_id
+from runs.observability.tracing.values import error_type, model_failures, run_span_id, span_id, trace_id
 
 
 def test_a_runs_ids_are_the_same_in_every_process_of_a_site_and_differ_between_sites(settings):

@@ -4,7 +4,7 @@ that takes the run over, and a resume after an approval all add to one trace und
 import pytest
 
 from runs.models import Approval, Run, ToolCall
-from runs.services import trace_export
+from runs.observability.tracing import run_spans as trace_export
 from runs.supervision.decide import approval_decide
 from runs.tests.otlp_receiver import OtlpReceiver
 from runs.tests.test_worker_durability import FINISHED, slow, start_counts, start_run, sweep_until_redispatched

@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from runs.models import Agent, WebhookDelivery
-from runs.services.budget_alerts import budget_alerts_check
+from runs.observability.metrics.budget_alerts import budget_alerts_check
 from runs.services.housekeeping import runs_sweep
 from runs.tests.test_history import make_run
 from runs.tests.test_notifications import Receiver

@@ -2,8 +2,8 @@ from django.contrib.auth.decorators import login_required, permission_required
 from django.shortcuts import render
 
 from runs.forms_admin import MetricsFilterForm
+from runs.observability.metrics.page import budget_alerts_recent, metrics_summary
 from runs.roles import PERM_VIEW
-from runs.selectors.metrics import budget_alerts_recent, metrics_summary
 
 
 @login_required

@@ -2,12 +2,12 @@ from django.http import HttpResponse
 from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from runs.prometheus import metrics_text, scrape_refusal
+from runs.observability.prometheus.exposition import metrics_text, scrape_refusal
 
 
 @require_GET
 def prometheus_metrics(request):
-    """The Prometheus scrape target; who may read it: runs/prometheus.py."""
+    """The Prometheus scrape target; who may read it: runs/observability/prometheus/exposition.py."""
     refusal = scrape_refusal(request)
     if refusal == 401:
         response = HttpResponse("A valid bearer token is required.\n", status=401, content_type="text/plain")

@@ -6,8 +6,8 @@ from rest_framework.response import Response
 from runs.api.schema import errors, form_parameters
 from runs.api.views.base import ApiView, form_or_400
 from runs.forms_admin import MetricsFilterForm
+from runs.observability.metrics.page import metrics_summary
 from runs.roles import PERM_VIEW
-from runs.selectors.metrics import metrics_summary
 
 
 class MetricsView(ApiView):

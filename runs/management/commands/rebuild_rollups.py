@@ -1,14 +1,14 @@
 """Rebuild the metrics page's daily rollups from the runs' rows, one day per transaction.
 
 Safe while runs keep ending: each day is rebuilt under the lock a run's ending takes for its day
-(see runs/services/rollups.py), so every run is counted exactly once, with its approvals.
+(see runs/observability/metrics/rollups.py), so every run is counted exactly once, with its approvals.
 Run it after migration 0016 (approval, per-day and month rollups): until then every day is read
 from the runs' own rows (exact, slower).
 """
 
 from django.core.management.base import BaseCommand
 
-from runs.services import rollups
+from runs.observability.metrics import rollups
 
 
 class Command(BaseCommand):

@@ -1,6 +1,6 @@
 """The plain values of a run's trace: its ids (keyed hashes of the run's id, the same in every
 process of a site), the model's call ids as they may leave, times, result hashes and the kinds of
-model errors (runs/services/trace_export.py)."""
+model errors (runs/observability/tracing/run_spans.py)."""
 
 import hashlib
 import hmac

@@ -1,14 +1,14 @@
 """OpenTelemetry in this process: the SDK's BatchSpanProcessor and its OTLP/HTTP exporter's client,
 made on first use.
 
-Imported only when settings.TRACES_ENDPOINT is set (runs/services/trace_export.py checks first),
+Imported only when settings.TRACES_ENDPOINT is set (runs/observability/tracing/run_spans.py checks first),
 so a site without tracing never loads the SDK. The spans of a run are not timed live: they are
 built from committed records (trace_export.py), by whichever process commits them (a worker,
 another worker after a crash, the web process applying a lever), with ids derived from the run
 and times from the rows. So no Tracer: a tracer draws ids at random and times spans itself, and
 its per-span bookkeeping cost more than the rest of the export. The processor queues spans still
 to build (`emit_later`); the exporter builds them in its own thread, a batch at a time, encodes
-them (runs/otlp_encoder.py) and sends them with the SDK exporter's HTTP client (its retries,
+them (runs/observability/tracing/otlp_encoder.py) and sends them with the SDK exporter's HTTP client (its retries,
 timeout, compression, headers and certificates, from the OTEL_EXPORTER_OTLP_* variables).
 
 Why a slow or dead collector never slows a run: `emit` only appends the span to the processor's
@@ -28,11 +28,11 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExportResult
 from opentelemetry.trace import SpanContext, TraceFlags
 
-from runs import otlp_encoder
+from runs.observability.tracing import otlp_encoder
 
 __all__ = ["emit", "emit_later", "flush", "shutdown"]
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("runs.tracing")  # its name from before the move: operators filter on it
 
 EXIT_FLUSH_SECONDS = 2.0
 SCOPE = "agentsite.runs"  # the instrumentation scope of every span
@@ -67,7 +67,7 @@ def _tracing() -> _Tracing:
 
 
 def emit(span: dict) -> None:
-    """Queue one finished span, given as its fields (see runs/otlp_encoder.py)."""
+    """Queue one finished span, given as its fields (see runs/observability/tracing/otlp_encoder.py)."""
     (_current or _tracing()).processor.on_end(_Pending(_as_given, (span,)))
 
 
@@ -94,7 +94,7 @@ class _Pending:
 
 class _Exporter(OTLPSpanExporter):
     """The SDK's OTLP/HTTP exporter, given spans still to build: built in a batch, in this thread,
-    off the run's path, encoded by runs/otlp_encoder.py, sent by the exporter's own client. One
+    off the run's path, encoded by runs/observability/tracing/otlp_encoder.py, sent by the exporter's own client. One
     that cannot be built is logged and left out, not the rest of its batch."""
 
     def __init__(self, resource: Resource, **options):

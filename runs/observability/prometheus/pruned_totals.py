@@ -1,6 +1,6 @@
 """Keep /metrics' counters from going down when runs are deleted.
 
-Counters are counted from the rows of runs, model calls and tool calls (runs/selectors/prometheus.py);
+Counters are counted from the rows of runs, model calls and tool calls (runs/observability/prometheus/counters.py);
 deleting old runs would take their share away, and Prometheus reads a counter that went down as
 a reset (every rate() over it would spike). So whatever deletes runs first adds their share to
 PrunedTotals, in its own transaction: either the runs are still there, or their share is.
@@ -8,7 +8,7 @@ PrunedTotals, in its own transaction: either the runs are still there, or their 
 from collections.abc import Iterable
 
 from runs.models import PrunedTotals
-from runs.selectors.prometheus import PRUNED_FAMILIES, decode, encode, figures_of_runs, merge
+from runs.observability.prometheus.counters import PRUNED_FAMILIES, decode, encode, figures_of_runs, merge
 
 
 def pruned_totals_add(*, run_ids: Iterable[int]) -> None:

@@ -1,6 +1,6 @@
 """The metrics page's approval and supervision figures from counted approvals and their waits.
 
-The same figures as runs/selectors/metrics.py `_approval_stats` and supervision_metrics.py
+The same figures as runs/observability/metrics/page.py `_approval_stats` and supervision_metrics.py
 `supervision_summary` (about ten queries, each a join over the period's runs), from approvals
 given as counted rows (the daily rollups' and the raw rows' alike, see metrics_rollups.py) and
 people's waits given as `Waits`: counts per bucket, and the exact waits of any bucket on demand.
@@ -15,8 +15,9 @@ from collections.abc import Callable, Iterable
 from django.db import connections
 
 from runs.models import Approval
-from runs.selectors.aggregates import SecondsBetween, nearest_rank_offset
-from runs.selectors.supervision_metrics import (
+from runs.observability.metrics.aggregates import SecondsBetween, nearest_rank_offset
+from runs.observability.metrics.rollups import latency_bucket
+from runs.observability.metrics.supervision_figures import (
     DECIDERS,
     NO_RULE,
     RULE_ROWS,
@@ -28,7 +29,6 @@ from runs.selectors.supervision_metrics import (
     WaitRow,
     _seconds,
 )
-from runs.services.rollups import latency_bucket
 
 APPROVED, REJECTED, EXPIRED, CLOSED = (
     Approval.Status.APPROVED, Approval.Status.REJECTED, Approval.Status.EXPIRED, Approval.Status.CLOSED

@@ -1,6 +1,6 @@
 """The rows of the daily rollups (runs/models/rollups.py) and how they change: a set of runs'
 contribution by day, inserted into an empty day or taken out of one; upserts of day and month
-rows; the latency buckets. runs/services/rollups.py says when each is called, under which lock.
+rows; the latency buckets. runs/observability/metrics/rollups.py says when each is called, under which lock.
 """
 
 import math
@@ -12,8 +12,8 @@ from django.db.models import BooleanField, Count, ExpressionWrapper, F, Q, Sum
 
 from runs.models import Approval, RunRollup, Step, StepRollup, ToolCall, ToolRollup
 from runs.models.rollups import ApprovalRollup, ApprovalWait, DayRollup, WaitRollup
-from runs.selectors import own_work
-from runs.selectors.aggregates import SecondsBetween, TruncDay
+from runs.observability.metrics import own_work
+from runs.observability.metrics.aggregates import SecondsBetween, TruncDay
 
 RELATIVE_ACCURACY = 0.01
 GAMMA = (1 + RELATIVE_ACCURACY) / (1 - RELATIVE_ACCURACY)
@@ -56,7 +56,7 @@ def contributions(runs) -> dict:
     """{day: (run rows, step rows, tool rows, approval rows, waits)} of the ended runs `runs` (a queryset)."""
     found = defaultdict(lambda: ([], Counter(), [], [], []))
     day_of_created = TruncDay("created_at")
-    # Each run's own work (runs/selectors/own_work.py): a fork's copies are its parent's.
+    # Each run's own work (runs/observability/metrics/own_work.py): a fork's copies are its parent's.
     for day, agent, status, stop, iterations, n, tokens, cost in (
         runs.order_by()
         .annotate(_day=day_of_created, _iterations=own_work.own_iterations())

@@ -1,7 +1,7 @@
 """/metrics in the Prometheus text format, written by the official `prometheus-client`.
 
 Every figure is read from the database at scrape time by one custom collector (the queries are
-in runs/selectors/prometheus.py), not counted in the process that did the work: runs are driven
+in runs/observability/prometheus/counters.py), not counted in the process that did the work: runs are driven
 by many Celery worker processes on many hosts, and a counter kept in one of them would be
 scraped from none (workers serve no HTTP) or from one web process that never saw the work.
 The database already holds every run, model call, tool call and decision, committed with the
@@ -23,7 +23,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
 from accounts.signin_throttle import client_ip
-from runs.selectors import prometheus as q
+from runs.observability.prometheus import counters as q
 
 PREFIX = "agentsite"
 

@@ -5,8 +5,8 @@ A period holds the runs created in it and everything of those runs: their model 
 runs)`, which the Step(model, run), ToolCall(run, ...) and Approval(run) indexes answer.
 
 Sums and counts are GROUP BY queries; percentiles are nearest-rank, computed by the database
-(runs/selectors/aggregates.py). Full days come from the daily rollups when they are built
-(runs/selectors/metrics_rollups.py: the same figures, model latency percentiles within 1%), the
+(runs/observability/metrics/aggregates.py). Full days come from the daily rollups when they are built
+(runs/observability/metrics/rollup_reads.py: the same figures, model latency percentiles within 1%), the
 approvals of those days too. All of it is read in one snapshot of the database.
 """
 
@@ -21,8 +21,8 @@ from django.db.models import Count, F, QuerySet, Sum
 from django.utils import timezone
 
 from runs.models import Agent, Approval, BudgetAlert, Run, Step, ToolCall
-from runs.selectors import own_work
-from runs.selectors.aggregates import (  # noqa: F401 (nearest_rank_offset: read here by tests)
+from runs.observability.metrics import own_work
+from runs.observability.metrics.aggregates import (  # noqa: F401 (nearest_rank_offset: read here by tests)
     PercentileDisc,
     SecondsBetween,
     TruncDay,
@@ -30,9 +30,9 @@ from runs.selectors.aggregates import (  # noqa: F401 (nearest_rank_offset: read
     nearest_rank_offset,
     percentile_values,
 )
+from runs.observability.metrics.rollup_rows import tool_counts
+from runs.observability.metrics.supervision_figures import Supervision, supervision_summary
 from runs.selectors.history import day_start
-from runs.selectors.supervision_metrics import Supervision, supervision_summary
-from runs.services.rollup_rows import tool_counts
 
 DEFAULT_PERIOD_DAYS = 7
 
@@ -135,7 +135,7 @@ class Metrics:
 def metrics_summary(*, start: date, end: date, agent: Agent | None = None, rollups: bool | None = None) -> Metrics:
     """Everything the metrics page shows for the days start..end (both included); `rollups`
     False reads only the runs' rows (the default: settings.METRICS_ROLLUPS, on)."""
-    from runs.selectors import metrics_rollups
+    from runs.observability.metrics import rollup_reads as metrics_rollups
 
     if rollups is None:
         rollups = getattr(settings, "METRICS_ROLLUPS", True)
@@ -170,8 +170,8 @@ def read_snapshot():
 
 
 def _metrics_from(figures: dict, *, start: date, end: date, agent) -> Metrics:
-    from runs.selectors.approval_figures import approval_figures
-    from runs.selectors.metrics_rollups import histogram_percentile, latency_percentiles
+    from runs.observability.metrics.approval_figures import approval_figures
+    from runs.observability.metrics.rollup_reads import histogram_percentile, latency_percentiles
 
     approval_counts, (decisions, p50, p95), supervision = approval_figures(
         figures["approvals"], figures["waits"], vendor=connection.vendor
@@ -261,7 +261,7 @@ def _metrics_raw(*, start: date, end: date, agent: Agent | None = None) -> Metri
     if agent is not None:
         runs = runs.filter(agent=agent)
     run_ids = runs.order_by().values("pk")
-    # Each run's own work (runs/selectors/own_work.py): a fork's copies are its parent's.
+    # Each run's own work (runs/observability/metrics/own_work.py): a fork's copies are its parent's.
     steps = own_work.own_steps(Step.objects.filter(run_id__in=run_ids), runs=run_ids)
     calls = own_work.own_calls(ToolCall.objects.filter(run_id__in=run_ids), runs=run_ids)
     approvals = Approval.objects.filter(run_id__in=run_ids)

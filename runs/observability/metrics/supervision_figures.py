@@ -3,14 +3,14 @@ approval rule did, the time rules and grants saved, and how long calls wait for 
 
 Over the same approvals as the rest of the page (those of the runs created in the period). Counts
 are one GROUP BY each; percentiles are nearest-rank and computed by the database
-(runs/selectors/aggregates.py), per rule and per tool for the WAIT_GROUPS largest groups.
+(runs/observability/metrics/aggregates.py), per rule and per tool for the WAIT_GROUPS largest groups.
 """
 from dataclasses import dataclass
 
 from django.db.models import Count, Q, QuerySet
 
 from runs.models import Approval
-from runs.selectors.aggregates import SecondsBetween, grouped_percentiles, percentile_values
+from runs.observability.metrics.aggregates import SecondsBetween, grouped_percentiles, percentile_values
 
 WAIT_GROUPS = 50  # rows of each wait table (the groups with the most decisions)
 RULE_ROWS = 100  # rows of the rule hit table

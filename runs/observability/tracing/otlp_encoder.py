@@ -1,4 +1,4 @@
-"""Finished spans, given as their fields (runs/services/trace_export.py makes them), into one OTLP
+"""Finished spans, given as their fields (runs/observability/tracing/run_spans.py makes them), into one OTLP
 ExportTraceServiceRequest: the official opentelemetry-proto messages, filled in place.
 
 Why not the SDK's encoder (`encode_spans` over `ReadableSpan`s): it builds every attribute, value
@@ -34,7 +34,7 @@ LOCAL = SpanFlags.SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK  # a span without a pare
 REMOTE = LOCAL | SpanFlags.SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK
 ERROR = Status.STATUS_CODE_ERROR
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("runs.otlp_encoder")  # its name from before the move: operators filter on it
 
 
 def resource(attributes: Mapping) -> Resource:

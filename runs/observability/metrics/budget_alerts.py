@@ -2,7 +2,7 @@
 
 Checked by a periodic task (CELERY_BEAT_SCHEDULE, every BUDGET_ALERT_INTERVAL_SECONDS), not in the
 loop, so iterations pay nothing for it. A run counts toward the UTC day it was created, with what
-it did itself (runs/selectors/own_work.py: a fork's copies of its parent's work are the parent's). One alert
+it did itself (runs/observability/metrics/own_work.py: a fork's copies of its parent's work are the parent's). One alert
 per agent, day and kind (a unique constraint makes concurrent checks harmless); each new alert is
 logged, shown on the metrics page and sent to the webhooks.
 """
@@ -14,10 +14,10 @@ from django.db.models import Q, Sum
 from django.utils import timezone
 
 from runs.models import Agent, BudgetAlert, Run
-from runs.selectors import own_work
+from runs.observability.metrics import own_work
 from runs.webhooks import budget_alert_data, notify
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("runs.services.budget_alerts")  # its name from before the move: operators filter on it
 
 
 def budget_alerts_check(*, now: datetime | None = None) -> list[BudgetAlert]:

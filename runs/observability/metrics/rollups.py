@@ -29,9 +29,8 @@ from django.utils import timezone
 from runs.engine.db import write_transaction
 from runs.models import RollupDay, Run, RunRollup, Step, StepRollup, ToolRollup
 from runs.models.rollups import ApprovalRollup, ApprovalWait, DayRollup
-from runs.selectors import own_work
-from runs.selectors.history import day_start
-from runs.services.rollup_rows import (  # noqa: F401 (RELATIVE_ACCURACY, bucket_value: read here)
+from runs.observability.metrics import own_work
+from runs.observability.metrics.rollup_rows import (  # noqa: F401 (RELATIVE_ACCURACY, bucket_value: read here)
     APPROVAL_KEYS,
     RELATIVE_ACCURACY,
     approval_parts,
@@ -49,6 +48,7 @@ from runs.services.rollup_rows import (  # noqa: F401 (RELATIVE_ACCURACY, bucket
     waits_add,
     waits_insert,
 )
+from runs.selectors.history import day_start
 
 
 def run_day(run: Run) -> date:
@@ -78,7 +78,7 @@ def run_ended(*, run: Run, fields: dict) -> None:
     # The run's own rows are read before the day's lock: they are the ending run's, final in this
     # transaction (its pending approvals were expired first), so the lock, which every ending of
     # the day waits for, is held only for the upserts and the commit. Its own work only
-    # (runs/selectors/own_work.py): a fork's copies are its parent's.
+    # (runs/observability/metrics/own_work.py): a fork's copies are its parent's.
     inherited_iterations, inherited_tokens, inherited_cost = own_work.inherited_of(run)
     steps = step_buckets(own_work.run_steps(run).values_list("model", "latency_ms"))
     tools = list(own_work.run_calls(run).order_by().values_list("tool_name").annotate(**tool_counts()))

@@ -8,7 +8,7 @@ conditional COUNT per bucket.
 
 Work is counted once: a fork starts with copies of its parent's model calls, tool calls and
 iterations (runs/services/forks.py), which the parent already counted; only what the fork does
-after its fork point counts for it (runs/selectors/own_work.py, as on the metrics page, in its
+after its fork point counts for it (runs/observability/metrics/own_work.py, as on the metrics page, in its
 rollups and in the budget alerts).
 
 Counters never go down: pruning archives every decision first (they are counted from live and
@@ -22,8 +22,8 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from runs.models import Approval, ArchivedApproval, PrunedTotals, Run, Step, ToolCall
-from runs.selectors import own_work
-from runs.selectors.aggregates import SecondsBetween
+from runs.observability.metrics import own_work
+from runs.observability.metrics.aggregates import SecondsBetween
 from toolsapp.models import Tool
 
 # PrunedTotals keeps counts per bound: after changing the model or tool bounds, delete its

@@ -15,7 +15,7 @@ results, operators' notes or error texts, which may hold what a tool marks sensi
 
 Nothing here may break or slow a run. After the commit the driver's thread only copies the rows
 it wrote (a dict copy each) and queues them; the spans of steps and calls are built from those
-copies in the exporting thread, just before they are encoded (runs/tracing.py), where building a
+copies in the exporting thread, just before they are encoded (runs/observability/tracing/exporter.py), where building a
 batch of them in one go costs half as much as one at a time between iterations. Only the run's
 span, which reads its levers from the database, is built in the committing thread, once per run.
 Any error is logged and the span dropped.
@@ -32,9 +32,9 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from runs.models import Approval, Run, RunEvent, Step, ToolCall
-from runs.selectors.approval_figures import decider
-from runs.selectors.prometheus import UNREGISTERED_TOOL
-from runs.services.trace_values import (
+from runs.observability.metrics.approval_figures import decider
+from runs.observability.prometheus.counters import UNREGISTERED_TOOL
+from runs.observability.tracing.values import (
     call_id_value,
     error_type,
     model_failures,
@@ -47,7 +47,7 @@ from runs.services.trace_values import (
     url_host,
 )
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("runs.services.trace_export")  # its name from before the move: operators filter on it
 
 PROVIDER = "openai"  # the API every model endpoint of this project speaks
 TOOL_ERRORS = {ToolCall.Status.FAILED: "tool_error", ToolCall.Status.UNKNOWN: "outcome_unknown"}
@@ -139,10 +139,10 @@ def _common(run: RunView, operation: str) -> dict:
 
 
 def _tracing():
-    """runs/tracing.py, imported when the first span is due: the SDK is loaded only then."""
+    """runs/observability/tracing/exporter.py, imported when the first span is due: the SDK is loaded only then."""
     global _tracing_module
     if _tracing_module is None:
-        from runs import tracing
+        from runs.observability.tracing import exporter as tracing
 
         _tracing_module = tracing
     return _tracing_module
@@ -156,7 +156,7 @@ def _event(name: str, time_ns: int, attributes: dict) -> tuple[str, int, dict]:
 
 
 def _span(run: RunView, name: str, own_id: int, *, kind: str = "INTERNAL", **span) -> dict:
-    """A span's fields, as runs/otlp_encoder.py takes them."""
+    """A span's fields, as runs/observability/tracing/otlp_encoder.py takes them."""
     return dict(name=name, trace_id=trace_id(run.pk, run.key), span_id=own_id, kind=kind, **span)
 
 
