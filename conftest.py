@@ -66,8 +66,8 @@ def script(demo_server):
 def launch(demo_data):
     """launch(task, models=[...], agent="demo", **overrides) -> the run after the loop stopped."""
     from runs.engine.loop import run_advance
+    from runs.lifecycle.runs import run_create
     from runs.models import Agent
-    from runs.services.runs import run_create
 
     def go(task="What's the weather in Lagos and London?", *, agent="demo", approval_policy="ask", customer=None, **overrides):
         run = run_create(

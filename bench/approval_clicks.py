@@ -71,7 +71,7 @@ def reset_orders():
 
 def launch_all(agent, url: str) -> list[int]:
     from runs.engine.loop import run_advance
-    from runs.services.runs import run_create
+    from runs.lifecycle.runs import run_create
 
     tasks = []
     numbers = iter(range(3000, 3000 + ORDINARY + UNSEEN + CRITICAL))

@@ -85,8 +85,8 @@ def batch(n: int, url: str, watch: dict | None = None) -> float:
     from django.db import transaction
 
     from runs.engine.dispatch import run_dispatch
+    from runs.lifecycle.runs import run_create
     from runs.models import Agent, Run
-    from runs.services.runs import run_create
 
     agent = Agent.objects.get(name="demo")
     models = [script_for(url) for _ in range(n)]

@@ -44,8 +44,8 @@ def main():
     from django.test import Client
 
     from runs.engine.loop import run_advance
+    from runs.lifecycle.runs import run_create
     from runs.models import Agent
-    from runs.services.runs import run_create
 
     call_command("migrate", verbosity=0)
     user = User.objects.create_user("bench", password="x")

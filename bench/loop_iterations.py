@@ -42,8 +42,8 @@ def straightforward_loop(base_url: str, model: str, tools: list, iterations: int
 def project_loop(model: str, iterations: int) -> tuple[float, list[float]]:
     """Total ms, and ms per iteration measured between consecutive step commits."""
     from runs.engine.loop import run_advance
+    from runs.lifecycle.runs import run_create
     from runs.models import Agent, Step
-    from runs.services.runs import run_create
 
     run = run_create(
         agent=Agent.objects.get(name="demo"),

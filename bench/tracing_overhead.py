@@ -78,9 +78,9 @@ def loop_cpu(sink_url: str, rounds: int, iterations: int = 50) -> None:
     from django.core.management import call_command
 
     from runs.engine.loop import run_advance
+    from runs.lifecycle.runs import run_create
     from runs.models import Agent
     from runs.observability.tracing import exporter as tracing
-    from runs.services.runs import run_create
 
     call_command("migrate", verbosity=0)
 

@@ -1,7 +1,7 @@
 from django.contrib import admin, messages
 
-from .models import Agent, Approval, ApprovalRule, ApprovalRuleVersion, ArchivedApproval, Run, Step, ToolCall
-from .services.archive import runs_delete
+from runs.lifecycle.archive import runs_delete
+from runs.models import Agent, Approval, ApprovalRule, ApprovalRuleVersion, ArchivedApproval, Run, Step, ToolCall
 
 
 class RecordAdmin(admin.ModelAdmin):

@@ -2,9 +2,7 @@
 from django import forms
 
 from runs.engine.guards import MAX_SAFE_INTEGER, POSITIVE_INT_LIMITS
-from runs.models import Agent, ToolChoice
-from runs.selectors.runs import agents_for_launch, enabled_tool_names
-from runs.services.launch import (
+from runs.lifecycle.launch import (
     LIMIT_SETTINGS,
     POLICY_LABELS,
     TOOL_CHOICE_SETTINGS,
@@ -13,7 +11,9 @@ from runs.services.launch import (
     launch_overrides,
     launch_policy,
 )
-from runs.services.runs import launch_errors
+from runs.lifecycle.run_reads import agents_for_launch, enabled_tool_names
+from runs.lifecycle.runs import launch_errors
+from runs.models import Agent, ToolChoice
 
 AGENT_DEFAULT = [("", "the agent's setting")]
 LABELS = {"max_cost_usd": "Max cost (USD)"}

@@ -4,9 +4,9 @@ from datetime import timedelta
 
 from django import forms
 
+from runs.lifecycle.agents import AGENT_FIELDS, agent_errors, agent_save
 from runs.models import Agent, Run
 from runs.observability.metrics.page import default_period
-from runs.services.agents import AGENT_FIELDS, agent_errors, agent_save
 from toolsapp.models import Tool
 from toolsapp.text import JsonTooDeep
 from toolsapp.text import loads as bounded_loads
@@ -49,7 +49,7 @@ class HistoryFilterForm(forms.Form):
         return cleaned
 
     def filters(self) -> dict:
-        """Keyword arguments for runs.selectors.history.run_history."""
+        """Keyword arguments for runs.lifecycle.run_list.run_history."""
         data = self.cleaned_data
         return {
             "text": data["q"].strip(),

@@ -21,7 +21,7 @@ def advance_run(run_id: int) -> None:
 
 @shared_task(ignore_result=True)
 def sweep_runs() -> None:
-    from runs.services.housekeeping import runs_sweep
+    from runs.lifecycle.housekeeping import runs_sweep
 
     runs_sweep()
 
@@ -30,7 +30,7 @@ def sweep_runs() -> None:
 def prune_runs() -> None:
     from django.conf import settings
 
-    from runs.services.housekeeping import runs_prune
+    from runs.lifecycle.housekeeping import runs_prune
 
     if settings.RUN_RETENTION_DAYS:
         runs_prune(days=settings.RUN_RETENTION_DAYS)

@@ -33,9 +33,9 @@ from django.conf import settings
 from runs.consumers.frames import BoundedJsonConsumer
 from runs.engine.guards import MAX_SAFE_INTEGER
 from runs.engine.snapshots import run_summary
+from runs.lifecycle.run_reads import EVENT_BATCH, run_events_after, run_group_name
 from runs.models import Run
 from runs.roles import PERM_CANCEL, PERM_VIEW
-from runs.selectors.runs import EVENT_BATCH, run_events_after, run_group_name
 from runs.services.sessions import session_user
 from runs.supervision.lever_state import run_lever_state
 from runs.supervision.levers import LeverRefused, run_message, run_pause, run_resume, run_stop

@@ -5,7 +5,7 @@ class PrunedTotals(models.Model):
     """What deleted runs had added to one family of /metrics' counters, kept so the counters never
     go down when old runs are pruned: /metrics adds these to what the remaining rows count.
 
-    Written in the transaction that deletes the runs (runs/services/archive.py), so a run is
+    Written in the transaction that deletes the runs (runs/lifecycle/archive.py), so a run is
     either still counted from its rows or from here, never both or neither.
     """
 

@@ -1,6 +1,6 @@
 """Escalation: an approval that waits past its threshold tells someone, once.
 
-The sweep (runs/services/housekeeping.py) calls `approvals_escalate` every few seconds. An approval
+The sweep (runs/lifecycle/housekeeping.py) calls `approvals_escalate` every few seconds. An approval
 is due when it is still pending and its `escalate_at` (set when it was asked: requested_at plus
 its rule's escalate_after_seconds, else its agent's) has passed. Each one is claimed by one
 conditional UPDATE setting `escalated_at`, so two sweeps running at once never escalate it twice.

@@ -18,9 +18,9 @@ from runs.engine.loop import run_levers_apply
 from runs.engine.records import lever_data
 from runs.engine.snapshots import run_summary
 from runs.engine.text import storable_text
+from runs.lifecycle.runs import operator_name
 from runs.models import Approval, OperatorMessage, Run
 from runs.models.levers import NOTE_MAX_CHARS
-from runs.services.runs import operator_name
 
 MESSAGE_MAX_CHARS = NOTE_MAX_CHARS
 # Pausing a run that is already paused, or ending anyway, means nothing.

@@ -85,7 +85,7 @@ def test_deleting_a_run_in_the_admin_archives_its_decisions(root, decided, how):
 
 
 def test_archived_approvals_are_viewable_and_read_only(root, decided):
-    from runs.services.archive import approvals_archive  # here: the module is new with the archive
+    from runs.lifecycle.archive import approvals_archive  # here: the module is new with the archive
 
     approvals_archive(run_ids=[decided.run_id])
     archived = ArchivedApproval.objects.get(approval_id=decided.pk)

@@ -1,8 +1,8 @@
 """agent_save and agent_errors: the one write path of agents, under the dashboard's editor and the API."""
 import pytest
 
+from runs.lifecycle.agents import InvalidAgent, agent_errors, agent_save
 from runs.models import Agent
-from runs.services.agents import InvalidAgent, agent_errors, agent_save
 from toolsapp.models import Tool
 
 

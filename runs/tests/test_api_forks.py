@@ -17,7 +17,7 @@ def weather(city, call_id, n):
 @pytest.fixture
 def dispatched(monkeypatch):
     sent = []
-    monkeypatch.setattr("runs.services.forks.run_dispatch", lambda run_id: sent.append(run_id))
+    monkeypatch.setattr("runs.lifecycle.forks.run_dispatch", lambda run_id: sent.append(run_id))
     return sent
 
 

@@ -33,7 +33,7 @@ def takes_input(operation) -> bool:
 def fuzz_world(launch, no_dispatch, monkeypatch):
     monkeypatch.setattr("runs.api.views.runs.run_dispatch", lambda run_id: None)
     monkeypatch.setattr("runs.supervision.levers.run_dispatch", lambda run_id: None)  # a resume
-    monkeypatch.setattr("runs.services.forks.run_dispatch", lambda run_id: None)
+    monkeypatch.setattr("runs.lifecycle.forks.run_dispatch", lambda run_id: None)
     launch()
     launch("Cancel order ORD-1001")
     admin = make_user("fuzzy", "admins")

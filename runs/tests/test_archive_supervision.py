@@ -5,8 +5,8 @@ import json
 from django.urls import reverse
 from django.utils import timezone
 
+from runs.lifecycle.archive import runs_delete
 from runs.models import Approval, ApprovalVote, ArchivedApproval
-from runs.services.archive import runs_delete
 from runs.tests.approval_fixtures import pending_approval
 from toolsapp.models import Tool
 

@@ -12,8 +12,8 @@ from django.utils import timezone
 
 from runs.engine.db import write_transaction
 from runs.engine.snapshots import run_data
+from runs.lifecycle.exports import runs_export_records
 from runs.models import Approval, Run, RunEvent, ToolCall
-from runs.selectors.exports import runs_export_records
 from runs.supervision.decide import AlreadyDecided, _decide_read, approval_decide
 from runs.supervision.gate import EXPIRED, _expire
 from runs.tests.approval_fixtures import make_user, pending_approval
@@ -92,7 +92,7 @@ def test_a_decision_is_final_for_people_and_for_expiry(launch, alice, bob, no_di
 
 
 def test_archived_decisions_are_listed_in_the_api_for_those_who_may_view_approvals(launch, client, alice, viewer, no_dispatch):
-    from runs.services.archive import runs_delete  # here: the module is new with the archive
+    from runs.lifecycle.archive import runs_delete  # here: the module is new with the archive
 
     runs = [launch(DEMO_TASK, approval_policy="ask") for _ in range(3)]
     for run in runs:

@@ -13,8 +13,8 @@ from django.db import connection
 from django.urls import reverse
 from django.utils import timezone
 
+from runs.lifecycle.housekeeping import runs_sweep
 from runs.models import Agent, Approval, WebhookDelivery
-from runs.services.housekeeping import runs_sweep
 from runs.supervision.decide import approval_decide
 from runs.supervision.escalation import approvals_escalate
 from runs.supervision.queue import MASK

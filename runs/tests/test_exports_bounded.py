@@ -6,8 +6,8 @@ import re
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from runs.lifecycle.exports import STEP_BATCH
 from runs.models import Agent, Run, Step
-from runs.selectors.exports import STEP_BATCH
 from runs.tests.test_api import api
 from runs.tests.test_history import make_run
 

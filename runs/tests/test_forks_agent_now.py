@@ -7,9 +7,9 @@ a fork whose copied conversation already used what the agent now allows is refus
 import pytest
 
 from runs.engine.loop import run_advance
+from runs.lifecycle.fork_settings import config_differences
+from runs.lifecycle.forks import ForkRefused, run_fork
 from runs.models import Agent, Run, RunEvent, ToolCall
-from runs.services.fork_settings import config_differences
-from runs.services.forks import ForkRefused, run_fork
 from runs.tests.loop_contract.support import call, calls
 from runs.tests.timeline_replay import mismatches
 from toolsapp.executors.python import python_handler
@@ -42,7 +42,7 @@ def _tools(demo_data):
 @pytest.fixture
 def dispatched(monkeypatch):
     sent = []
-    monkeypatch.setattr("runs.services.forks.run_dispatch", lambda run_id: sent.append(run_id))
+    monkeypatch.setattr("runs.lifecycle.forks.run_dispatch", lambda run_id: sent.append(run_id))
     return sent
 
 

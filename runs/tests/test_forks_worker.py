@@ -4,8 +4,8 @@ import pytest
 
 from runs.engine import guards
 from runs.engine.loop import run_advance
+from runs.lifecycle.runs import run_create
 from runs.models import Run
-from runs.services.runs import run_create
 from runs.tests.loop_contract.support import call, calls, result_for
 from runs.tests.test_api import api
 from runs.tests.timeline_replay import mismatches

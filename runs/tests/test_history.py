@@ -9,8 +9,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from runs.lifecycle import run_list as history
 from runs.models import Agent, Run, Step, ToolCall
-from runs.selectors import history
 
 pytestmark = pytest.mark.django_db
 

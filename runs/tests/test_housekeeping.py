@@ -8,9 +8,9 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.utils import timezone
 
+from runs.lifecycle import housekeeping
+from runs.lifecycle.housekeeping import runs_prune, runs_sweep
 from runs.models import Agent, Approval, ArchivedApproval, Run, RunEvent, Step, ToolCall
-from runs.services import housekeeping
-from runs.services.housekeeping import runs_prune, runs_sweep
 from toolsapp.models import Tool
 
 pytestmark = pytest.mark.django_db

@@ -7,8 +7,8 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 from runs.engine.loop import run_advance
+from runs.lifecycle.runs import run_create
 from runs.models import Agent, Approval, Run
-from runs.services.runs import run_create
 from runs.tests.approval_fixtures import make_user
 from toolsapp.models import Tool
 

@@ -15,9 +15,9 @@ import pytest
 from django.utils import timezone
 
 from runs.engine.dispatch import run_dispatch
+from runs.lifecycle.housekeeping import runs_sweep
+from runs.lifecycle.runs import run_create
 from runs.models import Run, Step
-from runs.services.housekeeping import runs_sweep
-from runs.services.runs import run_create
 from runs.tests.conftest import ROOT
 from runs.tests.test_worker_durability import assert_consistent_history, slow
 

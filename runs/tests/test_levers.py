@@ -10,8 +10,8 @@ from django.db import connection
 
 from runs.engine.conversation import build_messages
 from runs.engine.loop import run_advance
+from runs.lifecycle.runs import run_create
 from runs.models import Agent, OperatorMessage, Run, RunEvent, Step
-from runs.services.runs import run_create
 from runs.supervision.levers import LeverRefused, run_message, run_pause, run_resume, run_stop
 from runs.tests.approval_fixtures import make_user
 from runs.tests.conftest import wait_until
@@ -236,7 +236,7 @@ def test_the_sweep_never_hands_out_a_paused_run(script, gate, alice, settings):
 
     from django.utils import timezone
 
-    from runs.services.housekeeping import runs_sweep
+    from runs.lifecycle.housekeeping import runs_sweep
 
     run = new_run(script({"content": "x"}))
     run_pause(run_id=run.pk, user=alice)

@@ -4,8 +4,8 @@ from django.contrib.auth.models import Group, User
 from django.test import Client
 from django.urls import reverse
 
+from runs.lifecycle.runs import run_create
 from runs.models import Agent, OperatorMessage, Run, RunEvent
-from runs.services.runs import run_create
 
 LEVERS = ["run_pause", "run_resume", "run_message", "run_stop"]
 FOUR_STEPS = [
@@ -31,7 +31,7 @@ def users(demo_data):
 def dispatched(monkeypatch):
     """Run ids handed to workers by forks (no worker runs in these tests)."""
     ids = []
-    monkeypatch.setattr("runs.services.forks.run_dispatch", lambda *, run_id: ids.append(run_id))
+    monkeypatch.setattr("runs.lifecycle.forks.run_dispatch", lambda *, run_id: ids.append(run_id))
     return ids
 
 

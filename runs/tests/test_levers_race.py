@@ -9,8 +9,8 @@ import pytest
 from django.db import connection
 
 from runs.engine.loop import run_advance
+from runs.lifecycle.runs import run_create
 from runs.models import Agent, OperatorMessage, Run, RunEvent, Step
-from runs.services.runs import run_create
 from runs.supervision.levers import LeverRefused, run_message, run_pause, run_stop
 from runs.tests.conftest import wait_until
 from runs.tests.timeline_replay import mismatches

@@ -61,9 +61,9 @@ def test_a_run_whose_worker_died_writing_its_summary_reads_as_ended_after_the_sw
 
     from django.utils import timezone
 
+    from runs.lifecycle.housekeeping import runs_sweep
+    from runs.lifecycle.runs import run_create
     from runs.models import Agent
-    from runs.services.housekeeping import runs_sweep
-    from runs.services.runs import run_create
 
     run = run_create(agent=Agent.objects.get(name="demo"), task="anything", overrides={})
     ended = dict(status=Run.Status.CANCELLED, stop_reason=Run.StopReason.OPERATOR_STOP, finished_at=timezone.now(),

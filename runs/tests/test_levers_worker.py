@@ -3,8 +3,8 @@ run is paused its worker is free for another run; resumed, it goes on exactly wh
 import pytest
 
 from runs.engine.dispatch import run_dispatch
+from runs.lifecycle.runs import run_create
 from runs.models import Run, Step
-from runs.services.runs import run_create
 from runs.supervision.levers import run_message, run_pause, run_resume
 from runs.tests.test_worker_durability import assert_consistent_history, slow, start_counts
 from runs.tests.timeline_replay import mismatches

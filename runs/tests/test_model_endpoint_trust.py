@@ -108,7 +108,7 @@ def test_the_same_base_url_sent_to_the_api_is_refused_by_the_guard(demo_data, de
 
 
 def test_a_rerun_of_a_shell_launched_run_does_not_inherit_the_trust(demo_data, demo_server, script):
-    from runs.services.runs import run_create
+    from runs.lifecycle.runs import run_create
 
     model = script({"content": "first"})
     data = run_agent("hello", "--base-url", demo_server.url, "--model", model)

@@ -9,8 +9,8 @@ from django.urls import reverse
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from runs.lifecycle.runs import run_cancel
 from runs.models import Run, ToolCall
-from runs.services.runs import run_cancel
 from runs.supervision.decide import approval_decide
 from runs.tests.approval_fixtures import pending_approval
 

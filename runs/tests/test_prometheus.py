@@ -11,8 +11,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from runs.engine.dispatch import run_dispatch
 from runs.engine.leases import lease_claim
 from runs.engine.loop import run_advance
+from runs.lifecycle.runs import run_create
 from runs.models import Agent, Approval, ApprovalRule, Run, Step
-from runs.services.runs import run_create
 from runs.supervision.decide import approval_decide
 from runs.tests.approval_fixtures import pending_approval
 from runs.tests.loop_contract.support import call, calls
@@ -149,7 +149,7 @@ def test_approvals_pending_and_decided_by_rule_or_person_with_wait_times(client,
 
 
 def test_no_counter_goes_down_when_runs_are_pruned(client, token, scripted):
-    from runs.services.archive import runs_delete
+    from runs.lifecycle.archive import runs_delete
 
     before = scrape(client)
     runs_delete(run_ids=[scripted["weather"].pk, scripted["rule"].pk, scripted["person"].pk])
@@ -181,10 +181,10 @@ WORK = ("agentsite_run_iterations_total", "agentsite_model_tokens_total", "agent
 def test_a_fork_does_not_count_again_the_work_it_copied_from_its_parent(client, token, scripted, monkeypatch):
     """A fork starts with copies of its parent's model calls, tool calls and iterations up to its
     fork point; its parent counted that work already. Neither the fork nor its pruning moves them."""
-    from runs.services.archive import runs_delete
-    from runs.services.forks import run_fork
+    from runs.lifecycle.archive import runs_delete
+    from runs.lifecycle.forks import run_fork
 
-    monkeypatch.setattr("runs.services.forks.run_dispatch", lambda run_id: None)  # the fork stays queued
+    monkeypatch.setattr("runs.lifecycle.forks.run_dispatch", lambda run_id: None)  # the fork stays queued
     before = scrape(client)
     fork = run_fork(run_id=scripted["weather"].pk, step_index=2, user=scripted["alice"])
     assert (fork.iterations, Step.objects.filter(run=fork).count(), fork.tool_calls.count()) == (2, 2, 3)

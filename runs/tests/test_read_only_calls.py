@@ -7,8 +7,8 @@ import time
 
 import pytest
 
+from runs.lifecycle.runs import run_cancel
 from runs.models import Run, RunEvent, ToolCall
-from runs.services.runs import run_cancel
 from toolsapp.executors.python import READ_ONLY_HANDLERS, python_handler
 from toolsapp.models import Tool
 

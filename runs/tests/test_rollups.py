@@ -14,13 +14,13 @@ from django.utils import timezone
 
 from runs.engine.loop import run_end
 from runs.engine.records import Recorder, run_close
+from runs.lifecycle.archive import runs_delete
 from runs.models import Agent, Approval, RollupDay, Run, RunRollup, Step, StepRollup, ToolCall, ToolRollup
 from runs.models.rollups import ApprovalRollup, ApprovalWait, WaitRollup
 from runs.observability.metrics import rollups
 from runs.observability.metrics.aggregates import SecondsBetween
 from runs.observability.metrics.page import metrics_summary
 from runs.observability.metrics.rollup_reads import built_days
-from runs.services.archive import runs_delete
 from runs.tests.test_metrics import END, START, dataset  # noqa: F401 (a fixture)
 
 OWNER = "rollup-test"

@@ -286,8 +286,8 @@ def test_an_operator_edit_with_a_number_that_is_not_finite_is_refused(launch, sc
 
 def launch_as(user, task, model):
     from runs.engine.loop import run_advance
+    from runs.lifecycle.runs import run_create
     from runs.models import Agent
-    from runs.services.runs import run_create
     run = run_create(agent=Agent.objects.get(name="demo"), task=task, user=user, overrides={"models": [model]})
     run_advance(run_id=run.pk)
     run.refresh_from_db()

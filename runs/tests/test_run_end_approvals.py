@@ -8,10 +8,10 @@ from django.contrib.auth.models import User
 from django.urls import reverse
 from django.utils import timezone
 
+from runs.lifecycle.runs import run_cancel
 from runs.models import Approval, RunEvent
 from runs.observability.metrics.page import metrics_summary
 from runs.observability.prometheus.counters import approval_figures
-from runs.services.runs import run_cancel
 from runs.supervision.decide import approvals_expire
 from runs.supervision.levers import run_stop
 from runs.supervision.queue import approval_decider

@@ -4,8 +4,8 @@ told to load a module that is not there does not start, saying which."""
 import pytest
 
 from runs.engine.dispatch import run_dispatch
+from runs.lifecycle.runs import run_create
 from runs.models import Agent, Run, ToolCall
-from runs.services.runs import run_create
 from runs.tests.loop_contract.support import call, calls
 from toolsapp.models import Tool
 

@@ -5,8 +5,8 @@ import pytest
 from django.contrib.auth.models import Group, User
 from django.urls import reverse
 
+from runs.lifecycle.runs import run_create
 from runs.models import Agent, Run, ToolCall
-from runs.services.runs import run_create
 
 
 @pytest.fixture

@@ -12,9 +12,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from runs.lifecycle.housekeeping import runs_sweep
 from runs.models import Agent, WebhookDelivery
 from runs.observability.metrics.budget_alerts import budget_alerts_check
-from runs.services.housekeeping import runs_sweep
 from runs.tests.test_history import make_run
 from runs.tests.test_notifications import Receiver
 

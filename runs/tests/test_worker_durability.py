@@ -26,9 +26,9 @@ from runs.engine import guards
 from runs.engine.conversation import build_messages
 from runs.engine.dispatch import run_dispatch
 from runs.engine.loop import run_advance
+from runs.lifecycle.housekeeping import runs_sweep
+from runs.lifecycle.runs import run_cancel, run_create
 from runs.models import Agent, Approval, Run, RunEvent, Step, ToolCall
-from runs.services.housekeeping import runs_sweep
-from runs.services.runs import run_cancel, run_create
 from runs.supervision.decide import AlreadyDecided, approval_decide
 from runs.tasks import advance_run
 from runs.tests import worker_tools

@@ -6,9 +6,9 @@ from django.db.models import Count
 from django.shortcuts import get_object_or_404, redirect, render
 
 from runs.forms_admin import AgentForm
+from runs.lifecycle.run_list import agent_recent_runs
 from runs.models import Agent
 from runs.roles import PERM_ADD_AGENT, PERM_MANAGE_AGENTS, PERM_VIEW_AGENT
-from runs.selectors.history import agent_recent_runs
 
 
 @login_required

@@ -5,10 +5,10 @@ from django.http import Http404
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_safe
 
+from runs.lifecycle.forks import MESSAGE_CHARS, ForkRefused, fork_preview, run_fork
+from runs.lifecycle.relatives import NotAFork, run_comparison
 from runs.models import Run, Step
 from runs.roles import PERM_LAUNCH, PERM_VIEW
-from runs.selectors.forks import NotAFork, run_comparison
-from runs.services.forks import MESSAGE_CHARS, ForkRefused, fork_preview, run_fork
 
 # The one change a fork may make to the copied conversation (the service checks it against the step).
 EDITS = [

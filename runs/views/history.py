@@ -2,8 +2,8 @@ from django.contrib.auth.decorators import login_required, permission_required
 from django.shortcuts import redirect, render
 
 from runs.forms_admin import HistoryFilterForm
+from runs.lifecycle.run_list import history_filter_suggestions, run_history, run_history_page
 from runs.roles import PERM_VIEW
-from runs.selectors.history import history_filter_suggestions, run_history, run_history_page
 
 
 @login_required

@@ -9,13 +9,13 @@ from django.views.decorators.http import require_POST, require_safe
 
 from runs.engine.dispatch import run_dispatch
 from runs.forms import LaunchForm
+from runs.lifecycle.launch import POLICY_LABELS, LaunchNotAllowed, launch_policy
+from runs.lifecycle.relatives import run_family
+from runs.lifecycle.reruns import rerun_create
+from runs.lifecycle.run_reads import agent_defaults, call_in_run, run_for_page
+from runs.lifecycle.runs import InvalidRun, run_cancel, run_create
 from runs.models import Run, RunGrant, ToolCall
 from runs.roles import PERM_CANCEL, PERM_DECIDE, PERM_LAUNCH, PERM_VIEW
-from runs.selectors.forks import run_family
-from runs.selectors.runs import agent_defaults, call_in_run, run_for_page
-from runs.services.launch import POLICY_LABELS, LaunchNotAllowed, launch_policy
-from runs.services.reruns import rerun_create
-from runs.services.runs import InvalidRun, run_cancel, run_create
 from runs.supervision.grants import grant_revoke, grants_of_run
 
 

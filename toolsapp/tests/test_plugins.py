@@ -11,8 +11,8 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from runs.engine.loop import run_advance
+from runs.lifecycle.runs import run_create
 from runs.models import Agent, Run
-from runs.services.runs import run_create
 from runs.tests.loop_contract.support import call, calls, result_for
 from toolsapp.executors.python import HANDLER_MODULES, PYTHON_HANDLERS, READ_ONLY_HANDLERS
 from toolsapp.models import Tool

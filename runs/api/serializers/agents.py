@@ -1,11 +1,11 @@
-"""Agents in the API. The fields read the input; agent_save (runs.services.agents) holds every rule."""
+"""Agents in the API. The fields read the input; agent_save (runs.lifecycle.agents) holds every rule."""
 from django.core.validators import URLValidator
 from rest_framework import serializers
 
 from runs.api.serializers.fields import NameRelatedField, choice, service_errors
 from runs.api.strict import KnownFieldsOnly
+from runs.lifecycle.agents import AGENT_FIELDS, MAX_ESCALATION_EMAILS_CHARS, agent_errors, agent_save
 from runs.models import Agent, ToolChoice
-from runs.services.agents import AGENT_FIELDS, MAX_ESCALATION_EMAILS_CHARS, agent_errors, agent_save
 from toolsapp.models import Tool
 
 

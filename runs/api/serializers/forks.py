@@ -1,11 +1,11 @@
 """Forks in the API: the fork request, a run's family, and a fork compared with its parent (the
-plain dicts of runs.selectors.forks). What an edit may say is checked by runs.services.forks."""
+plain dicts of runs.lifecycle.relatives). What an edit may say is checked by runs.lifecycle.forks."""
 from rest_framework import serializers
 
 from runs.api.serializers.fields import UsageSerializer, choice
 from runs.api.strict import KnownFieldsOnly
+from runs.lifecycle.forks import ANSWER_CHARS, EDIT_SHAPES, MAX_STEP, MESSAGE_CHARS
 from runs.models import Run, ToolCall
-from runs.services.forks import ANSWER_CHARS, EDIT_SHAPES, MAX_STEP, MESSAGE_CHARS
 
 
 class ToolResultEditSerializer(KnownFieldsOnly, serializers.Serializer):

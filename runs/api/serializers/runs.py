@@ -6,8 +6,7 @@ from runs.api.serializers.fields import NameRelatedField, UsageSerializer, choic
 from runs.api.serializers.forks import RunFamilySerializer
 from runs.api.strict import KnownFieldsOnly
 from runs.engine.guards import MAX_SAFE_INTEGER, POSITIVE_INT_LIMITS
-from runs.models import Agent, Run, ToolCall, ToolChoice
-from runs.services.launch import (
+from runs.lifecycle.launch import (
     LAUNCH_CHOICES,
     LIMIT_SETTINGS,
     POLICY_LABELS,
@@ -15,7 +14,8 @@ from runs.services.launch import (
     customer_problem,
     launch_overrides,
 )
-from runs.services.runs import launch_errors
+from runs.lifecycle.runs import launch_errors
+from runs.models import Agent, Run, ToolCall, ToolChoice
 
 # A run's status as clients see it: its stored one, or "stopping" while its summary is written.
 RUN_STATUSES = [*Run.Status.choices, (Run.STOPPING, Run.STOPPING_LABEL)]

@@ -10,11 +10,11 @@ from runs.api.schema import errors
 from runs.api.serializers.forks import RunComparisonSerializer, RunForkSerializer
 from runs.api.views.base import ApiView
 from runs.api.views.runs import _run_detail
+from runs.lifecycle.forks import ForkRefused, run_fork
+from runs.lifecycle.relatives import NotAFork, run_comparison
+from runs.lifecycle.run_reads import run_for_page
 from runs.models import Run
 from runs.roles import PERM_LAUNCH, PERM_VIEW
-from runs.selectors.forks import NotAFork, run_comparison
-from runs.selectors.runs import run_for_page
-from runs.services.forks import ForkRefused, run_fork
 
 
 class RunForkView(ApiView):

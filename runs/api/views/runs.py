@@ -15,15 +15,15 @@ from runs.api.views.base import ApiView, form_or_400
 from runs.engine.dispatch import run_dispatch
 from runs.engine.snapshots import run_data, run_summary
 from runs.forms_admin import HistoryFilterForm
+from runs.lifecycle.exports import runs_csv, runs_jsonl
+from runs.lifecycle.launch import LaunchNotAllowed, launch_policy
+from runs.lifecycle.relatives import run_family
+from runs.lifecycle.reruns import rerun_create
+from runs.lifecycle.run_list import run_history, run_history_page
+from runs.lifecycle.run_reads import run_for_page
+from runs.lifecycle.runs import InvalidRun, run_cancel, run_create
 from runs.models import Run
 from runs.roles import PERM_CANCEL, PERM_LAUNCH, PERM_VIEW
-from runs.selectors.exports import runs_csv, runs_jsonl
-from runs.selectors.forks import run_family
-from runs.selectors.history import run_history, run_history_page
-from runs.selectors.runs import run_for_page
-from runs.services.launch import LaunchNotAllowed, launch_policy
-from runs.services.reruns import rerun_create
-from runs.services.runs import InvalidRun, run_cancel, run_create
 from runs.supervision.lever_state import run_lever_state
 
 

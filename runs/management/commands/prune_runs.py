@@ -1,7 +1,7 @@
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from runs.services.housekeeping import runs_prune
+from runs.lifecycle.housekeeping import runs_prune
 
 
 class Command(BaseCommand):

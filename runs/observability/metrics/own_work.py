@@ -2,7 +2,7 @@
 
 A fork starts with copies of its parent's steps (model calls) up to and including its fork
 point, their tool calls, and the parent's iterations, tokens and cost at that point
-(runs/services/forks.py): its limits apply to the conversation as a whole. That copied work was
+(runs/lifecycle/forks.py): its limits apply to the conversation as a whole. That copied work was
 done, and is counted, by the parent; a fork of a fork copies its parent's copies too. So every
 figure (the metrics page, its daily rollups, /metrics and the budget alerts) counts a run's own
 work only, as defined here:

@@ -20,6 +20,7 @@ from django.db import connection, transaction
 from django.db.models import Count, F, QuerySet, Sum
 from django.utils import timezone
 
+from runs.lifecycle.run_list import day_start
 from runs.models import Agent, Approval, BudgetAlert, Run, Step, ToolCall
 from runs.observability.metrics import own_work
 from runs.observability.metrics.aggregates import (  # noqa: F401 (nearest_rank_offset: read here by tests)
@@ -32,7 +33,6 @@ from runs.observability.metrics.aggregates import (  # noqa: F401 (nearest_rank_
 )
 from runs.observability.metrics.rollup_rows import tool_counts
 from runs.observability.metrics.supervision_figures import Supervision, supervision_summary
-from runs.selectors.history import day_start
 
 DEFAULT_PERIOD_DAYS = 7
 

@@ -17,6 +17,7 @@ from datetime import date, timedelta
 from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
+from runs.lifecycle.run_list import day_start
 from runs.models import Approval, RollupDay, Run, RunRollup, Step, StepRollup, ToolCall, ToolRollup
 from runs.models.rollups import ApprovalRollup, ApprovalWait, DayRollup, WaitRollup
 from runs.observability.metrics import own_work
@@ -24,7 +25,6 @@ from runs.observability.metrics.aggregates import TruncDay, nearest_rank_offset
 from runs.observability.metrics.approval_figures import Waits, approval_rows, counted_rows, plain_rows
 from runs.observability.metrics.rollup_rows import tool_counts
 from runs.observability.metrics.rollups import RELATIVE_ACCURACY, bucket_value, latency_bucket
-from runs.selectors.history import day_start
 
 STILL_GOING = tuple(value for value in Run.Status.values if value not in Run.FINISHED_STATUSES)
 ACCURACY_PERCENT = round(100 * RELATIVE_ACCURACY)

@@ -27,6 +27,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from runs.engine.db import write_transaction
+from runs.lifecycle.run_list import day_start
 from runs.models import RollupDay, Run, RunRollup, Step, StepRollup, ToolRollup
 from runs.models.rollups import ApprovalRollup, ApprovalWait, DayRollup
 from runs.observability.metrics import own_work
@@ -48,7 +49,6 @@ from runs.observability.metrics.rollup_rows import (  # noqa: F401 (RELATIVE_ACC
     waits_add,
     waits_insert,
 )
-from runs.selectors.history import day_start
 
 
 def run_day(run: Run) -> date:

@@ -7,13 +7,13 @@ approvals), whatever the number of runs; histograms are counted by the database 
 conditional COUNT per bucket.
 
 Work is counted once: a fork starts with copies of its parent's model calls, tool calls and
-iterations (runs/services/forks.py), which the parent already counted; only what the fork does
+iterations (runs/lifecycle/forks.py), which the parent already counted; only what the fork does
 after its fork point counts for it (runs/observability/metrics/own_work.py, as on the metrics page, in its
 rollups and in the budget alerts).
 
 Counters never go down: pruning archives every decision first (they are counted from live and
 archived rows), and adds what the runs, model calls and tool calls it deletes had counted to
-PrunedTotals in the same transaction (runs/services/archive.py), which is added back here.
+PrunedTotals in the same transaction (runs/lifecycle/archive.py), which is added back here.
 """
 from dataclasses import dataclass, field
 

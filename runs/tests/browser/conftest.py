@@ -161,8 +161,8 @@ def live_stack(django_db_setup, redis_server, demo_server, tmp_path_factory):
 
 def runs_quiesce(stack: LiveStack) -> None:
     """Stop every active run and wait until no worker drives one, so the database can be emptied."""
+    from runs.lifecycle.runs import run_cancel
     from runs.models import Run
-    from runs.services.runs import run_cancel
 
     for run in Run.objects.filter(status__in=Run.ACTIVE_STATUSES):
         run_cancel(run=run)

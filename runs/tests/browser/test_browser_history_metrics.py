@@ -4,8 +4,8 @@ import re
 import pytest
 from playwright.sync_api import expect
 
+from runs.lifecycle.runs import run_cancel, run_create
 from runs.models import Agent, Run
-from runs.services.runs import run_cancel, run_create
 from runs.tests.browser import CANCEL_ORDER, WEATHER, requires_chromium, screenshot
 
 pytestmark = [pytest.mark.browser, requires_chromium]

@@ -4,8 +4,8 @@ import pytest
 from playwright.sync_api import expect
 
 from runs.engine.dispatch import run_dispatch
+from runs.lifecycle.runs import run_create
 from runs.models import Agent, ApprovalRule, ApprovalRuleVersion, Run
-from runs.services.runs import run_create
 from runs.tests.browser import CANCEL_ORDER, requires_chromium, screenshot
 from runs.tests.conftest import wait_for_status
 

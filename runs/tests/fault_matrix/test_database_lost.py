@@ -19,8 +19,8 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from runs.engine.loop import run_advance
+from runs.lifecycle.runs import run_create
 from runs.models import Agent, Run, RunEvent, Step, ToolCall
-from runs.services.runs import run_create
 from runs.tests.test_worker_durability import FINISHED, WEATHER, assert_consistent_history, start_run
 from runs.tests.timeline_replay import mismatches
 from toolsapp.builtin.tickets import create_ticket

@@ -9,8 +9,8 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from runs.engine.dispatch import run_dispatch
+from runs.lifecycle.runs import run_create
 from runs.models import Approval, Run, Step, ToolCall
-from runs.services.runs import run_create
 from runs.supervision.decide import approval_decide
 from runs.tests.fault_matrix import effect_tools
 from runs.tests.fault_matrix.effect_tools import DIE_ENV, EFFECT_LOG_ENV, KEYED, UNKEYED, effect_lines

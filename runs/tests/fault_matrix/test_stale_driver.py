@@ -12,8 +12,8 @@ from django.db import connection
 
 from runs.engine.leases import LeaseLost, lease_claim
 from runs.engine.loop import _Driver, run_advance
+from runs.lifecycle.runs import run_create
 from runs.models import Agent, Run, RunEvent, Step, ToolCall
-from runs.services.runs import run_create
 from toolsapp.executors.python import python_handler
 from toolsapp.models import Tool
 

@@ -117,7 +117,7 @@ def _signaller(args, ctx):
 @python_handler("contract_cancel")
 def _cancel(args, ctx):
     # An operator cancels the run while this call runs (another connection, like the web UI).
-    from runs.services.runs import run_cancel
+    from runs.lifecycle.runs import run_cancel
 
     run_cancel(run=Run.objects.get(pk=ctx.run_id))
     return {"cancel": "requested"}

@@ -12,7 +12,7 @@ from runs.tests.loop_contract.support import REC, call, calls, make_agent, tool_
     "value", [0, -1, 2.5, 3.0, "3", None, True, False, 2**53], ids=lambda v: f"max_iterations={v!r}"
 )
 def test_invalid_max_iterations_is_refused_before_any_model_request(launch, script, value):
-    from runs.services.runs import InvalidRun, run_create
+    from runs.lifecycle.runs import InvalidRun, run_create
 
     model = script({"content": "must not be asked"})
     with pytest.raises(InvalidRun, match="max_iterations"):
@@ -22,7 +22,7 @@ def test_invalid_max_iterations_is_refused_before_any_model_request(launch, scri
 
 
 def test_agent_with_zero_max_iterations_cannot_be_launched(launch, script):
-    from runs.services.runs import InvalidRun, run_create
+    from runs.lifecycle.runs import InvalidRun, run_create
 
     agent = make_agent("zero-iterations", max_iterations=0)
     model = script({"content": "must not be asked"})
@@ -66,7 +66,7 @@ def test_a_run_already_at_its_iteration_limit_asks_the_model_nothing_more(script
     # E.g. a fork that copied as many iterations as the limit it now has: the cap is checked
     # before a request, not only on the answer.
     from runs.engine.loop import run_advance
-    from runs.services.runs import run_create
+    from runs.lifecycle.runs import run_create
 
     model = script({"content": "one request too many"})
     run = run_create(agent=Agent.objects.get(name="demo"), task="loop",
@@ -200,7 +200,7 @@ def test_a_run_whose_budget_is_already_spent_asks_the_model_nothing_more(script)
     # E.g. a fork that starts with its parent's tokens, or a resumed run: the budgets are checked
     # before a request, not only on an answer.
     from runs.engine.loop import run_advance
-    from runs.services.runs import run_create
+    from runs.lifecycle.runs import run_create
 
     model = script({"content": "one request too many", "usage": {"prompt_tokens": 1, "completion_tokens": 1}})
     run = run_create(agent=Agent.objects.get(name="demo"), task="spend",
@@ -253,12 +253,12 @@ def _ending(reason, launch, script):
         make_agent("verified", verifier="ticket_exists")
         return launch("x", agent="verified", models=[script({"content": "a"}, {"content": "b"})])
     if reason == Run.StopReason.CANCELLED:
-        from runs.services.runs import run_cancel, run_create
+        from runs.lifecycle.runs import run_cancel, run_create
 
         run = run_create(agent=Agent.objects.get(name="demo"), task="x")
         return run_cancel(run=run)
     if reason == Run.StopReason.OPERATOR_STOP:
-        from runs.services.runs import run_create
+        from runs.lifecycle.runs import run_create
         from runs.supervision.levers import run_stop
 
         run = run_create(agent=Agent.objects.get(name="demo"), task="x", overrides={"models": [script({"content": "s"})]})

@@ -11,8 +11,8 @@ from django.utils import timezone
 
 from runs.engine import guards
 from runs.engine.loop import run_advance
+from runs.lifecycle.runs import run_cancel, run_create
 from runs.models import Agent, Approval, Run, Step, ToolCall
-from runs.services.runs import run_cancel, run_create
 from runs.supervision.decide import approval_decide
 from runs.tests.loop_contract.support import REC, call, calls, one_call, result_for
 

@@ -13,13 +13,13 @@ from django.utils import timezone
 from runs.engine.dispatch import run_dispatch
 from runs.engine.events import event_record
 from runs.engine.snapshots import run_data, run_summary
+from runs.lifecycle.archive import runs_delete
 from runs.models import Approval, Run
-from runs.services.archive import runs_delete
 from runs.supervision.decide import approvals_expire
 from runs.supervision.escalation import approvals_escalate
 from runs.webhooks import webhooks_resend
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("runs.services.housekeeping")  # its name from before the move: operators filter on it
 
 
 def runs_sweep() -> dict:

@@ -1,6 +1,6 @@
 """Running a finished run's task again."""
+from runs.lifecycle.runs import InvalidRun, run_create
 from runs.models import Run
-from runs.services.runs import InvalidRun, run_create
 
 
 def rerun_create(*, original: Run, user=None, approval_policy: str = "ask") -> Run:

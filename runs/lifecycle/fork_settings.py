@@ -14,9 +14,9 @@ next model request), perhaps after a summary request the budget no longer covers
 from urllib.parse import urlsplit
 
 from runs.engine.llm import TRUSTED_BASE_URL_KEY
+from runs.lifecycle.launch import LIMIT_SETTINGS, launch_bounds_problems, launch_overrides
+from runs.lifecycle.runs import run_config
 from runs.models import Run
-from runs.services.launch import LIMIT_SETTINGS, launch_bounds_problems, launch_overrides
-from runs.services.runs import run_config
 
 # The settings named by what differs, in the order a person reads them (others follow, by name).
 ORDER = ("tools", "models", "base_url", *LIMIT_SETTINGS, "max_output_tokens", "system_prompt", "provider_options",
@@ -31,7 +31,7 @@ SPENT = (("max_iterations", "iterations", "iterations"), ("max_tokens", "tokens"
 
 def fork_settings(*, parent: Run, user) -> tuple[dict, dict]:
     """(config, overrides) of a fork of `parent` made by `user` (None: the host's operator).
-    Raises runs.services.runs.InvalidRun when the agent's settings are no longer valid."""
+    Raises runs.lifecycle.runs.InvalidRun when the agent's settings are no longer valid."""
     agent = parent.agent
     chosen = dict(parent.overrides)
     if isinstance(chosen.get("tools"), list):  # a tool the agent no longer has is never regained

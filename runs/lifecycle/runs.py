@@ -8,8 +8,7 @@ from runs.engine.leases import lease_held
 from runs.engine.llm import TRUSTED_BASE_URL_KEY
 from runs.engine.loop import run_end
 from runs.engine.snapshots import run_summary
-from runs.models import Agent, Run
-from runs.services.launch import (
+from runs.lifecycle.launch import (
     APPROVAL_POLICIES,
     OVERRIDABLE,
     TOOL_CHOICE_SETTINGS,
@@ -17,6 +16,7 @@ from runs.services.launch import (
     launch_bounds_problems,
     launch_defaults,
 )
+from runs.models import Agent, Run
 from toolsapp.models import Tool
 from toolsapp.verifiers import VERIFIERS
 

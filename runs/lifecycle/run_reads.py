@@ -1,8 +1,8 @@
 """Reads for the launch form, the live run page and its websocket."""
 from django.db.models import QuerySet
 
+from runs.lifecycle.launch import launch_defaults
 from runs.models import Agent, Run, RunEvent, ToolCall
-from runs.services.launch import launch_defaults
 from toolsapp.models import Tool
 
 EVENT_BATCH = 500

@@ -22,10 +22,10 @@ from runs.engine.events import events_store
 from runs.engine.records import set_result
 from runs.engine.snapshots import run_summary, step_data
 from runs.engine.text import storable_text
+from runs.lifecycle.fork_settings import config_differences, fork_settings, spent_problem
+from runs.lifecycle.runs import InvalidRun
 from runs.models import Approval, OperatorMessage, Run, Step, ToolCall
 from runs.models.levers import NOTE_MAX_CHARS
-from runs.services.fork_settings import config_differences, fork_settings, spent_problem
-from runs.services.runs import InvalidRun
 
 EDIT_KINDS = ("tool_result", "answer", "message")
 EDIT_SHAPES = '{"tool_result": {"call_id": "...", "content": "..."}}, {"answer": "..."} or {"message": "..."}'
