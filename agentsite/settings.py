@@ -66,7 +66,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    "runs.middleware.DatabaseConnectionLostMiddleware",  # last: it sees a view's exception first
+    "runs.web.middleware.DatabaseConnectionLostMiddleware",  # last: it sees a view's exception first
 ]
 
 ROOT_URLCONF = "agentsite.urls"
@@ -80,7 +80,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "runs.context_processors.pending_approvals",
+                "runs.web.context_processors.pending_approvals",
             ],
         },
     },
@@ -383,7 +383,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     # DRF's three parsers, with JSON nested deeper than 64 levels a 400 instead of a 500.
     "DEFAULT_PARSER_CLASSES": [
-        "runs.api.parsers.BoundedJSONParser",
+        "runs.web.api.parsers.BoundedJSONParser",
         "rest_framework.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],

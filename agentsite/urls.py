@@ -3,7 +3,7 @@ from django.urls import include, path
 
 from accounts.oidc import SignOutView
 from accounts.views import SignInView
-from runs.views.prometheus import prometheus_metrics
+from runs.web.views.prometheus import prometheus_metrics
 
 urlpatterns = [
     path("login/", SignInView.as_view(), name="login"),
@@ -12,6 +12,6 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("metrics", prometheus_metrics, name="prometheus-metrics"),
     path("tools/", include("toolsapp.urls")),
-    path("api/", include("runs.api.urls")),
-    path("", include("runs.urls")),
+    path("api/", include("runs.web.api.urls")),
+    path("", include("runs.web.urls")),
 ]

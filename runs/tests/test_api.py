@@ -38,7 +38,7 @@ def admin(demo_data):
 def dispatched(monkeypatch):
     """No worker here: launches are recorded instead of handed to Celery."""
     sent = []
-    monkeypatch.setattr("runs.api.views.runs.run_dispatch", lambda run_id: sent.append(run_id))
+    monkeypatch.setattr("runs.web.api.views.runs.run_dispatch", lambda run_id: sent.append(run_id))
     return sent
 
 

@@ -31,7 +31,7 @@ def takes_input(operation) -> bool:
 
 @pytest.fixture
 def fuzz_world(launch, no_dispatch, monkeypatch):
-    monkeypatch.setattr("runs.api.views.runs.run_dispatch", lambda run_id: None)
+    monkeypatch.setattr("runs.web.api.views.runs.run_dispatch", lambda run_id: None)
     monkeypatch.setattr("runs.supervision.levers.run_dispatch", lambda run_id: None)  # a resume
     monkeypatch.setattr("runs.lifecycle.forks.run_dispatch", lambda run_id: None)
     launch()

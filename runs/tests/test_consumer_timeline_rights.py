@@ -10,9 +10,9 @@ from channels.db import database_sync_to_async
 from django.contrib.auth.models import Group, User
 from django.test import Client
 
-from runs.consumers import run_timeline
 from runs.tests import test_consumer_timeline as timeline
 from runs.tests.test_consumer_timeline import TIMEOUT, communicator, record_committed, replay, stored
+from runs.web.consumers import run_timeline
 
 finished_run = timeline.finished_run  # fixture
 

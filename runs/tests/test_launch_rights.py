@@ -17,7 +17,7 @@ CANCEL = "Cancel order ORD-1001"
 
 @pytest.fixture(autouse=True)
 def _no_worker(monkeypatch):
-    for where in ("runs.api.views.runs", "runs.views.runs"):
+    for where in ("runs.web.api.views.runs", "runs.web.views.runs"):
         monkeypatch.setattr(f"{where}.run_dispatch", lambda run_id: None)
 
 

@@ -90,7 +90,7 @@ def test_run_agent_base_url_on_loopback_reaches_a_local_model_server(demo_data, 
 
 
 def test_the_same_base_url_sent_to_the_api_is_refused_by_the_guard(demo_data, demo_server, script, monkeypatch):
-    monkeypatch.setattr("runs.api.views.runs.run_dispatch", lambda run_id: None)  # driven here, below
+    monkeypatch.setattr("runs.web.api.views.runs.run_dispatch", lambda run_id: None)  # driven here, below
     model = script({"content": "must never be asked"})
     client = APIClient()
     client.force_authenticate(make_user("ada", "admins"))

@@ -24,7 +24,7 @@ def users(demo_data):
 def dispatched(monkeypatch):
     """Run ids handed to workers by the views (no worker runs in these tests)."""
     ids = []
-    monkeypatch.setattr("runs.views.runs.run_dispatch", lambda *, run_id: ids.append(run_id))
+    monkeypatch.setattr("runs.web.views.runs.run_dispatch", lambda *, run_id: ids.append(run_id))
     return ids
 
 

@@ -1,0 +1,48 @@
+"""Agents in the API. The fields read the input; agent_save (runs.lifecycle.agents) holds every rule."""
+from django.core.validators import URLValidator
+from rest_framework import serializers
+
+from runs.lifecycle.agents import AGENT_FIELDS, MAX_ESCALATION_EMAILS_CHARS, agent_errors, agent_save
+from runs.models import Agent, ToolChoice
+from runs.web.api.serializers.fields import NameRelatedField, choice, service_errors
+from runs.web.api.strict import KnownFieldsOnly
+from toolsapp.models import Tool
+
+
+class AgentSerializer(KnownFieldsOnly, serializers.ModelSerializer):
+    model_list = serializers.ListField(
+        child=serializers.CharField(max_length=200), required=False, help_text="Ordered model names; empty uses LLM_MODELS."
+    )
+    base_url = serializers.CharField(  # the validator is agent_save's rule too; here it gives the schema its format
+        required=False, allow_blank=True, max_length=200, validators=[URLValidator(schemes=["http", "https"])],
+        help_text="OpenAI-compatible endpoint (http or https); empty uses LLM_BASE_URL.",
+    )
+    tools = NameRelatedField(many=True, required=False, slug_field="name", queryset=Tool.objects.all())
+    provider_options = serializers.DictField(required=False)
+    verifier = serializers.CharField(required=False, allow_blank=True, max_length=100)
+    first_tool_choice = choice(ToolChoice.choices, "ToolChoice", required=False)
+    later_tool_choice = choice(ToolChoice.choices, "ToolChoice", required=False)
+    escalation_emails = serializers.CharField(
+        required=False, allow_blank=True, max_length=MAX_ESCALATION_EMAILS_CHARS,
+        help_text="Who is e-mailed when an approval waits past escalate_after_seconds (comma separated); "
+        "empty uses APPROVAL_ESCALATION_EMAILS.",
+    )
+
+    class Meta:
+        model = Agent
+        fields = ["id", *AGENT_FIELDS, "created_at", "updated_at"]
+        read_only_fields = ["created_at", "updated_at"]
+        # The name's uniqueness is agent_save's rule (never looked up with text that cannot be stored).
+        extra_kwargs = {"name": {"validators": []}}
+
+    def validate(self, attrs):
+        errors = agent_errors(agent=self.instance, data=attrs)
+        if errors:
+            raise service_errors(errors)
+        return attrs
+
+    def create(self, validated_data):
+        return agent_save(agent=None, data=validated_data)
+
+    def update(self, instance, validated_data):
+        return agent_save(agent=instance, data=validated_data)

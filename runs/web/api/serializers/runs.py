@@ -1,0 +1,188 @@
+"""Runs in the API: a launch, and the shapes of runs.engine.snapshots' plain dicts (shared with the CLI's JSON)."""
+from rest_framework import serializers
+
+from runs.engine.guards import MAX_SAFE_INTEGER, POSITIVE_INT_LIMITS
+from runs.lifecycle.launch import (
+    LAUNCH_CHOICES,
+    LIMIT_SETTINGS,
+    POLICY_LABELS,
+    TOOL_CHOICE_SETTINGS,
+    customer_problem,
+    launch_overrides,
+)
+from runs.lifecycle.runs import launch_errors
+from runs.models import Agent, Run, ToolCall, ToolChoice
+from runs.web.api.serializers.approvals import ApprovalBriefSerializer
+from runs.web.api.serializers.fields import NameRelatedField, UsageSerializer, choice, service_errors
+from runs.web.api.serializers.forks import RunFamilySerializer
+from runs.web.api.strict import KnownFieldsOnly
+
+# A run's status as clients see it: its stored one, or "stopping" while its summary is written.
+RUN_STATUSES = [*Run.Status.choices, (Run.STOPPING, Run.STOPPING_LABEL)]
+
+
+def setting_field(name: str) -> serializers.Field:
+    """The API's field for one limit or tool choice of a launch; omitted, the agent's setting applies."""
+    if name in TOOL_CHOICE_SETTINGS:
+        return choice(ToolChoice.choices, "ToolChoice", required=False)
+    if name in POSITIVE_INT_LIMITS:
+        return serializers.IntegerField(required=False, min_value=1, max_value=MAX_SAFE_INTEGER)
+    return serializers.FloatField(required=False)
+
+
+def approval_policy_field():
+    return choice(
+        list(POLICY_LABELS.items()), "ApprovalPolicy", required=False,
+        help_text='How destructive calls are decided; omitted: "ask" (a person decides each). "approve" needs '
+                  "the permission runs.approve_all_launch (403 otherwise).",
+    )
+
+
+class RunRerunSerializer(KnownFieldsOnly, serializers.Serializer):
+    """A re-run: the original's task, agent, overrides and customer; never its approval policy."""
+
+    approval_policy = approval_policy_field()
+
+
+class RunCreateSerializer(KnownFieldsOnly, serializers.Serializer):
+    """A launch, as on the dashboard's launch form: omitted settings are the agent's. Tools must
+    be the agent's and limits at most the agent's, unless the user may change agents."""
+
+    agent = NameRelatedField(slug_field="name", queryset=Agent.objects.all(), help_text="The agent's name.")
+    task = serializers.CharField(max_length=20_000)
+    customer = serializers.CharField(required=False, allow_blank=True, max_length=100,
+                                     help_text="Whose data the tools may touch; empty uses the default.")
+    models = serializers.ListField(
+        child=serializers.CharField(max_length=200), required=False, allow_empty=True,
+        help_text="Models tried in this order; empty or omitted uses the agent's.",
+    )
+    tools = serializers.ListField(
+        child=serializers.CharField(max_length=64), required=False, allow_empty=True,
+        help_text="Enabled tools this run may call; empty or omitted uses the agent's.",
+    )
+    approval_policy = approval_policy_field()
+    # ...then one field per limit and tool choice (LIMIT_SETTINGS, TOOL_CHOICE_SETTINGS), in get_fields.
+
+    def validate_customer(self, value: str) -> str:
+        value = value.strip()
+        problem = customer_problem(value)
+        if problem:
+            raise serializers.ValidationError(problem)
+        return value
+
+    def get_fields(self):
+        fields = super().get_fields()
+        for name in LIMIT_SETTINGS + TOOL_CHOICE_SETTINGS:
+            fields[name] = setting_field(name)
+        return fields
+
+    def validate(self, attrs):
+        """The data, with `overrides`: the settings that differ from the agent's, for run_create."""
+        chosen = {name: attrs.get(name) for name in LAUNCH_CHOICES}
+        # An empty list of models or tools, like an omitted setting, keeps the agent's.
+        chosen["models"], chosen["tools"] = attrs.get("models") or None, attrs.get("tools") or None
+        overrides = launch_overrides(agent=attrs["agent"], chosen=chosen)
+        errors = launch_errors(agent=attrs["agent"], overrides=overrides, user=self.context["request"].user)
+        if errors:
+            raise service_errors(errors)
+        return {**attrs, "overrides": overrides}
+
+
+class RunListItemSerializer(serializers.Serializer):
+    run_id = serializers.IntegerField()
+    created_at = serializers.DateTimeField()
+    agent_id = serializers.IntegerField()
+    agent = serializers.CharField()
+    task_preview = serializers.CharField(help_text="The task's first 120 characters.")
+    status = choice(RUN_STATUSES, "RunStatus")
+    stop_reason = choice(Run.StopReason.choices, "StopReason", allow_null=True)
+    iterations = serializers.IntegerField()
+    tokens_in = serializers.IntegerField()
+    tokens_out = serializers.IntegerField()
+    cost_usd = serializers.FloatField()
+
+
+class RunPageSerializer(serializers.Serializer):
+    count = serializers.IntegerField(help_text="Matching runs, counted up to a cap (see count_is_exact).")
+    count_is_exact = serializers.BooleanField(help_text="False when more runs match than were counted.")
+    next = serializers.URLField(allow_null=True)
+    previous = serializers.URLField(allow_null=True)
+    results = RunListItemSerializer(many=True)
+
+
+class CallSerializer(serializers.Serializer):
+    id = serializers.CharField(help_text="The model's id of the call.")
+    pk = serializers.IntegerField()
+    index = serializers.IntegerField()
+    tool = serializers.CharField()
+    args_hash = serializers.CharField(help_text="HMAC-SHA256 of the canonical arguments; arguments are never shown.")
+    status = choice(ToolCall.Status.choices, "CallStatus")
+    ok = serializers.BooleanField(allow_null=True)
+    error = serializers.CharField(allow_blank=True)
+    truncated = serializers.BooleanField()
+    latency_ms = serializers.FloatField(allow_null=True)
+    result_preview = serializers.CharField(allow_blank=True)
+    approval = ApprovalBriefSerializer(allow_null=True)
+
+
+class StepSerializer(serializers.Serializer):
+    index = serializers.IntegerField()
+    iteration = serializers.IntegerField()
+    kind = serializers.CharField()
+    model = serializers.CharField()
+    finish_reason = serializers.CharField(allow_blank=True)
+    latency_ms = serializers.FloatField()
+    tokens_in = serializers.IntegerField()
+    tokens_out = serializers.IntegerField()
+    cost_usd = serializers.FloatField()
+    tool_choice = serializers.CharField(allow_blank=True)
+    tool_choice_fallback = serializers.BooleanField()
+    model_errors = serializers.JSONField()
+    content = serializers.JSONField(help_text="What the model said (text, or content parts).")
+    reasoning = serializers.CharField(allow_blank=True, required=False,
+                                      help_text="The model's reasoning, kept apart from its answer.")
+    notes = serializers.ListField(child=serializers.CharField(), required=False,
+                                  help_text="What reading the answer replaced (characters that cannot be stored) or left out.")
+    calls = CallSerializer(many=True)
+
+
+class RunSummarySerializer(serializers.Serializer):
+    run_id = serializers.IntegerField()
+    agent = serializers.CharField()
+    task = serializers.CharField()
+    status = choice(RUN_STATUSES, "RunStatus")
+    stop_reason = choice(Run.StopReason.choices, "StopReason", allow_null=True)
+    stop_detail = serializers.CharField(allow_blank=True)
+    answer = serializers.CharField(allow_blank=True)
+    iterations = serializers.IntegerField()
+    usage = UsageSerializer()
+    wall_seconds = serializers.FloatField()
+    created_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
+
+
+class LeverStateSerializer(serializers.Serializer):
+    pause_requested = serializers.BooleanField(help_text="Pauses at its next boundary.")
+    paused_by = serializers.CharField(allow_null=True, help_text="Who asked for the pause (also once paused).")
+    paused_at = serializers.DateTimeField(allow_null=True)
+    stop_requested_by = serializers.CharField(allow_null=True, help_text="Who asked it to stop with a summary.")
+    notes_waiting = serializers.IntegerField(help_text="Operators' notes not sent to the model yet.")
+
+
+class RunDetailSerializer(RunSummarySerializer):
+    agent_id = serializers.IntegerField()
+    customer = serializers.CharField(allow_blank=True)
+    created_by = serializers.CharField(allow_null=True)
+    rerun_of = serializers.IntegerField(allow_null=True)
+    forked_from = serializers.IntegerField(allow_null=True, help_text="The run this one was forked from.")
+    forked_at_step = serializers.IntegerField(allow_null=True, help_text="The parent's step the fork started after.")
+    family = RunFamilySerializer(help_text="Where this run came from, its forks and its re-runs.")
+    cancel_requested = serializers.BooleanField()
+    levers = LeverStateSerializer(help_text="Operators' pause and stop requests, and notes not sent yet.")
+    overrides = serializers.JSONField()
+    steps = StepSerializer(many=True)
+
+
+class RunActionSerializer(serializers.Serializer):
+    detail = serializers.CharField()
+    run = RunSummarySerializer()

@@ -1,0 +1,247 @@
+"""Runs: history, launch, detail, cancel and exports."""
+from django.http import StreamingHttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import status
+from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
+from rest_framework.negotiation import BaseContentNegotiation
+from rest_framework.response import Response
+from rest_framework.reverse import reverse
+
+from runs.engine.dispatch import run_dispatch
+from runs.engine.snapshots import run_data, run_summary
+from runs.lifecycle.exports import runs_csv, runs_jsonl
+from runs.lifecycle.launch import LaunchNotAllowed, launch_policy
+from runs.lifecycle.relatives import run_family
+from runs.lifecycle.reruns import rerun_create
+from runs.lifecycle.run_list import run_history, run_history_page
+from runs.lifecycle.run_reads import run_for_page
+from runs.lifecycle.runs import InvalidRun, run_cancel, run_create
+from runs.models import Run
+from runs.roles import PERM_CANCEL, PERM_LAUNCH, PERM_VIEW
+from runs.supervision.lever_state import run_lever_state
+from runs.web.api import serializers as api
+from runs.web.api.errors import Conflict
+from runs.web.api.schema import errors, form_parameters
+from runs.web.api.views.base import ApiView, form_or_400
+from runs.web.forms.filters import HistoryFilterForm
+
+
+def _page_number(request) -> int:
+    raw = request.query_params.get("page", "1")
+    if not raw.isdigit() or not 1 <= int(raw) <= 1_000_000:
+        raise ValidationError({"page": ["A page number from 1 to 1000000."]})
+    return int(raw)
+
+
+def _page_url(request, number: int | None) -> str | None:
+    if number is None:
+        return None
+    query = request.query_params.copy()
+    query["page"] = str(number)
+    return request.build_absolute_uri(f"{request.path}?{query.urlencode()}")
+
+
+def _run_detail(run: Run) -> dict:
+    return {
+        **run_data(run),
+        "agent_id": run.agent_id,
+        "customer": run.customer,
+        "created_by": run.created_by.get_username() if run.created_by_id and run.created_by else None,
+        "rerun_of": run.rerun_of_id,
+        "forked_from": run.forked_from_id,
+        "forked_at_step": run.forked_at_step,
+        "family": run_family(run),
+        "cancel_requested": run.cancel_requested,
+        "levers": run_lever_state(run),
+        "overrides": run.overrides,
+    }
+
+
+PAGE_PARAMETER = OpenApiParameter("page", OpenApiTypes.INT, OpenApiParameter.QUERY, description="1-based page number.")
+
+
+class RunListView(ApiView):
+    required_perms = {"GET": (PERM_VIEW,), "POST": (PERM_LAUNCH,)}
+
+    @extend_schema(
+        operation_id="runs_list", summary="Run history, newest first, with the history page's filters",
+        parameters=[*form_parameters(HistoryFilterForm), PAGE_PARAMETER],
+        responses={200: api.RunPageSerializer, **errors(400)},
+    )
+    def get(self, request):
+        filters = HistoryFilterForm(request.query_params)
+        form_or_400(filters)
+        page = run_history_page(run_history(**filters.filters()), number=_page_number(request))
+        return Response({
+            "count": page.total if page.total_is_exact else page.total - 1,
+            "count_is_exact": page.total_is_exact,
+            "next": _page_url(request, page.number + 1 if page.has_next else None),
+            "previous": _page_url(request, page.number - 1 if page.has_previous else None),
+            "results": [
+                {
+                    "run_id": run.pk,
+                    "created_at": run.created_at,
+                    "agent_id": run.agent.pk,
+                    "agent": run.agent.name,
+                    "task_preview": run.task_preview[:120],
+                    "status": run.shown_status,
+                    "stop_reason": run.stop_reason or None,
+                    "iterations": run.iterations,
+                    "tokens_in": run.tokens_in,
+                    "tokens_out": run.tokens_out,
+                    "cost_usd": run.cost_usd,
+                }
+                for run in page.runs
+            ],
+        })
+
+    @extend_schema(
+        operation_id="runs_create", summary="Launch a run; a worker drives it",
+        request=api.RunCreateSerializer,
+        responses={201: api.RunDetailSerializer, **errors(400)},  # 403: approval_policy "approve" without the right
+        examples=[
+            OpenApiExample("The demo agent", request_only=True,
+                           value={"agent": "demo", "task": "What's the weather in Lagos and London?"}),
+            OpenApiExample("A destructive call that waits for approval", request_only=True,
+                           value={"agent": "demo", "task": "Cancel order ORD-1001", "max_iterations": 5}),
+        ],
+    )
+    def post(self, request):
+        launch = api.RunCreateSerializer(data=request.data, context={"request": request})
+        launch.is_valid(raise_exception=True)
+        data = launch.validated_data
+        policy = _policy(request, data)
+        try:
+            run = run_create(
+                agent=data["agent"], task=data["task"], user=request.user, approval_policy=policy,
+                overrides=data["overrides"], customer=data.get("customer", "").strip() or None,
+            )
+        except InvalidRun as exc:
+            raise ValidationError({exc.setting: [str(exc)]} if exc.setting else str(exc))
+        return _created(request, run)
+
+
+def _policy(request, data) -> str:
+    try:
+        return launch_policy(user=request.user, requested=data.get("approval_policy"))
+    except LaunchNotAllowed as exc:
+        raise PermissionDenied(str(exc))
+
+
+def _created(request, run: Run) -> Response:
+    run_dispatch(run_id=run.pk)
+    headers = {"Location": reverse("api-run-detail", args=[run.pk], request=request)}
+    return Response(_run_detail(run_for_page(run_id=run.pk)), status=status.HTTP_201_CREATED, headers=headers)
+
+
+class RunRerunView(ApiView):
+    required_perms = {"POST": (PERM_LAUNCH,)}
+
+    @extend_schema(
+        operation_id="runs_rerun", summary="Run a finished run's task again (its agent, overrides and customer)",
+        description='The approval policy is not copied: "ask" unless the body chooses another the user may choose.',
+        request=api.RunRerunSerializer,
+        responses={201: api.RunDetailSerializer, **errors(400, 404, 409)},
+    )
+    def post(self, request, pk: int):
+        original = Run.objects.select_related("agent").filter(pk=pk).first()
+        if original is None:
+            raise NotFound("No such run.")
+        if not original.is_finished:
+            raise Conflict(f"Run {original.pk} has not finished yet.")
+        body = api.RunRerunSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        policy = _policy(request, body.validated_data)
+        try:
+            run = rerun_create(original=original, user=request.user, approval_policy=policy)
+        except InvalidRun as exc:
+            raise ValidationError({exc.setting: [str(exc)]} if exc.setting else str(exc))
+        return _created(request, run)
+
+
+class RunDetailView(ApiView):
+    required_perms = {"GET": (PERM_VIEW,)}
+
+    @extend_schema(operation_id="runs_retrieve", summary="A run with every step and tool call", responses={200: api.RunDetailSerializer, **errors(404)})
+    def get(self, request, pk: int):
+        run = run_for_page(run_id=pk)
+        if run is None:
+            raise NotFound("No such run.")
+        return Response(_run_detail(run))
+
+
+class RunCancelView(ApiView):
+    required_perms = {"POST": (PERM_CANCEL,)}
+    takes_no_body = True
+
+    @extend_schema(
+        operation_id="runs_cancel", summary="Cancel a run: now if nobody drives it, else at its next check",
+        request=None,
+        responses={200: api.RunActionSerializer, **errors(404, 409)},
+    )
+    def post(self, request, pk: int):
+        run = Run.objects.filter(pk=pk).first()
+        if run is None:
+            raise NotFound("No such run.")
+        if run.is_finished:
+            raise Conflict(f"Run {run.pk} had already finished ({run.get_status_display().lower()}).")
+        run = run_cancel(run=run, user=request.user)
+        text = f"Run {run.pk} was cancelled." if run.is_finished else f"Run {run.pk} will stop at its next check."
+        return Response({"detail": text, "run": run_summary(run)})
+
+
+class IgnoreAcceptHeader(BaseContentNegotiation):
+    """The export answers a file whatever the client accepts (errors are JSON)."""
+
+    def select_renderer(self, request, renderers, format_suffix=None):
+        return renderers[0], renderers[0].media_type
+
+    def select_parser(self, request, parsers):
+        return parsers[0]
+
+
+class RunExportView(ApiView):
+    required_perms = {"GET": (PERM_VIEW,)}
+    content_negotiation_class = IgnoreAcceptHeader
+    kind = ""  # "jsonl" or "csv"
+    FILES = {
+        "jsonl": ("application/jsonl; charset=utf-8", runs_jsonl),
+        "csv": ("text/csv; charset=utf-8", runs_csv),
+    }
+
+    def get(self, request):
+        filters = HistoryFilterForm(request.query_params)
+        form_or_400(filters)
+        content_type, render = self.FILES[self.kind]
+        response = StreamingHttpResponse(render(run_history(**filters.filters())), content_type=content_type)
+        response["Content-Disposition"] = f'attachment; filename="runs.{self.kind}"'
+        return response
+
+
+def _export_schema(kind: str, media_type: str, description: str):
+    return extend_schema(
+        operation_id=f"runs_export_{kind}", summary=f"Export the matching runs with steps and calls as {description}",
+        description=(
+            "Arguments appear only as their keyed hash (args_hash); tool results, previews, error texts, "
+            "model messages and answers are left out."
+        ),
+        parameters=form_parameters(HistoryFilterForm),
+        responses={(200, media_type): OpenApiResponse(OpenApiTypes.STR, description=description), **errors(400)},
+    )
+
+
+class RunExportJsonlView(RunExportView):
+    kind = "jsonl"
+
+    @_export_schema("jsonl", "application/jsonl", "JSON Lines (one run per line)")
+    def get(self, request):
+        return super().get(request)
+
+
+class RunExportCsvView(RunExportView):
+    kind = "csv"
+
+    @_export_schema("csv", "text/csv", "CSV (one row per tool call)")
+    def get(self, request):
+        return super().get(request)

@@ -1,0 +1,204 @@
+"""The live timeline of one run over a websocket.
+
+Protocol: the client sends {"type": "resume", "after": N}; the server answers with the stored
+events with seq > N, in order, read from the database (the channel layer may drop messages,
+the database does not), then {"type": "resumed", "last": <seq of the last one sent, or N>},
+with "more": true when it stopped at RUN_TIMELINE_RESUME_EVENTS events (the client then asks
+again after "last").
+Live events arrive in the same shape, {"type": "event", "seq", "kind", "data"}, and may repeat
+or overtake replayed ones: the client applies them strictly by seq.
+
+One connection may resume RUN_TIMELINE_RESUMES_PER_WINDOW times per RESUME_WINDOW_SECONDS; past
+that it gets {"type": "error", "message", "retry_after": <seconds>} and nothing is read, so a
+client cannot make the server read a long run's events over and over.
+
+Operators steer the run on the same socket: {"type": "lever", "lever": "pause"|"resume"|"stop"|
+"message", "text": <the note, for "message">} is answered {"type": "lever_done", "lever", "run",
+"levers"} or {"type": "error", "lever", "message"}; what it changed arrives as events like any
+other. Each lever checks the session and the permission again at that moment (signed out or a
+changed password: the error, then the socket closes; a viewer: the error, and it keeps watching).
+
+Watching is checked again too, not only at connect: before every message the client sends is
+handled, and before a live event is sent once RIGHTS_RECHECK_SECONDS have passed since the last
+check. A session that no longer signs the user in (signed out, password changed, account
+deactivated) gets {"type": "error", "message": SIGNED_OUT} and the socket closes with 4401; a user
+who may no longer watch runs gets "permission denied" and 4403. Neither is sent another event.
+"""
+import time
+from collections import deque
+
+from channels.db import database_sync_to_async
+from django.conf import settings
+
+from runs.engine.guards import MAX_SAFE_INTEGER
+from runs.engine.snapshots import run_summary
+from runs.lifecycle.run_reads import EVENT_BATCH, run_events_after, run_group_name
+from runs.models import Run
+from runs.roles import PERM_CANCEL, PERM_VIEW
+from runs.supervision.lever_state import run_lever_state
+from runs.supervision.levers import LeverRefused, run_message, run_pause, run_resume, run_stop
+from runs.web.consumers.frames import BoundedJsonConsumer
+from runs.web.sessions import session_user
+
+LEVERS = {"pause": run_pause, "resume": run_resume, "stop": run_stop, "message": run_message}
+SIGNED_OUT = "your session has ended (signed out, password changed or account deactivated): sign in again"
+PERMISSION_DENIED = "permission denied: you may no longer watch runs"
+# Close codes when the right to watch is gone (4000-4999 are the application's own).
+CLOSE_SIGNED_OUT, CLOSE_FORBIDDEN = 4401, 4403
+# Live events go out without a question from the client: the right to watch is read again before
+# one is sent once this long has passed since the last check (a query per socket at most this often).
+RIGHTS_RECHECK_SECONDS = 5
+
+
+@database_sync_to_async
+def _may_view(user) -> bool:
+    return bool(user and user.is_authenticated and user.has_perm(PERM_VIEW))
+
+
+@database_sync_to_async
+def _watch_refusal(session_key: str | None, user_id: int) -> tuple[str, int] | None:
+    """None while the session still signs this user in and they may view runs; else (error, close code)."""
+    user = session_user(session_key)
+    if user is None or user.pk != user_id:
+        return SIGNED_OUT, CLOSE_SIGNED_OUT
+    if not user.has_perm(PERM_VIEW):
+        return PERMISSION_DENIED, CLOSE_FORBIDDEN
+    return None
+
+
+@database_sync_to_async
+def _group_of(run_id: int) -> str | None:
+    return run_group_name(run_id=run_id)
+
+
+@database_sync_to_async
+def _events_after(run_id: int, after: int, limit: int) -> list[dict]:
+    return run_events_after(run_id=run_id, after=after, limit=limit)
+
+
+@database_sync_to_async
+def _pull(session_key: str | None, user_id: int, run_id: int, lever: str, text) -> dict:
+    """The lever's reply, after checking who the session signs in now and what they may do."""
+    user = session_user(session_key)
+    if user is None or user.pk != user_id:
+        return {"type": "error", "lever": lever, "message": SIGNED_OUT, "close": True}
+    if not user.has_perm(PERM_CANCEL):
+        return {"type": "error", "lever": lever, "message": "permission denied: your role may watch runs, not steer them"}
+    kwargs = {"text": text if isinstance(text, str) else ""} if lever == "message" else {}
+    try:
+        LEVERS[lever](run_id=run_id, user=user, **kwargs)
+    except LeverRefused as exc:
+        return {"type": "error", "lever": lever, "message": str(exc)}
+    run = Run.objects.get(pk=run_id)
+    return {"type": "lever_done", "lever": lever, "run": run_summary(run), "levers": run_lever_state(run)}
+
+
+RESUME_WINDOW_SECONDS = 10
+
+
+class RunTimelineConsumer(BoundedJsonConsumer):
+    run_id: int | None = None
+    group: str | None = None
+    resumed_at: deque[float]
+    rights_checked_at: float = 0.0
+    refused: bool = False  # the right to watch is gone: the socket is closing, nothing more is sent
+
+    async def connect(self):
+        if not await _may_view(self.scope.get("user")):
+            await self.close()
+            return
+        run_id = self.scope["url_route"]["kwargs"]["run_id"]
+        group = await _group_of(run_id)
+        if group is None:
+            await self.close()
+            return
+        self.run_id, self.group = run_id, group
+        self.resumed_at = deque()
+        self.rights_checked_at = time.monotonic()
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.accept()
+
+    async def disconnect(self, code):
+        if self.group:
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+
+    async def receive_json(self, content, **kwargs):
+        if not await self._may_still_watch():
+            return
+        if isinstance(content, dict) and content.get("type") == "lever":
+            await self.lever(content)
+            return
+        if not isinstance(content, dict) or content.get("type") != "resume":
+            await self.send_json({"type": "error", "message": 'expected {"type": "resume", "after": <seq>}'})
+            return
+        after = content.get("after")
+        if isinstance(after, bool) or not isinstance(after, int) or not 0 <= after <= MAX_SAFE_INTEGER:
+            await self.send_json({"type": "error", "message": "after must be a non-negative integer"})
+            return
+        retry_after = self._resume_refused_for()
+        if retry_after:
+            await self.send_json({"type": "error", "message": "too many resumes: ask again later", "retry_after": retry_after})
+            return
+        # Live events that arrive meanwhile wait: a consumer handles one message at a time.
+        budget = max(settings.RUN_TIMELINE_RESUME_EVENTS, 1)
+        reply = {"type": "resumed", "last": after}
+        while True:
+            asked = min(EVENT_BATCH, budget)
+            events = await _events_after(self.run_id, after, asked)
+            for event in events:
+                await self.send_json(event)
+            if events:
+                after = reply["last"] = events[-1]["seq"]
+            budget -= len(events)
+            if len(events) < asked:
+                break
+            if budget <= 0:
+                reply["more"] = True
+                break
+        await self.send_json(reply)
+
+    async def lever(self, content: dict):
+        lever = content.get("lever")
+        if lever not in LEVERS:
+            await self.send_json({"type": "error", "message": f"lever must be one of {', '.join(sorted(LEVERS))}"})
+            return
+        session = self.scope.get("session")
+        reply = await _pull(getattr(session, "session_key", None), self.scope["user"].pk, self.run_id, lever,
+                            content.get("text"))
+        close = reply.pop("close", False)
+        await self.send_json(reply)
+        if close:
+            await self.close(code=CLOSE_SIGNED_OUT)
+
+    def _resume_refused_for(self) -> int:
+        """0 when this connection may resume now (and count it), else the seconds to wait."""
+        now = time.monotonic()
+        while self.resumed_at and self.resumed_at[0] <= now - RESUME_WINDOW_SECONDS:
+            self.resumed_at.popleft()
+        if len(self.resumed_at) >= settings.RUN_TIMELINE_RESUMES_PER_WINDOW:
+            return max(1, int(self.resumed_at[0] + RESUME_WINDOW_SECONDS - now + 1))
+        self.resumed_at.append(now)
+        return 0
+
+    async def _may_still_watch(self) -> bool:
+        """Whether this socket's user may still watch; if not, says why and closes the socket."""
+        if self.refused:
+            return False
+        session = self.scope.get("session")
+        refused = await _watch_refusal(getattr(session, "session_key", None), self.scope["user"].pk)
+        if refused is None:
+            self.rights_checked_at = time.monotonic()
+            return True
+        error, code = refused
+        self.refused = True
+        # Leave the group first: nothing published meanwhile reaches a socket that is closing.
+        await self.channel_layer.group_discard(self.group, self.channel_name)
+        await self.send_json({"type": "error", "message": error})
+        await self.close(code=code)
+        return False
+
+    async def run_event(self, message):
+        due = self.refused or time.monotonic() - self.rights_checked_at >= RIGHTS_RECHECK_SECONDS
+        if due and not await self._may_still_watch():
+            return
+        await self.send_json({"type": "event", "seq": message["seq"], "kind": message["kind"], "data": message["data"]})

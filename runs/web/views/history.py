@@ -1,0 +1,40 @@
+from django.contrib.auth.decorators import login_required, permission_required
+from django.shortcuts import redirect, render
+
+from runs.lifecycle.run_list import history_filter_suggestions, run_history, run_history_page
+from runs.roles import PERM_VIEW
+from runs.web.forms.filters import HistoryFilterForm
+
+
+@login_required
+def home(request):
+    return redirect("run_list")
+
+
+@login_required
+@permission_required(PERM_VIEW, raise_exception=True)
+def run_list(request):
+    form = HistoryFilterForm(request.GET)
+    page = None
+    if form.is_valid():
+        page = run_history_page(run_history(**form.filters()), number=_page_number(request.GET.get("page")))
+    return render(
+        request,
+        "runs/run_list.html",
+        {"form": form, "page": page, "filtered": any(v for k, v in request.GET.items() if k != "page"),
+         "export_query": _without_page(request.GET), **history_filter_suggestions()},
+    )
+
+
+def _without_page(query) -> str:
+    """The filters of this page as a query string, for the export links (all pages, not this one)."""
+    query = query.copy()
+    query.pop("page", None)
+    return query.urlencode()
+
+
+def _page_number(raw: str | None) -> int:
+    try:
+        return max(1, int(raw or 1))
+    except ValueError:
+        return 1

@@ -1,0 +1,50 @@
+from django.contrib.auth.decorators import login_required, permission_required
+from django.shortcuts import render
+
+from runs.observability.metrics.page import budget_alerts_recent, metrics_summary
+from runs.roles import PERM_VIEW
+from runs.web.forms.filters import MetricsFilterForm
+
+
+@login_required
+@permission_required(PERM_VIEW, raise_exception=True)
+def metrics(request):
+    form = MetricsFilterForm(request.GET)
+    summary = None
+    if form.is_valid():
+        data = form.cleaned_data
+        summary = metrics_summary(start=data["date_from"], end=data["date_to"], agent=data["agent"])
+    return render(
+        request, "runs/metrics.html",
+        {"form": form, "m": summary, "charts": _charts(summary), "alerts": budget_alerts_recent(),
+         "wait_tables": _wait_tables(summary)},
+    )
+
+
+def _wait_tables(summary) -> list[tuple]:
+    """(title, table id, rows, what a row is) of the two approval wait tables."""
+    if summary is None:
+        return []
+    return [
+        ("Approval wait by rule", "table-wait-by-rule", summary.supervision.wait_by_rule, "Rule"),
+        ("Approval wait by tool", "table-wait-by-tool", summary.supervision.wait_by_tool, "Tool"),
+    ]
+
+
+def _charts(summary) -> dict:
+    """Bar widths (percent of the largest value) for the CSS bar charts."""
+    if summary is None:
+        return {}
+    return {
+        "status": _bars([(row.label, row.value, row.count, row.count) for row in summary.by_status]),
+        "stop_reason": _bars([(row.label, row.value, row.count, row.count) for row in summary.by_stop_reason]),
+        "tokens_per_day": _bars([(day.day, day, day.tokens, day.tokens) for day in summary.per_day]),
+    }
+
+
+def _bars(rows: list[tuple]) -> list[dict]:
+    largest = max((size for *_, size in rows), default=0) or 1
+    return [
+        {"label": label, "item": item, "value": value, "width": round(100 * size / largest, 1)}
+        for label, item, value, size in rows
+    ]

@@ -1,0 +1,77 @@
+"""Approval rules: the list in the order they are tried, the editor with its preview, deletion,
+and the audit trail of changes."""
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required, permission_required
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from runs.models import Agent, ApprovalRule
+from runs.roles import PERM_DELETE_RULES, PERM_MANAGE_RULES, PERM_VIEW_RULES
+from runs.supervision.rule_admin import SAFEGUARDS_TEXT, rule_create, rule_delete, rule_update
+from runs.supervision.rule_history import rule_conditions_text, rule_history, rule_list
+from runs.supervision.rule_preview import PREVIEW_CALLS, draft_spec, rule_preview
+from runs.supervision.rules import condition_text, condition_warnings
+from runs.web.forms.rules import RuleForm
+
+
+@login_required
+@permission_required(PERM_VIEW_RULES, raise_exception=True)
+@require_GET
+def rule_list_view(request):
+    agent = None
+    if request.GET.get("agent", "").isdigit():
+        agent = get_object_or_404(Agent, pk=int(request.GET["agent"]))
+    rules = [(rule, rule_conditions_text(rule)) for rule in rule_list(agent=agent)]
+    return render(request, "runs/rule_list.html", {
+        "rules": rules, "agent": agent, "history": rule_history(), "safeguards": SAFEGUARDS_TEXT,
+    })
+
+
+@login_required
+@permission_required(PERM_MANAGE_RULES, raise_exception=True)
+def rule_create_view(request):
+    return _rule_form(request, None)
+
+
+@login_required
+@permission_required(PERM_MANAGE_RULES, raise_exception=True)
+def rule_edit_view(request, pk: int):
+    return _rule_form(request, get_object_or_404(ApprovalRule, pk=pk))
+
+
+@login_required
+@permission_required(PERM_DELETE_RULES, raise_exception=True)
+@require_POST
+def rule_delete_view(request, pk: int):
+    rule = get_object_or_404(ApprovalRule, pk=pk)
+    rule_delete(rule=rule, user=request.user)
+    messages.success(request, f"Rule {rule.name!r} deleted; its versions stay in the audit trail.")
+    return redirect("rule_list")
+
+
+def _rule_form(request, rule: ApprovalRule | None):
+    initial = None
+    if rule is None and request.GET.get("agent", "").isdigit():
+        initial = {"agent": request.GET["agent"]}  # "Add a rule" from an agent's page
+    form = RuleForm(request.POST if request.method == "POST" else None, rule=rule, initial=initial)
+    preview = {}
+    if request.method == "POST" and form.is_valid():
+        if "preview" in request.POST:  # the same form, shown again with what the rule would have done
+            data = form.rule_data()
+            preview = {
+                "preview": rule_preview(draft_spec(data, rule=rule)),
+                "preview_conditions": [condition_text(c) for c in data["conditions"]],
+                "condition_warnings": condition_warnings(data["conditions"]),
+                "preview_action": ApprovalRule.Action(data["action"]).label,
+            }
+        else:
+            data = form.rule_data()
+            saved = rule_update(rule=rule, data=data, user=request.user) if rule else rule_create(data=data, user=request.user)
+            messages.success(request, f"Rule {saved.name!r} saved (version {saved.version}).")
+            return redirect("rule_list")
+    if request.method == "GET" and rule is not None:
+        preview["condition_warnings"] = condition_warnings(rule.conditions)
+    return render(request, "runs/rule_form.html", {
+        "form": form, "rule": rule, **preview, "preview_calls": PREVIEW_CALLS,
+        "safeguards": SAFEGUARDS_TEXT, "history": rule_history(rule_key=rule.pk, limit=20) if rule else [],
+    })

@@ -1,0 +1,144 @@
+"""Launching a run, its live page, and the actions on it."""
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required, permission_required
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST, require_safe
+
+from runs.engine.dispatch import run_dispatch
+from runs.lifecycle.launch import POLICY_LABELS, LaunchNotAllowed, launch_policy
+from runs.lifecycle.relatives import run_family
+from runs.lifecycle.reruns import rerun_create
+from runs.lifecycle.run_reads import agent_defaults, call_in_run, run_for_page
+from runs.lifecycle.runs import InvalidRun, run_cancel, run_create
+from runs.models import Run, RunGrant, ToolCall
+from runs.roles import PERM_CANCEL, PERM_DECIDE, PERM_LAUNCH, PERM_VIEW
+from runs.supervision.grants import grant_revoke, grants_of_run
+from runs.web.forms.launch import LaunchForm
+
+
+@login_required
+@permission_required(PERM_LAUNCH, raise_exception=True)
+def run_launch(request):
+    # ?agent=<pk> preselects the agent (links from an agent's page).
+    form = LaunchForm(request.POST if request.method == "POST" else None, initial={"agent": request.GET.get("agent")},
+                      user=request.user)
+    if form.is_bound and form.is_valid():
+        data = form.cleaned_data
+        try:
+            run = run_create(
+                agent=data["agent"],
+                task=data["task"],
+                user=request.user,
+                overrides=form.overrides(),
+                customer=data["customer"] or None,
+                approval_policy=data["approval_policy"],
+            )
+        except InvalidRun as exc:
+            form.add_error(exc.setting if exc.setting in form.fields else None, str(exc))
+        else:
+            run_dispatch(run_id=run.pk)
+            return redirect("run_detail", pk=run.pk)
+    agents = list(form.fields["agent"].queryset)
+    return render(request, "runs/launch.html", {"form": form, "agent_defaults": agent_defaults(agents=agents)})
+
+
+@login_required
+@permission_required(PERM_VIEW, raise_exception=True)
+@require_safe
+def run_detail(request, pk: int):
+    run = run_for_page(run_id=pk)
+    if run is None:
+        raise Http404("No such run.")
+    context = {
+        "run": run,
+        # The run it came from (fork or re-run), its forks and its re-runs.
+        "family": run_family(run),
+        "ws_path": f"/ws/runs/{run.pk}/",
+        "status_labels": {**dict(Run.Status.choices), Run.STOPPING: Run.STOPPING_LABEL},
+        "call_status_labels": dict(ToolCall.Status.choices),
+        "stop_reason_labels": dict(Run.StopReason.choices),
+        # Which statuses are final: the page applies events and never decides this itself.
+        "status_groups": {"run_finished": list(Run.FINISHED_STATUSES), "call_done": list(ToolCall.DONE_STATUSES),
+                          "call_unknown": [ToolCall.Status.UNKNOWN]},
+        "call_result_url": reverse("call_result", args=[run.pk, 0]),
+        "approval_url": reverse("approval_detail", args=[0]),
+        "grants": grants_of_run(run.pk),
+        "policy_labels": POLICY_LABELS,
+    }
+    return render(request, "runs/run_detail.html", context)
+
+
+@login_required
+@permission_required(PERM_CANCEL, raise_exception=True)
+@require_POST
+def run_cancel_view(request, pk: int):
+    run = get_object_or_404(Run, pk=pk)
+    if run.is_finished:
+        messages.info(request, f"Run {run.pk} had already finished ({run.get_status_display().lower()}).")
+    else:
+        run = run_cancel(run=run, user=request.user)
+        if run.is_finished:
+            messages.success(request, f"Run {run.pk} was cancelled.")
+        else:
+            messages.success(request, f"Run {run.pk} will stop at its next check.")
+    return redirect("run_detail", pk=run.pk)
+
+
+@login_required
+@permission_required(PERM_DECIDE, raise_exception=True)
+@require_POST
+def grant_revoke_view(request, pk: int):
+    """Revoke a grant: the run's next matching call goes to a person again."""
+    try:
+        grant = grant_revoke(grant_id=pk, user=request.user)
+    except RunGrant.DoesNotExist:
+        raise Http404("No such grant.")
+    if grant.revoked_by_name == request.user.get_username():
+        messages.success(request, f"Revoked the grant of {grant}: such calls go to a person again.")
+    else:
+        messages.info(request, f"{grant.revoked_by_name} had already revoked the grant of {grant}.")
+    return redirect("run_detail", pk=grant.run_id)
+
+
+@login_required
+@permission_required(PERM_LAUNCH, raise_exception=True)
+@require_POST
+def run_rerun(request, pk: int):
+    original = get_object_or_404(Run.objects.select_related("agent"), pk=pk)
+    try:
+        policy = launch_policy(user=request.user, requested=request.POST.get("approval_policy"))
+    except LaunchNotAllowed as exc:
+        raise PermissionDenied(str(exc))
+    except ValueError as exc:
+        messages.error(request, f"Could not run it again: {exc}.")
+        return redirect("run_detail", pk=original.pk)
+    try:
+        run = rerun_create(original=original, user=request.user, approval_policy=policy)
+    except InvalidRun as exc:
+        messages.error(request, f"Could not run it again: {exc}.")
+        return redirect("run_detail", pk=original.pk)
+    run_dispatch(run_id=run.pk)
+    return redirect("run_detail", pk=run.pk)
+
+
+@login_required
+@permission_required(PERM_VIEW, raise_exception=True)
+@require_safe
+def call_result(request, pk: int, call_pk: int):
+    call = call_in_run(run_id=pk, call_pk=call_pk)
+    if call is None:
+        raise Http404("No such call in this run.")
+    return JsonResponse(
+        {
+            "run_id": call.run_id,
+            "pk": call.pk,
+            "id": call.call_id,
+            "tool": call.tool_name,
+            "status": call.status,
+            "truncated": call.truncated,
+            "result": call.result,
+        }
+    )
