@@ -10,3 +10,15 @@ class RunsConfig(AppConfig):
         # Services queue tasks by name (runs.engine.dispatch); Celery only discovers task
         # modules on its own when a worker starts, so web processes register them here.
         from runs import tasks  # noqa: F401
+        from runs.engine import hooks
+        from runs.observability.metrics import rollups
+        from runs.observability.tracing import run_spans
+        from runs.supervision import gate
+
+        # The engine imports neither supervision nor observability: they plug in here
+        # (runs/engine/hooks.py says when each is called). A later listener subscribes here too.
+        hooks.register_gate(gate.approval_gate)
+        hooks.subscribe("run_ending", gate.approvals_close)
+        hooks.subscribe("run_ended", rollups.run_ended)
+        hooks.subscribe("summary_added", rollups.summary_added)
+        hooks.subscribe("records_committed", run_spans.records_committed)

@@ -18,6 +18,21 @@ def _names(sensitive_fields: Iterable[str]) -> set[str]:
     return {name.lower() for name in sensitive_fields or () if isinstance(name, str)}
 
 
+def masked(value, sensitive_fields: Iterable[str]):
+    """`value` with every sensitive key's value replaced by MASK, at any depth: the one masking of
+    arguments, wherever they are shown (the queue, the run page, e-mails) or kept (the archive)."""
+    names = _names(sensitive_fields)
+
+    def mask(node):
+        if isinstance(node, dict):
+            return {k: MASK if str(k).lower() in names else mask(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [mask(v) for v in node]
+        return node
+
+    return mask(value)
+
+
 def sensitive_items(arguments, sensitive_fields: Iterable[str]) -> Iterator[tuple[str, object]]:
     """Each (key, value) of `arguments` whose key is sensitive, at any depth; nothing under such a
     key is looked at again (it is all sensitive)."""

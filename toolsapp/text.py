@@ -15,6 +15,8 @@ import re
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 MAX_JSON_DEPTH = 64
+# The largest integer JSON readers agree on (a double's exact range): the bound of every count people type.
+MAX_SAFE_INTEGER = 2**53 - 1
 # Strings first (a bracket inside a string does not nest), then the brackets that are left.
 _STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
 _BRACKET = re.compile(r"[\[\]{}]")

@@ -10,10 +10,10 @@ from django.utils import timezone
 
 from runs.engine import guards, throttle
 from runs.engine.db import release_db_connection
+from runs.engine.edit_note import operator_edit
 from runs.engine.leases import keeper
 from runs.engine.tool_exec import call_status, execute_calls
 from runs.models import Run, ToolCall
-from runs.supervision.routes import operator_edit
 from toolsapp.executors.base import ToolContext
 
 

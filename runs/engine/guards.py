@@ -6,11 +6,10 @@ import math
 from dataclasses import dataclass
 
 from runs.models import Run
-from toolsapp.text import JsonTooDeep
+from toolsapp.text import MAX_SAFE_INTEGER, JsonTooDeep
 from toolsapp.text import loads as bounded_loads
 
 StopReason = Run.StopReason
-MAX_SAFE_INTEGER = 2**53 - 1
 
 # Limits an agent or a launch may set, with what each must be.
 POSITIVE_INT_LIMITS = ("max_iterations", "repeat_limit", "max_tokens")

@@ -17,18 +17,17 @@ import uuid
 from django.conf import settings
 from django.db.models import Count, Q
 
-from runs.engine import decisions, guards, llm, records, throttle
+from runs.engine import decisions, guards, hooks, llm, records, throttle
 from runs.engine.call_runner import CallRunner
 from runs.engine.conversation import build_messages, step_messages
 from runs.engine.db import connection_lost, on_fresh_connection, release_db_connection
 from runs.engine.decisions import StopReason
 from runs.engine.leases import LeaseLost, keeper, lease_claim, lease_held, lease_release
-from runs.engine.records import Recorder, operator_stop_first, run_close, run_pause, run_start
+from runs.engine.records import Recorder, operator_stop_first, paused_at_boundary, run_close, run_start
 from runs.engine.run_tools import RunTools
 from runs.engine.summaries import iteration_log, summary_record, summary_wanted
 from runs.engine.tool_exec import call_status, check_call
 from runs.models import OperatorMessage, Run, Step, ToolCall
-from runs.supervision import gate as approvals
 from toolsapp.sensitive import sensitive_values_in_messages
 from toolsapp.verifiers import VERIFIERS
 
@@ -81,7 +80,7 @@ def run_levers_apply(*, run_id: int) -> Run | None:
         if run.pause_requested and run.status != Run.Status.PAUSED:
             recorder = Recorder(run, owner)
             with recorder.transaction():
-                run_pause(recorder, elapsed=run.active_seconds)
+                paused_at_boundary(recorder, elapsed=run.active_seconds)
         return run
 
 
@@ -253,11 +252,11 @@ class _Driver:
             runnable = []
             with self.record.transaction(lease_seconds=self.runner.lease_for(calls)):
                 for call in calls:
-                    gate = approvals.approval_gate(call=call, tool=self.tools.get(call.tool_name),
-                                                   config=self.config, recorder=self.record)
-                    if gate == approvals.RUN:
+                    gate = hooks.call_gate(call=call, tool=self.tools.get(call.tool_name),
+                                           config=self.config, recorder=self.record)
+                    if gate == hooks.RUN:
                         runnable.append(call)
-                    waiting = waiting or gate == approvals.WAIT
+                    waiting = waiting or gate == hooks.WAIT
         if runnable:
             names = [c.tool_name for c in (step_calls or calls) if c.step_id == runnable[0].step_id]
             parallel = len(runnable) > 1 and decisions.may_run_together(names, self.facts)
@@ -362,7 +361,7 @@ class _Driver:
         return self.run
 
     def pause(self) -> Run:
-        self.record.commit(lambda: run_pause(self.record, elapsed=self.elapsed()))
+        self.record.commit(lambda: paused_at_boundary(self.record, elapsed=self.elapsed()))
         return self.run
 
     def end(self, reason: str, *, detail: str = "") -> Run:

@@ -11,7 +11,7 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from runs.engine import guards
+from runs.engine import guards, hooks
 from runs.engine.db import (
     FRESH_CONNECTION_ATTEMPTS,
     connection_lost,
@@ -24,9 +24,6 @@ from runs.engine.events import events_store
 from runs.engine.leases import fenced_update
 from runs.engine.snapshots import call_data, run_summary, step_data
 from runs.models import Run, Step, ToolCall
-from runs.observability.metrics import rollups
-from runs.observability.tracing.run_spans import records_committed
-from runs.supervision.gate import approvals_close
 
 RESULT_FIELDS = ["status", "result", "result_text", "truncated", "error", "finished_at", "latency_ms"]
 # What a column can hold: a model may send any length; the row keeps a bounded copy.
@@ -63,12 +60,17 @@ class Recorder:
         self._traced: list = []  # tracing
         self._committing = False  # the transaction's body is done: what fails now may have committed
 
+    @property
+    def fields(self) -> dict:
+        """The run's fields changed so far in this transaction (written when it commits)."""
+        return self._fields
+
     @contextmanager
     def transaction(self, lease_seconds: float | None = None):
         """Rows written inside, then the run's fields and the queued events, all in one commit."""
         with write_transaction():
             self._events, self._fields = [], {}
-            self._traced = []  # tracing: the steps and calls written here (trace_export.py)
+            self._traced = []  # the steps and calls written here, for hooks.records_committed
             yield self
             events, fields = self._events, self._fields
             self._events, self._fields = [], {}
@@ -81,7 +83,7 @@ class Recorder:
                 # Data may be a callable, evaluated once the run's new fields are set.
                 events=[(kind, data() if callable(data) else data) for kind, data in events],
             )
-            records_committed(self.run, self._traced, fields)  # tracing: their spans, after the commit
+            hooks.records_committed(self.run, self._traced, fields)  # tracing: their spans, after the commit
             self._committing = True
 
     def commit(self, work, *, lease_seconds: float | None = None, keep=()):
@@ -187,7 +189,7 @@ def run_close(
     `in_flight`: handed to its tool by this driver, result not recorded) may have taken effect:
     its outcome is unknown, never "not executed"."""
     run = recorder.run
-    approvals_close(recorder=recorder, reason=reason, detail=detail)
+    hooks.run_ending(recorder=recorder, reason=reason, detail=detail)  # its pending approvals close
     open_calls = ToolCall.objects.filter(run=run).exclude(status__in=ToolCall.DONE_STATUSES)
     for call in open_calls.select_related("approval"):
         if call.may_have_taken_effect or call.pk in in_flight:
@@ -210,7 +212,7 @@ def run_close(
         fields["summary_pending"] = True
     recorder.run_update(**fields)
     # Last, so the day's rollup lock is held only until this transaction commits.
-    rollups.run_ended(run=run, fields=recorder._fields)
+    hooks.run_ended(run=run, fields=recorder.fields)
 
 
 def lever_data(lever: str, by: str, at, text: str | None = None) -> dict:
@@ -228,7 +230,7 @@ def run_start(recorder: Recorder) -> None:
         recorder.run_update(status=Run.Status.RUNNING, started_at=run.started_at or timezone.now())
 
 
-def run_pause(recorder: Recorder, *, elapsed: float) -> None:
+def paused_at_boundary(recorder: Recorder, *, elapsed: float) -> None:
     """Pause the run at a boundary: it holds no worker until resumed, and its clock stops here."""
     now = timezone.now()
     recorder.run_update(status=Run.Status.PAUSED, pause_requested=False, paused_at=now, active_seconds=elapsed)

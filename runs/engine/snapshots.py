@@ -1,6 +1,5 @@
 """Plain-data views of runs, steps and calls: the CLI's JSON, timeline events and the API share them."""
 from runs.models import Approval, Run, RunGrant, Step, ToolCall
-from runs.supervision.queue import approval_decider
 
 PREVIEW_CHARS = 300
 
@@ -39,7 +38,7 @@ def approval_brief(approval: Approval) -> dict:
         "status": approval.status,
         # A person's name (kept with the decision: it outlives the account), or what decided
         # without one: "rule 'X' v3", "a grant for this run", "the run's policy", "expiry".
-        "decided_by": approval_decider(approval) if decided else None,
+        "decided_by": approval.decider if decided else None,
         "decided_at": approval.decided_at.isoformat() if approval.decided_at else None,
         "reason": approval.reason,
         "guidance": approval.guidance,

@@ -4,10 +4,9 @@ of each iteration. Both are the driver's, kept here so the loop reads like its c
 import json
 import logging
 
-from runs.engine import decisions, llm, throttle
+from runs.engine import decisions, hooks, llm, throttle
 from runs.engine.conversation import build_messages
 from runs.models import Step
-from runs.observability.metrics import rollups
 
 log = logging.getLogger("runs.loop")
 
@@ -52,7 +51,7 @@ def summary_record(*, recorder, config: dict, endpoint, tools: list, index: int)
                                        message={"role": "assistant", "content": reply.content})
         recorder.run_update(answer=reply.content, summary_pending=False, tokens_in=run.tokens_in + reply.tokens_in,
                             tokens_out=run.tokens_out + reply.tokens_out, cost_usd=run.cost_usd + reply.cost_usd)
-        rollups.summary_added(run=run, step=step, tokens=reply.tokens_in + reply.tokens_out, cost_usd=reply.cost_usd)
+        hooks.summary_added(run=run, step=step, tokens=reply.tokens_in + reply.tokens_out, cost_usd=reply.cost_usd)
     return True
 
 

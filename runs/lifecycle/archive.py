@@ -3,7 +3,6 @@ approvals first, in the same transaction, so a run is never gone while its decis
 """
 import json
 from collections.abc import Iterable
-from typing import Any
 
 from django.db import transaction
 
@@ -11,8 +10,7 @@ from runs.models import Approval, ArchivedApproval, Run
 from runs.observability.metrics import rollups
 from runs.observability.prometheus.pruned_totals import pruned_totals_add
 from toolsapp.models import Tool
-
-MASK = "••••"
+from toolsapp.sensitive import masked
 
 
 def masked_arguments(arguments: str, sensitive_fields: Iterable[str]) -> str:
@@ -21,20 +19,12 @@ def masked_arguments(arguments: str, sensitive_fields: Iterable[str]) -> str:
     Unparsable arguments are kept as sent, unless the tool masks something (then nothing is kept:
     the args hash still identifies them).
     """
-    sensitive = {f.lower() for f in sensitive_fields}
+    sensitive = list(sensitive_fields)
     try:
         value = json.loads(arguments or "{}")
     except ValueError:
         return "" if sensitive else arguments
-
-    def mask(node: Any) -> Any:
-        if isinstance(node, dict):
-            return {k: MASK if str(k).lower() in sensitive else mask(v) for k, v in node.items()}
-        if isinstance(node, list):
-            return [mask(v) for v in node]
-        return node
-
-    return json.dumps(mask(value), ensure_ascii=False) if sensitive else arguments
+    return json.dumps(masked(value, sensitive), ensure_ascii=False) if sensitive else arguments
 
 
 def approvals_archive(*, run_ids: Iterable[int]) -> int:

@@ -16,7 +16,6 @@ from collections.abc import Iterable, Iterator
 from django.db.models import Count, QuerySet
 
 from runs.models import Approval, Run, Step, ToolCall
-from runs.supervision.queue import approval_decider
 
 BATCH = 200
 STEP_BATCH = 2000
@@ -110,7 +109,7 @@ def _with_steps(rows: list[dict]) -> list[dict]:
             "approval": None if approval is None else {
                 "status": approval.status,
                 # A person's name, or what decided without one: "rule 'X' v3", "a grant for this run".
-                "decided_by": approval_decider(approval) if approval.status != Approval.Status.PENDING else None,
+                "decided_by": approval.decider if approval.status != Approval.Status.PENDING else None,
             },
         })
     steps_by_run: dict[int, list[dict]] = defaultdict(list)

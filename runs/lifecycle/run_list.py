@@ -8,14 +8,14 @@ then its rows by id; the capped total is often known from those ids, without cou
 """
 
 from dataclasses import dataclass
-from datetime import date, datetime, time, timedelta
+from datetime import date, timedelta
 
 from django.conf import settings
 from django.db import connections
 from django.db.models import Exists, OuterRef, QuerySet
 from django.db.models.functions import Substr
-from django.utils import timezone
 
+from runs.days import day_start
 from runs.models import Agent, Run, Step, ToolCall
 from toolsapp.models import Tool
 
@@ -38,11 +38,6 @@ LIST_FIELDS = (
     "tokens_out",
     "cost_usd",
 )
-
-
-def day_start(day: date) -> datetime:
-    """Midnight at the start of `day` in the site's time zone."""
-    return timezone.make_aware(datetime.combine(day, time.min))
 
 
 def run_history(

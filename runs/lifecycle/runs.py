@@ -17,6 +17,7 @@ from runs.lifecycle.launch import (
     launch_defaults,
 )
 from runs.models import Agent, Run
+from runs.supervision.levers import operator_name
 from toolsapp.models import Tool
 from toolsapp.verifiers import VERIFIERS
 
@@ -138,11 +139,6 @@ def run_create(
         )
         event_record(run_id=run.pk, kind="run", data=run_summary(run))
     return run
-
-
-def operator_name(user) -> str:
-    """Who pulled a lever on a run (a cancel, a pause, a note...), as its timeline and detail say it."""
-    return user.get_username() if user is not None and getattr(user, "is_authenticated", False) else "an operator"
 
 
 def run_cancel(*, run: Run, user=None) -> Run:

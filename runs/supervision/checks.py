@@ -15,9 +15,9 @@ from django.db.models import Q
 
 from runs.engine.guards import args_hash, parse_arguments
 from runs.models import Approval, ApprovalVote, ToolCall
-from runs.supervision.queue import MASK
 from toolsapp.models import Tool
 from toolsapp.schemas import validate_arguments
+from toolsapp.sensitive import MASK
 from toolsapp.text import storable_json, storable_text
 
 MAX_EDIT_CHARS = 100_000

@@ -26,9 +26,10 @@ from django.urls import reverse
 from django.utils import timezone
 
 from runs.models import Approval
-from runs.supervision.queue import MASK, argument_lines
+from runs.supervision.queue import argument_lines
 from runs.webhooks import approval_pending_data, notify
 from toolsapp.models import Tool
+from toolsapp.sensitive import MASK
 from toolsapp.text import loads as bounded_loads
 
 log = logging.getLogger("runs.services.escalation")  # its name from before the move: operators filter on it

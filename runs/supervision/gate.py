@@ -11,6 +11,7 @@ from datetime import timedelta
 
 from django.utils import timezone
 
+from runs.engine import hooks
 from runs.engine.events import approvals_changed, event_record
 from runs.engine.snapshots import approval_brief
 from runs.models import Approval, ToolCall
@@ -23,8 +24,8 @@ CRASH_NOTE = (
     "Check the real state first: approving runs it again."
 )
 
-# What the loop does with a call once its gate is passed.
-RUN, WAIT, DONE = "run", "wait", "done"
+# What the loop does with a call once its gate is passed (the engine's words: runs/engine/hooks.py).
+RUN, WAIT, DONE = hooks.RUN, hooks.WAIT, hooks.DONE
 
 
 def closed_reason(run_ended: str) -> str:

@@ -18,7 +18,6 @@ from runs.engine.loop import run_levers_apply
 from runs.engine.records import lever_data
 from runs.engine.snapshots import run_summary
 from runs.engine.text import storable_text
-from runs.lifecycle.runs import operator_name
 from runs.models import Approval, OperatorMessage, Run
 from runs.models.levers import NOTE_MAX_CHARS
 
@@ -31,6 +30,11 @@ NOT_ENDING = Q(cancel_requested=False, stop_requested_by_name="")
 
 class LeverRefused(Exception):
     """A lever that cannot apply, in words for the operator; nothing was changed."""
+
+
+def operator_name(user) -> str:
+    """Who pulled a lever on a run (a cancel, a pause, a note...), as its timeline and detail say it."""
+    return user.get_username() if user is not None and getattr(user, "is_authenticated", False) else "an operator"
 
 
 def run_pause(*, run_id: int, user) -> Run:

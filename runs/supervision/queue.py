@@ -18,10 +18,10 @@ from django.utils import timezone
 
 from runs.models import Approval, ArchivedApproval, Run, Step, ToolCall
 from runs.supervision.facts import Supervision, approvals_supervision
+from toolsapp.sensitive import MASK
 from toolsapp.text import JsonTooDeep
 from toolsapp.text import loads as bounded_loads
 
-MASK = "••••"
 AUDIT_LIMIT = 50
 ARCHIVE_PAGE = 100
 PAGE_SIZE = 50  # pending approvals per page of the queue and of the API
@@ -344,22 +344,6 @@ def approvals_recent_decisions(*, limit: int = AUDIT_LIMIT) -> list[Approval]:
     )
 
 
-def approval_decider(approval: Approval) -> str:
-    # The name kept with the decision: it outlives the user's account.
-    if approval.decided_by_name:
-        return approval.decided_by_name
-    # A rule that only sent the call to people did not decide it (expiry or a person did).
-    if approval.automatic and approval.rule_name:
-        return f"rule {approval.rule_name!r} v{approval.rule_version}"
-    if approval.automatic and approval.grant_id:
-        return "a grant for this run"
-    if approval.automatic:
-        return "the run's policy"
-    if approval.status == Approval.Status.EXPIRED:
-        return "expiry"
-    if approval.status == Approval.Status.CLOSED:
-        return "the run's end"
-    return "the system"
 
 
 def approval_decision_text(approval: Approval) -> str:
@@ -369,7 +353,7 @@ def approval_decision_text(approval: Approval) -> str:
         return f"expired{when}"
     if approval.status == Approval.Status.CLOSED:
         return f"closed: the run ended{when}"
-    return f"{approval.status} by {approval_decider(approval)}{when}"
+    return f"{approval.status} by {approval.decider}{when}"
 
 
 def approvals_archived(*, run_id: int | None = None, after: int = 0, limit: int = ARCHIVE_PAGE) -> list[ArchivedApproval]:

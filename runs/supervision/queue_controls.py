@@ -4,13 +4,13 @@ that routed a call, and whether the operator may edit its arguments or grant it 
 Display only: whether a decision is allowed is decided by the services; these say which
 controls to offer, and why not, so the page never offers what the server would refuse."""
 import json
-from typing import Any
 
 from django.core.paginator import Page
 
 from runs.models import Approval
 from runs.supervision.facts import Supervision
-from runs.supervision.queue import MASK, PendingApproval, _pending_items, approvals_pending_page
+from runs.supervision.queue import PendingApproval, _pending_items, approvals_pending_page
+from toolsapp.sensitive import masked
 from toolsapp.text import loads as bounded_loads
 
 
@@ -63,17 +63,10 @@ def edit_offer(item: PendingApproval, facts: Supervision) -> tuple[str, str]:
         arguments = bounded_loads(approval.edited_arguments or item.call.arguments or "{}")
     except ValueError:
         return "", "The arguments cannot be shown, so they cannot be edited."
-    masked = masked_arguments(arguments, {f.lower() for f in facts.sensitive_fields})
-    return json.dumps(masked, indent=2, ensure_ascii=False), ""
+    masked_value = masked(arguments, facts.sensitive_fields)
+    return json.dumps(masked_value, indent=2, ensure_ascii=False), ""
 
 
-def masked_arguments(value: Any, sensitive: set[str]) -> Any:
-    """`value` with every sensitive key's value replaced by MASK, at any depth (as the queue shows it)."""
-    if isinstance(value, dict):
-        return {k: MASK if str(k).lower() in sensitive else masked_arguments(v, sensitive) for k, v in value.items()}
-    if isinstance(value, list):
-        return [masked_arguments(v, sensitive) for v in value]
-    return value
 
 
 def grant_refusal(approval: Approval, facts: Supervision) -> str:

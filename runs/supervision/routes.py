@@ -17,15 +17,14 @@ Nothing that approves automatically can widen what the loop allows: a call gets 
 the schema and the agent's tool list let it through, and its tool still checks ownership.
 """
 from dataclasses import dataclass
-from typing import Any
 
 from django.db import connection
 
 from runs.engine.guards import parse_arguments
 from runs.models import ApprovalRule, RunGrant
-from runs.supervision.queue import MASK
 from runs.supervision.rules import CallFacts, RuleSpec, first_match, rules_in_force
 from runs.supervision.unseen_ids import call_unseen_ids
+from toolsapp.sensitive import MASK
 
 PENDING, APPROVED, REJECTED = "pending", "approved", "rejected"
 
@@ -161,9 +160,6 @@ def _and(items, sep: str = ", ") -> str:
 
 # --- What the model reads -----------------------------------------------------------------------
 
-EDIT_NOTE = "An operator changed the arguments before approving; the call ran with the changed arguments."
-
-
 def rejection_payload(approval, reason: str) -> dict:
     """The result the model reads for a rejected call: who rejected it and why, and what to do
     instead when the person said so."""
@@ -175,51 +171,6 @@ def rejection_payload(approval, reason: str) -> dict:
     if approval.guidance:
         payload["guidance"] = approval.guidance
     return payload
-
-
-def operator_edit(original: Any, executed: Any, *, sensitive_fields=()) -> dict:
-    """What the model reads with the result of a call an operator edited: a note and each changed
-    value by JSON path ({"$.reason": {"from": "x", "to": "y"}}; "from" is left out for an added
-    value and "to" for a removed one). A sensitive field's values show as the mask."""
-    sensitive = {f.lower() for f in sensitive_fields}
-    changed: dict[str, dict] = {}
-
-    def walk(before: Any, after: Any, path: str, key: str | None) -> None:
-        if key is not None and key.lower() in sensitive:
-            if before is _ABSENT or after is _ABSENT or _differ(before, after):  # that it changed, not to what
-                changed[path] = _change(MASK if before is not _ABSENT else before, MASK if after is not _ABSENT else after)
-            return
-        if isinstance(before, dict) and isinstance(after, dict):
-            for name in [*before, *(k for k in after if k not in before)]:
-                walk(before.get(name, _ABSENT), after.get(name, _ABSENT), _child(path, name), str(name))
-            return
-        if before is _ABSENT or after is _ABSENT or _differ(before, after):
-            changed[path] = _change(before, after)
-
-    walk(original, executed, "$", None)
-    return {"note": EDIT_NOTE, "changed": changed}
-
-
-_ABSENT = object()
-
-
-def _differ(before: Any, after: Any) -> bool:
-    # 1 and true are different arguments to a tool, though equal in Python.
-    return type(before) is not type(after) or before != after
-
-
-def _child(path: str, name: str) -> str:
-    plain = name.replace("_", "a").replace("-", "a").isalnum() and not name[:1].isdigit()
-    return f"{path}.{name}" if plain else f'{path}["{name}"]'
-
-
-def _change(before: Any, after: Any) -> dict:
-    change = {}
-    if before is not _ABSENT:
-        change["from"] = before
-    if after is not _ABSENT:
-        change["to"] = after
-    return change
 
 
 # --- The facts of one call (the only reads here) ----------------------------------------------------

@@ -1,11 +1,10 @@
 """Where a destructive call goes, as the pure route function decides it (no database)."""
+from runs.engine.edit_note import EDIT_NOTE, operator_edit
 from runs.supervision.routes import (
     APPROVED,
-    EDIT_NOTE,
     PENDING,
     REJECTED,
     GrantFacts,
-    operator_edit,
     rejection_payload,
     route_call,
 )

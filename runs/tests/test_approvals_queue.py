@@ -7,16 +7,10 @@ from django.utils import timezone
 
 from runs.models import Approval, RunEvent
 from runs.supervision.decide import approvals_expire
-from runs.supervision.queue import (
-    MASK,
-    argument_lines,
-    identifier_seen,
-    identifiers_in,
-    is_id_key,
-    unseen_identifiers,
-)
+from runs.supervision.queue import argument_lines, identifier_seen, identifiers_in, is_id_key, unseen_identifiers
 from runs.tests.approval_fixtures import make_user, pending_approval
 from toolsapp.models import Tool
+from toolsapp.sensitive import MASK
 
 DEMO_TASK = "Cancel order ORD-1001"
 

@@ -13,12 +13,12 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 
 from runs.engine import guards
+from runs.engine.edit_note import EDIT_NOTE
 from runs.engine.loop import run_advance
 from runs.models import Agent, Approval, ApprovalRule, Run, RunGrant, ToolCall
 from runs.supervision.checks import IDENTICAL
 from runs.supervision.decide import approval_decide
 from runs.supervision.grants import grant_create, grant_revoke
-from runs.supervision.routes import EDIT_NOTE
 from runs.tests.approval_fixtures import make_user, pending_approval
 from runs.tests.loop_contract.support import call, calls, result_for
 from runs.tests.timeline_replay import mismatches

@@ -17,11 +17,11 @@ from runs.lifecycle.housekeeping import runs_sweep
 from runs.models import Agent, Approval, WebhookDelivery
 from runs.supervision.decide import approval_decide
 from runs.supervision.escalation import approvals_escalate
-from runs.supervision.queue import MASK
 from runs.tests.approval_fixtures import pending_approval
 from runs.tests.conftest import free_port
 from runs.tests.test_notifications import Receiver, eager_tasks  # noqa: F401 (fixture)
 from toolsapp.models import Tool
+from toolsapp.sensitive import MASK
 
 DEMO_TASK = "Please cancel order ORD-1001, the customer asked."
 SECRET_REASON = "Customer asked to cancel"  # what the demo model gives as the (here sensitive) reason

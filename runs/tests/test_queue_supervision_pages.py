@@ -11,9 +11,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from runs.models import Approval, ApprovalVote, RunGrant
-from runs.supervision.queue import MASK
 from runs.tests.approval_fixtures import pending_approval
 from toolsapp.models import Tool
+from toolsapp.sensitive import MASK
 
 DEMO_TASK = "Cancel order ORD-1001"
 

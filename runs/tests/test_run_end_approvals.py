@@ -14,7 +14,6 @@ from runs.observability.metrics.page import metrics_summary
 from runs.observability.prometheus.counters import approval_figures
 from runs.supervision.decide import approvals_expire
 from runs.supervision.levers import run_stop
-from runs.supervision.queue import approval_decider
 
 pytestmark = pytest.mark.django_db
 CANCEL = "Please cancel order ORD-1001, the customer asked."
@@ -50,7 +49,7 @@ def test_a_call_waiting_when_an_operator_ends_the_run_is_closed_by_the_run_end_n
     approval.refresh_from_db()
     assert approval.status == S.CLOSED and approval.get_status_display() == "Closed: the run ended"
     assert said in approval.reason and "expired" not in approval.reason
-    assert approval_decider(approval) == "the run's end"
+    assert approval.decider == "the run's end"
     [event] = RunEvent.objects.filter(run_id=approval.run_id, kind="approval", data__id=approval.pk)
     assert (event.data["status"], event.data["decided_by"]) == ("closed", "the run's end")
     # The audit trail (the approvals page's decisions) says so too.
@@ -70,6 +69,6 @@ def test_a_call_nobody_decided_in_time_is_still_an_expiry(launch, alice):
     Approval.objects.filter(pk=approval.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
     assert approvals_expire() == 1
     approval.refresh_from_db()
-    assert (approval.status, approval_decider(approval)) == (S.EXPIRED, "expiry")
+    assert (approval.status, approval.decider) == (S.EXPIRED, "expiry")
     counts = deciders_on_the_page(False)
     assert (counts["run_ended"], counts["expiry"]) == (0, 1)

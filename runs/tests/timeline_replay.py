@@ -2,7 +2,6 @@
 compare them with the rows: the proof that every state change has its event."""
 from runs.engine.snapshots import PREVIEW_CHARS
 from runs.models import Approval, OperatorMessage, Run, RunEvent, RunGrant, Step, ToolCall
-from runs.supervision.queue import approval_decider
 
 RUN_FIELDS = ("status", "stop_reason", "stop_detail", "answer", "iterations")
 CALL_FIELDS = ("status", "ok", "error", "truncated", "result_preview", "latency_ms")
@@ -78,7 +77,7 @@ def mismatches(run_id: int) -> list[str]:
             if got:
                 problems.append(f"call {call.pk}: events show an approval, the row has none")
             continue
-        decider = approval_decider(approval) if approval.status != Approval.Status.PENDING else None
+        decider = approval.decider if approval.status != Approval.Status.PENDING else None
         expected_approval = {
             "id": approval.pk, "status": approval.status, "reason": approval.reason, "decided_by": decider,
             "automatic": approval.automatic, "rule_name": approval.rule_name or None,

@@ -1,4 +1,4 @@
-"""Database aggregates for the metrics: nearest-rank percentiles, days and durations in SQL.
+"""Database aggregates for the metrics: nearest-rank percentiles and durations in SQL (days: runs/days.py).
 
 Percentiles are nearest-rank (the value at position ceil(p/100 * n) of the sorted values) and
 computed by the database, so a million rows never travel to Python: PostgreSQL has exactly that
@@ -10,7 +10,6 @@ import math
 
 from django.db import connections
 from django.db.models import Aggregate, Count, F, FloatField, Func, QuerySet
-from django.db.models.functions import TruncDate
 
 
 def nearest_rank_offset(count: int, percent: float) -> int:
@@ -74,15 +73,6 @@ class PercentileDisc(Aggregate):
 # On SQLite, Django computes date truncation and datetime differences with Python functions
 # called once per row, which costs seconds over a month of runs; these do the same in SQL.
 
-
-class TruncDay(TruncDate):
-    """TruncDate; on SQLite with UTC days, the date part of the stored text (UTC) instead."""
-
-    def as_sqlite(self, compiler, connection, **extra_context):
-        if self.get_tzname() in ("UTC", None):
-            sql, params = compiler.compile(self.lhs)
-            return f"substr({sql}, 1, 10)", params
-        return self.as_sql(compiler, connection, **extra_context)
 
 
 class SecondsBetween(Func):

@@ -96,7 +96,7 @@ def counted_rows(rows: list[tuple]) -> tuple[list[tuple], Waits]:
     counted, waits, counts = [], [], defaultdict(Counter)
     for status, automatic, grant, rule_name, rule_version, tool, wait in rows:
         counted.append((status, automatic, grant is not None, rule_name, rule_version, tool, 1))
-        if decider(status, automatic, grant is not None, rule_name) == "person" and wait is not None:
+        if Approval.decider_kind(status, automatic, grant is not None, rule_name) == "person" and wait is not None:
             waits.append((rule_name, tool, wait))
             counts[rule_name, tool][latency_bucket(wait)] += 1
     return counted, Waits(counts, lambda buckets: [row for row in waits if latency_bucket(row[2]) in buckets])
@@ -112,19 +112,6 @@ def plain_rows(queryset) -> list[tuple]:
         return cursor.fetchall()
 
 
-def decider(status: str, automatic: bool, granted: bool, rule_name: str) -> str | None:
-    """The DECIDERS kind of one approval (None while pending)."""
-    if status == EXPIRED:
-        return "expiry"
-    if status == CLOSED:
-        return "run_ended"
-    if status not in (APPROVED, REJECTED):
-        return None
-    if not automatic:
-        return "person"
-    if granted:
-        return "grant"
-    return "rule" if rule_name else "policy"
 
 
 def approval_figures(rows: Iterable[tuple], waits: Waits, *, vendor: str) -> tuple[dict, tuple, Supervision]:
@@ -135,7 +122,7 @@ def approval_figures(rows: Iterable[tuple], waits: Waits, *, vendor: str) -> tup
     hits = defaultdict(lambda: [0, 0, 0, 0, 0])  # (rule, version) -> approved, rejected, asked, other, all
     for status, automatic, granted, rule_name, rule_version, tool, n in rows:
         statuses[status] += n
-        kind = decider(status, automatic, granted, rule_name)
+        kind = Approval.decider_kind(status, automatic, granted, rule_name)
         if kind:
             kinds[kind] += n
         if rule_name:

@@ -7,12 +7,13 @@ per agent, day and kind (a unique constraint makes concurrent checks harmless); 
 logged, shown on the metrics page and sent to the webhooks.
 """
 import logging
-from datetime import UTC, datetime, time
+from datetime import datetime
 
 from django.db import IntegrityError, transaction
 from django.db.models import Q, Sum
 from django.utils import timezone
 
+from runs.days import day_of, day_start
 from runs.models import Agent, BudgetAlert, Run
 from runs.observability.metrics import own_work
 from runs.webhooks import budget_alert_data, notify
@@ -23,12 +24,11 @@ log = logging.getLogger("runs.services.budget_alerts")  # its name from before t
 def budget_alerts_check(*, now: datetime | None = None) -> list[BudgetAlert]:
     """Create (and notify) the alerts crossed today that do not exist yet."""
     now = now or timezone.now()
-    day = now.astimezone(UTC).date()
-    day_start = datetime.combine(day, time.min, tzinfo=UTC)
+    day = day_of(now)  # the site's day, as the metrics page counts it
     watched = Agent.objects.filter(Q(daily_token_alert__isnull=False) | Q(daily_cost_alert_usd__isnull=False))
     usage = {
         row["agent_id"]: row
-        for row in Run.objects.filter(agent__in=watched, created_at__gte=day_start)
+        for row in Run.objects.filter(agent__in=watched, created_at__gte=day_start(day))
         .values("agent_id")
         .annotate(tokens=Sum(own_work.own_tokens()), cost=Sum(own_work.own_cost()))
     }

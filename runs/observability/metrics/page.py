@@ -20,13 +20,12 @@ from django.db import connection, transaction
 from django.db.models import Count, F, QuerySet, Sum
 from django.utils import timezone
 
-from runs.lifecycle.run_list import day_start
+from runs.days import TruncDay, day_start
 from runs.models import Agent, Approval, BudgetAlert, Run, Step, ToolCall
 from runs.observability.metrics import own_work
 from runs.observability.metrics.aggregates import (  # noqa: F401 (nearest_rank_offset: read here by tests)
     PercentileDisc,
     SecondsBetween,
-    TruncDay,
     has_percentile_disc,
     nearest_rank_offset,
     percentile_values,

@@ -17,11 +17,11 @@ from datetime import date, timedelta
 from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
-from runs.lifecycle.run_list import day_start
+from runs.days import TruncDay, day_start
 from runs.models import Approval, RollupDay, Run, RunRollup, Step, StepRollup, ToolCall, ToolRollup
 from runs.models.rollups import ApprovalRollup, ApprovalWait, DayRollup, WaitRollup
 from runs.observability.metrics import own_work
-from runs.observability.metrics.aggregates import TruncDay, nearest_rank_offset
+from runs.observability.metrics.aggregates import nearest_rank_offset
 from runs.observability.metrics.approval_figures import Waits, approval_rows, counted_rows, plain_rows
 from runs.observability.metrics.rollup_rows import tool_counts
 from runs.observability.metrics.rollups import RELATIVE_ACCURACY, bucket_value, latency_bucket

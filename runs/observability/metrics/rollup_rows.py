@@ -10,10 +10,11 @@ from datetime import date
 from django.db import connection
 from django.db.models import BooleanField, Count, ExpressionWrapper, F, Q, Sum
 
+from runs.days import TruncDay
 from runs.models import Approval, RunRollup, Step, StepRollup, ToolCall, ToolRollup
 from runs.models.rollups import ApprovalRollup, ApprovalWait, DayRollup, WaitRollup
 from runs.observability.metrics import own_work
-from runs.observability.metrics.aggregates import SecondsBetween, TruncDay
+from runs.observability.metrics.aggregates import SecondsBetween
 
 RELATIVE_ACCURACY = 0.01
 GAMMA = (1 + RELATIVE_ACCURACY) / (1 - RELATIVE_ACCURACY)

@@ -26,8 +26,8 @@ from datetime import date, timedelta
 from django.db.models import F
 from django.utils import timezone
 
+from runs.days import day_of, day_start
 from runs.engine.db import write_transaction
-from runs.lifecycle.run_list import day_start
 from runs.models import RollupDay, Run, RunRollup, Step, StepRollup, ToolRollup
 from runs.models.rollups import ApprovalRollup, ApprovalWait, DayRollup
 from runs.observability.metrics import own_work
@@ -53,7 +53,7 @@ from runs.observability.metrics.rollup_rows import (  # noqa: F401 (RELATIVE_ACC
 
 def run_day(run: Run) -> date:
     """The day a run belongs to on the metrics page: the site's day of its creation."""
-    return timezone.localtime(run.created_at).date()
+    return day_of(run.created_at)
 
 
 def _day_lock(day: date, *, new_day_built) -> RollupDay:

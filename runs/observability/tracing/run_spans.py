@@ -32,7 +32,6 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from runs.models import Approval, Run, RunEvent, Step, ToolCall
-from runs.observability.metrics.approval_figures import decider
 from runs.observability.prometheus.counters import UNREGISTERED_TOOL
 from runs.observability.tracing.values import (
     call_id_value,
@@ -336,7 +335,7 @@ def _failed_chat_span(run: Run, view: RunView, end: int) -> dict:
 
 def _approval_attributes(status: str, automatic: bool, grant_id, rule_name: str) -> dict:
     attributes = {"agentsite.approval.status": status}
-    kind = decider(status, automatic, grant_id, rule_name)
+    kind = Approval.decider_kind(status, automatic, grant_id, rule_name)
     if kind:
         attributes["agentsite.approval.decider"] = kind
     return attributes

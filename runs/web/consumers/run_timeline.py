@@ -30,7 +30,6 @@ from collections import deque
 from channels.db import database_sync_to_async
 from django.conf import settings
 
-from runs.engine.guards import MAX_SAFE_INTEGER
 from runs.engine.snapshots import run_summary
 from runs.lifecycle.run_reads import EVENT_BATCH, run_events_after, run_group_name
 from runs.models import Run
@@ -39,6 +38,7 @@ from runs.supervision.lever_state import run_lever_state
 from runs.supervision.levers import LeverRefused, run_message, run_pause, run_resume, run_stop
 from runs.web.consumers.frames import BoundedJsonConsumer
 from runs.web.sessions import session_user
+from toolsapp.text import MAX_SAFE_INTEGER
 
 LEVERS = {"pause": run_pause, "resume": run_resume, "stop": run_stop, "message": run_message}
 SIGNED_OUT = "your session has ended (signed out, password changed or account deactivated): sign in again"

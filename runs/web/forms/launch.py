@@ -1,7 +1,7 @@
 """Launching a run: an agent, a task, and the settings this one launch changes."""
 from django import forms
 
-from runs.engine.guards import MAX_SAFE_INTEGER, POSITIVE_INT_LIMITS
+from runs.engine.guards import POSITIVE_INT_LIMITS
 from runs.lifecycle.launch import (
     LIMIT_SETTINGS,
     POLICY_LABELS,
@@ -14,6 +14,7 @@ from runs.lifecycle.launch import (
 from runs.lifecycle.run_reads import agents_for_launch, enabled_tool_names
 from runs.lifecycle.runs import launch_errors
 from runs.models import Agent, ToolChoice
+from toolsapp.text import MAX_SAFE_INTEGER
 
 AGENT_DEFAULT = [("", "the agent's setting")]
 LABELS = {"max_cost_usd": "Max cost (USD)"}

@@ -4,13 +4,13 @@ import json
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from runs.engine.guards import MAX_SAFE_INTEGER
 from runs.engine.text import storable_text
 from runs.models import Approval, ArchivedApproval
 from runs.supervision.bulk_decisions import MAX_BULK
 from runs.supervision.checks import GRANT_SCOPES, MAX_EDIT_CHARS
 from runs.web.api.serializers.fields import choice
 from runs.web.api.strict import KnownFieldsOnly
+from toolsapp.text import MAX_SAFE_INTEGER
 
 REASON_CHARS = 2000
 

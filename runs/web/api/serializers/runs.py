@@ -1,7 +1,7 @@
 """Runs in the API: a launch, and the shapes of runs.engine.snapshots' plain dicts (shared with the CLI's JSON)."""
 from rest_framework import serializers
 
-from runs.engine.guards import MAX_SAFE_INTEGER, POSITIVE_INT_LIMITS
+from runs.engine.guards import POSITIVE_INT_LIMITS
 from runs.lifecycle.launch import (
     LAUNCH_CHOICES,
     LIMIT_SETTINGS,
@@ -16,6 +16,7 @@ from runs.web.api.serializers.approvals import ApprovalBriefSerializer
 from runs.web.api.serializers.fields import NameRelatedField, UsageSerializer, choice, service_errors
 from runs.web.api.serializers.forks import RunFamilySerializer
 from runs.web.api.strict import KnownFieldsOnly
+from toolsapp.text import MAX_SAFE_INTEGER
 
 # A run's status as clients see it: its stored one, or "stopping" while its summary is written.
 RUN_STATUSES = [*Run.Status.choices, (Run.STOPPING, Run.STOPPING_LABEL)]
