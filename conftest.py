@@ -7,7 +7,7 @@ from django.apps import apps as django_apps
 from runs.demo_model import start_server
 
 # alice, bob (operators), viewer and no_dispatch, for the approval tests.
-pytest_plugins = ["runs.tests.approval_fixtures"]
+pytest_plugins = ["tests.support.approval_fixtures"]
 
 
 @pytest.fixture(scope="session")

@@ -25,8 +25,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-LC = "runs/tests/loop_contract"
-FM = "runs/tests/fault_matrix"
+LC = "tests/engine/loop_contract"
+FM = "tests/engine/fault_matrix"
 
 
 @dataclass(frozen=True)
@@ -50,21 +50,21 @@ MUTATIONS = [
         'if active.filter(lease_owner="").update(lease_owner=owner, lease_expires_at=until) == 1:',
         "if active.update(lease_owner=owner, lease_expires_at=until) == 1:",
         (f"{FM}/test_stale_driver.py::test_a_second_delivery_while_a_live_lease_is_held_drives_nothing",
-         "runs/tests/test_worker_durability.py::test_concurrent_run_advance_in_threads_drives_each_iteration_once"),
+         "tests/engine/workers/test_worker_durability.py::test_concurrent_run_advance_in_threads_drives_each_iteration_once"),
     ),
     Mutation(
         "approval decided only from pending", "runs/supervision/decide.py",
         "changed = Approval.objects.filter(only_if, pk=approval_id, status=Approval.Status.PENDING).update(**fields)",
         "changed = Approval.objects.filter(only_if, pk=approval_id).update(**fields)",
-        ("runs/tests/test_approval_race.py", "runs/tests/test_decision_record.py",
-         "runs/tests/test_concurrent_decisions_http.py"),
+        ("tests/supervision/approvals/test_approval_race.py", "tests/supervision/approvals/test_decision_record.py",
+         "tests/supervision/approvals/test_concurrent_decisions_http.py"),
     ),
     Mutation(
         "expiry only from pending", "runs/supervision/gate.py",
         "changed = Approval.objects.filter(pk=approval.pk, status=Approval.Status.PENDING).update(",
         "changed = Approval.objects.filter(pk=approval.pk).update(",
-        ("runs/tests/test_decision_record.py::test_the_loops_expiry_on_a_stale_read_keeps_a_decision_that_just_landed",
-         "runs/tests/test_decision_record.py::test_a_decision_is_final_for_people_and_for_expiry"),
+        ("tests/supervision/approvals/test_decision_record.py::test_the_loops_expiry_on_a_stale_read_keeps_a_decision_that_just_landed",
+         "tests/supervision/approvals/test_decision_record.py::test_a_decision_is_final_for_people_and_for_expiry"),
     ),
     Mutation(
         "iteration cap before tools", "runs/engine/decisions.py",
@@ -117,16 +117,16 @@ MUTATIONS = [
         "idempotency key reused on a re-run", "runs/engine/call_runner.py",
         "c.call_id, c.idempotency_key)",
         "c.call_id, c.idempotency_key + str(c.attempts))",
-        ("runs/tests/test_worker_durability.py::test_idempotent_call_left_started_is_run_again_once",
+        ("tests/engine/workers/test_worker_durability.py::test_idempotent_call_left_started_is_run_again_once",
          f"{LC}/test_idempotency.py"),
     ),
     Mutation(
         "unseen-id check", "runs/supervision/routes.py",
         "    if unseen_ids:\n        reasons.append(",
         "    if False:\n        reasons.append(",
-        ("runs/tests/test_approval_routing.py::test_an_unseen_identifier_stops_a_rule_and_the_note_says_why",
-         "runs/tests/test_rules_in_loop.py::test_an_unseen_order_id_keeps_a_rule_from_approving_and_the_note_says_why",
-         "runs/tests/test_rules_in_loop.py::test_the_approve_all_policy_does_not_approve_an_unseen_id"),
+        ("tests/supervision/approvals/test_approval_routing.py::test_an_unseen_identifier_stops_a_rule_and_the_note_says_why",
+         "tests/supervision/rules/test_rules_in_loop.py::test_an_unseen_order_id_keeps_a_rule_from_approving_and_the_note_says_why",
+         "tests/supervision/rules/test_rules_in_loop.py::test_the_approve_all_policy_does_not_approve_an_unseen_id"),
     ),
     Mutation(
         "outcome unknown when a call may have taken effect", "runs/engine/records.py",
@@ -139,7 +139,7 @@ MUTATIONS = [
         "an operator's stop wins over the run's own end", "runs/engine/records.py",
         "    if not name:\n        return reason, detail\n    run.stop_requested_by_name = name",
         "    if True:\n        return reason, detail\n    run.stop_requested_by_name = name",
-        ("runs/tests/test_levers.py::test_a_stop_asked_while_the_model_writes_its_final_answer_still_ends_the_run_as_stopped",),
+        ("tests/supervision/levers/test_levers.py::test_a_stop_asked_while_the_model_writes_its_final_answer_still_ends_the_run_as_stopped",),
     ),
     Mutation(
         "budget checked before each request", "runs/engine/decisions.py",
@@ -153,8 +153,8 @@ MUTATIONS = [
         "a model endpoint typed by a user goes through the outbound guard", "runs/engine/llm.py",
         "guarded = bool(base_url) and base_url != settings.LLM_BASE_URL and not trusted",
         "guarded = False",
-        ("runs/tests/test_notifications.py::test_an_agent_endpoint_on_a_private_address_is_refused_before_any_request",
-         "runs/tests/test_notifications.py::test_an_agent_endpoint_whose_name_resolves_elsewhere_after_the_check_reaches_nothing"),
+        ("tests/observability/webhooks/test_notifications.py::test_an_agent_endpoint_on_a_private_address_is_refused_before_any_request",
+         "tests/observability/webhooks/test_notifications.py::test_an_agent_endpoint_whose_name_resolves_elsewhere_after_the_check_reaches_nothing"),
     ),
     Mutation(
         "an error inside a 200 answer is a model failure", "runs/engine/llm.py",

@@ -23,7 +23,7 @@ from bench._common import ROOT, free_port  # noqa: E402
 
 SINK = """
 import sys, time
-from runs.tests.otlp_receiver import OtlpReceiver
+from tests.support.otlp_receiver import OtlpReceiver
 receiver = OtlpReceiver("discard")
 print(receiver.start().url, flush=True)
 while True:

@@ -6,7 +6,7 @@ and event as a message of its own and hands the lists to the constructor of its 
 copies them all again. Filling each message where it lives costs a fifth of that (6 against
 30 us a span here), and a worker encodes a span or two per iteration of every run it drives, in
 the process that drives them. What goes where is the SDK's mapping, field for field, down to an
-attribute it cannot encode (logged and left out): runs/tests/test_otlp_encoder.py encodes the same
+attribute it cannot encode (logged and left out): tests/observability/tracing/test_otlp_encoder.py encodes the same
 spans both ways, and those of a real run, and compares the messages.
 
 A span's fields: name, trace_id (int), span_id (int), parent_id (int or None; a parent is marked

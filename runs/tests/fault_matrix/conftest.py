@@ -1,2 +1,0 @@
-"""Fixtures the fault-matrix tests share with the websocket tests."""
-from runs.tests.test_consumer_timeline import finished_run, session_cookie  # noqa: F401
