@@ -19,6 +19,6 @@ class RunsConfig(AppConfig):
         # (runs/engine/hooks.py says when each is called). A later listener subscribes here too.
         hooks.register_gate(gate.approval_gate)
         hooks.subscribe("run_ending", gate.approvals_close)
-        hooks.subscribe("run_ended", rollups.run_ended)
-        hooks.subscribe("summary_added", rollups.summary_added)
-        hooks.subscribe("records_committed", run_spans.records_committed)
+        hooks.subscribe("run_ended", rollups.count_ended_run)
+        hooks.subscribe("summary_added", rollups.count_summary)
+        hooks.subscribe("records_committed", run_spans.export_after_commit)

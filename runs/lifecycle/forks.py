@@ -50,7 +50,7 @@ def run_fork(*, run_id: int, step_index: int, user, edit: dict | None = None) ->
     is the parent's up to and including step `step_index`, optionally edited (`edit`, one of
     EDIT_SHAPES), handed to a worker once committed. Raises ForkRefused. Callers check that
     `user` may launch runs (runs.add_run) and see this one."""
-    kind, value = edit_of(edit)
+    kind, value = fork_edit(edit)
     if isinstance(step_index, bool) or not isinstance(step_index, int) or step_index < 1:
         raise ForkRefused(f"A step is a positive whole number, not {step_index!r}.")
     by = _name(user)
@@ -89,7 +89,7 @@ def run_fork(*, run_id: int, step_index: int, user, edit: dict | None = None) ->
     return fork
 
 
-def edit_of(edit) -> tuple[str | None, object]:
+def fork_edit(edit) -> tuple[str | None, object]:
     """(kind, value) of an edit, checked for shape and storable text; (None, None) for no edit."""
     if edit is None or edit == {}:
         return None, None

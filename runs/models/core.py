@@ -1,6 +1,8 @@
 from django.conf import settings
 from django.db import models
 
+from runs.models import deciders
+
 
 class ToolChoice(models.TextChoices):
     AUTO = "auto", "auto"
@@ -326,37 +328,13 @@ class Approval(models.Model):
     def __str__(self):
         return f"Approval of {self.tool_call}"
 
-    @staticmethod
-    def decider_kind(status: str, automatic: bool, granted, rule_name: str) -> str | None:
-        """What decided an approval, the one definition every page, figure and span uses:
-        "person", "rule", "grant", "policy", "expiry" or "run_ended" (None while pending). A rule
-        that only sent the call to people did not decide it (expiry or a person did); a rule and a
-        grant never decide the same approval."""
-        if status == Approval.Status.EXPIRED:
-            return "expiry"
-        if status == Approval.Status.CLOSED:
-            return "run_ended"
-        if status not in (Approval.Status.APPROVED, Approval.Status.REJECTED):
-            return None
-        if not automatic:
-            return "person"
-        if rule_name:
-            return "rule"
-        return "grant" if granted else "policy"
+    # What decided it (runs/models/deciders.py: the one definition, in Python and in SQL).
+    decider_kind = staticmethod(deciders.decider_kind)
 
     @property
     def decider(self) -> str:
-        """Who or what decided, in the pages' words: the person's name (kept with the decision: it
-        outlives the account), "rule 'refunds' v3", "a grant for this run", "the run's policy",
-        "expiry", "the run's end", or "the system"."""
-        if self.decided_by_name:
-            return self.decided_by_name
-        kind = self.decider_kind(self.status, self.automatic, self.grant_id, self.rule_name)
-        if kind == "rule":
-            return f"rule {self.rule_name!r} v{self.rule_version}"
-        words = {"grant": "a grant for this run", "policy": "the run's policy", "expiry": "expiry",
-                 "run_ended": "the run's end"}
-        return words.get(kind, "the system")
+        """Who or what decided, in the pages' words ("alice", "rule 'refunds' v3", "expiry"...)."""
+        return deciders.decider_words(self)
 
 
 class RunEvent(models.Model):

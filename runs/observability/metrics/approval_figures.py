@@ -25,7 +25,7 @@ from runs.observability.metrics.supervision_figures import (
     WAIT_GROUPS,
     DeciderShare,
     RuleHits,
-    Supervision,
+    SupervisionFigures,
     WaitRow,
     _seconds,
 )
@@ -114,8 +114,8 @@ def plain_rows(queryset) -> list[tuple]:
 
 
 
-def approval_figures(rows: Iterable[tuple], waits: Waits, *, vendor: str) -> tuple[dict, tuple, Supervision]:
-    """({status: count}, (people's decisions, p50, p95 of their waits), the Supervision) of the
+def approval_figures(rows: Iterable[tuple], waits: Waits, *, vendor: str) -> tuple[dict, tuple, SupervisionFigures]:
+    """({status: count}, (people's decisions, p50, p95 of their waits), the SupervisionFigures) of the
     counted `rows` (see counted_rows) and `waits`, ordered as the database `vendor` orders them
     (where a rule version of None goes)."""
     statuses, kinds = Counter(), Counter()
@@ -142,7 +142,7 @@ def approval_figures(rows: Iterable[tuple], waits: Waits, *, vendor: str) -> tup
     )
     person_decisions = sum(by_rule.values())
     decided = sum(kinds.values())
-    supervision = Supervision(
+    supervision = SupervisionFigures(
         decided=decided,
         deciders=[
             DeciderShare(kind=kind, label=label, count=kinds[kind], share=kinds[kind] / decided if decided else None)

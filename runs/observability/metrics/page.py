@@ -31,7 +31,7 @@ from runs.observability.metrics.aggregates import (  # noqa: F401 (nearest_rank_
     percentile_values,
 )
 from runs.observability.metrics.rollup_rows import tool_counts
-from runs.observability.metrics.supervision_figures import Supervision, supervision_summary
+from runs.observability.metrics.supervision_figures import SupervisionFigures, supervision_summary
 
 DEFAULT_PERIOD_DAYS = 7
 
@@ -117,7 +117,7 @@ class Metrics:
     model_latency: list[ModelLatencyRow]
     per_day: list[DayRow]
     approvals: ApprovalStats
-    supervision: Supervision
+    supervision: SupervisionFigures
     latency_estimated: bool = False  # model latency percentiles from the rollups' buckets (within 1%)
 
     @property

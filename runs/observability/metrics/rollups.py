@@ -66,7 +66,7 @@ def _day_lock(day: date, *, new_day_built) -> RollupDay:
     return locked.get(day=day)
 
 
-def run_ended(*, run: Run, fields: dict) -> None:
+def count_ended_run(*, run: Run, fields: dict) -> None:
     """Count `run`, ending in this transaction with its new `fields`, in its day's rollups."""
     values = {
         name: fields.get(name, getattr(run, name))
@@ -100,7 +100,7 @@ def run_ended(*, run: Run, fields: dict) -> None:
     waits_insert(day, waits)
 
 
-def summary_added(*, run: Run, step: Step, tokens: int, cost_usd: float) -> None:
+def count_summary(*, run: Run, step: Step, tokens: int, cost_usd: float) -> None:
     """Add an ended run's summary call (its step, tokens and cost) to its day's rollups."""
     if run.status not in Run.FINISHED_STATUSES:
         return

@@ -67,7 +67,7 @@ class WaitRow:
 
 
 @dataclass(frozen=True)
-class Supervision:
+class SupervisionFigures:
     decided: int  # decisions in the period, pending approvals left out
     deciders: list[DeciderShare]
     rule_hits: list[RuleHits]
@@ -86,7 +86,7 @@ class Supervision:
         return self.saved_calls * self.person_wait_p50 / 60
 
 
-def supervision_summary(approvals: QuerySet[Approval]) -> Supervision:
+def supervision_summary(approvals: QuerySet[Approval]) -> SupervisionFigures:
     """The supervision figures of `approvals` (usually the period's, see metrics_summary)."""
     # Aliased: "rule" and "grant" are also fields of an approval.
     found = approvals.aggregate(**{f"n_{kind}": Count("pk", filter=q) for kind, (_label, q) in DECIDERS.items()})
@@ -100,7 +100,7 @@ def supervision_summary(approvals: QuerySet[Approval]) -> Supervision:
     wait = SecondsBetween("decided_at", "requested_at")
     person_decisions = by_people.count()
     overall = percentile_values(by_people, wait, person_decisions, (50, 90))
-    return Supervision(
+    return SupervisionFigures(
         decided=decided,
         deciders=deciders,
         rule_hits=_rule_hits(approvals),

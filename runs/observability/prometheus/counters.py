@@ -17,11 +17,12 @@ PrunedTotals in the same transaction (runs/lifecycle/archive.py), which is added
 """
 from dataclasses import dataclass, field
 
-from django.db.models import Case, CharField, Count, F, FloatField, Q, QuerySet, Sum, Value, When
+from django.db.models import Count, F, FloatField, Q, QuerySet, Sum, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from runs.models import Approval, ArchivedApproval, PrunedTotals, Run, Step, ToolCall
+from runs.models.deciders import decider_kind_sql
 from runs.observability.metrics import own_work
 from runs.observability.metrics.aggregates import SecondsBetween
 from toolsapp.models import Tool
@@ -184,20 +185,12 @@ def approvals_pending() -> int:
     return Approval.objects.filter(status=Approval.Status.PENDING).count()
 
 
-_ANSWERED = (Approval.Status.APPROVED, Approval.Status.REJECTED)
 # Who decided, from the fields live and archived approvals share: a person, a rule, the run's own
 # automatic approval (its policy or a grant) or nobody in time (expiry). Exclusive; pending is none.
-_DECIDER = Case(
-    When(status=Approval.Status.EXPIRED, then=Value("expiry")),
-    When(status=Approval.Status.CLOSED, then=Value("run_ended")),  # the run ended first
-    When(status__in=_ANSWERED, automatic=False, then=Value("person")),
-    When(Q(status__in=_ANSWERED, automatic=True) & ~Q(rule_name=""), then=Value("rule")),
-    When(status__in=_ANSWERED, automatic=True, then=Value("automatic")),
-    output_field=CharField(),
-)
+_DECIDER = decider_kind_sql(automatic="automatic")
 
 
-def approval_figures() -> tuple[dict, list[Histogram]]:
+def decision_figures() -> tuple[dict, list[Histogram]]:
     """({(outcome, decider): decisions}, seconds from asking to deciding by decider), live and
     archived decisions together."""
     found = []

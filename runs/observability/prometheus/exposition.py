@@ -10,19 +10,11 @@ multiprocess mode shares files between the processes of one host only: each work
 need an HTTP exporter of its own, and what a worker counted before it died without committing
 would be counted again by the worker that redoes it.)
 
-Who may scrape: METRICS_TOKEN (a bearer token) and/or METRICS_ALLOWED_NETWORKS (CIDRs); each
-one set must pass. With neither set the endpoint does not exist (404), so nothing leaks by
-default.
+Who may scrape is decided by the view (runs/web/views/prometheus.py).
 """
-import hashlib
-import hmac
-import ipaddress
-
-from django.conf import settings
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
-from accounts.signin_throttle import client_ip
 from runs.observability.prometheus import counters as q
 
 PREFIX = "agentsite"
@@ -75,7 +67,7 @@ class DatabaseCollector:
         pending = GaugeMetricFamily(f"{PREFIX}_approvals_pending", "Tool calls waiting for a decision now.")
         pending.add_metric([], q.approvals_pending())
         yield pending
-        decided, wait = q.approval_figures()
+        decided, wait = q.decision_figures()
         yield _counter("approvals_decided", "Decisions on tool calls, by outcome and by who decided "
                        "(person, rule, automatic: the run's policy or a grant, expiry, run_ended: closed because the run ended).",
                        ["outcome", "decider"], decided)
@@ -91,38 +83,3 @@ def metrics_text() -> bytes:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(DatabaseCollector())
     return generate_latest(registry)
-
-
-# --- who may scrape ----------------------------------------------------------------------------
-
-
-# The scraper's address, by the same rule as sign-in throttling.
-scrape_address = client_ip
-
-
-def address_allowed(address: str, networks: list[str]) -> bool:
-    try:
-        ip = ipaddress.ip_address(address)
-    except ValueError:
-        return False
-    return any(ip in ipaddress.ip_network(network, strict=False) for network in networks)
-
-
-def token_matches(request, token: str) -> bool:
-    scheme, _, given = request.META.get("HTTP_AUTHORIZATION", "").partition(" ")
-    # Constant time: how much of a guess was right must not show in the answer's timing, nor its
-    # length (digests of equal length are compared).
-    digest = lambda text: hashlib.sha256(text.encode()).digest()  # noqa: E731
-    return hmac.compare_digest(digest(given.strip()), digest(token)) and scheme.lower() == "bearer"
-
-
-def scrape_refusal(request) -> int | None:
-    """None when this request may read the metrics, else the HTTP status to refuse it with."""
-    token, networks = settings.METRICS_TOKEN, settings.METRICS_ALLOWED_NETWORKS
-    if not token and not networks:
-        return 404
-    if networks and not address_allowed(scrape_address(request), networks):
-        return 403
-    if token and not token_matches(request, token):
-        return 401
-    return None

@@ -52,7 +52,7 @@ PROVIDER = "openai"  # the API every model endpoint of this project speaks
 TOOL_ERRORS = {ToolCall.Status.FAILED: "tool_error", ToolCall.Status.UNKNOWN: "outcome_unknown"}
 
 
-def records_committed(run: Run, records: list, fields: dict) -> None:
+def export_after_commit(run: Run, records: list, fields: dict) -> None:
     """The recorder's hook, inside its transaction: the spans of the steps and calls it wrote (and
     of the run, when this transaction ends it) go out once it commits. Nothing when tracing is off."""
     if not settings.TRACES_ENDPOINT or not (records or "stop_reason" in fields):

@@ -145,7 +145,7 @@ LEASE_UPDATE = 'UPDATE "runs_run" SET "lease_owner" = %s'
 @pytest.mark.parametrize("statement", [
     'INSERT INTO "runs_step"',  # the step and its calls (records.step_create)
     'UPDATE "runs_toolcall"',  # a call's result
-    'UPDATE "runs_rollupday"',  # the run's end: run_close -> rollups.run_ended -> _day_lock
+    'UPDATE "runs_rollupday"',  # the run's end: run_close -> rollups.count_ended_run -> _day_lock
     "UPDATE runs_run SET",  # the fenced write that ends every transaction of the driver
     LEASE_UPDATE,  # the claim, before the driver starts
 ], ids=["step_create", "call_result", "rollup_day_lock", "fenced_update", "lease_claim"])

@@ -137,7 +137,7 @@ class World:
             Run.objects.filter(pk=run.pk).update(tokens_in=F("tokens_in") + 400, tokens_out=F("tokens_out") + 60,
                                                  cost_usd=F("cost_usd") + 0.004)
             run.refresh_from_db()
-            rollups.summary_added(run=run, step=step, tokens=460, cost_usd=0.004)
+            rollups.count_summary(run=run, step=step, tokens=460, cost_usd=0.004)
         self.own_steps.add(step.pk)
 
     def prune(self, runs: list[Run]) -> None:

@@ -11,7 +11,7 @@ from django.utils import timezone
 from runs.lifecycle.runs import run_cancel
 from runs.models import Approval, RunEvent
 from runs.observability.metrics.page import metrics_summary
-from runs.observability.prometheus.counters import approval_figures
+from runs.observability.prometheus.counters import decision_figures
 from runs.supervision.decide import approvals_expire
 from runs.supervision.levers import run_stop
 
@@ -60,7 +60,7 @@ def test_a_call_waiting_when_an_operator_ends_the_run_is_closed_by_the_run_end_n
     for rollups in (False, True):
         counts = deciders_on_the_page(rollups)
         assert (counts["run_ended"], counts["expiry"]) == (1, 0), rollups
-    counted, _waits = approval_figures()
+    counted, _waits = decision_figures()
     assert counted == {("closed", "run_ended"): 1}
 
 
