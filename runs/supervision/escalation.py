@@ -26,7 +26,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from runs.models import Approval
-from runs.supervision.queue import argument_lines
+from runs.supervision.argument_lines import argument_lines
 from runs.webhooks import approval_pending_data, notify
 from toolsapp.models import Tool
 from toolsapp.sensitive import MASK

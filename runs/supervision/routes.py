@@ -22,8 +22,8 @@ from django.db import connection
 
 from runs.engine.guards import parse_arguments
 from runs.models import ApprovalRule, RunGrant
+from runs.supervision.provenance import call_unseen_ids
 from runs.supervision.rules import CallFacts, RuleSpec, first_match, rules_in_force
-from runs.supervision.unseen_ids import call_unseen_ids
 from toolsapp.sensitive import MASK
 
 PENDING, APPROVED, REJECTED = "pending", "approved", "rejected"

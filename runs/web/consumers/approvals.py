@@ -12,10 +12,7 @@ from runs.engine.snapshots import approval_brief
 from runs.models import Approval
 from runs.roles import PERM_DECIDE, PERM_VIEW_APPROVAL
 from runs.supervision.decide import AlreadyDecided, EditRefused, NotAllowed, approval_decide
-from runs.supervision.queue import (
-    approval_decision_text,
-    approvals_pending_count,
-)
+from runs.supervision.queue import approval_decision_text, approvals_pending_count
 from runs.web.consumers.frames import BoundedJsonConsumer
 from runs.web.sessions import session_user
 

@@ -151,7 +151,7 @@ def test_an_operator_edit_lists_each_change_and_masks_sensitive_fields():
 
 
 def test_only_whole_identifiers_in_a_tool_result_count_as_shown():
-    from runs.supervision.queue import result_identifiers
+    from runs.supervision.provenance import result_identifiers
 
     text = '{"ok": true, "result": {"id": 12, "order_id": "ORD-1003", "body": "cancel ORD-2001", "ref": "INV-77"}}'
     assert result_identifiers(text).split("\n") == ["12", "ORD-1003", "INV-77"]

@@ -6,8 +6,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from runs.models import Approval, RunEvent
+from runs.supervision.argument_lines import argument_lines
 from runs.supervision.decide import approvals_expire
-from runs.supervision.queue import argument_lines, identifier_seen, identifiers_in, is_id_key, unseen_identifiers
+from runs.supervision.provenance import identifier_seen, identifiers_in, is_id_key, unseen_identifiers
 from tests.support.approval_fixtures import make_user, pending_approval
 from toolsapp.models import Tool
 from toolsapp.sensitive import MASK

@@ -13,12 +13,7 @@ from runs.supervision.checks import GrantRefused
 from runs.supervision.decide import AlreadyDecided, EditRefused, NotAllowed, approval_decide
 from runs.supervision.facts import Supervision
 from runs.supervision.grants import grant_of_approval
-from runs.supervision.queue import (
-    ARCHIVE_PAGE,
-    approval_decision_text,
-    approvals_archived,
-    approvals_pending_page,
-)
+from runs.supervision.queue import ARCHIVE_PAGE, approval_decision_text, approvals_archived, approvals_pending_page
 from runs.web.api import serializers as api
 from runs.web.api.schema import errors
 from runs.web.api.views.base import ApiView
