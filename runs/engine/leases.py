@@ -87,6 +87,20 @@ def lease_held(run_id: int, purpose: str):
         lease_release(run_id, owner)
 
 
+# The operators' flags every fenced write reads back (a new lever with a flag of its own adds it
+# here, and the loop reads it at its boundaries): (column, how its value is read).
+LEVER_FLAGS = (
+    ("cancel_requested", bool),
+    ("pause_requested", bool),
+    ("paused_by_name", str),
+    ("stop_requested_by_name", str),
+)
+
+
+def _flag_columns() -> list[str]:
+    return [connection.ops.quote_name(Run._meta.get_field(name).column) for name, _kind in LEVER_FLAGS]
+
+
 def fenced_update(run: Run, owner: str, *, events: int = 0, lease_seconds: float | None = None, **fields) -> int:
     """Write run fields only while `owner` still holds the lease: the fence against a second worker.
 
@@ -107,8 +121,8 @@ def fenced_update(run: Run, owner: str, *, events: int = 0, lease_seconds: float
         params.append(field.get_db_prep_save(value, connection))
     sql = (
         f"UPDATE {Run._meta.db_table} SET {', '.join(sets)}, event_seq = event_seq + %s "
-        "WHERE id = %s AND lease_owner = %s RETURNING event_seq, cancel_requested, pause_requested, "
-        f"paused_by_name, stop_requested_by_name, EXISTS (SELECT 1 FROM {OperatorMessage._meta.db_table} "
+        f"WHERE id = %s AND lease_owner = %s RETURNING event_seq, {', '.join(_flag_columns())}, "
+        f"EXISTS (SELECT 1 FROM {OperatorMessage._meta.db_table} "
         f"WHERE run_id = {Run._meta.db_table}.id AND step_id IS NULL)"
     )
     with connection.cursor() as cursor:
@@ -118,9 +132,10 @@ def fenced_update(run: Run, owner: str, *, events: int = 0, lease_seconds: float
         raise LeaseLost(run.pk)
     for name, value in fields.items():
         setattr(run, name, value)
-    run.event_seq, run.cancel_requested, run.pause_requested = row[0], bool(row[1]), bool(row[2])
-    run.paused_by_name, run.stop_requested_by_name = row[3], row[4]
-    run.notes_waiting = bool(row[5])  # not a column: read by the loop before its next request
+    run.event_seq = row[0]
+    for (name, kind), value in zip(LEVER_FLAGS, row[1:-1]):
+        setattr(run, name, kind(value))
+    run.notes_waiting = bool(row[-1])  # not a column: read by the loop before its next request
     if lease_seconds and lease_seconds > settings.RUN_LEASE_SECONDS:
         keeper.expect_wait(owner, lease_seconds)
     return row[0]

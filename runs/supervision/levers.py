@@ -125,3 +125,7 @@ def _refused(run_id: int, lever: str) -> LeverRefused:
     if lever == "resume":
         return LeverRefused(f"The run is not paused (it is {run.get_status_display().lower()}).")
     return LeverRefused("The run changed meanwhile: look at it again.")
+
+
+# Every lever by the name the run's socket and the API use for it (a new lever adds itself here).
+LEVERS = {"pause": run_pause, "resume": run_resume, "stop": run_stop, "message": run_message}

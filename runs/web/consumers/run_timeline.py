@@ -35,12 +35,11 @@ from runs.lifecycle.run_reads import EVENT_BATCH, run_events_after, run_group_na
 from runs.models import Run
 from runs.roles import PERM_CANCEL, PERM_VIEW
 from runs.supervision.lever_state import run_lever_state
-from runs.supervision.levers import LeverRefused, run_message, run_pause, run_resume, run_stop
+from runs.supervision.levers import LEVERS, LeverRefused
 from runs.web.consumers.frames import BoundedJsonConsumer
 from runs.web.sessions import session_user
 from toolsapp.text import MAX_SAFE_INTEGER
 
-LEVERS = {"pause": run_pause, "resume": run_resume, "stop": run_stop, "message": run_message}
 SIGNED_OUT = "your session has ended (signed out, password changed or account deactivated): sign in again"
 PERMISSION_DENIED = "permission denied: you may no longer watch runs"
 # Close codes when the right to watch is gone (4000-4999 are the application's own).
