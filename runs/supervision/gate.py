@@ -15,7 +15,7 @@ from runs.engine import hooks
 from runs.engine.events import approvals_changed, event_record
 from runs.engine.snapshots import approval_brief
 from runs.models import Approval, ToolCall
-from runs.supervision.routes import call_route, rejection_payload
+from runs.supervision.route_facts import call_route
 from runs.webhooks import approval_pending_data, notify
 
 EXPIRED = "approval expired"
@@ -154,3 +154,16 @@ def _expire(approval: Approval, reason: str, *, recorder=None, status: str = App
         event_record(run_id=approval.run_id, kind="approval", data=data)
     approvals_changed(run_id=approval.run_id)
     return approval
+
+
+def rejection_payload(approval, reason: str) -> dict:
+    """The result the model reads for a rejected call: who rejected it and why, and what to do
+    instead when the person said so."""
+    if approval.automatic and approval.rule_name:
+        error = f"rejected by rule {approval.rule_name!r} v{approval.rule_version}: {reason}"
+    else:
+        error = f"rejected by operator: {reason}"
+    payload = {"ok": False, "error": error}
+    if approval.guidance:
+        payload["guidance"] = approval.guidance
+    return payload

@@ -1,11 +1,11 @@
 """Where a destructive call goes, as the pure route function decides it (no database)."""
 from runs.engine.edit_note import EDIT_NOTE, operator_edit
+from runs.supervision.gate import rejection_payload
 from runs.supervision.routes import (
     APPROVED,
     PENDING,
     REJECTED,
     GrantFacts,
-    rejection_payload,
     route_call,
 )
 from runs.supervision.rules import CallFacts, RuleSpec, first_match

@@ -11,7 +11,7 @@ another's number or words; and once a save has returned, no call is decided by a
 A second test deletes rules while calls are decided: no run may fail for it.
 
 On PostgreSQL (READ COMMITTED) a save can commit between any two statements of the loop's
-transaction, until the loop holds the rule that decided a call (approval_routes._rule_held); on
+transaction, until the loop holds the rule that decided a call (route_facts._rule_held); on
 SQLite the loop's write transaction holds the database's write lock, so saves land only between
 steps, and the test shows the same guarantees with fewer interleavings.
 """

@@ -1,0 +1,73 @@
+"""The facts a call's route is decided from, read from the database when the loop asks: the
+call's arguments, the rule in force (held until the decision commits), the run's grants and the
+identifiers its model was never shown. routes.route_call decides from them, as plain data."""
+from django.db import connection
+
+from runs.engine.guards import parse_arguments
+from runs.models import ApprovalRule, RunGrant
+from runs.supervision.provenance import call_unseen_ids
+from runs.supervision.routes import GrantFacts, Route, route_call
+from runs.supervision.rules import CallFacts, RuleSpec, first_match, rules_in_force
+from toolsapp.sensitive import MASK
+
+
+def call_route(*, call, tool, run, config: dict, outcome_unknown: bool = False) -> tuple[Route, tuple[str, ...]]:
+    """(the route of `call`, the identifiers of its arguments the run had not seen, a sensitive
+    one as "field: ••••").
+
+    Reads the rules in force now (a rule changed since the last call counts with its new version),
+    the run's active grants for the tool and, for the arguments, what the run had been shown."""
+    policy = config.get("approval_policy", "ask")
+    arguments, _error = parse_arguments(call.arguments)  # a call that got here has valid arguments
+    arguments = arguments or {}
+    rule = _matching_rule(run=run, call=call, arguments=arguments)
+    grants = tuple(
+        GrantFacts(pk, args_hash)
+        for pk, args_hash in RunGrant.objects.filter(
+            run_id=run.pk, tool_name=call.tool_name, revoked_at__isnull=True, args_hash__in=[call.args_hash, ""]
+        ).order_by("pk").values_list("pk", "args_hash")
+    )
+    unseen, unseen_fields = [], []
+    if policy != "reject":
+        unseen, unseen_fields = call_unseen_ids(
+            run=run, call=call, arguments=arguments, sensitive_fields=tool.sensitive_fields or []
+        )
+    route = route_call(
+        tool_name=call.tool_name, args_hash=call.args_hash, policy=policy, rule=rule,
+        always_ask=tool.always_ask, critical=tool.critical, unseen_ids=tuple(unseen),
+        unseen_sensitive=tuple(unseen_fields), outcome_unknown=outcome_unknown, grants=grants,
+    )
+    # What the approval records: the ids, and each sensitive field that held one by its name only.
+    return route, (*unseen, *(f"{name}: {MASK}" for name in unseen_fields))
+
+
+def _matching_rule(*, run, call, arguments) -> RuleSpec | None:
+    """The first rule in force that matches the call, its row held as read until the loop's
+    transaction commits the approval that names it.
+
+    Held (FOR KEY SHARE: what the approval's foreign key check takes at commit anyway, so runs do
+    not wait for each other), the rule cannot be saved or deleted before the decision commits: a
+    save waits, and once it returns no call is decided by the version it replaced. Without the
+    hold, a rule deleted meanwhile failed the approval's foreign key at commit, and with it the
+    whole step (the run ended with an internal error). A rule saved or deleted after it was read
+    and before it was held is read again, as it is now."""
+    while True:
+        rules = rules_in_force(run.agent_id)
+        facts = CallFacts(call.tool_name, arguments, run.agent_id, customer=run.customer or "",
+                          launched_by_id=run.created_by_id)
+        rule = first_match(rules, facts)
+        if rule is None or _rule_held(rule):
+            return rule
+
+
+def _rule_held(rule: RuleSpec) -> bool:
+    """Hold the rule's row until the transaction ends; False when it is no longer the version read.
+    SQLite needs no hold: the loop's write transaction keeps every other writer out from its start."""
+    if connection.vendor != "postgresql":
+        return True
+    table = connection.ops.quote_name(ApprovalRule._meta.db_table)
+    with connection.cursor() as cursor:
+        # After waiting for a save, READ COMMITTED returns the row as that save left it.
+        cursor.execute(f"SELECT version FROM {table} WHERE id = %s FOR KEY SHARE", [rule.id])
+        row = cursor.fetchone()
+    return row is not None and row[0] == rule.version
