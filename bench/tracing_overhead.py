@@ -122,9 +122,9 @@ def loop_cpu(sink_url: str, rounds: int, iterations: int = 50) -> None:
 
         return wrapper
 
-    from runs.observability.tracing import run_spans as trace_export
+    from runs.observability.tracing import run_spans
 
-    trace_export._export = timed(trace_export._export, "build")
+    run_spans._export = timed(run_spans._export, "build")
     tracing._Exporter.export = timed(tracing._Exporter.export, "export")
 
     figures: dict[str, list[tuple[float, float]]] = {"off": [], "traces": []}

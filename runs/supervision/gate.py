@@ -76,7 +76,7 @@ def approval_request(
     *, call: ToolCall, tool, config: dict, recorder, note: str = "", outcome_unknown: bool = False
 ) -> str:
     """Ask for a decision on `call`, or take it from the run's policy, a rule or a grant
-    (`approval_routes.route_call` says which; this gathers the facts and writes its route).
+    (`routes.route_call` says which; this gathers the facts and writes its route).
 
     A call whose outcome is unknown (it may have taken effect) always waits for a person,
     whatever the policy: approving it again is a decision about a possible second effect."""

@@ -1,8 +1,8 @@
 """The metrics page's approval and supervision figures from counted approvals and their waits.
 
-The same figures as runs/observability/metrics/page.py `_approval_stats` and supervision_metrics.py
+The same figures as runs/observability/metrics/page.py `_approval_stats` and supervision_figures.py
 `supervision_summary` (about ten queries, each a join over the period's runs), from approvals
-given as counted rows (the daily rollups' and the raw rows' alike, see metrics_rollups.py) and
+given as counted rows (the daily rollups' and the raw rows' alike, see rollup_reads.py) and
 people's waits given as `Waits`: counts per bucket, and the exact waits of any bucket on demand.
 A nearest-rank percentile is found in two steps, both exact: the counts say which bucket holds
 the value of its rank and where in the bucket it is; that bucket's waits, sorted, give the value.

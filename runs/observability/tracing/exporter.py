@@ -3,7 +3,7 @@ made on first use.
 
 Imported only when settings.TRACES_ENDPOINT is set (runs/observability/tracing/run_spans.py checks first),
 so a site without tracing never loads the SDK. The spans of a run are not timed live: they are
-built from committed records (trace_export.py), by whichever process commits them (a worker,
+built from committed records (run_spans.py), by whichever process commits them (a worker,
 another worker after a crash, the web process applying a lever), with ids derived from the run
 and times from the rows. So no Tracer: a tracer draws ids at random and times spans itself, and
 its per-span bookkeeping cost more than the rest of the export. The processor queues spans still

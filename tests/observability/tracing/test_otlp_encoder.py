@@ -1,7 +1,7 @@
 """runs/observability/tracing/otlp_encoder.py writes what the SDK's own encoder writes: the same spans, encoded both ways
 (ours from their fields, the SDK's `encode_spans` from ReadableSpans made of the same fields), are
 the same OTLP request, field for field: spans written out here with every kind of value, and the
-spans trace_export.py builds from a real run's records."""
+spans run_spans.py builds from a real run's records."""
 
 import logging
 
@@ -127,7 +127,7 @@ def test_our_request_is_the_sdks_own_encoding_of_the_same_spans():
 
 
 def test_the_spans_of_a_real_run_encode_as_the_sdk_encodes_them(launch, script, alice, settings, monkeypatch):
-    """What trace_export.py builds from a run with a fallback, parallel calls, an approval, levers,
+    """What run_spans.py builds from a run with a fallback, parallel calls, an approval, levers,
     and from a run that every model failed: every span, both ways."""
     from runs.observability.tracing import exporter as tracing
 

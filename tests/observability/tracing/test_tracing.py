@@ -8,7 +8,7 @@ import pytest
 
 from runs.engine.loop import run_advance
 from runs.models import Approval, Run, Step, ToolCall
-from runs.observability.tracing import run_spans as trace_export
+from runs.observability.tracing import run_spans
 from runs.supervision.decide import approval_decide
 from runs.supervision.levers import run_message, run_pause, run_resume, run_stop
 from tests.engine.loop_contract.support import FAST, call, calls
@@ -78,7 +78,7 @@ def test_a_run_with_parallel_calls_a_fallback_an_approval_and_levers_is_one_trac
         "execute_tool get_weather",
         "execute_tool get_weather",
     ]
-    agent_id = f"{trace_export.run_span_id(run.pk):016x}"
+    agent_id = f"{run_spans.run_span_id(run.pk):016x}"
     assert {s.parent_id for s in early} == {agent_id}
 
     run_pause(run_id=run.pk, user=alice)
@@ -91,7 +91,7 @@ def test_a_run_with_parallel_calls_a_fallback_an_approval_and_levers_is_one_trac
     assert Order.objects.get(order_id="ORD-1001").status == Order.Status.CANCELLED
 
     spans = receiver.wait_for(lambda spans: by_name(spans, "invoke_agent") and spans)
-    assert len({s.trace_id for s in spans}) == 1 and spans[0].trace_id == f"{trace_export.trace_id(run.pk):032x}"
+    assert len({s.trace_id for s in spans}) == 1 and spans[0].trace_id == f"{run_spans.trace_id(run.pk):032x}"
     (root,) = [s for s in spans if not s.parent_id]
     assert root.name == "invoke_agent demo" and root.span_id == agent_id
     assert all(s.parent_id == agent_id for s in spans if s is not root)
@@ -251,7 +251,7 @@ def test_no_secret_argument_result_note_task_or_key_leaves_in_any_exported_paylo
     vault = ToolCall.objects.get(run=run, call_id="v1")
     span = next(s for s in receiver.spans() if s.attributes.get("gen_ai.tool.call.id") == "v1")
     assert span.attributes["agentsite.tool.args_hash"] == vault.args_hash
-    assert span.attributes["agentsite.tool.result_hash"] == trace_export.result_hash(vault.result)
+    assert span.attributes["agentsite.tool.result_hash"] == run_spans.result_hash(vault.result)
     assert {s.attributes["server.address"] for s in by_name(receiver.spans(), "chat ")} == {"127.0.0.1"}
 
 
@@ -264,7 +264,7 @@ def test_the_sdks_variables_apply_headers_compression_and_service_name(collector
     receiver = collector()
     run = launch("weather", models=[script(calls(*WEATHER), {"content": "Lagos 31, London 12."})])
     spans = flushed(receiver)
-    assert len(spans) == 5 and {s.trace_id for s in spans} == {f"{trace_export.trace_id(run.pk):032x}"}
+    assert len(spans) == 5 and {s.trace_id for s in spans} == {f"{run_spans.trace_id(run.pk):032x}"}
     assert {s.resource["service.name"] for s in spans} == {"agents-eu"}
     sent = receiver.headers
     assert sent and all(h["authorization"] == "Bearer t0k3n" and h["x-team"] == "agents" for h in sent)
@@ -312,7 +312,7 @@ def test_a_collector_that_hangs_holds_no_run_back_and_gets_the_spans_once_it_ans
     assert all(ToolCall.objects.filter(run=r, status=ToolCall.Status.SUCCEEDED).count() == 2 for r in runs)
 
     receiver.release()  # the collector answers again: what was queued meanwhile arrives
-    wanted = {f"{trace_export.trace_id(r.pk):032x}" for r in runs}
+    wanted = {f"{run_spans.trace_id(r.pk):032x}" for r in runs}
     receiver.wait_for(lambda spans: wanted <= {s.trace_id for s in spans if not s.parent_id}, timeout=60)
 
 
@@ -352,15 +352,15 @@ def test_a_call_changed_after_its_commit_leaves_as_committed_and_a_span_that_can
     before = len(receiver.spans())
 
     call = ToolCall.objects.get(run=run, call_id="w1")
-    committed = (call.status, trace_export.result_hash(call.result))
-    trace_export._export(run, [call], False)  # as after a commit: copied and queued, not yet built
+    committed = (call.status, run_spans.result_hash(call.result))
+    run_spans._export(run, [call], False)  # as after a commit: copied and queued, not yet built
     call.status, call.result = ToolCall.Status.FAILED, {"ok": False, "error": "changed after the commit"}
 
     def broken(*args):
         raise RuntimeError("cannot build this one")
 
     tracing.emit_later(broken)
-    trace_export._export(run, [ToolCall.objects.get(run=run, call_id="w2")], False)
+    run_spans._export(run, [ToolCall.objects.get(run=run, call_id="w2")], False)
     spans = flushed(receiver)[before:]
     assert sorted(s.attributes["gen_ai.tool.call.id"] for s in spans) == ["w1", "w2"]
     w1 = next(s for s in spans if s.attributes["gen_ai.tool.call.id"] == "w1")

@@ -4,7 +4,7 @@ that takes the run over, and a resume after an approval all add to one trace und
 import pytest
 
 from runs.models import Approval, Run, ToolCall
-from runs.observability.tracing import run_spans as trace_export
+from runs.observability.tracing import run_spans
 from runs.supervision.decide import approval_decide
 from tests.engine.workers.test_worker_durability import (
     FINISHED,
@@ -42,7 +42,7 @@ def test_a_run_taken_over_after_a_kill_and_resumed_after_an_approval_stays_one_t
     )
     first = celery_worker_proc(env=env)
     run = start_run(durable_agent, "two slow steps, then a purge", models=[model])
-    agent_span = f"{trace_export.run_span_id(run.pk):016x}"
+    agent_span = f"{run_spans.run_span_id(run.pk):016x}"
 
     # The first worker's committed steps reach the collector while the run goes on.
     wait_for(lambda: start_counts(tool_log, run).get("k2"), message="the second slow call to start")
@@ -61,7 +61,7 @@ def test_a_run_taken_over_after_a_kill_and_resumed_after_an_approval_stays_one_t
     assert (run.status, run.answer, run.takeovers) == (Run.Status.SUCCEEDED, "purged after the crash", 1)
 
     spans = receiver.wait_for(lambda spans: any(not s.parent_id for s in spans) and spans)
-    assert {s.trace_id for s in spans} == {f"{trace_export.trace_id(run.pk):032x}"}
+    assert {s.trace_id for s in spans} == {f"{run_spans.trace_id(run.pk):032x}"}
     (root,) = [s for s in spans if not s.parent_id]
     assert root.span_id == agent_span and root.name == f"invoke_agent {durable_agent.name}"
     assert all(s.parent_id == agent_span for s in spans if s is not root)
