@@ -9,6 +9,39 @@ from runs.demo_model import start_server
 # alice, bob (operators), viewer and no_dispatch, for the approval tests.
 pytest_plugins = ["tests.support.approval_fixtures"]
 
+# The markers follow from the fixtures a test uses, wherever its file lives: a test that drives
+# Chromium is `browser`, one that starts a Celery worker (or the daphne/worker stack of the
+# browser tests) is `worker`, so `-m "not browser and not worker"` leaves out every such test.
+BROWSER_FIXTURES = {"browser", "live", "live_stack", "sso_site"}
+WORKER_FIXTURES = {"celery_worker_proc", "live_stack", "sso_site"}
+
+
+def _database_use(item) -> str:
+    """"transactional", "db" or "none", as pytest-django sorts tests (that order, below)."""
+    used = set(getattr(item, "fixturenames", ()))
+    mark = item.get_closest_marker("django_db")
+    if "transactional_db" in used or "live_server" in used or (mark and mark.kwargs.get("transaction")):
+        return "transactional"
+    return "db" if (mark or "db" in used) else "none"
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks it adds
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        used = set(getattr(item, "fixturenames", ()))
+        if used & BROWSER_FIXTURES:
+            item.add_marker(pytest.mark.browser)
+        if used & WORKER_FIXTURES:
+            item.add_marker(pytest.mark.worker)
+        # Under `pytest -n N --dist loadgroup` (./test) tests are handed out one by one, in
+        # pytest-django's order (tests in a transaction first, then transactional ones, whose
+        # flush also deletes the groups and demo data the migrations installed), so every worker
+        # keeps that order. The tests of a module that share a module-scoped fixture (a server
+        # process) stay on one worker, so it starts once; split by database use, to keep the order.
+        fixturedefs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+        if any(defs and defs[-1].scope == "module" for defs in fixturedefs.values()):
+            item.add_marker(pytest.mark.xdist_group(f"{item.nodeid.split('::')[0]}:{_database_use(item)}"))
+
 
 @pytest.fixture(scope="session")
 def demo_server():
@@ -25,6 +58,15 @@ def _use_demo_model(settings, demo_server):
     settings.LLM_BASE_URL = ""
     settings.LLM_MODELS = []
     settings.LLM_MAX_RETRIES = 2
+
+
+@pytest.fixture(autouse=True)
+def _fast_password_hasher(request, settings):
+    # Django's PBKDF2 costs ~0.3 s of CPU per password set or checked, the bulk of the suite's CPU
+    # time. A test whose passwords only this process checks uses MD5 instead; browser and worker
+    # tests keep the real hasher: daphne and the workers they start check those passwords too.
+    if not (request.node.get_closest_marker("browser") or request.node.get_closest_marker("worker")):
+        settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 @pytest.fixture(autouse=True)

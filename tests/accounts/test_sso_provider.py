@@ -16,6 +16,7 @@ from tests.accounts.browser.provider import CLIENT_ID, CLIENT_SECRET, PASSWORD, 
 
 SITE = "http://testserver"
 OPERATORS = "agentsite-operators"
+pytestmark = pytest.mark.worker  # a real OpenID Connect provider process
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
+
+
+pytestmark = pytest.mark.worker  # a web process of its own
 
 
 def test_a_fresh_web_process_knows_the_tasks_it_queues_by_name():

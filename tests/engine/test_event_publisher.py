@@ -8,6 +8,7 @@ import threading
 import uuid
 from pathlib import Path
 
+import pytest
 from asgiref.sync import async_to_sync
 from channels_redis.core import RedisChannelLayer
 from django.conf import settings
@@ -27,6 +28,7 @@ publish("run-exit-check", {"type": "run.event", "run_id": 1, "seq": 7, "kind": "
 """
 
 
+@pytest.mark.worker  # a process of its own that exits
 def test_an_event_published_just_before_the_process_exits_still_goes_out():
     async def steps(receive):
         env = dict(os.environ, DJANGO_SETTINGS_MODULE="agentsite.settings")

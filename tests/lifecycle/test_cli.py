@@ -170,6 +170,7 @@ def test_invalid_first_tool_choice_is_refused_without_asking_the_model(demo_data
     assert script.requests(model) == []
 
 
+@pytest.mark.worker  # runs the CLI in a process of its own
 def test_invalid_flag_value_on_the_command_line_exits_2():
     # argparse refuses the value before Django touches the database or the network.
     proc = subprocess.run(

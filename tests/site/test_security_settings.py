@@ -86,6 +86,7 @@ def deploy_check(data_dir: Path, **env: str) -> subprocess.CompletedProcess:
                           env=child_env(data_dir, **env), capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.worker  # manage.py check --deploy in a process of its own
 def test_the_deploy_check_passes_under_django_https(tmp_path):
     strict = deploy_check(tmp_path, DJANGO_HTTPS="1", DJANGO_SSL_REDIRECT="1", DJANGO_HSTS_INCLUDE_SUBDOMAINS="1",
                           DJANGO_HSTS_PRELOAD="1")

@@ -35,6 +35,7 @@ def sqlite_of_a_new_process(data_dir, **env) -> dict:
     return json.loads(child.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.worker  # Django in a process of its own
 @pytest.mark.parametrize("url", ["sqlite:///{path}", "sqlite:///{path}?timeout=5"])
 def test_a_sqlite_database_named_by_url_gets_the_defaults_settings(tmp_path, url):
     path = tmp_path / "x" / "db.sqlite3"

@@ -48,6 +48,7 @@ def up(monkeypatch):
     return run
 
 
+@pytest.mark.worker  # a process of its own reads the link
 @pytest.mark.django_db
 def test_links_in_notifications_open_the_port_up_serves_on(up, monkeypatch, capsys):
     monkeypatch.delenv("SITE_URL", raising=False)

@@ -20,6 +20,7 @@ from toolsapp.models import McpServer, Tool
 
 DEMO = [sys.executable, "-m", "toolsapp.mcp.demo_server"]
 ODD = [sys.executable, "-m", "tests.tools.mcp_odd_server"]
+pytestmark = pytest.mark.worker  # real MCP server processes
 
 
 @pytest.fixture(autouse=True)

@@ -166,6 +166,7 @@ def test_malformed_allowlist_entries_stop_the_process_at_start():
     assert "'tools.internal'" not in started.stderr  # a good entry is not reported
 
 
+@pytest.mark.worker  # starts Django in a process of its own
 def test_well_formed_allowlist_entries_start():
     started = _start_django(OUTBOUND_ALLOWLIST="tools.internal,127.0.0.1:9000,[::1]:9000,::1,10.1.0.0/16")
     assert started.returncode == 0, started.stderr

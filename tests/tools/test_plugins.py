@@ -87,18 +87,21 @@ def test_a_missing_module_in_the_setting_is_an_error_naming_it():
     assert "No module named 'acme_tools'" in message
 
 
+@pytest.mark.worker  # manage.py check in a process of its own
 def test_a_missing_module_stops_manage_py_at_start_with_its_name():
     done = manage_check(AGENTSITE_TOOL_MODULES="acme_tools.not_installed")
     assert done.returncode != 0
     assert "ImproperlyConfigured: Tool module 'acme_tools.not_installed' (named in AGENTSITE_TOOL_MODULES)" in done.stderr
 
 
+@pytest.mark.worker  # manage.py check in a process of its own
 def test_the_site_starts_with_the_example_package_and_a_valid_module_list():
     done = manage_check(AGENTSITE_TOOL_MODULES="tests.support.worker_tools")
     assert done.returncode == 0, done.stderr
     assert "no issues" in done.stdout
 
 
+@pytest.mark.worker  # manage.py check in a process of its own
 def test_a_module_that_raises_on_import_is_an_error_naming_it_and_its_entry_point():
     broken = EntryPoint(name="acme", value=f"{HELPERS}.broken", group=ENTRY_POINT_GROUP)
     with pytest.raises(ImproperlyConfigured) as caught:
@@ -113,6 +116,7 @@ def test_a_module_that_raises_on_import_is_an_error_naming_it_and_its_entry_poin
     assert f"Tool module '{HELPERS}.broken'" in done.stderr and "settings file is missing" in done.stderr
 
 
+@pytest.mark.worker  # manage.py check in a process of its own
 def test_a_handler_name_two_modules_register_is_an_error_naming_both():
     with pytest.raises(ImproperlyConfigured) as caught:
         load_tool_modules([f"{HELPERS}.word_count_again"])
