@@ -95,7 +95,9 @@ def test_pause_message_resume_with_a_viewer_watching(live, browser, users, scrip
 def test_stop_with_a_summary_ends_the_run_for_everyone_watching(live, browser, users, script):
     # The repeating entry is skipped by the run's own requests and answers only the tools-free summary.
     summary = {"repeat": True, "if_tool_choice": "none", "content": "Searched two queries; no printer tickets found."}
-    model = script(summary, *searches(6), {"content": "never reached"}, latency=1.5)
+    # Slow enough (about 22 s unstopped, within the demo agent's 10 iterations) that two people
+    # signing in on a loaded machine still find it running.
+    model = script(summary, *searches(8), {"content": "never reached"}, latency=2.5)
     operator = browser.login(users["operator"])
     run_id = launch_slow_run(operator, model)
     watcher = browser.login(users["viewer"])
