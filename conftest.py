@@ -38,8 +38,14 @@ def pytest_collection_modifyitems(config, items):
         # flush also deletes the groups and demo data the migrations installed), so every worker
         # keeps that order. The tests of a module that share a module-scoped fixture (a server
         # process) stay on one worker, so it starts once; split by database use, to keep the order.
+        # Likewise the tests of a package sharing a package-scoped one (the browser tests' daphne
+        # and Celery worker): one stack a pass, not one on every worker.
         fixturedefs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
-        if any(defs and defs[-1].scope == "module" for defs in fixturedefs.values()):
+        scopes = {defs[-1].scope for defs in fixturedefs.values() if defs}
+        if "package" in scopes:
+            package = item.nodeid.split("::")[0].rsplit("/", 1)[0]
+            item.add_marker(pytest.mark.xdist_group(f"{package}/:{_database_use(item)}"))
+        elif "module" in scopes:
             item.add_marker(pytest.mark.xdist_group(f"{item.nodeid.split('::')[0]}:{_database_use(item)}"))
 
 
