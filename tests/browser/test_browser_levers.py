@@ -33,7 +33,8 @@ def user_texts(request: dict) -> list[str]:
 
 
 def test_pause_message_resume_with_a_viewer_watching(live, browser, users, script):
-    model = script(*searches(6), {"content": "Found the scanner tickets."}, latency=2.0)
+    # Slow enough (about 20 s unpaused) that two sign-ins on a loaded machine still find it running.
+    model = script(*searches(7), {"content": "Found the scanner tickets."}, latency=2.5)
     operator = browser.login(users["operator"])
     run_id = launch_slow_run(operator, model)
     watcher = browser.login(users["viewer"])
