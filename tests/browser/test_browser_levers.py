@@ -10,6 +10,7 @@ from tests.conftest import wait_for_status, wait_until
 
 pytestmark = [pytest.mark.browser, requires_chromium]
 
+SEARCHES = 9  # and the answer: the demo agent allows 10 iterations
 NOTE = "Stop searching for printers; look for scanners instead."
 
 
@@ -33,8 +34,8 @@ def user_texts(request: dict) -> list[str]:
 
 
 def test_pause_message_resume_with_a_viewer_watching(live, browser, users, script):
-    # Slow enough (about 20 s unpaused) that two sign-ins on a loaded machine still find it running.
-    model = script(*searches(7), {"content": "Found the scanner tickets."}, latency=2.5)
+    # Slow enough (about 30 s unpaused) that two sign-ins on a loaded machine still find it running.
+    model = script(*searches(SEARCHES), {"content": "Found the scanner tickets."}, latency=3.5)
     operator = browser.login(users["operator"])
     run_id = launch_slow_run(operator, model)
     watcher = browser.login(users["viewer"])
@@ -59,7 +60,7 @@ def test_pause_message_resume_with_a_viewer_watching(live, browser, users, scrip
     assert run.status == Run.Status.PAUSED and run.paused_by_name == "operator"
     wait_until(lambda: not Run.objects.get(pk=run_id).lease_owner, message="the paused run to let go of its worker")
     paused_at_step = run.steps.count()
-    assert paused_at_step < 7, "the run went on to its end before the pause"
+    assert paused_at_step < SEARCHES, "the run went on to its end before the pause"
     screenshot(operator, "run-paused")  # with the levers an operator has
 
     operator.locator("#message-text").fill(NOTE)

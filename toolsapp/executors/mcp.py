@@ -1,17 +1,28 @@
-"""Executes tools of kind "mcp" through the MCP client (one session per call)."""
-import json
+"""Executes tools of kind "mcp" through the MCP client (one session per call).
 
-import mcp.types as mcp_types
+The MCP SDK (and the pydantic models under it) is imported on the first MCP call, not with the
+registry: it is over a second of CPU and tens of megabytes in every process that sets Django up,
+web server, worker and manage.py alike, most of which never call an MCP tool.
+"""
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
 from django.conf import settings
 
 from toolsapp.executors.base import Executor, ToolContext, ToolError
 from toolsapp.mcp import IDEMPOTENCY_META_KEY
-from toolsapp.mcp.client import McpFailure, call_tool
 from toolsapp.text import MAX_JSON_DEPTH, nested_deeper_than
+
+if TYPE_CHECKING:
+    import mcp.types as mcp_types
 
 
 def _blocks(content: list[mcp_types.ContentBlock]):
     """Text blocks as their text (one block: just the string); others as their JSON form."""
+    import mcp.types as mcp_types
+
     items = [
         block.text if isinstance(block, mcp_types.TextContent)
         else block.model_dump(mode="json", by_alias=True, exclude_none=True)
@@ -21,12 +32,16 @@ def _blocks(content: list[mcp_types.ContentBlock]):
 
 
 def _error_text(result: mcp_types.CallToolResult) -> str:
+    import mcp.types as mcp_types
+
     texts = [block.text for block in result.content if isinstance(block, mcp_types.TextContent)]
     return " ".join(texts).strip() or "the MCP tool reported an error"
 
 
 class McpExecutor(Executor):
     def run(self, tool, arguments: dict, context: ToolContext):
+        from toolsapp.mcp.client import McpFailure, call_tool
+
         server = tool.mcp_server
         remote_name = (tool.config or {}).get("remote_name")
         if server is None or not remote_name:

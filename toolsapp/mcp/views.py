@@ -4,7 +4,6 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from runs.roles import PERM_MANAGE_TOOLS, PERM_VIEW_TOOL
-from toolsapp.mcp.discovery import mcp_server_discover
 from toolsapp.mcp.forms import McpServerForm
 from toolsapp.mcp.services import deletion_summary, mcp_server_delete, mcp_server_save
 from toolsapp.models import McpServer
@@ -40,6 +39,8 @@ def mcp_server_edit(request, pk: int):
 @permission_required(PERM_MANAGE_TOOLS, raise_exception=True)
 @require_POST
 def mcp_server_discover_view(request, pk: int):
+    from toolsapp.mcp.discovery import mcp_server_discover  # the MCP SDK, only when asked: see executors.mcp
+
     result = mcp_server_discover(server=get_object_or_404(McpServer, pk=pk))
     if not result.ok:
         messages.error(request, result.summary())

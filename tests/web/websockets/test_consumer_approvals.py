@@ -31,6 +31,9 @@ def _fresh_layer():
 DEMO_TASK = "Cancel order ORD-1001"
 PATH = "/ws/approvals/"
 LOCAL_ORIGIN = b"http://localhost"
+# The handshake reads the session and the user from the database; on a loaded CI machine
+# that can take longer than the communicator's default second.
+CONNECT_TIMEOUT = 10
 
 
 def headers_for(user: User | None, origin: bytes = LOCAL_ORIGIN) -> list[tuple[bytes, bytes]]:
@@ -81,7 +84,7 @@ async def nothing_of(communicator: WebsocketCommunicator, kind: str, timeout: fl
 def connects(headers) -> bool:
     async def body():
         communicator = WebsocketCommunicator(application, PATH, headers=headers)
-        connected, _ = await communicator.connect()
+        connected, _ = await communicator.connect(timeout=CONNECT_TIMEOUT)
         await communicator.disconnect()
         return connected
 
@@ -118,7 +121,7 @@ def test_a_viewers_decision_is_refused_and_changes_nothing(launch, viewer, no_di
 
     async def body():
         communicator = WebsocketCommunicator(application, PATH, headers=headers)
-        assert (await communicator.connect())[0]
+        assert (await communicator.connect(timeout=CONNECT_TIMEOUT))[0]
         try:
             await communicator.send_json_to({"type": "decide", "approval_id": approval.pk, "approve": True, "reason": ""})
             reply = await receive(communicator, "error")
@@ -141,7 +144,7 @@ def test_an_operators_decision_is_recorded_and_announced(launch, alice, no_dispa
 
     async def body():
         communicator = WebsocketCommunicator(application, PATH, headers=headers)
-        assert (await communicator.connect())[0]
+        assert (await communicator.connect(timeout=CONNECT_TIMEOUT))[0]
         try:
             await communicator.send_json_to(
                 {"type": "decide", "approval_id": approval.pk, "approve": False, "reason": "wrong order"}
@@ -169,7 +172,7 @@ def test_a_late_decision_names_the_winner(launch, alice, bob, no_dispatch):
 
     async def body():
         communicator = WebsocketCommunicator(application, PATH, headers=headers)
-        assert (await communicator.connect())[0]
+        assert (await communicator.connect(timeout=CONNECT_TIMEOUT))[0]
         try:
             await communicator.send_json_to({"type": "decide", "approval_id": approval.pk, "approve": False, "reason": "no"})
             return await receive(communicator, "error")
@@ -189,7 +192,7 @@ def test_malformed_decisions_get_an_error(launch, alice, no_dispatch):
 
     async def body():
         communicator = WebsocketCommunicator(application, PATH, headers=headers)
-        assert (await communicator.connect())[0]
+        assert (await communicator.connect(timeout=CONNECT_TIMEOUT))[0]
         replies = []
         try:
             for message in (
@@ -219,7 +222,7 @@ def test_a_new_approval_is_announced(launch, viewer):
 
     async def body():
         communicator = WebsocketCommunicator(application, PATH, headers=headers)
-        assert (await communicator.connect())[0]
+        assert (await communicator.connect(timeout=CONNECT_TIMEOUT))[0]
         try:
             run = await database_sync_to_async(launch)(DEMO_TASK, approval_policy="ask")
             return run, await receive(communicator, "approvals.changed", run_id=run.pk)
@@ -240,7 +243,7 @@ def test_a_decision_is_announced_after_commit_only(launch, alice, viewer, no_dis
 
     async def body():
         communicator = WebsocketCommunicator(application, PATH, headers=headers)
-        assert (await communicator.connect())[0]
+        assert (await communicator.connect(timeout=CONNECT_TIMEOUT))[0]
         try:
             # Launch with the socket open and take its announcement first, so that nothing
             # from the setup can be mistaken for a leaked one below.
@@ -306,7 +309,7 @@ def test_a_decision_over_a_stale_socket_is_refused_and_the_socket_closed(launch,
 
     async def body():
         communicator = WebsocketCommunicator(application, PATH, headers=headers)
-        assert (await communicator.connect())[0], "an operator connects"
+        assert (await communicator.connect(timeout=CONNECT_TIMEOUT))[0], "an operator connects"
         try:
             await database_sync_to_async(change)(alice, client)
             await communicator.send_json_to({"type": "decide", "approval_id": approval.pk, "approve": True, "reason": ""})
@@ -335,7 +338,7 @@ def test_an_operator_given_the_role_after_connecting_may_decide(launch, viewer, 
 
     async def body():
         communicator = WebsocketCommunicator(application, PATH, headers=headers)
-        assert (await communicator.connect())[0]
+        assert (await communicator.connect(timeout=CONNECT_TIMEOUT))[0]
         try:
             await database_sync_to_async(promote)()
             await communicator.send_json_to({"type": "decide", "approval_id": approval.pk, "approve": True, "reason": ""})
@@ -359,7 +362,7 @@ def test_a_decision_that_is_not_this_persons_to_make_is_refused_and_the_socket_s
 
     async def body():
         communicator = WebsocketCommunicator(application, PATH, headers=headers)
-        assert (await communicator.connect())[0]
+        assert (await communicator.connect(timeout=CONNECT_TIMEOUT))[0]
         try:
             await communicator.send_json_to({"type": "decide", "approval_id": approval.pk, "approve": True})
             refused = await receive(communicator, "error", approval_id=approval.pk)
