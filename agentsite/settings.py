@@ -165,12 +165,6 @@ STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = DATA_DIR / "staticfiles"
 WHITENOISE_USE_FINDERS = True  # serve static/ directly: no collectstatic step to forget
-# WhiteNoise warns "No directory at" on every start while STATIC_ROOT is missing, though with the
-# finders nothing has to be collected there: the folder is made empty (collectstatic may fill it).
-try:
-    STATIC_ROOT.mkdir(parents=True, exist_ok=True)
-except OSError:  # a read-only data folder: the warning is all that is lost
-    pass
 
 # --- Redis, Celery, Channels -------------------------------------------------------------
 REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
