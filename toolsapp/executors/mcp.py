@@ -21,10 +21,8 @@ if TYPE_CHECKING:
 
 def _blocks(content: list[mcp_types.ContentBlock]):
     """Text blocks as their text (one block: just the string); others as their JSON form."""
-    import mcp.types as mcp_types
-
     items = [
-        block.text if isinstance(block, mcp_types.TextContent)
+        block.text if block.type == "text"  # the SDK's discriminator: a TextContent
         else block.model_dump(mode="json", by_alias=True, exclude_none=True)
         for block in content
     ]
@@ -32,15 +30,13 @@ def _blocks(content: list[mcp_types.ContentBlock]):
 
 
 def _error_text(result: mcp_types.CallToolResult) -> str:
-    import mcp.types as mcp_types
-
-    texts = [block.text for block in result.content if isinstance(block, mcp_types.TextContent)]
+    texts = [block.text for block in result.content if block.type == "text"]
     return " ".join(texts).strip() or "the MCP tool reported an error"
 
 
 class McpExecutor(Executor):
     def run(self, tool, arguments: dict, context: ToolContext):
-        from toolsapp.mcp.client import McpFailure, call_tool
+        from toolsapp.mcp.client import McpFailure, call_tool  # the SDK, on the first MCP call
 
         server = tool.mcp_server
         remote_name = (tool.config or {}).get("remote_name")
