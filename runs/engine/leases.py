@@ -116,7 +116,10 @@ def fenced_update(run: Run, owner: str, *, events: int = 0, lease_seconds: float
     lease itself stays RUN_LEASE_SECONDS and the keeper renews it for that long, so a worker that
     dies meanwhile frees the run within one short lease, not after the longest timeout.
     """
-    fields["lease_expires_at"] = timezone.now() + timedelta(seconds=settings.RUN_LEASE_SECONDS)
+    if fields.get("lease_owner") == "":  # the write that lets go of the run (a pause)
+        fields["lease_expires_at"] = None
+    else:
+        fields["lease_expires_at"] = timezone.now() + timedelta(seconds=settings.RUN_LEASE_SECONDS)
     sets, params = [], []
     for name, value in fields.items():
         field = Run._meta.get_field(name)

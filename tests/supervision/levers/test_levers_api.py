@@ -1,5 +1,7 @@
 """Operators' levers over the REST API and the run's websocket: operators steer, viewers are told
 no, a lever that cannot apply answers in words, and a paused run keeps the decisions made meanwhile."""
+import json
+
 import pytest
 from asgiref.sync import async_to_sync
 from rest_framework.test import APIClient
@@ -165,8 +167,14 @@ def test_a_lever_from_a_session_that_ended_is_refused_and_the_socket_closes(laun
         await replay(ws, 0)
         await _sign_out()
         await ws.send_json_to({"type": "lever", "lever": "stop"})
+        # The run's own events may still arrive (published after the replay): the answer to the
+        # lever is the first other message, and the close comes after it.
         reply = await ws.receive_json_from(timeout=TIMEOUT)
+        while reply["type"] == "event":
+            reply = await ws.receive_json_from(timeout=TIMEOUT)
         closed = await ws.receive_output(timeout=TIMEOUT)
+        while closed["type"] == "websocket.send" and json.loads(closed["text"])["type"] == "event":
+            closed = await ws.receive_output(timeout=TIMEOUT)
         return reply, closed
 
     from channels.db import database_sync_to_async
