@@ -10,6 +10,7 @@ urlpatterns = [
     path("runs/<int:pk>/cancel/", runs.run_cancel_view, name="run_cancel"),
     path("runs/<int:pk>/rerun/", runs.run_rerun, name="run_rerun"),
     path("runs/<int:pk>/calls/<int:call_pk>/result/", runs.call_result, name="call_result"),
+    path("runs/<int:pk>/arguments/", runs.call_arguments, name="call_arguments"),
     path("runs/<int:pk>/pause/", levers.run_pause_view, name="run_pause"),
     path("runs/<int:pk>/resume/", levers.run_resume_view, name="run_resume"),
     path("runs/<int:pk>/message/", levers.run_message_view, name="run_message"),

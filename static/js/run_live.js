@@ -7,6 +7,7 @@
 // path ends with exactly the same timeline. All text goes in through textContent.
 import { el, shortHash } from "./dom.js";
 import { approvalNode, renderGrant } from "./run_approvals.js";
+import { argumentsBlock, argumentsLoader, editBlock } from "./run_arguments.js";
 import { leverControls, renderFork, renderLever } from "./run_levers.js";
 
 const page = document.getElementById("run-page");
@@ -39,6 +40,13 @@ let socket = null;
 let retryDelay = 500;
 let runStatus = null; // from the last applied "run" event
 const calls = new Map(); // call pk -> {data, li}
+// The calls' arguments (masked), read from the server after the steps that carry the calls.
+const shownArguments = new Map(); // call pk -> {arguments, args_hash, edit}
+const argumentsSource = argumentsLoader(page.dataset.argumentsUrl, (shown) => {
+  shownArguments.set(shown.pk, shown);
+  const known = calls.get(shown.pk);
+  if (known) fillCall(known.li, known.data);
+});
 
 document.body.dataset.lastSeq = "0";
 
@@ -100,9 +108,13 @@ function onMessage(payload) {
   } else if (payload.type === "resumed") {
     resumeInFlight = false;
     // The server sends a long history in parts: ask for the next one at once.
-    if (payload.more) resume();
+    if (payload.more) {
+      resume();
+      return;
+    }
+    argumentsSource.load(); // the calls the replay brought
     // Still a gap after a full replay: the missing event was not stored yet; ask again shortly.
-    else if (waiting.size) setTimeout(() => waiting.size && !resumeInFlight && resume(), 1000);
+    if (waiting.size) setTimeout(() => waiting.size && !resumeInFlight && resume(), 1000);
   } else if (payload.type === "error") {
     console.warn("timeline:", payload.message);
     // Too many resumes on this connection: the server says when to ask again.
@@ -226,8 +238,12 @@ function fillCall(li, data) {
     line.append(button);
   }
   li.append(line);
+  const shown = shownArguments.get(data.pk);
+  if (shown) li.append(argumentsBlock(shown));
   const approval = approvalNode(data.approval, { call: data, approvalUrl });
   if (approval) li.append(approval);
+  const edit = shown && editBlock(shown);
+  if (edit) li.append(edit);
   if (OUTCOME_UNKNOWN.has(data.status)) {
     li.append(el("div", { class: "call-unknown warn" },
       "This call may have taken effect: check the real state before doing it again."));
@@ -254,6 +270,11 @@ function renderApproval(data) {
   const { call_pk: _ignored, ...approval } = data;
   known.data = { ...known.data, approval };
   fillCall(known.li, known.data);
+  // An edit approved after the arguments were read: read the call again for what ran.
+  const shown = shownArguments.get(data.call_pk);
+  if ((approval.edited || approval.edited_args_hash) && shown && !shown.edit && approval.status === "approved") {
+    argumentsSource.reload(data.call_pk);
+  }
 }
 
 function renderVerification(data) {
@@ -320,6 +341,7 @@ function counter(id) {
 
 function renderStepAndCounters(data, seq) {
   renderStep(data, seq);
+  if (data.calls && data.calls.length && !resumeInFlight) argumentsSource.load(); // a live step
   if (seq > renderedSeq) {
     // "run" events come at the start, a pause and the end; between them, add up the steps.
     setCounters({

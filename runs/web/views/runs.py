@@ -8,6 +8,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST, require_safe
 
 from runs.engine.dispatch import run_dispatch
+from runs.lifecycle.call_arguments import run_call_arguments
 from runs.lifecycle.launch import POLICY_LABELS, LaunchNotAllowed, launch_policy
 from runs.lifecycle.relatives import run_family
 from runs.lifecycle.reruns import rerun_create
@@ -122,6 +123,21 @@ def run_rerun(request, pk: int):
         return redirect("run_detail", pk=original.pk)
     run_dispatch(run_id=run.pk)
     return redirect("run_detail", pk=run.pk)
+
+
+@login_required
+@permission_required(PERM_VIEW, raise_exception=True)
+@require_safe
+def call_arguments(request, pk: int):
+    """The run's calls' arguments, masked as in the queue (the run page asks after each step)."""
+    if not Run.objects.filter(pk=pk).exists():
+        raise Http404("No such run.")
+    try:
+        after = max(0, int(request.GET.get("after", 0)))
+    except ValueError:
+        return JsonResponse({"error": "after must be a whole number (a call's id)"}, status=400)
+    calls, more = run_call_arguments(run_id=pk, after=after)
+    return JsonResponse({"run_id": pk, "calls": calls, "more": more})
 
 
 @login_required

@@ -1,0 +1,130 @@
+"""The operator's cockpit: what a call was asked to do is readable on the run page (arguments as
+JSON, sensitive fields masked, an edit field by field), at desktop and at phone width."""
+import pytest
+from playwright.sync_api import expect
+
+from runs.engine.loop import run_advance
+from runs.lifecycle.forks import run_fork
+from runs.models import Agent, Approval, ApprovalRule
+from runs.supervision.decide import approval_decide
+from tests.browser import requires_chromium, screenshot, wait_for_seq
+from toolsapp.models import Tool
+
+pytestmark = [pytest.mark.browser, requires_chromium]
+
+DESKTOP = {"width": 1366, "height": 900}
+PHONE = {"width": 390, "height": 844}
+
+
+def at_size(page, size: dict, name: str) -> None:
+    page.set_viewport_size(size)
+    screenshot(page, f"{name}-{'phone' if size == PHONE else 'desktop'}")
+
+
+def call_item(page, tool: str):
+    return page.locator("#timeline .call[data-call-pk]").filter(has=page.locator(".call-tool", has_text=tool))
+
+
+def test_the_run_page_shows_each_calls_arguments_with_sensitive_fields_masked(live, browser, users, launch, script):
+    Tool.objects.filter(name="create_ticket").update(sensitive_fields=["body"])
+    model = script(
+        {"tool_calls": [
+            {"id": "w1", "name": "get_weather", "arguments": {"city": "Lagos"}},
+            {"id": "t1", "name": "create_ticket", "arguments": {"title": "Heat in Lagos", "body": "card 4111 1111 1111 1111", "priority": "low"}},
+        ]},
+        {"content": "Filed."},
+    )
+    run = launch("Weather, then a ticket", models=[model])
+    page = browser.login(users["viewer"])
+    for size in (DESKTOP, PHONE):
+        page.set_viewport_size(size)
+        page.goto(f"/runs/{run.pk}/")
+        wait_for_seq(page, run.event_seq)
+        weather = call_item(page, "get_weather")
+        expect(weather.locator(".call-args-json")).to_contain_text('"city": "Lagos"')
+        ticket = call_item(page, "create_ticket")
+        expect(ticket.locator(".call-args-json")).to_contain_text('"title": "Heat in Lagos"')
+        expect(ticket.locator(".call-args-json")).to_contain_text('"body": "••••"')
+        expect(ticket.locator(".call-args-json")).not_to_contain_text("4111")
+        # The hash stays beside the arguments, for comparing with logs.
+        call = run.tool_calls.get(tool_name="get_weather")
+        expect(weather.locator(".call-args-hash")).to_have_attribute("title", f"arguments hash {call.args_hash}")
+        at_size(page, size, "run-arguments")
+
+
+def test_an_edited_call_shows_what_the_model_asked_and_what_ran_field_by_field(live, browser, users, launch, script):
+    model = script(
+        {"tool_calls": [{"id": "c1", "name": "cancel_order", "arguments": {"order_id": "ORD-1001", "reason": "customer asked"}}]},
+        {"content": "Cancelled."},
+    )
+    run = launch("Cancel order ORD-1001", models=[model])
+    approval = Approval.objects.get(run=run)
+    approval_decide(approval_id=approval.pk, user=users["operator"], approve=True, reason="the customer wrote twice",
+                    arguments='{"order_id": "ORD-1001", "reason": "duplicate order"}')
+    run_advance(run_id=run.pk)
+    run.refresh_from_db()
+    page = browser.login(users["viewer"])
+    for size in (DESKTOP, PHONE):
+        page.set_viewport_size(size)
+        page.goto(f"/runs/{run.pk}/")
+        wait_for_seq(page, run.event_seq)
+        cancel = call_item(page, "cancel_order")
+        edit = cancel.locator(".call-edit")
+        expect(edit.locator(".call-edit-head")).to_contain_text("Edited by operator")
+        expect(edit.locator(".call-edit-note")).to_have_text("Note: the customer wrote twice")
+        row = edit.locator('tr[data-field="reason"]')
+        expect(row.locator(".edit-asked")).to_have_text('"customer asked"')
+        expect(row.locator(".edit-ran")).to_have_text('"duplicate order"')
+        expect(edit.locator("tr[data-field]")).to_have_count(1)  # the order id did not change
+        expect(cancel.locator(".call-args-json")).to_contain_text('"reason": "customer asked"')  # the model's own
+        at_size(page, size, "run-edited-call")
+
+
+def phone_pages(run, fork, approval, rule) -> list[str]:
+    agent = Agent.objects.get(name="demo")
+    tool = Tool.objects.get(name="get_weather")
+    return [
+        "/runs/", "/runs/new/", f"/runs/{run.pk}/", f"/runs/{run.pk}/fork/?step=1", f"/runs/{fork.pk}/",
+        f"/runs/{fork.pk}/compare/", "/approvals/", f"/approvals/{approval.pk}/", "/metrics/", "/agents/",
+        f"/agents/{agent.pk}/", f"/agents/{agent.pk}/edit/", "/agents/new/", "/rules/", "/rules/new/",
+        f"/rules/{rule.pk}/", "/tools/", f"/tools/{tool.pk}/", f"/tools/{tool.pk}/edit/", "/tools/new/", "/tools/mcp/",
+        "/tools/mcp/new/",
+    ]
+
+
+def test_every_page_fits_a_phone_and_the_header_folds_into_a_menu(live, browser, users, launch, script):
+    weather = script(
+        {"tool_calls": [{"id": "w1", "name": "get_weather", "arguments": {"city": "Lagos"}}]},
+        {"tool_calls": [{"id": "w2", "name": "get_weather", "arguments": {"city": "London"}}]},
+        {"content": "Lagos is warm, London is not; a long answer that has to wrap " + "x" * 120},
+        {"content": "The fork's own answer."},
+    )
+    run = launch(models=[weather])
+    fork = run_fork(run_id=run.pk, step_index=1, user=users["admin"])
+    run_advance(run_id=fork.pk)
+    waiting = launch("Cancel order ORD-1001")
+    approval = Approval.objects.get(run=waiting)
+    rule = ApprovalRule.objects.create(name="small refunds", action="approve", position=10, tool_pattern="cancel_order",
+                                       conditions=[{"path": "$.order_id", "op": "eq", "value": "ORD-1001"}])
+    page = browser.login(users["admin"])
+    page.set_viewport_size(PHONE)
+    for path in phone_pages(run, fork, approval, rule):
+        page.goto(path)
+        page.wait_for_load_state("networkidle")
+        width = page.evaluate("document.documentElement.scrollWidth")
+        assert width <= PHONE["width"], f"{path} is {width} px wide at phone width"
+        # The header is one line: its links wait behind the menu button.
+        expect(page.locator("#menu-toggle")).to_be_visible()
+        expect(page.locator("header .who button", has_text="Sign out")).to_be_hidden()
+        name = path.strip("/").replace("/", "-").replace("?step=1", "") or "home"
+        screenshot(page, f"phone-{name}")
+    header = page.locator("#topbar").bounding_box()
+    assert header["height"] < 70, f"the folded header is {header['height']} px tall"
+    page.locator("#menu-toggle").click()
+    expect(page.locator("#menu-toggle")).to_have_attribute("aria-expanded", "true")
+    expect(page.locator("header .who button", has_text="Sign out")).to_be_visible()
+    expect(page.locator("header nav a", has_text="Approvals")).to_be_visible()
+    screenshot(page, "phone-menu-open")
+    page.set_viewport_size(DESKTOP)  # wider: the links are always shown, no button
+    expect(page.locator("#menu-toggle")).to_be_hidden()
+    expect(page.locator("header .who button", has_text="Sign out")).to_be_visible()
