@@ -8,10 +8,10 @@ sensitive today is masked in yesterday's runs too, and the events stay as small 
 import json
 from collections.abc import Iterable
 
-from runs.models import ToolCall
+from runs.models import Step, ToolCall
 from toolsapp.models import Tool
-from toolsapp.text import loads as bounded_loads
 from toolsapp.sensitive import MASK, masked
+from toolsapp.text import loads as bounded_loads
 
 # A page asks for the arguments of this many calls at once (the next ones with ?after=).
 CALLS_PER_READ = 200
@@ -124,3 +124,26 @@ def run_call_arguments(*, run_id: int, after: int = 0, limit: int = CALLS_PER_RE
     calls = calls[:limit]
     sensitive = sensitive_fields_by_tool(c.tool_name for c in calls)
     return [call_arguments(call, sensitive.get(call.tool_name, [])) for call in calls], more
+
+
+# The server-rendered timeline (the page without JavaScript) shows this many steps at most.
+TIMELINE_STEPS = 300
+
+
+def run_timeline(*, run) -> dict:
+    """The run's steps with their calls as the page shows them before (and without) its live
+    script: each call with its arguments masked, its approval, its error and result preview."""
+    steps = list(Step.objects.filter(run=run).order_by("index")[: TIMELINE_STEPS + 1])
+    more = len(steps) > TIMELINE_STEPS
+    steps = steps[:TIMELINE_STEPS]
+    calls_by_step: dict[int, list[ToolCall]] = {}
+    calls = list(ToolCall.objects.filter(step__in=steps).select_related("approval").order_by("step_id", "index"))
+    sensitive = sensitive_fields_by_tool(c.tool_name for c in calls)
+    for call in calls:
+        call.shown = call_arguments(call, sensitive.get(call.tool_name, []))
+        calls_by_step.setdefault(call.step_id, []).append(call)
+    for step in steps:
+        step.shown_calls = calls_by_step.get(step.pk, [])
+        step.content = (step.message or {}).get("content") or ""
+    # The same, for the live script: it starts from these instead of asking again.
+    return {"steps": steps, "more": more, "arguments": [call.shown for call in calls]}

@@ -5,8 +5,8 @@
 import { el, shortHash } from "./dom.js";
 
 // Loads /runs/<id>/arguments/?after=<pk> in pages, one load at a time; `onCall(shown)` for each.
-export function argumentsLoader(url, onCall) {
-  let after = 0;
+// `after`: the last call the page already has (the server rendered them with the page).
+export function argumentsLoader(url, onCall, after = 0) {
   let loading = null;
   let again = false;
 

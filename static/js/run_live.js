@@ -41,14 +41,15 @@ let retryDelay = 500;
 let runStatus = null; // from the last applied "run" event
 const calls = new Map(); // call pk -> {data, li}
 // The calls' arguments (masked), read from the server after the steps that carry the calls.
-const shownArguments = new Map(); // call pk -> {arguments, args_hash, edit}
+const shownArguments = new Map(readJson("call-arguments").map((shown) => [shown.pk, shown])); // call pk -> {arguments, args_hash, edit}
 const argumentsSource = argumentsLoader(page.dataset.argumentsUrl, (shown) => {
   shownArguments.set(shown.pk, shown);
   const known = calls.get(shown.pk);
   if (known) fillCall(known.li, known.data);
-});
+}, Math.max(0, ...shownArguments.keys()));
 
 document.body.dataset.lastSeq = "0";
+document.getElementById("timeline-static").hidden = true;
 
 function readJson(id) {
   const node = document.getElementById(id);
@@ -68,6 +69,7 @@ const usd = (value) => `$${Number(value || 0).toFixed(6)}`;
 // --- the socket -----------------------------------------------------------------------------
 
 function connect() {
+  if (!liveState.textContent) liveState.textContent = "connecting…";
   const scheme = location.protocol === "https:" ? "wss:" : "ws:";
   const ws = new WebSocket(`${scheme}//${location.host}${wsPath}`);
   socket = ws;
@@ -142,6 +144,12 @@ function receive(event) {
 }
 
 function apply(event) {
+  // The server rendered the timeline as it stood; the replay of the events builds it again,
+  // live from here on.
+  if (timeline.dataset.serverRendered === "true") {
+    timeline.replaceChildren();
+    timeline.dataset.serverRendered = "false";
+  }
   try {
     const render = RENDERERS[event.kind];
     if (render) render(event.data || {}, event.seq);

@@ -7,7 +7,7 @@ from runs.engine.loop import run_advance
 from runs.lifecycle.forks import run_fork
 from runs.models import Agent, Approval, ApprovalRule
 from runs.supervision.decide import approval_decide
-from tests.browser import requires_chromium, screenshot, wait_for_seq
+from tests.browser import PASSWORD, requires_chromium, screenshot, wait_for_seq
 from toolsapp.models import Tool
 
 pytestmark = [pytest.mark.browser, requires_chromium]
@@ -128,3 +128,35 @@ def test_every_page_fits_a_phone_and_the_header_folds_into_a_menu(live, browser,
     page.set_viewport_size(DESKTOP)  # wider: the links are always shown, no button
     expect(page.locator("#menu-toggle")).to_be_hidden()
     expect(page.locator("header .who button", has_text="Sign out")).to_be_visible()
+
+
+def test_without_javascript_the_run_page_shows_its_timeline_from_the_server(live, browser, users, launch, script):
+    Tool.objects.filter(name="create_ticket").update(sensitive_fields=["body"])
+    model = script(
+        {"tool_calls": [
+            {"id": "w1", "name": "get_weather", "arguments": {"city": "Lagos"}},
+            {"id": "t1", "name": "create_ticket", "arguments": {"title": "Heat", "body": "secret plan", "priority": "low"}},
+        ]},
+        {"content": "Lagos is warm; ticket filed."},
+    )
+    run = launch("Weather, then a ticket", models=[model])
+    context = browser.chromium.new_context(base_url=browser.base_url, java_script_enabled=False, viewport=DESKTOP)
+    page = browser._watch(context.new_page())
+    page.goto("/login/")
+    page.locator("input[name=username]").fill(users["viewer"].username)
+    page.locator("input[name=password]").fill(PASSWORD)
+    page.locator("main form button[type=submit]").click()
+    page.goto(f"/runs/{run.pk}/")
+    for size in (DESKTOP, PHONE):
+        page.set_viewport_size(size)
+        expect(page.locator("#timeline .step[data-index]")).to_have_count(2)
+        expect(call_item(page, "get_weather").locator(".call-args-json")).to_contain_text('"city": "Lagos"')
+        expect(call_item(page, "get_weather").locator(".call-status")).to_have_attribute("data-status", "succeeded")
+        ticket = call_item(page, "create_ticket").locator(".call-args-json")
+        expect(ticket).to_contain_text('"body": "••••"')
+        expect(ticket).not_to_contain_text("secret plan")
+        expect(page.locator("#step-2 .assistant-text")).to_have_text("Lagos is warm; ticket filed.")
+        expect(page.locator("#timeline .run-end")).to_have_attribute("data-status", "succeeded")
+        expect(page.locator("#live-state")).to_have_text("")  # never "connecting…" forever
+        expect(page.get_by_text("Without JavaScript this is the run as it stood")).to_be_visible()
+        at_size(page, size, "run-without-javascript")

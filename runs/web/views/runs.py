@@ -8,7 +8,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST, require_safe
 
 from runs.engine.dispatch import run_dispatch
-from runs.lifecycle.call_arguments import run_call_arguments
+from runs.lifecycle.call_arguments import run_call_arguments, run_timeline
 from runs.lifecycle.launch import POLICY_LABELS, LaunchNotAllowed, launch_policy
 from runs.lifecycle.relatives import run_family
 from runs.lifecycle.reruns import rerun_create
@@ -68,6 +68,7 @@ def run_detail(request, pk: int):
         "approval_url": reverse("approval_detail", args=[0]),
         "grants": grants_of_run(run.pk),
         "policy_labels": POLICY_LABELS,
+        "timeline": run_timeline(run=run),
     }
     return render(request, "runs/run_detail.html", context)
 
