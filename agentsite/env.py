@@ -40,6 +40,15 @@ def env_float(name: str, default: float) -> float:
         raise ImproperlyConfigured(f"{name} must be a number, got {value!r}") from None
 
 
+def env_choice(name: str, choices: tuple[str, ...], default: str) -> str:
+    value = (os.environ.get(name) or "").strip().lower()
+    if not value:
+        return default
+    if value not in choices:
+        raise ImproperlyConfigured(f"{name} must be one of {', '.join(choices)}, got {value!r}")
+    return value
+
+
 def env_list(name: str, default: list[str] | None = None) -> list[str]:
     value = os.environ.get(name)
     if value is None or value.strip() == "":

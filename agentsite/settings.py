@@ -10,7 +10,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from toolsapp.outbound_rules import allowlist_errors, host_pattern_errors, secret_hosts_errors
 
-from .env import env_bool, env_float, env_int, env_json, env_list, env_str
+from .env import env_bool, env_choice, env_float, env_int, env_json, env_list, env_str
 from .secret import local_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -163,7 +163,10 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = DATA_DIR / "staticfiles"
+STATIC_ROOT = DATA_DIR / "staticfiles"  # filled by ./start (collectstatic)
+# What collectstatic writes there is public: readable, never writable by others (whatever the umask).
+FILE_UPLOAD_PERMISSIONS = 0o644
+FILE_UPLOAD_DIRECTORY_PERMISSIONS = 0o755
 WHITENOISE_USE_FINDERS = True  # serve static/ directly: no collectstatic step to forget
 
 # --- Redis, Celery, Channels -------------------------------------------------------------
@@ -231,6 +234,9 @@ LLM_PRICES = env_json("LLM_PRICES", {"demo": [1.0, 2.0]})
 LLM_MAX_RESPONSE_BYTES = env_int("LLM_MAX_RESPONSE_BYTES", 8 * 1024 * 1024)
 DEMO_MODEL_URL = env_str("DEMO_MODEL_URL")  # a running demo model; else one starts in-process
 DEMO_MODEL_LATENCY = env_float("DEMO_MODEL_LATENCY", 0.0)
+# "realistic": the demo's example tasks answer in 0.4-2.5 s, as a hosted model would (./start's
+# default, so a newcomer sees the live page work); "instant": at once (tests, benchmarks).
+DEMO_MODEL_PACE = env_choice("DEMO_MODEL_PACE", ("instant", "realistic"), "instant")
 
 # --- The loop ------------------------------------------------------------------------------
 TOOL_RESULT_MAX_CHARS = env_int("TOOL_RESULT_MAX_CHARS", 16000)

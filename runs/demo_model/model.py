@@ -28,6 +28,7 @@ Endpoints (all JSON; errors use OpenAI's ``{"error": {"message", "type",
 from __future__ import annotations
 
 import json
+import zlib
 
 from toolsapp.text import loads as bounded_loads
 
@@ -47,11 +48,21 @@ _NO_STREAMING = (
 
 class DemoModel:
     """The demo model and the scripts posted to it. ``latency`` (seconds) is added to the
-    delay of every chat reply."""
+    delay of every chat reply. ``pace``: "instant", or "realistic" (the example tasks' answers
+    take 0.4 to 2.5 s each, as a hosted model's would, so a newcomer sees the live page work;
+    scripts keep their own latency)."""
 
-    def __init__(self, latency: float = 0.0):
+    def __init__(self, latency: float = 0.0, pace: str = "instant"):
         self.latency = float(latency)
+        self.pace = pace
         self.scripts = ScriptBook()
+
+    def _paced(self, messages: list) -> float:
+        if self.pace != "realistic":
+            return 0.0
+        # Varied but repeatable: the same conversation takes as long each time.
+        spread = zlib.crc32(repr(len(messages)).encode() + repr(messages[-1:]).encode()) % 1000 / 1000
+        return round(0.4 + 2.1 * spread, 2)
 
     # -- scripts (also usable directly from Python) -------------------------
 
@@ -139,7 +150,7 @@ class DemoModel:
         if script is not None:
             entry, delay = self.scripts.take(script, body.get("tool_choice")), script.latency
         else:
-            entry, delay = scenarios.respond(body), 0.0
+            entry, delay = scenarios.respond(body), self._paced(messages)
         reply = answer(entry, model, messages)
         reply.delay = self.latency + entry.get("latency", delay)
         return reply

@@ -43,6 +43,14 @@ EXAMPLE_TASKS = (
     "stuck",
 )
 
+# The launch page offers the examples while the demo model is on, each with what it shows.
+DEMO_EXAMPLES = (
+    {"task": EXAMPLE_TASKS[0], "shows": "two read-only tool calls, then an answer"},
+    {"task": EXAMPLE_TASKS[1], "shows": "a search, a ticket created, then read back"},
+    {"task": EXAMPLE_TASKS[2], "shows": "a destructive call that waits for a person in Approvals"},
+    {"task": EXAMPLE_TASKS[3], "shows": "the same call again and again, until the repeat guard stops it"},
+)
+
 _ORDER_RE = re.compile(r"\bORD-\d+\b", re.IGNORECASE)
 _TICKET_TITLE_RE = re.compile(
     r"\bticket\b\s*(?:(?:about|for|on|regarding|saying|that|re)\b)?\s*[:\-]?\s*(.*)",

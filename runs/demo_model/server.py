@@ -139,8 +139,8 @@ class DemoModelServer:
     (the :class:`~runs.demo_model.model.DemoModel` it serves).
     """
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, latency: float = 0.0):
-        self.model = DemoModel(latency)
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, latency: float = 0.0, pace: str = "instant"):
+        self.model = DemoModel(latency, pace)
         self._tcp = _TCPServer((host, port), self.model)
         self.host = host
         self.port = self._tcp.server_address[1]
@@ -213,6 +213,6 @@ class DemoModelServer:
         return self.model.script_requests(script_id)
 
 
-def start_server(host: str = "127.0.0.1", port: int = 0, latency: float = 0.0) -> DemoModelServer:
+def start_server(host: str = "127.0.0.1", port: int = 0, latency: float = 0.0, pace: str = "instant") -> DemoModelServer:
     """Start the offline demo model server in a daemon thread and return it."""
-    return DemoModelServer(host, port, latency).start()
+    return DemoModelServer(host, port, latency, pace).start()

@@ -77,7 +77,7 @@ def demo_model_url() -> str:
         if _demo_server is None:
             from runs.demo_model import start_server
 
-            _demo_server = start_server(latency=settings.DEMO_MODEL_LATENCY)
+            _demo_server = start_server(latency=settings.DEMO_MODEL_LATENCY, pace=settings.DEMO_MODEL_PACE)
     return _demo_server.url
 
 

@@ -19,3 +19,15 @@ if (toggle && menu) {
   phone.addEventListener("change", fit);
   fit();
 }
+
+// A table wider than the screen scrolls inside itself (app.css): it takes the keyboard focus, so
+// people without a pointer can scroll it too.
+function focusableWhenScrolling() {
+  for (const table of document.querySelectorAll("main table")) {
+    if (table.scrollWidth > table.clientWidth + 1) table.setAttribute("tabindex", "0");
+    else if (table.getAttribute("tabindex") === "0") table.removeAttribute("tabindex");
+  }
+}
+window.addEventListener("resize", focusableWhenScrolling);
+window.addEventListener("load", focusableWhenScrolling);
+focusableWhenScrolling();

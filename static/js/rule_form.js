@@ -103,7 +103,11 @@ const conditions = parseConditions();
 if (conditions !== null) {
   const table = element("table", { id: "condition-rows" });
   const headings = element("tr");
-  for (const heading of ["Path", "Operator", "Value", ""]) headings.append(element("th", {}, heading));
+  for (const heading of ["Path", "Operator", "Value"]) headings.append(element("th", {}, heading));
+  // The remove buttons' column: named for screen readers, no visible heading needed.
+  const removeHeading = element("th");
+  removeHeading.append(element("span", { class: "visually-hidden" }, "Remove"));
+  headings.append(removeHeading);
   table.append(element("thead"), rows);
   table.tHead.append(headings);
   const add = element("button", { type: "button", id: "condition-add" }, "Add a condition");

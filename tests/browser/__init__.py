@@ -61,3 +61,20 @@ def screenshot(page, name: str) -> Path | None:
     path = directory / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)
     return path
+
+
+AXE_SCRIPT = Path(__file__).parent / "vendor" / "axe-core" / "axe.min.js"
+
+
+def axe_violations(page) -> list[str]:
+    """What axe-core (vendored, WCAG 2.x A and AA rules and best practices) finds wrong on the page
+    as it is now: one line per violation and element, empty when the page passes."""
+    # Two frames: what a resize or a script changed has been laid out (and its handlers ran).
+    page.evaluate("() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
+    if not page.evaluate("typeof window.axe !== 'undefined'"):
+        page.add_script_tag(path=str(AXE_SCRIPT))
+    results = page.evaluate(
+        "() => axe.run(document, {resultTypes: ['violations']}).then(r => r.violations.map(v => ({"
+        "id: v.id, help: v.help, nodes: v.nodes.map(n => n.target.join(' ') + ' :: ' + n.failureSummary)})))"
+    )
+    return [f"{v['id']} ({v['help']}): {node}" for v in results for node in v["nodes"]]

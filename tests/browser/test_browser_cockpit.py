@@ -7,7 +7,7 @@ from runs.engine.loop import run_advance
 from runs.lifecycle.forks import run_fork
 from runs.models import Agent, Approval, ApprovalRule
 from runs.supervision.decide import approval_decide
-from tests.browser import PASSWORD, requires_chromium, screenshot, wait_for_seq
+from tests.browser import PASSWORD, axe_violations, requires_chromium, screenshot, wait_for_seq
 from toolsapp.models import Tool
 
 pytestmark = [pytest.mark.browser, requires_chromium]
@@ -107,10 +107,15 @@ def test_every_page_fits_a_phone_and_the_header_folds_into_a_menu(live, browser,
     rule = ApprovalRule.objects.create(name="small refunds", action="approve", position=10, tool_pattern="cancel_order",
                                        conditions=[{"path": "$.order_id", "op": "eq", "value": "ORD-1001"}])
     page = browser.login(users["admin"])
-    page.set_viewport_size(PHONE)
+    found = {}
     for path in phone_pages(run, fork, approval, rule):
+        page.set_viewport_size(DESKTOP)
         page.goto(path)
         page.wait_for_load_state("networkidle")
+        found[f"{path} at desktop width"] = axe_violations(page)
+        screenshot(page, f"desktop-{path.strip('/').replace('/', '-').replace('?step=1', '') or 'home'}")
+        page.set_viewport_size(PHONE)
+        found[f"{path} at phone width"] = axe_violations(page)
         width = page.evaluate("document.documentElement.scrollWidth")
         assert width <= PHONE["width"], f"{path} is {width} px wide at phone width"
         # The header is one line: its links wait behind the menu button.
@@ -118,6 +123,8 @@ def test_every_page_fits_a_phone_and_the_header_folds_into_a_menu(live, browser,
         expect(page.locator("header .who button", has_text="Sign out")).to_be_hidden()
         name = path.strip("/").replace("/", "-").replace("?step=1", "") or "home"
         screenshot(page, f"phone-{name}")
+    problems = {where: lines for where, lines in found.items() if lines}
+    assert not problems, "\n".join(f"{where}: {line}" for where, lines in problems.items() for line in lines)
     header = page.locator("#topbar").bounding_box()
     assert header["height"] < 70, f"the folded header is {header['height']} px tall"
     page.locator("#menu-toggle").click()
@@ -160,3 +167,43 @@ def test_without_javascript_the_run_page_shows_its_timeline_from_the_server(live
         expect(page.locator("#live-state")).to_have_text("")  # never "connecting…" forever
         expect(page.get_by_text("Without JavaScript this is the run as it stood")).to_be_visible()
         at_size(page, size, "run-without-javascript")
+
+
+def test_a_fresh_install_says_what_to_do_first_and_the_demo_offers_its_example_tasks(live, browser, users):
+    page = browser.login(users["operator"])
+    found = {}
+    for size in (DESKTOP, PHONE):
+        page.set_viewport_size(size)
+        page.goto("/runs/")
+        first = page.locator("#first-steps")
+        expect(first).to_contain_text("Launch a run")
+        expect(page.locator("#history-runs, table").first).to_contain_text("No runs yet.")
+        found[f"empty runs at {size['width']}"] = axe_violations(page)
+        at_size(page, size, "runs-first-visit")
+        for path in ("/approvals/", "/metrics/", "/rules/"):
+            page.goto(path)
+            found[f"empty {path} at {size['width']}"] = axe_violations(page)
+    page.set_viewport_size(DESKTOP)
+    page.goto("/runs/")
+    page.locator("#first-steps a", has_text="Launch a run").click()
+    examples = page.locator("#example-tasks .example-task")
+    expect(examples).to_have_count(4)
+    expect(page.locator("#id_approval_policy + p, #launch-form p.muted").filter(has_text="approve every destructive call")).to_contain_text(
+        "no role has that right by default")
+    expect(page.locator("#launch-form")).not_to_contain_text("runs.approve_all_launch")
+    examples.filter(has_text="Cancel order ORD-1001").click()
+    expect(page.locator("#id_task")).to_have_value("Cancel order ORD-1001")
+    assert page.url.endswith("/runs/new/"), "the example filled the task in place"
+    at_size(page, DESKTOP, "launch-examples")
+    at_size(page, PHONE, "launch-examples")
+    page.set_viewport_size(DESKTOP)
+    # A launch refused: the page with its errors has no violations either.
+    page.locator("#id_task").fill("")
+    page.locator("#launch-button").click()
+    expect(page.locator("#launch-form .errorlist")).to_be_visible()
+    found["launch with an error"] = axe_violations(page)
+    page.locator("#id_task").fill("Cancel order ORD-1001")
+    page.locator("#launch-button").click()
+    expect(page.locator("#run-status")).to_have_attribute("data-status", "awaiting_approval")
+    problems = {where: lines for where, lines in found.items() if lines}
+    assert not problems, "\n".join(f"{where}: {line}" for where, lines in problems.items() for line in lines)

@@ -34,7 +34,8 @@ class StartedNothing:
 
 
 @pytest.fixture
-def up(monkeypatch):
+def up(monkeypatch, settings, tmp_path):
+    settings.STATIC_ROOT = tmp_path / "staticfiles"  # what `up` collects goes here, not in the checkout
     monkeypatch.setattr(processes, "Supervisor", StartedNothing)
     StartedNothing.started = {}
 
@@ -80,3 +81,25 @@ def test_a_worker_started_without_site_url_says_its_links_open_only_this_machine
     assert "SITE_URL is not set" in agentsite_celery.site_url_warning(settings)
     settings.SITE_URL_IS_SET = True
     assert agentsite_celery.site_url_warning(settings) is None
+
+
+@pytest.mark.django_db
+def test_up_collects_the_static_files_readable_by_all_and_writable_by_none_else(up, settings, monkeypatch):
+    import os
+
+    before = os.umask(0)  # the laxest umask: the modes must not depend on it
+    try:
+        up("--port", "8765")
+    finally:
+        os.umask(before)
+    root = settings.STATIC_ROOT
+    css = root / "css" / "app.css"
+    assert css.read_text() == (ROOT / "static" / "css" / "app.css").read_text()
+    assert oct(css.stat().st_mode & 0o777) == "0o644" and oct((root / "css").stat().st_mode & 0o777) == "0o755"
+
+
+@pytest.mark.django_db
+def test_up_gives_the_demo_model_a_watchable_pace_unless_told_otherwise(up, monkeypatch):
+    monkeypatch.delenv("DEMO_MODEL_PACE", raising=False)
+    assert up("--port", "8765")["worker"]["env"]["DEMO_MODEL_PACE"] == "realistic"
+    assert up("--port", "8765", DEMO_MODEL_PACE="instant")["worker"]["env"]["DEMO_MODEL_PACE"] == "instant"

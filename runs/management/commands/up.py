@@ -32,12 +32,17 @@ class Command(BaseCommand):
         if warning:
             self.stderr.write(f"WARNING: {warning}")
         call_command("migrate", verbosity=0)
+        # The stylesheets and scripts WhiteNoise serves (new or changed ones since the last start).
+        call_command("collectstatic", interactive=False, verbosity=0)
         password = processes.ensure_admin()
         site = {}
         if not os.environ.get("SITE_URL"):
             # Links in e-mails and webhooks must open this server, not the default's 127.0.0.1:8000.
             site["SITE_URL"] = processes.site_url_for(options["host"], options["port"])
-        env = processes.child_env(REDIS_URL=redis_url, **site)
+        # The demo model answers at a hosted model's pace here, so its runs can be watched live
+        # (DEMO_MODEL_PACE=instant ./start for answers at once).
+        pace = {} if os.environ.get("DEMO_MODEL_PACE") else {"DEMO_MODEL_PACE": "realistic"}
+        env = processes.child_env(REDIS_URL=redis_url, **site, **pace)
         py = sys.executable
         supervisor.start(
             "web", [py, "-m", "daphne", "-b", options["host"], "-p", str(options["port"]), "agentsite.asgi:application"], env

@@ -50,7 +50,8 @@ class LaunchForm(forms.Form):
     )
     approval_policy = forms.ChoiceField(
         required=False, initial="ask", choices=list(POLICY_LABELS.items()), label="Destructive calls",
-        help_text="Approving every call automatically needs the right to (runs.approve_all_launch).",
+        help_text="Only people an administrator allowed to launch without approvals may choose \u201capprove "
+                  "every destructive call automatically\u201d: no role has that right by default, superusers do.",
     )
     # ...then one field per limit and tool choice (LIMIT_SETTINGS, TOOL_CHOICE_SETTINGS), added below.
 

@@ -7,6 +7,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST, require_safe
 
+from runs.demo_model.scenarios import DEMO_EXAMPLES
 from runs.engine.dispatch import run_dispatch
 from runs.lifecycle.call_arguments import run_call_arguments, run_timeline
 from runs.lifecycle.launch import POLICY_LABELS, LaunchNotAllowed, launch_policy
@@ -23,9 +24,9 @@ from runs.web.forms.launch import LaunchForm
 @login_required
 @permission_required(PERM_LAUNCH, raise_exception=True)
 def run_launch(request):
-    # ?agent=<pk> preselects the agent (links from an agent's page).
-    form = LaunchForm(request.POST if request.method == "POST" else None, initial={"agent": request.GET.get("agent")},
-                      user=request.user)
+    # ?agent=<pk> preselects the agent; ?task= fills the task (the demo's example links).
+    initial = {"agent": request.GET.get("agent"), "task": request.GET.get("task", "")[:20_000]}
+    form = LaunchForm(request.POST if request.method == "POST" else None, initial=initial, user=request.user)
     if form.is_bound and form.is_valid():
         data = form.cleaned_data
         try:
@@ -43,7 +44,8 @@ def run_launch(request):
             run_dispatch(run_id=run.pk)
             return redirect("run_detail", pk=run.pk)
     agents = list(form.fields["agent"].queryset)
-    return render(request, "runs/launch.html", {"form": form, "agent_defaults": agent_defaults(agents=agents)})
+    return render(request, "runs/launch.html", {"form": form, "agent_defaults": agent_defaults(agents=agents),
+                                                "example_tasks": DEMO_EXAMPLES})
 
 
 @login_required
