@@ -117,3 +117,29 @@ function isVisible(id) {
   const node = byId(id);
   return Boolean(node) && !node.hidden;
 }
+
+// A form that ends the run (data-confirm) asks first, next to its button: the first press shows
+// what will happen and a "Yes" button that sends the form; "Keep it running" takes it back.
+// Without JavaScript the form is sent at once.
+export function confirmEndings() {
+  for (const form of document.querySelectorAll("#run-levers form[data-confirm]")) {
+    const button = form.querySelector("button[type=submit]");
+    const box = el("div", { class: "confirm-box", role: "group", "aria-label": `Confirm: ${button.textContent}`, hidden: true });
+    const yes = el("button", { type: "submit", class: "danger confirm-yes", dataset: { confirmed: "true" } }, `Yes: ${button.textContent.toLowerCase()}`);
+    const no = el("button", { type: "button", class: "confirm-no" }, "Keep it running");
+    box.append(el("p", { "aria-live": "polite" }, form.dataset.confirm), yes, no);
+    button.after(box);
+    no.addEventListener("click", () => {
+      box.hidden = true;
+      button.hidden = false;
+      button.focus();
+    });
+    form.addEventListener("submit", (submit) => {
+      if (submit.submitter && submit.submitter.dataset.confirmed === "true") return;
+      submit.preventDefault();
+      button.hidden = true;
+      box.hidden = false;
+      yes.focus();
+    });
+  }
+}

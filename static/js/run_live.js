@@ -8,7 +8,7 @@
 import { el, shortHash } from "./dom.js";
 import { approvalNode, renderGrant } from "./run_approvals.js";
 import { argumentsBlock, argumentsLoader, editBlock } from "./run_arguments.js";
-import { leverControls, renderFork, renderLever } from "./run_levers.js";
+import { confirmEndings, leverControls, renderFork, renderLever } from "./run_levers.js";
 
 const page = document.getElementById("run-page");
 const timeline = document.getElementById("timeline");
@@ -50,6 +50,7 @@ const argumentsSource = argumentsLoader(page.dataset.argumentsUrl, (shown) => {
 
 document.body.dataset.lastSeq = "0";
 document.getElementById("timeline-static").hidden = true;
+confirmEndings();
 
 function readJson(id) {
   const node = document.getElementById(id);
@@ -300,7 +301,6 @@ function renderRun(data, seq) {
     const line = el("p", {}, "Run ended: ");
     line.append(badge);
     end.append(line, el("p", { class: "run-end-detail run-text" }, data.stop_detail || labels.stop[data.stop_reason] || ""));
-    if (data.answer) end.append(el("h3", {}, "Answer"), el("div", { class: "run-end-answer run-text" }, data.answer));
     const old = timeline.querySelector(":scope > .run-end");
     if (old) old.replaceWith(end);
     else timeline.append(end);

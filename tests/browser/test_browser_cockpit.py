@@ -8,6 +8,7 @@ from runs.lifecycle.forks import run_fork
 from runs.models import Agent, Approval, ApprovalRule
 from runs.supervision.decide import approval_decide
 from tests.browser import PASSWORD, axe_violations, requires_chromium, screenshot, wait_for_seq
+from tests.conftest import wait_for_status
 from toolsapp.models import Tool
 
 pytestmark = [pytest.mark.browser, requires_chromium]
@@ -61,8 +62,8 @@ def test_an_edited_call_shows_what_the_model_asked_and_what_ran_field_by_field(l
     approval = Approval.objects.get(run=run)
     approval_decide(approval_id=approval.pk, user=users["operator"], approve=True, reason="the customer wrote twice",
                     arguments='{"order_id": "ORD-1001", "reason": "duplicate order"}')
-    run_advance(run_id=run.pk)
-    run.refresh_from_db()
+    # The decision hands the run to the live worker, which finishes it.
+    run = wait_for_status(run.pk, "succeeded")
     page = browser.login(users["viewer"])
     for size in (DESKTOP, PHONE):
         page.set_viewport_size(size)
@@ -207,3 +208,48 @@ def test_a_fresh_install_says_what_to_do_first_and_the_demo_offers_its_example_t
     expect(page.locator("#run-status")).to_have_attribute("data-status", "awaiting_approval")
     problems = {where: lines for where, lines in found.items() if lines}
     assert not problems, "\n".join(f"{where}: {line}" for where, lines in problems.items() for line in lines)
+
+
+def test_the_controls_are_grouped_explained_and_ending_ones_ask_first(live, browser, users, launch, no_dispatch):
+    run = launch("Cancel order ORD-1001")  # waits for a person: every control applies
+    page = browser.login(users["operator"])
+    found = {}
+    for size in (DESKTOP, PHONE):
+        page.set_viewport_size(size)
+        page.goto(f"/runs/{run.pk}/")
+        wait_for_seq(page, run.event_seq)
+        steer, end = page.locator("#lever-steer"), page.locator("#lever-end")
+        expect(steer.locator("#pause-button")).to_be_visible()
+        expect(steer.locator("#message-form")).to_be_visible()
+        expect(end.locator("#stop-help")).to_contain_text("writes a summary")
+        expect(end.locator("#cancel-help")).to_contain_text("without a summary")
+        page.locator("#cancel-button").click()
+        expect(page.locator("#cancel-form .confirm-box")).to_be_visible()
+        expect(page.locator("#cancel-form .confirm-yes")).to_be_focused()
+        found[f"confirming at {size['width']}"] = axe_violations(page)
+        at_size(page, size, "run-controls-confirm")
+        page.locator("#cancel-form .confirm-no").click()
+        expect(page.locator("#cancel-button")).to_be_focused()
+    run.refresh_from_db()
+    assert run.status == "awaiting_approval", "taking the confirmation back ended nothing"
+    page.locator("#stop-button").click()
+    page.locator("#stop-form .confirm-no").click()
+    page.locator("#cancel-button").click()
+    with page.expect_navigation():
+        page.locator("#cancel-form .confirm-yes").click()
+    expect(page.locator("#run-status")).to_have_attribute("data-status", "cancelled")
+    problems = {where: lines for where, lines in found.items() if lines}
+    assert not problems, "\n".join(f"{where}: {line}" for where, lines in problems.items() for line in lines)
+
+
+def test_a_run_still_going_offers_no_rerun_until_it_ends(live, browser, users, launch, no_dispatch):
+    run = launch("Cancel order ORD-1001")
+    page = browser.login(users["operator"])
+    page.goto(f"/runs/{run.pk}/")
+    wait_for_seq(page, run.event_seq)
+    expect(page.locator("#rerun-form")).to_be_hidden()
+    page.locator("#cancel-button").click()
+    with page.expect_navigation():
+        page.locator("#cancel-form .confirm-yes").click()
+    expect(page.locator("#rerun-form")).to_be_visible()
+    expect(page.get_by_label("Destructive calls of the re-run")).to_be_visible()

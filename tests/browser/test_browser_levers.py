@@ -106,8 +106,10 @@ def test_stop_with_a_summary_ends_the_run_for_everyone_watching(live, browser, u
     watcher.goto(f"/runs/{run_id}/")
     expect(watcher.locator("#timeline .step[data-index]").first).to_be_visible()
 
+    operator.locator("#stop-button").click()
+    expect(operator.locator("#stop-form .confirm-box")).to_contain_text("writes a summary")
     with operator.expect_navigation():
-        operator.locator("#stop-button").click()
+        operator.locator("#stop-form .confirm-yes").click()
     # The run ends first; its summary follows as the last step and becomes the answer.
     for page in (operator, watcher):
         expect(page.locator("#timeline .lever-stop")).to_contain_text("Stop with a summary requested by operator")

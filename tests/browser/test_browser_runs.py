@@ -82,6 +82,10 @@ def test_operator_cancels_a_running_run_from_its_page(live, browser, users, scri
     expect(page.locator("#run-status")).to_have_attribute("data-status", Run.Status.RUNNING)
 
     page.locator("#cancel-button").click()
+    # It asks first, next to the button, and says what cancelling does.
+    expect(page.locator("#cancel-form .confirm-box")).to_contain_text("without a summary")
+    assert Run.objects.get(pk=run_id).status == Run.Status.RUNNING, "nothing happened before the confirmation"
+    page.locator("#cancel-form .confirm-yes").click()
     page.wait_for_url(RUN_URL)
     expect(page.locator("#run-status")).to_have_attribute("data-status", Run.Status.CANCELLED)
     expect(page.locator("#run-stop-reason")).to_have_attribute("data-stop-reason", Run.StopReason.CANCELLED)
