@@ -24,6 +24,11 @@ MAX_EDIT_CHARS = 100_000
 IDENTICAL, WHOLE_TOOL = "identical", "tool"
 GRANT_SCOPES = ("", IDENTICAL, WHOLE_TOOL)
 ALREADY_VOTED = "You already approved this call: another person must give the next approval."
+LAUNCHER_MAY_NOT_APPROVE = "You launched this run: two other people must approve this call."
+
+
+def only_members(group: str | None) -> str:
+    return f"Only members of {group or 'the named group'} may decide this call."
 
 
 class NotAllowed(Exception):
@@ -50,12 +55,11 @@ def check_decider(*, approval: Approval, user, approve: bool) -> None:
     Rejecting stays open to anyone who may decide (launcher or earlier approver included): it can
     only stop a call. Approving a two-person call needs people other than the launcher."""
     if approval.group_id and not user.is_superuser and not user.groups.filter(pk=approval.group_id).exists():
-        group = approval.group.name if approval.group else "the named group"
-        raise NotAllowed(f"Only members of {group} may decide this call.")
+        raise NotAllowed(only_members(approval.group.name if approval.group else None))
     if not approve or approval.required_approvals < 2:
         return
     if approval.run.created_by_id == user.pk:
-        raise NotAllowed("You launched this run: two other people must approve this call.")
+        raise NotAllowed(LAUNCHER_MAY_NOT_APPROVE)
 
 
 def check_vote(*, approval: Approval, user, approve: bool, restart: bool) -> None:

@@ -8,6 +8,7 @@ import json
 from django.core.paginator import Page
 
 from runs.models import Approval
+from runs.supervision.checks import ALREADY_VOTED, LAUNCHER_MAY_NOT_APPROVE, only_members
 from runs.supervision.facts import Supervision
 from runs.supervision.queue import PendingApproval, _pending_items, approvals_pending_page
 from toolsapp.sensitive import masked
@@ -42,6 +43,30 @@ def pending_supervision(items: list[PendingApproval]) -> None:
         item.schema = facts.parameters
         item.edit_json, item.edit_refusal = edit_offer(item, facts)
         item.grant_refusal = grant_refusal(approval, facts)
+
+
+def decision_refusals(items: list[PendingApproval], user) -> None:
+    """Why this person may not decide an item (`decide_refusal`) or may not approve it
+    (`approve_refusal`), "" when they may: the page disables those buttons and says why. The
+    same rules as checks.check_decider and check_vote, which the server applies whatever a page
+    offers. One query at most (the person's groups), however many items."""
+    group_ids = None
+    for item in items:
+        approval = item.approval
+        item.decide_refusal = item.approve_refusal = ""
+        if approval.status != Approval.Status.PENDING:
+            continue
+        if approval.group_id and not user.is_superuser:
+            if group_ids is None:
+                group_ids = set(user.groups.values_list("pk", flat=True))
+            if approval.group_id not in group_ids:
+                item.decide_refusal = only_members(item.group_name)
+                continue
+        if approval.required_approvals > 1:
+            if approval.run.created_by_id == user.pk:
+                item.approve_refusal = LAUNCHER_MAY_NOT_APPROVE
+            elif user.get_username() in item.voters:
+                item.approve_refusal = ALREADY_VOTED
 
 
 def edit_offer(item: PendingApproval, facts: Supervision) -> tuple[str, str]:

@@ -124,7 +124,8 @@ const deciding = new Set();
 
 function markBusy(card, busy) {
   card.classList.toggle("busy", busy);
-  for (const button of card.querySelectorAll("button")) button.disabled = busy;
+  // A button this person may not use (data-refused, with its reason beside it) stays disabled.
+  for (const button of card.querySelectorAll("button")) button.disabled = busy || "refused" in button.dataset;
 }
 
 function setDeciding(id, busy) {

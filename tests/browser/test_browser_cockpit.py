@@ -253,3 +253,45 @@ def test_a_run_still_going_offers_no_rerun_until_it_ends(live, browser, users, l
         page.locator("#cancel-form .confirm-yes").click()
     expect(page.locator("#rerun-form")).to_be_visible()
     expect(page.get_by_label("Destructive calls of the re-run")).to_be_visible()
+
+
+def test_approve_is_disabled_with_its_reason_for_the_launcher_and_a_second_vote_and_non_members_see_why(
+    live, browser, users, launch, no_dispatch
+):
+    from django.contrib.auth.models import Group
+
+    from runs.lifecycle.runs import run_create
+
+    Tool.objects.filter(name="cancel_order").update(critical=True)  # two people, neither the launcher
+    launched = run_create(agent=Agent.objects.get(name="demo"), task="Cancel order ORD-1001", user=users["operator"])
+    run_advance(run_id=launched.pk)
+    finance = Group.objects.create(name="finance")
+    ApprovalRule.objects.create(name="finance decides", action="ask_group", group=finance, position=1,
+                                tool_pattern="cancel_order", conditions=[{"path": "$.order_id", "op": "eq", "value": "ORD-1002"}])
+    grouped = launch("Cancel order ORD-1002")
+    page = browser.login(users["operator"])
+    page.goto("/approvals/")
+    mine = page.locator(f"article.approval[data-run-id='{launched.pk}']")
+    expect(mine.locator(".approve-button")).to_be_disabled()
+    expect(mine.locator(".approve-tool-button, .approve-identical-button")).to_have_count(0)  # no grants for two-person calls
+    expect(mine.locator(".decide-refusal")).to_have_text("You launched this run: two other people must approve this call.")
+    expect(mine.locator(".reject-button")).to_be_enabled()  # a launcher may still stop the call
+    theirs = page.locator(f"article.approval[data-run-id='{grouped.pk}']")
+    for name in ("reject", "approve"):
+        expect(theirs.locator(f".{name}-button")).to_be_disabled()
+    expect(theirs.locator(".decide-refusal")).to_have_text("Only members of finance may decide this call.")
+    found = {}
+    for size in (DESKTOP, PHONE):
+        page.set_viewport_size(size)
+        found[size["width"]] = axe_violations(page)
+        at_size(page, size, "queue-refusals")
+
+    other = browser.login(users["operator2"])
+    other.goto("/approvals/")
+    card = other.locator(f"article.approval[data-run-id='{launched.pk}']")
+    card.locator(".approve-button").click()
+    expect(card.locator(".approvals-count")).to_have_text("1 of 2 approvals")
+    other.reload()
+    expect(card.locator(".approve-button")).to_be_disabled()
+    expect(card.locator(".decide-refusal")).to_contain_text("You already approved this call")
+    assert not {width: lines for width, lines in found.items() if lines}

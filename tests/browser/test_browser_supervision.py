@@ -142,7 +142,11 @@ def test_a_critical_call_needs_two_operators_and_a_third_context_sees_one_of_two
     expect(seen.locator(".voters")).to_have_text("approved by operator")
     screenshot(third, "two-person-one-of-two")
 
-    # The same person cannot give the second approval.
+    # The same person cannot give the second approval: the page says so beside a disabled button...
+    expect(card.locator(".approve-button")).to_be_disabled()
+    expect(card.locator(".decide-refusal")).to_contain_text("You already approved this call")
+    # ...and the server refuses it from a page that still offered it (as a stale tab would).
+    card.locator(".approve-button").evaluate("button => { delete button.dataset.refused; button.disabled = false; }")
     card.locator(".approve-button").click()
     expect(flash(first).locator("li").first).to_contain_text("Not allowed")
     approval.refresh_from_db()

@@ -20,7 +20,7 @@ from runs.supervision.queue import (
     approvals_pending_count,
     approvals_recent_decisions,
 )
-from runs.supervision.queue_controls import approval_for_page, approvals_queue_page
+from runs.supervision.queue_controls import approval_for_page, approvals_queue_page, decision_refusals
 
 # The buttons of a card: approve alone, approve with a grant for the rest of the run, reject.
 DECISIONS = {
@@ -59,6 +59,7 @@ class BulkDecisionForm(forms.Form):
 
 def _queue_context(request) -> dict:
     page = approvals_queue_page(page=request.GET.get("page"))
+    decision_refusals(page.object_list, request.user)
     # The queue is oldest first: on its first page, the oldest waiting call is the first shown.
     if page.number == 1:
         oldest = page.object_list[0].approval.requested_at if page.object_list else None
@@ -107,6 +108,7 @@ def approval_detail(request, pk: int):
     item = approval_for_page(approval_id=pk)
     if item is None:
         raise Http404("No such approval.")
+    decision_refusals([item], request.user)
     template = "runs/_approval_detail_body.html" if request.GET.get("partial") else "runs/approval_detail.html"
     return render(request, template, {"item": item, "decision_text": approval_decision_text(item.approval)})
 
