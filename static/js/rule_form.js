@@ -21,6 +21,13 @@ function readValue(text) {
   }
 }
 
+// "is one of" takes a list the way people type it: ORD-1001, ORD-1003 (or a JSON list).
+function readList(text) {
+  const value = readValue(text);
+  if (Array.isArray(value) || text.trim() === "") return value;
+  return text.split(",").map((part) => readValue(part)).filter((part) => part !== "");
+}
+
 function showValue(value) {
   if (value === undefined) return "";
   if (typeof value === "string") {
@@ -63,7 +70,9 @@ function write() {
   const conditions = [...rows.children].map((row) => {
     const op = row.querySelector(".condition-op").value;
     const condition = { path: row.querySelector(".condition-path").value.trim(), op };
-    if (!NO_VALUE.has(op)) condition.value = readValue(row.querySelector(".condition-value").value);
+    const text = row.querySelector(".condition-value").value;
+    if (op === "in") condition.value = readList(text);
+    else if (!NO_VALUE.has(op)) condition.value = readValue(text);
     return condition;
   });
   textarea.value = conditions.length ? JSON.stringify(conditions) : "";
@@ -126,4 +135,20 @@ if (conditions !== null) {
   conditions.forEach((condition) => addRow(condition));
   textarea.style.display = "none"; // not `hidden`: the stylesheet sets textareas' display
   (textarea.closest("label") || textarea).after(editor);
+}
+
+// The group and the reason only mean something with some actions: shown with those only.
+const action = document.getElementById("id_action");
+const RELEVANT = { "field-group": ["ask_group"], "field-reason": ["reject"] };
+
+function showRelevant() {
+  for (const [id, actions] of Object.entries(RELEVANT)) {
+    const field = document.getElementById(id);
+    const errors = field && field.querySelector(".errorlist");
+    if (field) field.hidden = !actions.includes(action.value) && !errors;
+  }
+}
+if (action) {
+  action.addEventListener("change", showRelevant);
+  showRelevant();
 }

@@ -295,3 +295,40 @@ def test_approve_is_disabled_with_its_reason_for_the_launcher_and_a_second_vote_
     expect(card.locator(".approve-button")).to_be_disabled()
     expect(card.locator(".decide-refusal")).to_contain_text("You already approved this call")
     assert not {width: lines for width, lines in found.items() if lines}
+
+
+def test_the_rule_editor_offers_the_tools_takes_a_typed_list_and_shows_only_the_fields_its_action_uses(
+    live, browser, users
+):
+    page = browser.login(users["admin"])
+    page.goto("/rules/new/")
+    options = page.locator("#rule-tool-suggestions option")
+    values = [options.nth(n).get_attribute("value") for n in range(options.count())]
+    assert {"*", "cancel_order", "get_weather", "cancel_*"} <= set(values)
+    expect(page.locator("#id_tool_pattern")).to_have_attribute("list", "rule-tool-suggestions")
+    expect(page.locator("#field-group")).to_be_hidden()  # the default action asks one person
+    expect(page.locator("#field-reason")).to_be_hidden()
+    page.locator("#id_action").select_option("reject")
+    expect(page.locator("#field-reason")).to_be_visible()
+    expect(page.locator("#field-group")).to_be_hidden()
+    page.locator("#id_action").select_option("ask_group")
+    expect(page.locator("#field-group")).to_be_visible()
+    expect(page.locator("#field-reason")).to_be_hidden()
+    page.locator("#id_action").select_option("approve")
+    page.locator("#id_name").fill("two known orders")
+    page.locator("#id_tool_pattern").fill("cancel_order")
+    page.locator("#condition-add").click()
+    row = page.locator("#condition-rows .condition-row")
+    row.locator(".condition-path").fill("$.order_id")
+    row.locator(".condition-op").select_option("in")
+    row.locator(".condition-value").fill("ORD-1001, ORD-1003")
+    found = {}
+    for size in (DESKTOP, PHONE):
+        page.set_viewport_size(size)
+        found[size["width"]] = axe_violations(page)
+        at_size(page, size, "rule-editor")
+    page.locator("#rule-save").click()
+    expect(page.locator("#rule-list, main")).to_contain_text("two known orders")
+    rule = ApprovalRule.objects.get(name="two known orders")
+    assert rule.conditions == [{"path": "$.order_id", "op": "in", "value": ["ORD-1001", "ORD-1003"]}]
+    assert not {width: lines for width, lines in found.items() if lines}

@@ -10,6 +10,7 @@ from django.forms.models import ModelChoiceIterator
 from runs.models import Agent, ApprovalRule
 from runs.supervision.rule_admin import MAX_INT, RULE_FIELDS, rule_errors
 from runs.supervision.rules import OPERATORS
+from toolsapp.models import Tool
 from toolsapp.text import loads as bounded_loads
 
 MAX_CONDITIONS_TEXT = 20_000
@@ -67,7 +68,8 @@ class RuleForm(forms.Form):
     position = forms.IntegerField(initial=100, min_value=-MAX_INT - 1, max_value=MAX_INT, help_text="Rules are tried from the lowest position; the first that matches decides.")
     enabled = forms.BooleanField(required=False, initial=True)
     tool_pattern = forms.CharField(
-        max_length=200, initial="*", label="Tool", help_text="A tool name, or a pattern with * and ? (refund_*)."
+        max_length=200, initial="*", label="Tool", help_text="A tool name, or a pattern with * and ? (refund_*).",
+        widget=forms.TextInput(attrs={"list": "rule-tool-suggestions", "autocomplete": "off"}),
     )
     conditions = forms.CharField(
         required=False, max_length=MAX_CONDITIONS_TEXT, label="Conditions on the arguments",
@@ -97,6 +99,12 @@ class RuleForm(forms.Form):
         super().__init__(*args, **kwargs)
         if rule is not None and rule.launched_by_unresolved:
             self.fields["launched_by"] = LauncherField(unresolved=rule.launched_by_unresolved)
+
+    def tool_suggestions(self) -> list[str]:
+        """What the tool field offers as one types: every tool, then a pattern per name prefix."""
+        names = list(Tool.objects.order_by("name").values_list("name", flat=True))
+        prefixes = sorted({name.split("_", 1)[0] + "_*" for name in names if "_" in name})
+        return ["*", *names, *prefixes]
 
     def clean_conditions(self) -> list:
         text = self.cleaned_data["conditions"].strip()
