@@ -116,6 +116,23 @@ def remove_sqlite_database(path: str) -> None:
 class Inserter:
     """Many rows into one table, fast: executemany on SQLite, COPY on PostgreSQL."""
 
+    def with_defaults(self, table: str, columns: list[str], rows: list[tuple]) -> tuple[list[str], list[tuple]]:
+        """The columns given, plus every NOT NULL column with a default that they leave out (a
+        column added since this bench was written), set to the model field's default."""
+        from django.apps import apps
+
+        model = next(m for m in apps.get_models() if m._meta.db_table == table)
+        extra = [
+            f for f in model._meta.concrete_fields
+            if f.column not in columns and not f.null and f.has_default() and not f.primary_key
+        ]
+        if not extra:
+            return columns, rows
+        values = tuple(f.get_db_prep_save(f.get_default(), self.connection) for f in extra)
+        if self.vendor == "sqlite":
+            values = tuple(json.dumps(v) if isinstance(v, (list, dict)) else v for v in values)
+        return [*columns, *(f.column for f in extra)], [(*row, *values) for row in rows]
+
     def __init__(self, connection):
         self.connection = connection
         self.vendor = connection.vendor
@@ -128,6 +145,7 @@ class Inserter:
     def insert(self, table: str, columns: list[str], rows: list[tuple]) -> None:
         if not rows:
             return
+        columns, rows = self.with_defaults(table, columns, rows)
         cols = ", ".join(f'"{c}"' for c in columns)
         raw = self.connection.connection
         if self.vendor == "sqlite":
@@ -458,9 +476,9 @@ def measure(args) -> list[tuple[str, str, list[float], int, int]]:
     from django.test import Client
     from django.utils import timezone
 
-    from runs.models import Agent
+    from runs.models import Agent, Run
 
-    user = User.objects.create_user("bench-viewer")
+    user = User.objects.get_or_create(username="bench-viewer")[0]
     user.groups.add(Group.objects.get(name="viewers"))
     client = Client(HTTP_HOST="localhost")
     client.force_login(user)
@@ -503,6 +521,9 @@ def measure(args) -> list[tuple[str, str, list[float], int, int]]:
             + urlencode({"date_from": (today - timedelta(days=364)).isoformat(), "date_to": today.isoformat()}),
         ),
     ]
+    # The run page of the newest run with tool calls, and the approvals queue.
+    with_calls = Run.objects.filter(tool_calls__isnull=False).order_by("-pk").values_list("pk", flat=True).first()
+    pages += [("run page, newest run with calls", f"/runs/{with_calls}/"), ("approvals queue", "/approvals/")]
     pages = [(name, address) for name, address in pages if args.only in name]
     timed = {}
     for name, url in pages:

@@ -37,6 +37,11 @@ LIST_FIELDS = (
     "tokens_in",
     "tokens_out",
     "cost_usd",
+    "active_seconds",  # the duration column
+    "rerun_of_id",  # the parent column
+    "forked_from_id",
+    "created_by__id",  # who launched it
+    "created_by__username",
 )
 
 
@@ -75,7 +80,7 @@ def run_history(
 def runs_for_listing(runs: QuerySet[Run]) -> QuerySet[Run]:
     """Only the columns a list shows: no config, answer or full task (they can be large)."""
     return (
-        runs.select_related("agent").only(*LIST_FIELDS).annotate(task_preview=Substr("task", 1, TASK_PREVIEW_CHARS + 1))
+        runs.select_related("agent", "created_by").only(*LIST_FIELDS).annotate(task_preview=Substr("task", 1, TASK_PREVIEW_CHARS + 1))
     )
 
 

@@ -66,3 +66,19 @@ def test_the_endpoint_needs_a_person_who_may_view_runs(client, demo_data, launch
     client.force_login(User.objects.create_user("nina"))  # no role
     assert client.get(url).status_code == 403
     assert client.post(url).status_code in (403, 405)
+
+
+def test_history_shows_each_runs_duration_launcher_and_parent(client, viewer, launch):
+    from runs.lifecycle.forks import run_fork
+    from runs.models import Run
+
+    parent = launch()
+    Run.objects.filter(pk=parent.pk).update(active_seconds=12.34)
+    launcher = User.objects.create_user("lena")
+    launcher.groups.add(Group.objects.get(name="operators"))
+    fork = run_fork(run_id=parent.pk, step_index=1, user=launcher)
+    client.force_login(viewer)
+    page = client.get(reverse("run_list")).content.decode()
+    rows = {row.split('data-run-id="')[1].split('"')[0]: row for row in page.split('<tr class="run-row"')[1:]}
+    assert '12.3 s' in rows[str(parent.pk)] and "the command line" in rows[str(parent.pk)]
+    assert "lena" in rows[str(fork.pk)] and f'fork of <a href="/runs/{parent.pk}/">#{parent.pk}</a>' in rows[str(fork.pk)]
