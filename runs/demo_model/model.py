@@ -150,7 +150,8 @@ class DemoModel:
         if script is not None:
             entry, delay = self.scripts.take(script, body.get("tool_choice")), script.latency
         else:
-            entry, delay = scenarios.respond(body), self._paced(messages)
+            # A latency set by hand replaces the pace (DEMO_MODEL_LATENCY=10: every answer 10 s).
+            entry, delay = scenarios.respond(body), 0.0 if self.latency else self._paced(messages)
         reply = answer(entry, model, messages)
         reply.delay = self.latency + entry.get("latency", delay)
         return reply

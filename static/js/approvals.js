@@ -13,14 +13,62 @@ const bulkCount = document.getElementById("bulk-count");
 const keys = installQueueKeys({ live, help: document.getElementById("keys-help") });
 document.getElementById("keys-help-button")?.addEventListener("click", () => keys.toggleHelp());
 
-function showMessage(text, level = "info") {
+// `announce`: false when the same answer is announced beside the card (once is enough).
+function showMessage(text, level = "info", { announce = true } = {}) {
   if (!flash || !text) return;
   const item = document.createElement("li");
   item.className = `msg-${level}`;
+  if (!announce) item.setAttribute("aria-hidden", "true");
   item.textContent = text;
   flash.prepend(item);
   while (flash.children.length > 5) flash.lastElementChild.remove();
 }
+
+// The answer to a decision also goes where the person acted: in its card, or, once the card has
+// left the list (decided), where the card was, for ANSWER_MS. Announced there (role=status); the
+// list at the top keeps the last few for a person who scrolled away.
+const ANSWER_MS = 30000;
+const answers = new Map(); // approval id -> {text, level, after: id of the card above, at}
+
+function noteAnswer(id, text, level) {
+  if (!text) return;
+  const cards = [...live.querySelectorAll(".approval[data-approval-id]")];
+  const index = cards.findIndex((card) => card.dataset.approvalId === id);
+  const after = index > 0 ? cards[index - 1].dataset.approvalId : null;
+  answers.set(id, { text, level, after, at: Date.now() });
+  placeAnswers();
+}
+
+function placeAnswers() {
+  const now = Date.now();
+  for (const [id, answer] of answers) {
+    let node = document.getElementById(`answer-${id}`);
+    if (now - answer.at > ANSWER_MS) {
+      answers.delete(id);
+      node?.remove();
+      continue;
+    }
+    if (!node) {
+      node = document.createElement("p");
+      node.id = `answer-${id}`;
+      node.setAttribute("role", "status");
+    }
+    node.className = `card-answer msg-${answer.level}`;
+    node.dataset.approvalId = id;
+    node.textContent = answer.text;
+    const card = cardById(id);
+    if (card) {
+      const rows = card.querySelectorAll(".decide-row");
+      (rows.length ? rows[rows.length - 1] : card.lastElementChild).after(node);
+    } else {
+      const above = answer.after && cardById(answer.after);
+      const list = live.querySelector("#approval-list") || live;
+      if (above) above.after(node);
+      else list.prepend(node);
+    }
+  }
+}
+setInterval(placeAnswers, 5000);
 
 function csrfToken(form) {
   const cookie = document.cookie.split("; ").find((c) => c.startsWith("csrftoken="));
@@ -89,6 +137,7 @@ function replaceList(html) {
   }
   keys.restore(cardHadFocus);
   updateBulkCount();
+  placeAnswers();
 }
 
 let inFlight = null;
@@ -208,20 +257,25 @@ live.addEventListener("submit", async (event) => {
   setDeciding(id, true);
   try {
     const { response, data } = await postForm(form, body);
+    let answer = ["", "info"];
     if (response.status === 409) {
-      showMessage(data.error || "Someone else decided this approval first.", "error");
+      answer = [data.error || "Someone else decided this approval first.", "error"];
     } else if (!response.ok) {
       const text = data.error || `The decision was not recorded (HTTP ${response.status}).`;
       // The server's refusal of an edit also goes next to the edit box (kept across the refresh).
       if (approving && body.has("arguments") && response.status === 400) showEditError(cardById(id) || card, text);
-      showMessage(text, "error");
+      answer = [text, "error"];
     } else if (data.approval && data.approval.status === "expired") {
-      showMessage(data.message, "warning");
+      answer = [data.message, "warning"];
     } else if (data.message) {
-      showMessage(data.message, "success");
+      answer = [data.message, "success"];
     }
+    showMessage(answer[0], answer[1], { announce: false });
+    noteAnswer(id, ...answer);
   } catch {
-    showMessage("Network error: the decision may not have been recorded; check the list.", "error");
+    const text = "Network error: the decision may not have been recorded; check the list.";
+    showMessage(text, "error", { announce: false });
+    noteAnswer(id, text, "error");
   } finally {
     setDeciding(id, false);
     await refresh();

@@ -332,3 +332,27 @@ def test_the_rule_editor_offers_the_tools_takes_a_typed_list_and_shows_only_the_
     rule = ApprovalRule.objects.get(name="two known orders")
     assert rule.conditions == [{"path": "$.order_id", "op": "in", "value": ["ORD-1001", "ORD-1003"]}]
     assert not {width: lines for width, lines in found.items() if lines}
+
+
+def test_the_answer_to_a_decision_appears_where_the_person_acted(live, browser, users, launch, no_dispatch):
+    Tool.objects.filter(name="cancel_order").update(critical=True)
+    first = launch("Cancel order ORD-1001")
+    second = launch("Cancel order ORD-1002")
+    page = browser.login(users["operator"])
+    page.set_viewport_size(PHONE)  # a small screen: the top of the page is far away
+    page.goto("/approvals/")
+    card = page.locator(f"article.approval[data-run-id='{second.pk}']")
+    card.locator(".approve-button").click()
+    answer = card.locator(".card-answer")
+    expect(answer).to_contain_text("1 of 2")
+    expect(answer).to_have_attribute("role", "status")
+    expect(answer).to_be_in_viewport()
+    at_size(page, PHONE, "queue-answer-in-card")
+    # Rejected: the card leaves the list and its answer stays where it was.
+    card.locator("input[name=reason]").fill("not today")
+    card.locator(".reject-button").click()
+    expect(card).to_have_count(0)
+    left = page.locator(f".card-answer[data-approval-id='{Approval.objects.get(run=second).pk}']")
+    expect(left).to_contain_text("Rejected")
+    expect(left).to_be_in_viewport()
+    assert page.locator(f"article.approval[data-run-id='{first.pk}']").count() == 1

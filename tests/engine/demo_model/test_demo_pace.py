@@ -17,8 +17,9 @@ def test_a_realistic_pace_answers_the_example_tasks_in_a_hosted_models_time():
     assert DemoModel(pace="realistic").chat(WEATHER).delay == DemoModel(pace="realistic").chat(WEATHER).delay
 
 
-def test_the_instant_pace_and_scripts_keep_their_own_timing():
+def test_the_instant_pace_a_latency_set_by_hand_and_scripts_keep_their_own_timing():
     assert DemoModel().chat(WEATHER).delay == 0.0
+    assert DemoModel(latency=10, pace="realistic").chat(WEATHER).delay == 10
     model = DemoModel(pace="realistic")
     script = model.create_script([{"content": "done"}], latency=0.0)["model"]
     assert model.chat({"model": script, "messages": [{"role": "user", "content": "x"}]}).delay == 0.0
