@@ -19,7 +19,16 @@ def call_data(call: ToolCall) -> dict:
         "latency_ms": round(call.latency_ms, 2) if call.latency_ms is not None else None,
         "result_preview": call.result_text[:PREVIEW_CHARS],
         "approval": approval_brief(approval) if approval else None,
+        "result_edited": result_edit(call),
     }
+
+
+def result_edit(call: ToolCall) -> dict | None:
+    """Who replaced what the model reads of this call's result (a fork's edit), or None."""
+    result = call.result
+    if isinstance(result, dict) and result.get("edited") is True:
+        return {"by": str(result.get("edited_by") or ""), "at": result.get("edited_at")}
+    return None
 
 
 def _has_approval_cached(call: ToolCall) -> bool:

@@ -8,6 +8,8 @@ sensitive today is masked in yesterday's runs too, and the events stay as small 
 import json
 from collections.abc import Iterable
 
+from django.db.models.fields.json import KT
+
 from runs.models import Step, ToolCall
 from toolsapp.models import Tool
 from toolsapp.sensitive import MASK, masked
@@ -133,17 +135,29 @@ TIMELINE_STEPS = 300
 def run_timeline(*, run) -> dict:
     """The run's steps with their calls as the page shows them before (and without) its live
     script: each call with its arguments masked, its approval, its error and result preview."""
-    steps = list(Step.objects.filter(run=run).order_by("index")[: TIMELINE_STEPS + 1])
+    # Not read: what the page does not show and can be large (the preamble holds the system
+    # prompt and the task; a full result can be megabytes: only a fork's edit marks are taken).
+    steps = list(
+        Step.objects.filter(run=run).defer("preamble", "message").annotate(content=KT("message__content"))
+        .order_by("index")[: TIMELINE_STEPS + 1]
+    )
     more = len(steps) > TIMELINE_STEPS
     steps = steps[:TIMELINE_STEPS]
     calls_by_step: dict[int, list[ToolCall]] = {}
-    calls = list(ToolCall.objects.filter(step__in=steps).select_related("approval").order_by("step_id", "index"))
+    calls = ToolCall.objects.filter(step__in=steps).defer("result").select_related("approval")
+    if run.forked_from_id:  # only a fork's copied results can have been edited
+        calls = calls.annotate(
+            edited_mark=KT("result__edited"), edited_by=KT("result__edited_by"), edited_at=KT("result__edited_at")
+        )
+    calls = list(calls.order_by("step_id", "index"))
     sensitive = sensitive_fields_by_tool(c.tool_name for c in calls)
     for call in calls:
         call.shown = call_arguments(call, sensitive.get(call.tool_name, []))
+        # JSON true reads back as "true" (PostgreSQL) or 1 (SQLite).
+        edited = str(getattr(call, "edited_mark", None)).lower() in ("true", "1")
+        call.result_edit = {"by": call.edited_by or "", "at": call.edited_at} if edited else None
         calls_by_step.setdefault(call.step_id, []).append(call)
     for step in steps:
         step.shown_calls = calls_by_step.get(step.pk, [])
-        step.content = (step.message or {}).get("content") or ""
     # The same, for the live script: it starts from these instead of asking again.
     return {"steps": steps, "more": more, "arguments": [call.shown for call in calls]}

@@ -241,7 +241,8 @@ def _apply_edit(kind: str | None, value, step: Step, calls: list[ToolCall], by: 
 def _edit_result(call: ToolCall, content: str, by: str) -> None:
     """What the model reads of the call becomes `content`, exactly. The call's status and error
     stay what really happened; its stored result says who replaced what."""
-    call.result = {"ok": call.ok, "edited": True, "edited_by": by, "content": content, "recorded": call.result}
+    call.result = {"ok": call.ok, "edited": True, "edited_by": by, "edited_at": timezone.now().isoformat(),
+                   "content": content, "recorded": call.result}
     call.result_text = content
     call.truncated = False
     call.save(update_fields=["result", "result_text", "truncated"])

@@ -25,7 +25,7 @@ def enabled_tool_names() -> list[str]:
 
 
 def run_for_page(*, run_id: int) -> Run | None:
-    return Run.objects.select_related("agent", "rerun_of", "created_by").filter(pk=run_id).first()
+    return Run.objects.select_related("agent", "created_by").filter(pk=run_id).first()
 
 
 def run_reruns(*, run: Run) -> list[Run]:

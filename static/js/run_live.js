@@ -257,7 +257,14 @@ function fillCall(li, data) {
     li.append(el("div", { class: "call-unknown warn" },
       "This call may have taken effect: check the real state before doing it again."));
   }
-  if (data.error) li.append(el("div", { class: "call-error error" }, data.error));
+  if (data.result_edited) {
+    // A fork's edit: the model read the text below, not what the call returned (the full result
+    // keeps the recorded one), and the status and error above are what really happened.
+    const when = data.result_edited.at ? ` at ${new Date(data.result_edited.at).toLocaleString(undefined, { timeZoneName: "short" })}` : "";
+    li.append(el("div", { class: "call-result-edited warn" },
+      `Result edited by ${data.result_edited.by || "an operator"}${when}: the model read the text below instead of the recorded result (Full result shows both). The status and error are what the call really did.`));
+  }
+  if (data.error) li.append(el("div", { class: "call-error error" }, data.result_edited ? `Recorded: ${data.error}` : data.error));
   if (data.result_preview) li.append(el("pre", { class: "call-preview mono" }, data.result_preview));
   li.append(full);
 }

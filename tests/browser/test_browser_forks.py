@@ -49,6 +49,11 @@ def test_fork_from_a_step_with_an_edited_result_then_compare(live, browser, user
     expect(page.locator("#forked-from")).to_contain_text(f"Fork of run {parent.pk}")
     expect(page.locator("#run-status")).to_have_attribute("data-status", Run.Status.SUCCEEDED)
     expect(page.locator("#run-answer")).to_have_text("Snow in London, warm elsewhere.")
+    # The edited result says so (who, when), next to what really happened, on the fork's page.
+    london = page.locator("#timeline .call[data-call-id='call_london']")
+    expect(london.locator(".call-result-edited")).to_contain_text("Result edited by operator")
+    expect(london.locator(".call-preview")).to_contain_text(SNOW)
+    screenshot(page, "fork-edited-result")
 
     page.locator("#compare-link").click()
     expect(page).to_have_url(re.compile(rf"/runs/{fork_id}/compare/$"))

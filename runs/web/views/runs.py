@@ -19,6 +19,7 @@ from runs.models import Run, RunGrant, ToolCall
 from runs.roles import PERM_CANCEL, PERM_DECIDE, PERM_LAUNCH, PERM_VIEW
 from runs.supervision.grants import grant_revoke, grants_of_run
 from runs.web.forms.launch import LaunchForm
+from runs.web.timeline_html import timeline_html
 
 
 @login_required
@@ -70,8 +71,10 @@ def run_detail(request, pk: int):
         "approval_url": reverse("approval_detail", args=[0]),
         "grants": grants_of_run(run.pk),
         "policy_labels": POLICY_LABELS,
-        "timeline": run_timeline(run=run),
     }
+    timeline = run_timeline(run=run)
+    context["timeline_html"] = timeline_html(run=run, timeline=timeline)
+    context["timeline_arguments"] = timeline["arguments"]
     return render(request, "runs/run_detail.html", context)
 
 

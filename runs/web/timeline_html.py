@@ -1,0 +1,149 @@
+"""The run page's timeline as HTML, rendered by the server with the page: what a person sees
+without JavaScript, and what the live script takes over (it rebuilds the same from the events).
+
+Plain Python, not a template: the page renders every step and call of the run, and the template
+language cost several times the queries for a run of a dozen steps. Every value goes through
+`escape`; the class names and data attributes are the ones run_live.js writes.
+"""
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.dateformat import format as date_format
+from django.utils.html import escape
+from django.utils.safestring import SafeString, mark_safe
+
+from runs.models import Approval, ToolCall
+
+PREVIEW_CHARS = 300
+
+
+def _when(moment) -> str:
+    return date_format(timezone.localtime(moment), "Y-m-d H:i:s T") if moment else ""
+
+
+def _approval(call: ToolCall) -> str:
+    approval = call.approval
+    if approval is None:
+        return ""
+    status = escape(approval.status)
+    if approval.status == Approval.Status.PENDING:
+        link = reverse("approval_detail", args=[approval.pk])
+        text = f'Waiting for approval — <a href="{escape(link)}">open the approval queue</a>'
+    else:
+        decider = approval.decider
+        text = escape(approval.get_status_display())
+        if decider:
+            text += f" by {escape(decider)}"
+        if approval.reason:
+            text += f": {escape(approval.reason)}"
+    return f'<div class="call-approval approval-{status}" data-approval-status="{status}">{text}</div>'
+
+
+def _edit(call: ToolCall) -> str:
+    edit = call.shown["edit"]
+    if not edit:
+        return ""
+    head = f"Edited by {escape(edit['by'] or 'an operator')}"
+    if call.approval is not None and call.approval.decided_at:
+        head += f" · {escape(_when(call.approval.decided_at))}"
+    parts = [f'<div class="call-edit"><p class="call-edit-head">{head}</p>']
+    if edit["note"]:
+        parts.append(f'<p class="call-edit-note muted">Note: {escape(edit["note"])}</p>')
+    if edit["changes"]:
+        rows = "".join(
+            f'<tr data-field="{escape(c["field"])}"><td class="mono">{escape(c["field"])}</td>'
+            f'<td class="mono edit-asked">{escape(c["asked"] or "(not there)")}</td>'
+            f'<td class="mono edit-ran">{escape(c["ran"] or "(removed)")}</td></tr>'
+            for c in edit["changes"]
+        )
+        parts.append(
+            '<table class="call-edit-changes"><thead><tr><th scope="col">Field</th><th scope="col">The model asked</th>'
+            f'<th scope="col">Ran with</th></tr></thead><tbody>{rows}</tbody></table>'
+        )
+    parts.append(f'<details class="call-edit-ran"><summary>Arguments that ran</summary><pre class="mono">'
+                 f'{escape(edit["ran_with"])}</pre></details></div>')
+    return "".join(parts)
+
+
+def _call(call: ToolCall) -> str:
+    status = escape(call.status)
+    short = escape(call.args_hash[:12])
+    title = f"arguments hash {escape(call.args_hash)}"
+    line = [
+        f'<span class="call-tool mono">{escape(call.tool_name)}</span>',
+        f'<code class="call-hash" title="{title}">{short}</code>',
+        f'<span class="call-status status status-{status}" data-status="{status}">{escape(call.get_status_display())}</span>',
+    ]
+    if call.latency_ms is not None:
+        line.append(f'<span class="call-latency muted">{round(call.latency_ms)} ms</span>')
+    if call.truncated:
+        line.append('<span class="call-truncated flag-unseen" title="the model was sent a shortened result">truncated</span>')
+    parts = [
+        f'<li class="call" data-call-pk="{call.pk}" data-call-id="{escape(call.call_id)}" data-status="{status}">',
+        f'<div class="call-line">{"".join(line)}</div>',
+        f'<details class="call-args" open><summary>Arguments <code class="call-args-hash muted" title="{title}">{short}'
+        f'</code></summary><pre class="call-args-json mono">{escape(call.shown["arguments"])}</pre></details>',
+        _approval(call),
+        _edit(call),
+    ]
+    if call.status == ToolCall.Status.UNKNOWN:
+        parts.append('<div class="call-unknown warn">This call may have taken effect: check the real state before doing it again.</div>')
+    if call.result_edit:
+        at = f" at {escape(call.result_edit['at'])}" if call.result_edit["at"] else ""
+        parts.append(
+            f'<div class="call-result-edited warn">Result edited by {escape(call.result_edit["by"] or "an operator")}{at}: the '
+            "model read the text below instead of the recorded result (the full result shows both). The status and "
+            "error are what the call really did.</div>"
+        )
+    if call.error:
+        recorded = "Recorded: " if call.result_edit else ""
+        parts.append(f'<div class="call-error error">{recorded}{escape(call.error)}</div>')
+    if call.result_text:
+        parts.append(f'<pre class="call-preview mono">{escape(call.result_text[:PREVIEW_CHARS])}</pre>')
+    parts.append("</li>")
+    return "".join(parts)
+
+
+def _step(step) -> str:
+    kind = escape(step.kind)
+    title = f"Step {step.index}" + (" · summary" if step.kind == "summary" else "")
+    parts = [
+        f'<div class="step step-{kind}" id="step-{step.index}" data-index="{step.index}" data-iteration="{step.iteration}">',
+        '<div class="step-head">',
+        f"<strong>{title}</strong>",
+        f'<span class="muted">iteration {step.iteration}</span>',
+        f'<span class="step-model mono" title="the model that answered">{escape(step.model)}</span>',
+        f'<span class="step-latency">{round(step.latency_ms)} ms</span>',
+        f'<span class="step-tokens">{step.tokens_in} in / {step.tokens_out} out tokens</span>',
+        f'<span class="step-cost muted">${step.cost_usd:.6f}</span>',
+        f'<span class="step-finish">finish: {escape(step.finish_reason or "—")}</span>',
+        "</div>",
+    ]
+    if step.model_errors:
+        parts.append(f'<div class="step-errors warn">Before this answer: {escape("; ".join(map(str, step.model_errors)))}</div>')
+    if step.notes:
+        parts.append(f'<div class="step-notes muted">Reading this answer: {escape("; ".join(map(str, step.notes)))}</div>')
+    if step.reasoning:
+        parts.append('<details class="step-reasoning"><summary>Reasoning</summary>'
+                     f'<div class="run-text muted">{escape(step.reasoning)}</div></details>')
+    if step.content:
+        parts.append(f'<div class="assistant-text run-text">{escape(step.content)}</div>')
+    parts.append(f'<ul class="calls">{"".join(_call(call) for call in step.shown_calls)}</ul></div>')
+    return "".join(parts)
+
+
+def timeline_html(*, run, timeline: dict) -> SafeString:
+    steps = timeline["steps"]
+    parts = [_step(step) for step in steps]
+    if not steps:
+        parts.append('<p class="muted" id="timeline-empty">No steps yet: the run has not asked its model anything.</p>')
+    if timeline["more"]:
+        parts.append(f'<p class="muted">Only the first {len(steps)} steps are shown here; the live page shows them all.</p>')
+    if run.is_finished:
+        status = escape(run.status)
+        detail = escape(run.stop_detail or run.get_stop_reason_display())
+        parts.append(
+            f'<div class="run-end" data-status="{status}"><p>Run ended: <span class="run-end-status status status-{status}" '
+            f'data-status="{status}">{escape(run.get_status_display())}</span></p>'
+            f'<p class="run-end-detail run-text">{detail}</p></div>'
+        )
+    return mark_safe("".join(parts))  # noqa: S308 - every value above went through escape
