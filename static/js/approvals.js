@@ -215,6 +215,22 @@ function editProblems(card) {
   return argumentErrors(schema, area.value);
 }
 
+// Checked as the person types (a moment after the last key), naming the field that does not fit;
+// the box is marked invalid until it fits. Approve checks again, and the server has the last word.
+const typingTimers = new WeakMap();
+live.addEventListener("input", (event) => {
+  const area = event.target;
+  if (!area.matches || !area.matches("textarea.edit-arguments")) return;
+  clearTimeout(typingTimers.get(area));
+  typingTimers.set(area, setTimeout(() => {
+    const card = cardOf(area);
+    if (!card) return;
+    const problems = editProblems(card);
+    area.setAttribute("aria-invalid", problems.length ? "true" : "false");
+    showEditError(card, problems.length ? `The edit does not fit the tool's schema: ${problems.join("; ")}` : "");
+  }, 300));
+});
+
 // --- one decision ---------------------------------------------------------------------------
 
 async function postForm(form, body) {
@@ -349,3 +365,30 @@ subscribe((message) => {
     refresh();
   }
 });
+
+// --- compact view ---------------------------------------------------------------------------
+
+// A person working through many calls hides what they do not need per card; the choice is kept
+// in this browser.
+const compactToggle = document.getElementById("compact-toggle");
+if (compactToggle) {
+  const setCompact = (on) => {
+    live.classList.toggle("compact", on);
+    compactToggle.setAttribute("aria-pressed", String(on));
+    compactToggle.textContent = on ? "Full view" : "Compact view";
+    try {
+      localStorage.setItem("approvals.compact", on ? "1" : "0");
+    } catch {
+      // private windows may refuse storage: the view still changes
+    }
+  };
+  let stored = null;
+  try {
+    stored = localStorage.getItem("approvals.compact");
+  } catch {
+    stored = null;
+  }
+  compactToggle.hidden = false;
+  setCompact(stored === "1");
+  compactToggle.addEventListener("click", () => setCompact(!live.classList.contains("compact")));
+}

@@ -356,3 +356,37 @@ def test_the_answer_to_a_decision_appears_where_the_person_acted(live, browser, 
     expect(left).to_contain_text("Rejected")
     expect(left).to_be_in_viewport()
     assert page.locator(f"article.approval[data-run-id='{first.pk}']").count() == 1
+
+
+def test_the_queue_has_a_compact_view_and_the_edit_box_checks_the_schema_as_one_types(live, browser, users, launch, no_dispatch):
+    for n in range(1, 4):  # the sample orders
+        launch(f"Cancel order ORD-100{n}")
+    page = browser.login(users["operator"])
+    page.goto("/approvals/")
+    cards = page.locator("#approval-live article.approval")
+    expect(cards).to_have_count(3)
+    full_height = cards.first.bounding_box()["height"]
+    page.locator("#compact-toggle").click()
+    expect(page.locator("#compact-toggle")).to_have_attribute("aria-pressed", "true")
+    expect(cards.first.locator(".approve-button")).to_be_visible()
+    expect(cards.first.locator("input[name=reason]")).to_be_hidden()
+    assert cards.first.bounding_box()["height"] < full_height * 0.75, "compact cards are shorter"
+    found = {"compact": axe_violations(page)}
+    at_size(page, DESKTOP, "queue-compact")
+    page.reload()  # the choice is kept
+    expect(page.locator("#approval-live")).to_have_class("compact")
+    page.locator("#compact-toggle").click()
+    expect(cards.first.locator("input[name=reason]")).to_be_visible()
+
+    card = cards.first
+    card.locator("details.edit-args > summary").click()
+    area = card.locator("textarea.edit-arguments")
+    area.fill('{"order_id": "ORDER-1", "reason": "Customer asked to cancel"}')
+    error = card.locator(".edit-error")
+    expect(error).to_contain_text("order_id")  # before any button is pressed
+    expect(area).to_have_attribute("aria-invalid", "true")
+    found["typing an edit"] = axe_violations(page)
+    area.fill('{"order_id": "ORD-1001", "reason": "Customer asked to cancel"}')
+    expect(error).to_be_hidden()
+    expect(area).to_have_attribute("aria-invalid", "false")
+    assert not {k: v for k, v in found.items() if v}
