@@ -1,8 +1,10 @@
 """Reads about a run's relatives: where it came from, its forks and re-runs, and a fork side by
 side with its parent from the fork point on. Plain data for the run page, the compare page and the API."""
+from runs.lifecycle.call_arguments import sensitive_fields_by_tool, shown_arguments
 from runs.models import Run, RunEvent, Step, ToolCall
 
 SHORT_HASH = 12  # enough to tell calls apart by eye; the full keyed hash is on the run page
+COMPARE_PREVIEW_CHARS = 300
 
 
 class NotAFork(ValueError):
@@ -46,6 +48,12 @@ def run_comparison(fork: Run) -> dict:
     at = fork.forked_at_step
     steps = _steps_from({parent.pk, fork.pk}, at)
     indexes = sorted({i for by_index in steps.values() for i in by_index})
+    for i in indexes:
+        _mark_differences(steps.get(parent.pk, {}).get(i), steps.get(fork.pk, {}).get(i))
+    for by_index in steps.values():
+        for step in by_index.values():
+            for call in step["calls"]:
+                del call["full_hash"]  # compared above; the page and the API show the short one
     return {
         "fork_step": at,
         "edit": _edit(fork),
@@ -60,14 +68,21 @@ def run_comparison(fork: Run) -> dict:
 
 def _steps_from(run_ids: set[int], first: int) -> dict[int, dict[int, dict]]:
     """{run id: {step index: step}} for the steps from index `first` on, with their calls."""
-    rows = Step.objects.filter(run_id__in=run_ids, index__gte=first).order_by("run_id", "index")
+    rows = Step.objects.filter(run_id__in=run_ids, index__gte=first).defer("preamble").order_by("run_id", "index")
     calls: dict[int, list[dict]] = {}
-    for step_id, tool, args_hash, status in (
-        ToolCall.objects.filter(step__in=rows).order_by("step_id", "index").values_list("step_id", "tool_name", "args_hash", "status")
-    ):
+    found = list(
+        ToolCall.objects.filter(step__in=rows).order_by("step_id", "index")
+        .values_list("step_id", "tool_name", "args_hash", "status", "arguments", "result_text")
+    )
+    sensitive = sensitive_fields_by_tool(row[1] for row in found)
+    for step_id, tool, args_hash, status, arguments, result_text in found:
         calls.setdefault(step_id, []).append({
             "tool": tool, "args_hash": args_hash[:SHORT_HASH], "status": status,
             "status_label": ToolCall.Status(status).label if status in ToolCall.Status.values else status,
+            # Masked as on the run page; the result as the model read it (a preview).
+            "arguments": shown_arguments(arguments, sensitive.get(tool, [])),
+            "result_preview": result_text[:COMPARE_PREVIEW_CHARS],
+            "full_hash": args_hash,
         })
     steps: dict[int, dict[int, dict]] = {}
     for step in rows:
@@ -75,8 +90,27 @@ def _steps_from(run_ids: set[int], first: int) -> dict[int, dict[int, dict]]:
             "index": step.index, "kind": step.kind, "model": step.model, "finish_reason": step.finish_reason,
             "tokens_in": step.tokens_in, "tokens_out": step.tokens_out, "cost_usd": step.cost_usd,
             "latency_ms": round(step.latency_ms, 2), "calls": calls.get(step.pk, []),
+            "content": (step.message or {}).get("content") or "",
         }
     return steps
+
+
+def _mark_differences(parent: dict | None, fork: dict | None) -> None:
+    """Mark what differs between the two runs' steps of one index (the answer; each call, by its
+    position: tool, arguments, result), so the page can point at it."""
+    if parent is None or fork is None:
+        return
+    differs = parent["content"] != fork["content"]
+    parent["content_differs"] = fork["content_differs"] = differs
+    parent_calls, fork_calls = parent["calls"], fork["calls"]
+    for n in range(max(len(parent_calls), len(fork_calls))):
+        mine = parent_calls[n] if n < len(parent_calls) else None
+        theirs = fork_calls[n] if n < len(fork_calls) else None
+        for call, other in ((mine, theirs), (theirs, mine)):
+            if call is None:
+                continue
+            call["arguments_differ"] = other is None or (call["tool"], call["full_hash"]) != (other["tool"], other["full_hash"])
+            call["result_differs"] = other is None or call["result_preview"] != other["result_preview"]
 
 
 def _side(run: Run, steps: dict[int, dict], at: int) -> dict:
@@ -87,6 +121,7 @@ def _side(run: Run, steps: dict[int, dict], at: int) -> dict:
         "status_label": run.get_status_display(),
         "stop_reason": run.stop_reason or None,
         "stop_reason_label": run.get_stop_reason_display() if run.stop_reason else None,
+        "answer": run.answer,
         "steps_since_fork": len(after),
         "since_fork": _totals(sum(s["tokens_in"] for s in after), sum(s["tokens_out"] for s in after),
                               sum(s["cost_usd"] for s in after)),

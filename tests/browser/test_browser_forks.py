@@ -6,7 +6,7 @@ import pytest
 from playwright.sync_api import expect
 
 from runs.models import Run
-from tests.browser import RUN_URL, requires_chromium, run_id_of, screenshot, wait_for_seq
+from tests.browser import RUN_URL, axe_violations, requires_chromium, run_id_of, screenshot, wait_for_seq
 from tests.conftest import wait_for_status
 
 pytestmark = [pytest.mark.browser, requires_chromium]
@@ -68,6 +68,13 @@ def test_fork_from_a_step_with_an_edited_result_then_compare(live, browser, user
     expect(fork_side.filter(has_text="Step 3")).to_contain_text("search_tickets")
     expect(page.locator("#compare-fork-point")).to_contain_text("changed the result of call call_london")
     expect(page.locator("#compare-outcome .compare-stop-reason")).to_have_count(2)
+    # Each step's answer and each call's arguments and result, what differs marked.
+    expect(fork_side.filter(has_text="Step 3").locator(".compare-args")).to_contain_text('"query"')
+    expect(page.locator("#compare-table .compare-fork .compare-answer.differs")).to_contain_text("Snow in London")
+    expect(page.locator("#compare-outcome .compare-final")).to_have_text(["Warm everywhere.", "Snow in London, warm elsewhere."])
+    expect(page.locator("#compare-outcome .differs-flag")).to_have_count(2)
+    problems = axe_violations(page)
+    assert not problems, problems
     screenshot(page, "fork-compare")
 
     # The parent's page lists its fork, with a link to the comparison.

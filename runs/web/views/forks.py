@@ -109,4 +109,5 @@ def run_compare(request, pk: int):
     return render(request, "runs/run_compare.html", {
         "fork": fork, "parent": fork.forked_from, "comparison": comparison,
         "sides": [comparison["parent"], comparison["fork"]],
+        "answers_differ": comparison["parent"]["answer"] != comparison["fork"]["answer"],
     })
