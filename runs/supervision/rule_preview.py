@@ -7,14 +7,14 @@ calls the rule could not approve; a critical tool goes to two people unless the 
 Two queries, however many rules or calls there are.
 """
 import copy
+import json
 from dataclasses import dataclass, field
-
-from django.db.models import Q
 
 from runs.models import Approval, ApprovalRule
 from runs.supervision.rule_admin import rule_assign
 from runs.supervision.rules import CallFacts, RuleSpec, rule_matches, rule_spec
 from toolsapp.models import Tool
+from toolsapp.sensitive import masked
 from toolsapp.text import loads as bounded_loads
 
 PREVIEW_CALLS = 1000
@@ -29,6 +29,19 @@ class PreviewExample:
     tool: str
     args_hash: str  # the first characters only: enough to tell calls apart
     run_id: int
+    arguments: str = ""  # compact JSON, the tool's sensitive fields masked, cut at ARGUMENTS_CHARS
+    outcome: str = ""  # what the rule would have done to it, in words
+
+
+ARGUMENTS_CHARS = 300
+OUTCOMES = {
+    "approve": "approved automatically",
+    "blocked": "would approve, but a safeguard sends it to a person",
+    "reject": "rejected automatically",
+    "ask_two": "sent to two people",
+    "ask_group": "sent to a named group",
+    "ask": "sent to one person",
+}
 
 
 @dataclass
@@ -51,7 +64,8 @@ class RulePreview:
             "blocked_by_safeguards": self.blocked, "reject": self.reject, "ask_two": self.ask_two,
             "ask_group": self.ask_group, "ask": self.ask, "not_matched": self.not_matched,
             "unreadable": self.unreadable,
-            "examples": [{"tool": e.tool, "args_hash": e.args_hash, "run_id": e.run_id} for e in self.examples],
+            "examples": [{"tool": e.tool, "args_hash": e.args_hash, "run_id": e.run_id, "arguments": e.arguments,
+                          "outcome": e.outcome} for e in self.examples],
         }
 
 
@@ -78,11 +92,14 @@ def rule_preview(spec: RuleSpec, *, limit: int = PREVIEW_CALLS) -> RulePreview:
         if approval.tool_call_id not in seen_calls:
             seen_calls.add(approval.tool_call_id)
             rows.append(approval)
-    guarded = Tool.objects.filter(name__in={a.tool_call.tool_name for a in rows}).filter(
-        Q(always_ask=True) | Q(critical=True)
+    tools = Tool.objects.filter(name__in={a.tool_call.tool_name for a in rows}).values_list(
+        "name", "always_ask", "critical", "sensitive_fields"
     )
-    always_ask = {t.name for t in guarded if t.always_ask}
-    critical = {t.name for t in guarded if t.critical}
+    always_ask, critical, sensitive = set(), set(), {}
+    for name, asks, is_critical, fields in tools:
+        always_ask.update([name] if asks else [])
+        critical.update([name] if is_critical else [])
+        sensitive[name] = fields or []
     preview = RulePreview(considered=len(rows))
     for approval in rows:
         call, run = approval.tool_call, approval.run
@@ -103,9 +120,14 @@ def rule_preview(spec: RuleSpec, *, limit: int = PREVIEW_CALLS) -> RulePreview:
         if call.tool_name in critical and action in (ApprovalRule.Action.ASK, ApprovalRule.Action.APPROVE):
             # A critical tool needs two people whatever a rule says, short of rejecting.
             action = ApprovalRule.Action.ASK_TWO
-        _count(preview, action, blocked=_safeguard_holds(approval, always_ask))
+        outcome = _count(preview, action, blocked=_safeguard_holds(approval, always_ask))
         if len(preview.examples) < EXAMPLES:
-            preview.examples.append(PreviewExample(call.tool_name, call.args_hash[:HASH_PREFIX], run.pk))
+            shown = json.dumps(masked(arguments, sensitive.get(call.tool_name, [])), ensure_ascii=False)
+            if len(shown) > ARGUMENTS_CHARS:
+                shown = shown[: ARGUMENTS_CHARS - 1] + "…"
+            preview.examples.append(
+                PreviewExample(call.tool_name, call.args_hash[:HASH_PREFIX], run.pk, shown, OUTCOMES[outcome])
+            )
     return preview
 
 
@@ -117,18 +139,18 @@ def _safeguard_holds(approval: Approval, always_ask: set[str]) -> bool:
     )
 
 
-def _count(preview: RulePreview, action: str, *, blocked: bool) -> None:
+def _count(preview: RulePreview, action: str, *, blocked: bool) -> str:
+    """Count the call under what the rule does to it; returns that count's name (OUTCOMES)."""
     Action = ApprovalRule.Action
     if action == Action.APPROVE:
-        if blocked:
-            preview.blocked += 1
-        else:
-            preview.approve += 1
+        name = "blocked" if blocked else "approve"
     elif action == Action.REJECT:
-        preview.reject += 1
+        name = "reject"
     elif action == Action.ASK_TWO:
-        preview.ask_two += 1
+        name = "ask_two"
     elif action == Action.ASK_GROUP:
-        preview.ask_group += 1
+        name = "ask_group"
     else:
-        preview.ask += 1
+        name = "ask"
+    setattr(preview, name, getattr(preview, name) + 1)
+    return name

@@ -46,6 +46,10 @@ def test_admin_writes_a_rule_sees_its_preview_and_saves_it(live, browser, users)
     expect(preview.locator("[data-count=ask_two]")).to_have_text("1")
     expect(preview.locator("[data-count=approve]")).to_have_text("0")
     expect(page.locator("#rule-preview-examples")).to_contain_text(f"run #{run.pk}")
+    # Each matched call as tool, run, masked arguments and what the rule would have done.
+    example = page.locator("#rule-preview-examples .preview-example").first
+    expect(example.locator(".preview-arguments")).to_contain_text('"order_id": "ORD-')
+    expect(example.locator(".preview-outcome")).to_have_text("sent to two people")
     expect(page.locator("#id_name")).to_have_value("cancel ORD orders")  # still the draft
     expect(row.locator(".condition-value")).to_have_value("^ORD-")
     expect(page.locator("#rule-preview-words")).to_contain_text("$.order_id contains a match of the RE2 pattern '^ORD-'")

@@ -64,12 +64,26 @@ def test_counts_approvals_and_the_calls_a_safeguard_keeps_from_the_rule(calls):
         "considered": 7, "matched": 4, "approve": 1, "blocked_by_safeguards": 3, "reject": 0, "ask_two": 0,
         "ask_group": 0, "ask": 0, "not_matched": 2, "unreadable": 1,
         "examples": [
-            {"tool": "cancel_order", "args_hash": again.args_hash[:12], "run_id": calls.run.pk},
-            {"tool": "cancel_order", "args_hash": "03ababababab", "run_id": calls.run.pk},
-            {"tool": "cancel_order", "args_hash": "02ababababab", "run_id": calls.run.pk},
-            {"tool": "cancel_order", "args_hash": "01ababababab", "run_id": calls.run.pk},
+            {"tool": "cancel_order", "args_hash": again.args_hash[:12], "run_id": calls.run.pk,
+             "arguments": '{"order_id": "ORD-5"}', "outcome": BLOCKED},
+            {"tool": "cancel_order", "args_hash": "03ababababab", "run_id": calls.run.pk,
+             "arguments": '{"order_id": "ORD-3"}', "outcome": BLOCKED},
+            {"tool": "cancel_order", "args_hash": "02ababababab", "run_id": calls.run.pk,
+             "arguments": '{"order_id": "ORD-2"}', "outcome": BLOCKED},
+            {"tool": "cancel_order", "args_hash": "01ababababab", "run_id": calls.run.pk,
+             "arguments": '{"order_id": "ORD-1"}', "outcome": "approved automatically"},
         ],
     }
+
+
+BLOCKED = "would approve, but a safeguard sends it to a person"
+
+
+def test_the_examples_show_the_arguments_with_the_tools_sensitive_fields_masked(calls):
+    Tool.objects.filter(name="cancel_order").update(sensitive_fields=["reason"])
+    calls.add("cancel_order", {"order_id": "ORD-1", "reason": "card 4111"})
+    example = rule_preview(draft_spec(CANCEL_ORD)).as_dict()["examples"][0]
+    assert example["arguments"] == '{"order_id": "ORD-1", "reason": "••••"}' and "4111" not in str(example)
 
 
 def test_a_tool_marked_always_ask_is_never_counted_as_approved_and_a_critical_one_goes_to_two(calls):
