@@ -11,6 +11,7 @@ ADMIN = OPERATE + [
     ("runs", "add_agent"), ("runs", "change_agent"), ("runs", "delete_agent"),
     ("toolsapp", "add_tool"), ("toolsapp", "change_tool"), ("toolsapp", "delete_tool"),
     ("runs", "add_approvalrule"), ("runs", "change_approvalrule"), ("runs", "delete_approvalrule"),
+    ("runs", "view_webhook"), ("runs", "add_webhook"), ("runs", "change_webhook"), ("runs", "delete_webhook"),
 ]
 ROLES = {"viewers": VIEW, "operators": OPERATE, "admins": ADMIN}
 
@@ -36,6 +37,8 @@ PERM_DELETE_RULES = "runs.delete_approvalrule"
 PERM_VIEW_TOOL = "toolsapp.view_tool"
 PERM_ADD_TOOL = "toolsapp.add_tool"
 PERM_DELETE_TOOL = "toolsapp.delete_tool"
+# The notification receivers: admins list, add, test and remove them.
+PERM_MANAGE_WEBHOOKS = "runs.change_webhook"
 
 
 def ensure_roles(Group, Permission) -> None:

@@ -24,27 +24,52 @@ from django.urls import reverse
 from django.utils import timezone
 
 from runs.engine.dispatch import task_send
-from runs.models import WebhookDelivery
+from runs.models import Webhook, WebhookDelivery
 from toolsapp import net
 
 log = logging.getLogger("runs.services.notifications")  # its name from before the move: operators filter on it
 SEND_TASK = "runs.tasks.send_webhook"
 
 
-def notify(event: str, data) -> None:
-    """Record `event` for every configured webhook, and queue its sending once the current
-    transaction commits.
+def webhook_urls() -> list[str]:
+    """Where notifications go: WEBHOOK_URLS, then the enabled webhooks of the settings page."""
+    urls = list(settings.WEBHOOK_URLS)
+    for url in Webhook.objects.filter(enabled=True).values_list("url", flat=True):
+        if url not in urls:
+            urls.append(url)
+    return urls
+
+
+def notify(event: str, data, *, urls: list[str] | None = None) -> list[int]:
+    """Record `event` for every configured webhook (or only `urls`), and queue its sending once
+    the current transaction commits. Returns the deliveries' ids.
 
     `data` is a dict, or a callable returning one (only called when webhooks are configured)."""
-    if not settings.WEBHOOK_URLS:
-        return
+    urls = webhook_urls() if urls is None else urls
+    if not urls:
+        return []
     body = {"event": event, "sent_at": timezone.now().isoformat(), **(data() if callable(data) else data)}
     now = timezone.now()
     deliveries = WebhookDelivery.objects.bulk_create(
-        [WebhookDelivery(url=url, event=event, body=body, next_attempt_at=now) for url in settings.WEBHOOK_URLS]
+        [WebhookDelivery(url=url, event=event, body=body, next_attempt_at=now) for url in urls]
     )
     ids = [d.pk for d in deliveries if d.pk is not None]
     transaction.on_commit(lambda: _enqueue(ids))
+    return ids
+
+
+def webhook_add(*, url: str, description: str, user) -> Webhook:
+    """Register a receiver. Raises net.Blocked when the SSRF guard refuses its address (a private
+    or local one not in OUTBOUND_ALLOWLIST): said at once, not at the first failed delivery."""
+    net.check_url(url)
+    return Webhook.objects.create(url=url, description=description, created_by=user)
+
+
+def webhook_test(*, webhook: Webhook, user) -> int:
+    """Send a "webhook.test" notification to this receiver only, through the same path as the
+    real ones (recorded, retried, signed). Returns the delivery's id."""
+    data = {"message": "A test notification from Agentsite's settings page.", "by": user.get_username()}
+    return notify("webhook.test", data, urls=[webhook.url])[0]
 
 
 def _enqueue(ids: list[int]) -> None:

@@ -3,12 +3,12 @@ from runs.models.archive import ArchivedApproval
 from runs.models.core import Agent, Approval, Run, RunEvent, Step, ToolCall, ToolChoice
 from runs.models.levers import OperatorMessage
 from runs.models.metrics import PrunedTotals
-from runs.models.notifications import BudgetAlert, WebhookDelivery
+from runs.models.notifications import BudgetAlert, Webhook, WebhookDelivery
 from runs.models.rollups import RollupDay, RunRollup, StepRollup, ToolRollup
 from runs.models.supervision import ApprovalRule, ApprovalRuleVersion, ApprovalVote, RunGrant
 
 __all__ = [
     "Agent", "Approval", "ApprovalRule", "ApprovalRuleVersion", "ApprovalVote", "ArchivedApproval", "BudgetAlert",
     "OperatorMessage", "PrunedTotals", "RollupDay", "Run", "RunEvent", "RunGrant", "RunRollup", "Step", "StepRollup",
-    "ToolCall", "ToolChoice", "ToolRollup", "WebhookDelivery",
+    "ToolCall", "ToolChoice", "ToolRollup", "Webhook", "WebhookDelivery",
 ]

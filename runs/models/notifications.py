@@ -1,6 +1,24 @@
+from django.conf import settings
 from django.db import models
 
 from runs.models.core import Agent
+
+
+class Webhook(models.Model):
+    """A receiver of the notifications, registered on the settings page (admins); the URLs in
+    WEBHOOK_URLS get them too. Removing one keeps its deliveries (they name their URL)."""
+
+    url = models.URLField(max_length=2000, unique=True)
+    description = models.CharField(max_length=200, blank=True, help_text="Who receives it, for the people who read this list.")
+    enabled = models.BooleanField(default=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["url"]
+
+    def __str__(self):
+        return self.url
 
 
 class BudgetAlert(models.Model):

@@ -135,9 +135,13 @@ class LiveStack:
 @pytest.fixture(scope="package")
 def live_stack(django_db_setup, redis_server, demo_server, tmp_path_factory):
     """daphne + a Celery worker on the test database, started once for the browser tests."""
+    from tests.observability.webhooks.test_notifications import Receiver
+
     redis_url = redis_server.url(LIVE_REDIS_DB)
     redis_lib.Redis.from_url(redis_url).flushdb()
-    env = child_env(redis_url=redis_url, demo_model_url=demo_server.url)
+    # A webhook receiver both processes may reach (the SSRF guard refuses 127.0.0.1 otherwise).
+    hooks = Receiver()
+    env = child_env(redis_url=redis_url, demo_model_url=demo_server.url, OUTBOUND_ALLOWLIST=f"127.0.0.1:{hooks.port}")
     logs = tmp_path_factory.mktemp("live")
 
     server = LiveServer(env, logs / "daphne.log")
@@ -152,8 +156,11 @@ def live_stack(django_db_setup, redis_server, demo_server, tmp_path_factory):
     try:
         server.wait_ready()  # both start at once: each takes a few seconds to import Django
         worker.wait_ready()
-        yield LiveStack(server, worker, redis_url)
+        stack = LiveStack(server, worker, redis_url)
+        stack.hooks = hooks
+        yield stack
     finally:
+        hooks.stop()
         # Before the test database is dropped: PostgreSQL refuses while they hold connections.
         worker.stop()
         server.stop()

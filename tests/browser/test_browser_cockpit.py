@@ -8,7 +8,7 @@ from runs.lifecycle.forks import run_fork
 from runs.models import Agent, Approval, ApprovalRule
 from runs.supervision.decide import approval_decide
 from tests.browser import PASSWORD, axe_violations, requires_chromium, screenshot, wait_for_seq
-from tests.conftest import wait_for_status
+from tests.conftest import wait_for_status, wait_until
 from toolsapp.models import Tool
 
 pytestmark = [pytest.mark.browser, requires_chromium]
@@ -389,4 +389,41 @@ def test_the_queue_has_a_compact_view_and_the_edit_box_checks_the_schema_as_one_
     area.fill('{"order_id": "ORD-1001", "reason": "Customer asked to cancel"}')
     expect(error).to_be_hidden()
     expect(area).to_have_attribute("aria-invalid", "false")
+    assert not {k: v for k, v in found.items() if v}
+
+
+def test_an_admin_lists_adds_tests_and_removes_webhooks_on_the_settings_page(live, browser, users):
+    hooks = live.hooks  # a receiver the live server and worker may reach
+    page = browser.login(users["admin"])
+    page.locator("#nav-webhooks").click()
+    expect(page.locator("#no-webhooks")).to_be_visible()
+    page.locator("#id_url").fill("http://10.1.2.3/hook")
+    page.locator("#webhook-add").click()
+    expect(page.locator("#field-url .errorlist")).to_contain_text("Refused")
+    found = {"refused": axe_violations(page)}
+    page.locator("#id_url").fill(hooks.url)
+    page.locator("#id_description").fill("the on-call channel")
+    page.locator("#webhook-add").click()
+    card = page.locator("section.receiver", has_text=hooks.url)
+    expect(card).to_contain_text("the on-call channel")
+    expect(card).to_contain_text("added by admin")
+    before = len(hooks.requests)
+    card.locator(".webhook-test").click()
+    expect(page.locator(".messages")).to_contain_text("A test notification is on its way")
+    wait_until(lambda: len(hooks.requests) > before, message="the test notification to arrive")
+    assert hooks.events()[-1]["event"] == "webhook.test"
+    page.reload()
+    delivery = page.locator("section.receiver", has_text=hooks.url).locator("tr.delivery")
+    expect(delivery).to_have_count(1)
+    expect(delivery).to_have_attribute("data-status", "delivered")
+    expect(delivery.locator("td.mono").first).to_have_text("webhook.test")
+    for size in (DESKTOP, PHONE):
+        page.set_viewport_size(size)
+        found[f"listed at {size['width']}"] = axe_violations(page)
+        assert page.evaluate("document.documentElement.scrollWidth") <= size["width"]
+        at_size(page, size, "webhooks")
+    page.set_viewport_size(DESKTOP)
+    page.locator("section.receiver", has_text=hooks.url).locator(".webhook-delete").click()
+    expect(page.locator(".messages")).to_contain_text("removed")
+    expect(page.locator("#no-webhooks")).to_be_visible()
     assert not {k: v for k, v in found.items() if v}

@@ -1,0 +1,64 @@
+"""The webhooks settings page (admins): the receivers of notifications, each with its latest
+deliveries; add one, send it a test, remove it."""
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required, permission_required
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from runs.models import Webhook, WebhookDelivery
+from runs.roles import PERM_MANAGE_WEBHOOKS
+from runs.web.forms.webhooks import WebhookForm
+from runs.webhooks import webhook_add, webhook_test
+from toolsapp import net
+
+DELIVERIES_SHOWN = 10
+
+
+def _receivers() -> list[dict]:
+    """Every receiver (the settings page's, then WEBHOOK_URLS'), each with its latest deliveries."""
+    rows = [{"webhook": w, "url": w.url, "from_environment": False} for w in Webhook.objects.select_related("created_by")]
+    known = {row["url"] for row in rows}
+    rows += [{"webhook": None, "url": url, "from_environment": True} for url in settings.WEBHOOK_URLS if url not in known]
+    for row in rows:
+        row["deliveries"] = list(WebhookDelivery.objects.filter(url=row["url"]).order_by("-created_at", "-pk")[:DELIVERIES_SHOWN])
+    return rows
+
+
+@login_required
+@permission_required(PERM_MANAGE_WEBHOOKS, raise_exception=True)
+def webhook_settings(request):
+    form = WebhookForm(request.POST if request.method == "POST" else None)
+    if form.is_bound and form.is_valid():
+        try:
+            webhook = webhook_add(url=form.cleaned_data["url"], description=form.cleaned_data["description"], user=request.user)
+        except net.Blocked as exc:  # the address changed between the form's check and now
+            form.add_error("url", f"Refused: {exc}.")
+        else:
+            messages.success(request, f"Webhook {webhook.url} added: new notifications go to it too.")
+            return redirect("webhook_settings")
+    return render(request, "runs/webhooks.html", {
+        "form": form, "receivers": _receivers(), "signed": bool(settings.WEBHOOK_SECRET),
+    })
+
+
+@login_required
+@permission_required(PERM_MANAGE_WEBHOOKS, raise_exception=True)
+@require_POST
+def webhook_test_view(request, pk: int):
+    webhook = get_object_or_404(Webhook, pk=pk)
+    webhook_test(webhook=webhook, user=request.user)
+    messages.success(request, f"A test notification is on its way to {webhook.url}: its delivery is listed below.")
+    return redirect(reverse("webhook_settings") + f"#webhook-{webhook.pk}")
+
+
+@login_required
+@permission_required(PERM_MANAGE_WEBHOOKS, raise_exception=True)
+@require_POST
+def webhook_delete_view(request, pk: int):
+    webhook = get_object_or_404(Webhook, pk=pk)
+    url = webhook.url
+    webhook.delete()
+    messages.success(request, f"Webhook {url} removed: it gets no new notifications (its past deliveries stay listed).")
+    return redirect("webhook_settings")
