@@ -55,9 +55,13 @@ def run_history(
     created_from: date | None = None,
     created_to: date | None = None,
     text: str = "",
+    known: dict[str, list[str]] | None = None,
 ) -> QuerySet[Run]:
-    """Runs matching every given filter, newest first; `created_to` includes its whole day."""
+    """Runs matching every given filter, newest first; `created_to` includes its whole day.
+    `known`: history_filter_suggestions(), when the caller has read them already."""
     runs = Run.objects.all()
+    if (model or tool) and known is None:
+        known = history_filter_suggestions()
     if status:
         runs = runs.filter(status=status)
     if stop_reason:
@@ -65,9 +69,11 @@ def run_history(
     if agent is not None:
         runs = runs.filter(agent=agent)
     if model:
-        runs = runs.filter(Exists(Step.objects.filter(model=model, run_id=OuterRef("pk"))))
+        models = names_like(model, known["models"])
+        runs = runs.filter(Exists(Step.objects.filter(model__in=models, run_id=OuterRef("pk"))))
     if tool:
-        runs = runs.filter(Exists(ToolCall.objects.filter(run_id=OuterRef("pk"), tool_name=tool)))
+        tools = names_like(tool, known["tools"])
+        runs = runs.filter(Exists(ToolCall.objects.filter(run_id=OuterRef("pk"), tool_name__in=tools)))
     if created_from is not None:
         runs = runs.filter(created_at__gte=day_start(created_from))
     if created_to is not None:
@@ -153,6 +159,14 @@ def _page_ids(runs: QuerySet[Run], *, offset: int, size: int) -> tuple[list[int]
 
 def agent_recent_runs(*, agent: Agent, limit: int = 20) -> list[Run]:
     return list(runs_for_listing(run_history(agent=agent))[:limit])
+
+
+def names_like(text: str, known: list[str]) -> list[str]:
+    """What a model or tool filter matches: the name as typed, and every known name that contains
+    it, whatever the case ("cancel" finds cancel_order). Matched by these exact names, so the
+    filters keep their indexes at any number of runs."""
+    needle = text.strip().lower()
+    return [text.strip(), *(name for name in known if needle in name.lower() and name != text.strip())]
 
 
 def history_filter_suggestions() -> dict[str, list[str]]:

@@ -164,6 +164,21 @@ def test_tool_filter_matches_any_call(viewer_client, agents):
     assert listed(get(viewer_client, tool="lookup_order")) == [both.pk]
 
 
+def test_model_and_tool_filters_take_part_of_a_known_name_in_any_case(viewer_client, agents):
+    from toolsapp.models import Tool
+
+    alpha, _ = agents
+    Tool.objects.get_or_create(name="cancel_order", defaults={"description": "x", "parameters": {"type": "object"}})
+    alpha.model_list = ["gpt-4o-mini", "claude-haiku"]
+    alpha.save()
+    cancels = make_run(alpha, tools=["cancel_order"], models=["gpt-4o-mini"])
+    make_run(alpha, tools=["get_weather"], models=["claude-haiku"], created=DAY - timedelta(hours=1))
+    assert listed(get(viewer_client, tool="cancel")) == [cancels.pk]
+    assert listed(get(viewer_client, tool="CANCEL_ord")) == [cancels.pk]
+    assert listed(get(viewer_client, model="4o")) == [cancels.pk]
+    assert listed(get(viewer_client, tool="nothing like it")) == []
+
+
 def test_date_range_includes_both_days(viewer_client, agents):
     alpha, _ = agents
     day = datetime(2026, 3, 10, tzinfo=UTC)

@@ -32,11 +32,11 @@ class HistoryFilterForm(forms.Form):
     agent = forms.ModelChoiceField(required=False, queryset=Agent.objects.only("pk", "name"), empty_label="any")
     model = forms.CharField(
         required=False, max_length=200, widget=forms.TextInput(attrs={"list": "known-models"}),
-        help_text="Runs with a step answered by this model.",
+        help_text="Runs with a step answered by this model (or by a known one whose name contains it).",
     )
     tool = forms.CharField(
         required=False, max_length=64, widget=forms.TextInput(attrs={"list": "known-tools"}),
-        help_text="Runs with a call to this tool.",
+        help_text="Runs with a call to this tool (or to a known one whose name contains it: cancel).",
     )
     created_from = forms.DateField(label="From", required=False, widget=DateInput)
     created_to = forms.DateField(label="To", required=False, widget=DateInput, help_text="Included.")

@@ -16,13 +16,14 @@ def home(request):
 def run_list(request):
     form = HistoryFilterForm(request.GET)
     page = None
+    suggestions = history_filter_suggestions()  # offered while typing, and what a part of a name matches
     if form.is_valid():
-        page = run_history_page(run_history(**form.filters()), number=_page_number(request.GET.get("page")))
+        page = run_history_page(run_history(**form.filters(), known=suggestions), number=_page_number(request.GET.get("page")))
     return render(
         request,
         "runs/run_list.html",
         {"form": form, "page": page, "filtered": any(v for k, v in request.GET.items() if k != "page"),
-         "export_query": _without_page(request.GET), **history_filter_suggestions()},
+         "export_query": _without_page(request.GET), **suggestions},
     )
 
 
