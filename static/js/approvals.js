@@ -222,11 +222,14 @@ live.addEventListener("input", (event) => {
   const area = event.target;
   if (!area.matches || !area.matches("textarea.edit-arguments")) return;
   clearTimeout(typingTimers.get(area));
+  const id = cardOf(area)?.dataset.approvalId;
   typingTimers.set(area, setTimeout(() => {
-    const card = cardOf(area);
+    // By the approval's id: a refresh of the list may have replaced the card (keeping what was typed).
+    const card = id && cardById(id);
     if (!card) return;
+    const current = card.querySelector("textarea.edit-arguments") || area;
     const problems = editProblems(card);
-    area.setAttribute("aria-invalid", problems.length ? "true" : "false");
+    current.setAttribute("aria-invalid", problems.length ? "true" : "false");
     showEditError(card, problems.length ? `The edit does not fit the tool's schema: ${problems.join("; ")}` : "");
   }, 300));
 });

@@ -365,12 +365,14 @@ def test_the_queue_has_a_compact_view_and_the_edit_box_checks_the_schema_as_one_
     page.goto("/approvals/")
     cards = page.locator("#approval-live article.approval")
     expect(cards).to_have_count(3)
-    full_height = cards.first.bounding_box()["height"]
+    expect(page.locator("#approval-live-status")).to_contain_text("on")  # connected: the first refresh is done
+    first_height = "document.querySelector('#approval-live article.approval').getBoundingClientRect().height"
+    full_height = page.evaluate(first_height)  # in one step: a refresh may replace the cards at any time
     page.locator("#compact-toggle").click()
     expect(page.locator("#compact-toggle")).to_have_attribute("aria-pressed", "true")
     expect(cards.first.locator(".approve-button")).to_be_visible()
     expect(cards.first.locator("input[name=reason]")).to_be_hidden()
-    assert cards.first.bounding_box()["height"] < full_height * 0.75, "compact cards are shorter"
+    assert page.evaluate(first_height) < full_height * 0.75, "compact cards are shorter"
     found = {"compact": axe_violations(page)}
     at_size(page, DESKTOP, "queue-compact")
     page.reload()  # the choice is kept
