@@ -82,3 +82,41 @@ def test_history_shows_each_runs_duration_launcher_and_parent(client, viewer, la
     rows = {row.split('data-run-id="')[1].split('"')[0]: row for row in page.split('<tr class="run-row"')[1:]}
     assert '12.3 s' in rows[str(parent.pk)] and "the command line" in rows[str(parent.pk)]
     assert "lena" in rows[str(fork.pk)] and f'fork of <a href="/runs/{parent.pk}/">#{parent.pk}</a>' in rows[str(fork.pk)]
+
+
+def test_the_server_rendered_timeline_shows_masked_arguments_decisions_edits_and_a_forks_edited_result(
+    client, viewer, launch, script
+):
+    from runs.engine.loop import run_advance
+    from runs.lifecycle.forks import run_fork
+    from runs.models import Approval, Run
+    from runs.supervision.decide import approval_decide
+
+    Tool.objects.filter(name="cancel_order").update(sensitive_fields=["reason"])
+    model = script(
+        {"tool_calls": [{"id": "w1", "name": "get_weather", "arguments": {"city": "Lagos"}}]},
+        {"tool_calls": [{"id": "c1", "name": "cancel_order", "arguments": {"order_id": "ORD-1001", "reason": "secret why"}}]},
+        {"content": "Cancelled."},
+    )
+    run = launch("Weather, then cancel ORD-1001", models=[model])
+    operator = User.objects.create_user("otto")
+    operator.groups.add(Group.objects.get(name="operators"))
+    approval = Approval.objects.get(run=run)
+    approval_decide(approval_id=approval.pk, user=operator, approve=True, reason="checked",
+                    arguments='{"order_id": "ORD-1002", "reason": "secret why"}')
+    run_advance(run_id=run.pk)
+    client.force_login(viewer)
+    page = client.get(reverse("run_detail", args=[run.pk])).content.decode()
+    timeline = page.split('id="timeline"', 1)[1]
+    assert "&quot;city&quot;: &quot;Lagos&quot;" in timeline and "secret why" not in page
+    assert f"&quot;reason&quot;: &quot;{MASK}&quot;" in timeline
+    assert "Approved by otto: checked" in timeline
+    assert 'data-field="order_id"' in timeline and "&quot;ORD-1002&quot;" in timeline
+    assert 'class="step-head"' in timeline and "Cancelled." in timeline and 'class="run-end"' in timeline
+
+    weather = run.tool_calls.get(tool_name="get_weather")
+    fork = run_fork(run_id=run.pk, step_index=1, user=operator,
+                    edit={"tool_result": {"call_id": weather.call_id, "content": "Lagos: snowing"}})
+    forked = client.get(reverse("run_detail", args=[fork.pk])).content.decode()
+    assert "Result edited by otto" in forked and "Lagos: snowing" in forked
+    assert Run.objects.get(pk=fork.pk).forked_from_id == run.pk
