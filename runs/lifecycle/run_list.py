@@ -12,7 +12,7 @@ from datetime import date, timedelta
 
 from django.conf import settings
 from django.db import connections
-from django.db.models import Exists, OuterRef, QuerySet
+from django.db.models import Exists, F, OuterRef, QuerySet
 from django.db.models.functions import Substr
 
 from runs.days import day_start
@@ -40,8 +40,6 @@ LIST_FIELDS = (
     "active_seconds",  # the duration column
     "rerun_of_id",  # the parent column
     "forked_from_id",
-    "created_by__id",  # who launched it
-    "created_by__username",
 )
 
 
@@ -86,7 +84,8 @@ def run_history(
 def runs_for_listing(runs: QuerySet[Run]) -> QuerySet[Run]:
     """Only the columns a list shows: no config, answer or full task (they can be large)."""
     return (
-        runs.select_related("agent", "created_by").only(*LIST_FIELDS).annotate(task_preview=Substr("task", 1, TASK_PREVIEW_CHARS + 1))
+        # Who launched it as a name only: a User per row would cost more than the page's queries.
+        runs.select_related("agent").only(*LIST_FIELDS).annotate(launcher_name=F("created_by__username")).annotate(task_preview=Substr("task", 1, TASK_PREVIEW_CHARS + 1))
     )
 
 
