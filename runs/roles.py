@@ -41,6 +41,18 @@ PERM_DELETE_TOOL = "toolsapp.delete_tool"
 PERM_MANAGE_WEBHOOKS = "runs.change_webhook"
 
 
+def roles_migrate(apps, schema_editor) -> None:
+    """The migrations' step that brings the roles up to ROLES: permissions are normally created
+    after migrate, so the ones of models added by earlier migrations are created first."""
+    from django.contrib.auth.management import create_permissions
+
+    for app_config in apps.get_app_configs():
+        app_config.models_module = True
+        create_permissions(app_config, apps=apps, verbosity=0)
+        app_config.models_module = None
+    ensure_roles(apps.get_model("auth", "Group"), apps.get_model("auth", "Permission"))
+
+
 def ensure_roles(Group, Permission) -> None:
     for name, perms in ROLES.items():
         group, _ = Group.objects.get_or_create(name=name)

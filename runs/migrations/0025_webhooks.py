@@ -1,18 +1,9 @@
 """Webhooks registered on the settings page (admins manage them), in the admins' role."""
 import django.db.models.deletion
-from django.contrib.auth.management import create_permissions
 from django.conf import settings
 from django.db import migrations, models
 
-from runs.roles import ensure_roles
-
-
-def update_roles(apps, schema_editor):
-    for app_config in apps.get_app_configs():  # permissions are normally created after migrate
-        app_config.models_module = True
-        create_permissions(app_config, apps=apps, verbosity=0)
-        app_config.models_module = None
-    ensure_roles(apps.get_model("auth", "Group"), apps.get_model("auth", "Permission"))
+from runs.roles import roles_migrate
 
 
 class Migration(migrations.Migration):
@@ -38,5 +29,5 @@ class Migration(migrations.Migration):
                 'ordering': ['url'],
             },
         ),
-        migrations.RunPython(update_roles, migrations.RunPython.noop),
+        migrations.RunPython(roles_migrate, migrations.RunPython.noop),
     ]
