@@ -7,6 +7,7 @@ misses one asks for it again by sequence number), so it never slows or breaks th
 
 import asyncio
 import atexit
+import datetime
 import logging
 import queue
 import threading
@@ -39,6 +40,11 @@ def publish_pace(*, tokens: float, rested: float) -> tuple[bool, float]:
     return False, tokens
 
 
+def event_at(moment) -> str:
+    """When an event was stored, as the live message and the replay both send it (UTC, ms)."""
+    return moment.astimezone(datetime.UTC).isoformat(timespec="milliseconds")
+
+
 def event_record(*, run_id: int, kind: str, data: dict) -> RunEvent:
     """Store one event; call inside the transaction that makes the change it reports."""
     with connection.cursor() as cursor:
@@ -59,7 +65,8 @@ def events_store(*, run_id: int, first_seq: int, events: list[tuple[str, dict]])
     )
     if stored:
         messages = [
-            {"type": "run.event", "run_id": run_id, "seq": e.seq, "kind": e.kind, "data": e.data} for e in stored
+            {"type": "run.event", "run_id": run_id, "seq": e.seq, "kind": e.kind, "data": e.data, "at": event_at(e.created_at)}
+            for e in stored
         ]
         transaction.on_commit(lambda: publish_many(f"run-{run_id}", messages))
     return stored

@@ -5,12 +5,14 @@ edit-then-approve, what ran instead, field by field, with who changed it and why
 Read from the rows when a page asks, never from stored events: a field an administrator marks
 sensitive today is masked in yesterday's runs too, and the events stay as small as they were.
 """
+import datetime
 import functools
 import json
 from collections.abc import Iterable
 
 from django.db import connection
 from django.db.models.fields.json import KT
+from django.utils import timezone
 
 from runs.models import Approval, Step, ToolCall
 from toolsapp.models import Tool
@@ -135,7 +137,7 @@ TIMELINE_STEPS = 300
 
 
 STEP_COLUMNS = ("id", "index", "iteration", "kind", "model", "latency_ms", "tokens_in", "tokens_out", "cost_usd",
-                "finish_reason", "model_errors", "notes", "reasoning", "message")
+                "finish_reason", "model_errors", "notes", "reasoning", "message", "created_at")
 CALL_COLUMNS = ("id", "step_id", "index", "call_id", "tool_name", "arguments", "args_hash", "status", "latency_ms",
                 "truncated", "error", "result_text", "executed_arguments", "executed_args_hash", "approval_id")
 JSON_STEP_COLUMNS = ("model_errors", "notes", "message")
@@ -164,6 +166,15 @@ def _json(value):
     return json.loads(value) if isinstance(value, str) else value
 
 
+def _moment(value):
+    """A datetime column as a raw cursor returns it (SQLite: naive UTC or text), made aware."""
+    if isinstance(value, str):
+        value = datetime.datetime.fromisoformat(value)
+    if value is not None and timezone.is_naive(value):
+        value = value.replace(tzinfo=datetime.UTC)
+    return value
+
+
 def run_timeline(*, run) -> dict:
     """The run's steps with their calls as the page shows them before (and without) its live
     script: each call with its arguments masked, its approval, its error and result preview.
@@ -188,6 +199,7 @@ def run_timeline(*, run) -> dict:
         for name in JSON_STEP_COLUMNS:
             values[name] = _json(values[name])
         message = values.pop("message") or {}
+        values["created_at"] = _moment(values["created_at"])
         step = Step(run_id=run.pk, **values)
         step.content = message.get("content") if isinstance(message, dict) else ""
         steps.append(step)

@@ -1,6 +1,7 @@
 """Reads for the launch form, the live run page and its websocket."""
 from django.db.models import QuerySet
 
+from runs.engine.events import event_at
 from runs.lifecycle.launch import launch_defaults
 from runs.models import Agent, Run, RunEvent, ToolCall
 from toolsapp.models import Tool
@@ -43,9 +44,12 @@ def run_events_after(*, run_id: int, after: int, limit: int = EVENT_BATCH) -> li
     rows = (
         RunEvent.objects.filter(run_id=run_id, seq__gt=after)
         .order_by("seq")
-        .values("seq", "kind", "data")[:limit]
+        .values("seq", "kind", "data", "created_at")[:limit]
     )
-    return [{"type": "event", "seq": r["seq"], "kind": r["kind"], "data": r["data"]} for r in rows]
+    return [
+        {"type": "event", "seq": r["seq"], "kind": r["kind"], "data": r["data"], "at": event_at(r["created_at"])}
+        for r in rows
+    ]
 
 
 def call_in_run(*, run_id: int, call_pk: int) -> ToolCall | None:

@@ -20,6 +20,14 @@ def _when(moment) -> str:
     return date_format(timezone.localtime(moment), "Y-m-d H:i:s T") if moment else ""
 
 
+def _step_time(moment) -> str:
+    if not moment:
+        return ""
+    local = timezone.localtime(moment)
+    return (f'<time class="step-time muted" datetime="{escape(moment.isoformat())}" title="{escape(_when(moment))}">'
+            f'{escape(date_format(local, "H:i:s T"))}</time>')
+
+
 def _approval(call: ToolCall) -> str:
     approval = call.approval
     if approval is None:
@@ -111,6 +119,7 @@ def _step(step) -> str:
         '<div class="step-head">',
         f"<strong>{title}</strong>",
         f'<span class="muted">iteration {step.iteration}</span>',
+        _step_time(step.created_at),
         f'<span class="step-model mono" title="the model that answered">{escape(step.model)}</span>',
         f'<span class="step-latency">{round(step.latency_ms)} ms</span>',
         f'<span class="step-tokens">{step.tokens_in} in / {step.tokens_out} out tokens</span>',
@@ -141,9 +150,10 @@ def timeline_html(*, run, timeline: dict) -> SafeString:
     if run.is_finished:
         status = escape(run.status)
         detail = escape(run.stop_detail or run.get_stop_reason_display())
+        ended = f' <span class="run-end-time muted">{escape(_when(run.finished_at))}</span>' if run.finished_at else ""
         parts.append(
             f'<div class="run-end" data-status="{status}"><p>Run ended: <span class="run-end-status status status-{status}" '
-            f'data-status="{status}">{escape(run.get_status_display())}</span></p>'
+            f'data-status="{status}">{escape(run.get_status_display())}</span>{ended}</p>'
             f'<p class="run-end-detail run-text">{detail}</p></div>'
         )
     return mark_safe("".join(parts))  # noqa: S308 - every value above went through escape

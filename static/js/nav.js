@@ -1,3 +1,5 @@
+import { when } from "./dom.js";
+
 // The header's links fold behind a Menu button at phone width; wider, they are always shown.
 // Without JavaScript nothing folds (the button stays hidden).
 const toggle = document.getElementById("menu-toggle");
@@ -31,3 +33,12 @@ function focusableWhenScrolling() {
 window.addEventListener("resize", focusableWhenScrolling);
 window.addEventListener("load", focusableWhenScrolling);
 focusableWhenScrolling();
+
+// Times the server wrote in its own zone (<time data-local datetime=...>) are shown in the
+// reader's, as the live timeline does; the server's text stays in the title.
+for (const node of document.querySelectorAll("time[data-local][datetime]")) {
+  const local = when(node.getAttribute("datetime"));
+  if (!local) continue;
+  node.title = node.textContent.trim();
+  node.textContent = local;
+}

@@ -2,22 +2,9 @@
 // message, stop) and the state they leave in the header (paused by whom, pausing, stopping),
 // and which lever buttons an operator sees. Built from the run's events only, like the rest of
 // the timeline; all text goes in through textContent.
-import { el } from "./dom.js";
+import { el, timeNode, when } from "./dom.js";
 
 const byId = (id) => document.getElementById(id);
-
-// "2026-11-30 19:52:36" in the reader's time zone; the exact instant is in the title.
-function when(iso) {
-  const at = new Date(iso);
-  if (!iso || Number.isNaN(at.getTime())) return "";
-  const pad = (n) => String(n).padStart(2, "0");
-  return `${at.getFullYear()}-${pad(at.getMonth() + 1)}-${pad(at.getDate())} ` +
-    `${pad(at.getHours())}:${pad(at.getMinutes())}:${pad(at.getSeconds())}`;
-}
-
-function timeNode(iso) {
-  return el("time", { datetime: iso || null, title: iso || null }, when(iso));
-}
 
 const LINES = {
   pause: "Pause requested by",
@@ -32,12 +19,12 @@ function leverNode(data) {
   if (data.lever === "message") {
     const node = el("div", { class: "operator-message", dataset: { lever: "message", by } });
     const head = el("div", { class: "operator-message-head muted" }, `Message from operator ${by} · `);
-    head.append(timeNode(data.at));
+    head.append(timeNode(data.at) || "");
     node.append(head, el("div", { class: "operator-message-text run-text" }, data.text || ""));
     return node;
   }
   const node = el("div", { class: `lever lever-${data.lever}`, dataset: { lever: data.lever, by } });
-  node.append(`${LINES[data.lever] || `${data.lever} by`} ${by} at `, timeNode(data.at));
+  node.append(`${LINES[data.lever] || `${data.lever} by`} ${by} at `, timeNode(data.at) || "an unknown time");
   return node;
 }
 
@@ -84,7 +71,7 @@ const EDITS = {
 export function renderFork(data, { append }) {
   const edit = EDITS[data.edit];
   const node = el("div", { class: "lever fork-origin", dataset: { parent: data.parent, step: data.step } });
-  node.append(`Forked by ${data.by || "an operator"} at `, timeNode(data.at),
+  node.append(`Forked by ${data.by || "an operator"} at `, timeNode(data.at) || "an unknown time",
     ` from step ${data.step} of run ${data.parent}${edit ? `; ${edit(data)}` : ""}. The copied steps below were not run again.`);
   // The fork runs with its agent's settings as they were when it was made: what differed from the parent's.
   const differences = Array.isArray(data.differences) ? data.differences : [];

@@ -5,7 +5,7 @@
 // strictly in seq order: an old one is ignored, the next one is applied, one after a gap is kept
 // until the gap is filled (by asking the server to replay from the last applied seq), so every
 // path ends with exactly the same timeline. All text goes in through textContent.
-import { el, shortHash } from "./dom.js";
+import { el, shortHash, timeNode } from "./dom.js";
 import { approvalNode, renderGrant } from "./run_approvals.js";
 import { argumentsBlock, argumentsLoader, editBlock } from "./run_arguments.js";
 import { confirmEndings, leverControls, renderFork, renderLever } from "./run_levers.js";
@@ -76,7 +76,7 @@ function connect() {
   socket = ws;
   ws.addEventListener("open", () => {
     retryDelay = 500;
-    liveState.textContent = "live";
+    showConnected();
     resume();
   });
   ws.addEventListener("message", (message) => {
@@ -97,6 +97,14 @@ function connect() {
     retryDelay = Math.min(retryDelay * 2, 15000);
     setTimeout(connect, delay);
   });
+}
+
+// "live" while the run can still change; once it has ended there is nothing left to stream.
+function showConnected() {
+  if (!socket || socket.readyState !== WebSocket.OPEN) return;
+  const ended = FINISHED.has(runStatus || document.getElementById("run-status").dataset.status);
+  liveState.textContent = ended ? "up to date" : "live";
+  liveState.title = ended ? "The run has ended: this page shows all of it." : "New steps appear here as they happen.";
 }
 
 function resume() {
@@ -153,7 +161,7 @@ function apply(event) {
   }
   try {
     const render = RENDERERS[event.kind];
-    if (render) render(event.data || {}, event.seq);
+    if (render) render(event.data || {}, event.seq, event.at);
   } catch (error) {
     console.error("timeline: could not render event", event.seq, error);
   }
@@ -169,7 +177,7 @@ function append(node) {
   timeline.insertBefore(node, end);
 }
 
-function renderStep(data, seq) {
+function renderStep(data, seq, at) {
   const step = el("div", {
     class: `step step-${data.kind || "turn"}`,
     id: `step-${data.index}`,
@@ -179,6 +187,12 @@ function renderStep(data, seq) {
   head.append(
     el("strong", {}, data.kind === "summary" ? `Step ${data.index} · summary` : `Step ${data.index}`),
     el("span", { class: "muted" }, `iteration ${data.iteration}`),
+  );
+  // A step is sent again when it changes: it keeps the time it first arrived at.
+  const first = document.querySelector(`#step-${CSS.escape(String(data.index))} .step-time`);
+  const time = timeNode(first ? first.getAttribute("datetime") : at, { timeOnly: true, className: "step-time muted" });
+  if (time) head.append(time);
+  head.append(
     el("span", { class: "step-model mono", title: "the model that answered" }, data.model),
     el("span", { class: "step-latency" }, ms(data.latency_ms)),
     el("span", { class: "step-tokens" }, `${data.tokens_in} in / ${data.tokens_out} out tokens`),
@@ -298,7 +312,7 @@ function renderVerification(data) {
   append(el("div", { class: "verification" }, text));
 }
 
-function renderRun(data, seq) {
+function renderRun(data, seq, at) {
   const before = runStatus;
   runStatus = data.status;
   if (FINISHED.has(data.status)) {
@@ -307,14 +321,20 @@ function renderRun(data, seq) {
     setStatusBadge(badge, data.status, labels.run);
     const line = el("p", {}, "Run ended: ");
     line.append(badge);
+    const time = timeNode(at, { className: "run-end-time muted" });
+    if (time) line.append(" ", time);
     end.append(line, el("p", { class: "run-end-detail run-text" }, data.stop_detail || labels.stop[data.stop_reason] || ""));
     const old = timeline.querySelector(":scope > .run-end");
     if (old) old.replaceWith(end);
     else timeline.append(end);
   } else if (data.status !== before) {
-    append(el("div", { class: "run-note", dataset: { status: data.status } }, `Status: ${labels.run[data.status] || data.status}`));
+    const note = el("div", { class: "run-note", dataset: { status: data.status } }, `Status: ${labels.run[data.status] || data.status}`);
+    const time = timeNode(at);
+    if (time) note.append(" · ", time);
+    append(note);
   }
   if (seq > renderedSeq) updateHeader(data);
+  showConnected();
 }
 
 function updateHeader(data) {
@@ -354,8 +374,8 @@ function counter(id) {
   return Number(document.getElementById(id).textContent) || 0;
 }
 
-function renderStepAndCounters(data, seq) {
-  renderStep(data, seq);
+function renderStepAndCounters(data, seq, at) {
+  renderStep(data, seq, at);
   if (data.calls && data.calls.length && !resumeInFlight) argumentsSource.load(); // a live step
   if (seq > renderedSeq) {
     // "run" events come at the start, a pause and the end; between them, add up the steps.

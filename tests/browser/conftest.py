@@ -244,11 +244,13 @@ class Browser:
         page.on("pageerror", lambda error: self.errors.append(f"{page.url}: {error}"))
         return page
 
-    def login(self, user):
-        """A new context signed in as `user` through the real login form; returns its page."""
+    def login(self, user, *, timezone_id=None):
+        """A new context signed in as `user` through the real login form (its clock in
+        `timezone_id`, an IANA name, when given); returns its page."""
         from playwright.sync_api import expect
 
-        context = self.chromium.new_context(base_url=self.base_url, viewport={"width": 1280, "height": 900})
+        zone = {"timezone_id": timezone_id} if timezone_id else {}
+        context = self.chromium.new_context(base_url=self.base_url, viewport={"width": 1280, "height": 900}, **zone)
         context.set_default_timeout(TIMEOUT_MS)
         page = self._watch(context.new_page())
         page.goto("/login/")

@@ -1,5 +1,8 @@
 """The operator's cockpit: what a call was asked to do is readable on the run page (arguments as
 JSON, sensitive fields masked, an edit field by field), at desktop and at phone width."""
+import re
+from zoneinfo import ZoneInfo
+
 import pytest
 from playwright.sync_api import expect
 
@@ -51,6 +54,33 @@ def test_the_run_page_shows_each_calls_arguments_with_sensitive_fields_masked(li
         call = run.tool_calls.get(tool_name="get_weather")
         expect(weather.locator(".call-args-hash")).to_have_attribute("title", f"arguments hash {call.args_hash}")
         at_size(page, size, "run-arguments")
+
+
+def test_the_timeline_dates_each_status_step_and_ending_in_the_readers_time_zone(live, browser, users, launch, script):
+    model = script({"tool_calls": [{"id": "w1", "name": "get_weather", "arguments": {"city": "Lagos"}}]}, {"content": "Hot."})
+    run = launch("Weather in Lagos", models=[model])
+    page = browser.login(users["viewer"], timezone_id="America/New_York")
+    for size in (DESKTOP, PHONE):
+        page.set_viewport_size(size)
+        page.goto(f"/runs/{run.pk}/")
+        wait_for_seq(page, run.event_seq)
+        # "Status: Running · 2026-12-03 03:44:33 EST": the reader's zone, named (the server keeps UTC).
+        running = page.locator("#timeline .run-note[data-status=running]")
+        expect(running).to_contain_text(re.compile(r"Status: Running · \d{4}-\d\d-\d\d \d\d:\d\d:\d\d EST"))
+        # A step is dated by its event (written in the same transaction as the step).
+        first_step = run.events.filter(kind="step").order_by("seq").first()
+        local = first_step.created_at.astimezone(ZoneInfo("America/New_York"))
+        step_time = page.locator("#step-1 .step-time")
+        expect(step_time).to_have_text(local.strftime("%H:%M:%S EST"))
+        expect(step_time).to_have_attribute("title", local.strftime("%Y-%m-%d %H:%M:%S EST"))
+        expect(page.locator("#timeline .run-end-time")).to_contain_text(" EST")
+        expect(page.locator("#live-state")).to_have_text("up to date")
+        # The header says when, with its zone, and how long ago.
+        created = run.created_at.astimezone(ZoneInfo("America/New_York"))
+        expect(page.locator("#run-created-at")).to_have_text(created.strftime("%Y-%m-%d %H:%M:%S EST"))
+        expect(page.locator("#run-created-at")).to_have_attribute("title", re.compile(r" UTC$"))
+        expect(page.locator("#run-age")).to_have_text(re.compile(r"^\((now|(a|\d+)\sseconds? ago|a minute ago)\)$"))
+        at_size(page, size, "run-times")
 
 
 def test_an_edited_call_shows_what_the_model_asked_and_what_ran_field_by_field(live, browser, users, launch, script):

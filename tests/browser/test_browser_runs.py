@@ -56,6 +56,7 @@ def test_launched_run_fills_its_timeline_live_and_a_reload_shows_the_same(live, 
     expect(page.locator("#timeline .run-end")).to_have_attribute("data-status", Run.Status.SUCCEEDED)
     expect(page.locator("#cancel-form")).to_be_hidden()
     expect(page.locator("#rerun-button")).to_be_visible()
+    expect(page.locator("#live-state")).to_have_text("up to date")  # no longer "live" once it ended
 
     run = Run.objects.get(pk=run_id)
     assert run.status == Run.Status.SUCCEEDED
@@ -101,14 +102,15 @@ def test_an_idle_run_page_stays_connected(live, browser, users, launch):
     run = launch(WEATHER)
     page = browser.login(users["viewer"])
     page.goto(f"/runs/{run.pk}/")
-    expect(page.locator("#live-state")).to_have_text("live")
+    # Connected, and it says the run has ended rather than "live".
+    expect(page.locator("#live-state")).to_have_text("up to date")
     expect(page.locator("#timeline .run-end")).to_have_attribute("data-status", Run.Status.SUCCEEDED)
     new_sockets = []
     page.on("websocket", lambda socket: new_sockets.append(socket.url))
     # Nothing happens in a finished run: a person leaving the page open should not see it
     # drop to "reconnecting…" and back (the page and its header badge each hold one socket).
     page.wait_for_timeout(12_000)
-    expect(page.locator("#live-state")).to_have_text("live")
+    expect(page.locator("#live-state")).to_have_text("up to date")
     assert new_sockets == [], "the page had to reconnect while idle"
 
 

@@ -200,4 +200,5 @@ class RunTimelineConsumer(BoundedJsonConsumer):
         due = self.refused or time.monotonic() - self.rights_checked_at >= RIGHTS_RECHECK_SECONDS
         if due and not await self._may_still_watch():
             return
-        await self.send_json({"type": "event", "seq": message["seq"], "kind": message["kind"], "data": message["data"]})
+        await self.send_json({"type": "event", "seq": message["seq"], "kind": message["kind"], "data": message["data"],
+                              "at": message.get("at")})

@@ -14,7 +14,7 @@ from django.db import transaction
 from django.test import Client
 
 from agentsite.asgi import application
-from runs.engine.events import event_record, publish
+from runs.engine.events import event_at, event_record, publish
 from runs.models import RunEvent
 from tests.support.channel_layer import fresh_channel_layer
 
@@ -76,7 +76,7 @@ def communicator(run_id, cookie=None, origin=LOCAL):
 
 def stored(run_id, after=0):
     return [
-        {"type": "event", "seq": e.seq, "kind": e.kind, "data": e.data}
+        {"type": "event", "seq": e.seq, "kind": e.kind, "data": e.data, "at": event_at(e.created_at)}
         for e in RunEvent.objects.filter(run_id=run_id, seq__gt=after).order_by("seq")
     ]
 
@@ -96,7 +96,7 @@ async def replay(ws, after):
 def record_committed(run_id, kind="verification", data=None):
     with transaction.atomic():
         event = event_record(run_id=run_id, kind=kind, data=data or {"ok": False, "reason": "test"})
-    return {"type": "event", "seq": event.seq, "kind": event.kind, "data": event.data}
+    return {"type": "event", "seq": event.seq, "kind": event.kind, "data": event.data, "at": event_at(event.created_at)}
 
 
 def refused(run_id, cookie=None, origin=LOCAL) -> bool:
