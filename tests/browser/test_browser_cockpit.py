@@ -253,6 +253,17 @@ def test_the_controls_are_grouped_explained_and_ending_ones_ask_first(live, brow
         expect(steer.locator("#message-form")).to_be_visible()
         expect(end.locator("#stop-help")).to_contain_text("writes a summary")
         expect(end.locator("#cancel-help")).to_contain_text("without a summary")
+        if size is DESKTOP:
+            # The controls sit beside the timeline, which starts in the first screen, not below them.
+            title, levers = page.locator("#timeline-title").bounding_box(), steer.bounding_box()
+            assert title["y"] < 600, f"the timeline starts {title['y']:.0f} px down"
+            assert levers["x"] > title["x"] + 500, "the controls are not beside the timeline"
+            expect(page.locator("#to-timeline")).to_be_hidden()
+        else:
+            page.locator("#to-timeline").click()  # narrow: a link past the controls
+            expect(page.locator("#timeline-title")).to_be_focused()
+            expect(page.locator("#timeline-title")).to_be_in_viewport()
+            page.evaluate("window.scrollTo(0, 0)")
         page.locator("#cancel-button").click()
         expect(page.locator("#cancel-form .confirm-box")).to_be_visible()
         expect(page.locator("#cancel-form .confirm-yes")).to_be_focused()
