@@ -47,6 +47,7 @@ TASKS = [
 ]
 CITIES = ["Lagos", "London", "Lima", "Oslo", "Pune", "Quito"]
 WORDS = ["login", "invoice", "export", "billing", "latency", "password", "webhook"]
+SHIPPING = ["shipped", "delivered", "in transit", "returned", "held at customs"]
 # (status, stop reason, share)
 OUTCOMES = [
     ("succeeded", "final_answer", 0.72),
@@ -291,8 +292,8 @@ def seed(args) -> dict:
     spacing = (now - first) / args.runs
     message = json.dumps({"role": "assistant", "content": "ok"})
     model_names = list(MODELS)
-    run_rows, step_rows, call_rows, approval_rows = [], [], [], []
-    totals = {"runs": 0, "steps": 0, "calls": 0, "approvals": 0}
+    run_rows, step_rows, call_rows, approval_rows, search_rows = [], [], [], [], []
+    totals = {"runs": 0, "steps": 0, "calls": 0, "approvals": 0, "search_texts": 0}
     step_id = call_id = 0
 
     if connection.vendor == "sqlite":
@@ -308,6 +309,7 @@ def seed(args) -> dict:
                 ("runs_step", STEP_COLUMNS, step_rows, "steps"),
                 ("runs_toolcall", CALL_COLUMNS, call_rows, "calls"),
                 ("runs_approval", APPROVAL_COLUMNS, approval_rows, "approvals"),
+                ("runs_runsearchtext", ("run_id", "text"), search_rows, "search_texts"),
             ):
                 ins.insert(table, columns, rows)
                 totals[key] += len(rows)
@@ -325,6 +327,9 @@ def seed(args) -> dict:
         template = rng.choice(TASKS)
         task = template.format(city=rng.choice(CITIES), n=rng.randint(1000, 99999), word=rng.choice(WORDS))
         n_steps = counts[run_id - 1]
+        # What the history's search reads besides the task (runs/lifecycle/run_search.py): an
+        # ended run's answer and the start of each tool result; TRK-<n> appears nowhere else.
+        said = [f"Done: the {rng.choice(WORDS)} case for {rng.choice(CITIES)} is closed."]
         tokens_in = tokens_out = 0
         cost = 0.0
         moment = created
@@ -364,6 +369,8 @@ def seed(args) -> dict:
                 call_status = pick(rng, CALL_OUTCOMES)
                 if tool == "cancel_order" and call_status == "skipped":
                     call_status = "succeeded"
+                said.append(f'{{"ok": true, "result": {{"tool": "{tool}", "status": "{rng.choice(SHIPPING)}", '
+                            f'"tracking": "TRK-{rng.randint(10000, 99999)}", "city": "{rng.choice(CITIES)}"}}}}')
                 call_rows.append(
                     (
                         call_id,
@@ -444,6 +451,8 @@ def seed(args) -> dict:
                 "",
             )
         )
+        if status != "running":
+            search_rows.append((run_id, "\n".join(said)))
         if len(run_rows) >= RUN_BATCH:
             flush()
     flush()
@@ -491,6 +500,9 @@ def measure(args) -> list[tuple[str, str, list[float], int, int]]:
         ("history, tool + agent", "/runs/?" + urlencode({"tool": "cancel_order", "agent": support})),
         ("history, text search", "/runs/?" + urlencode({"q": "refund"})),
         ("history, text search, rare", "/runs/?" + urlencode({"q": "ORD-12345"})),
+        ("history, search of results", "/runs/?" + urlencode({"q": "customs"})),
+        ("history, search of results, rare", "/runs/?" + urlencode({"q": "TRK-54321"})),
+        ("history, search of results, page 100", "/runs/?" + urlencode({"q": "customs", "page": 100})),
         ("history, last 7 days", "/runs/?" + urlencode({"created_from": (today - timedelta(days=6)).isoformat()})),
         ("history, late page (1,500)", "/runs/?page=1500"),
         ("history, last page (2,000)", "/runs/?page=2000"),

@@ -11,6 +11,7 @@ class RunsConfig(AppConfig):
         # modules on its own when a worker starts, so web processes register them here.
         from runs import tasks  # noqa: F401
         from runs.engine import hooks
+        from runs.lifecycle import run_search
         from runs.observability.metrics import rollups
         from runs.observability.tracing import run_spans
         from runs.supervision import gate
@@ -21,4 +22,6 @@ class RunsConfig(AppConfig):
         hooks.subscribe("run_ending", gate.approvals_close)
         hooks.subscribe("run_ended", rollups.count_ended_run)
         hooks.subscribe("summary_added", rollups.count_summary)
+        hooks.subscribe("run_ended", run_search.index_ended_run)
+        hooks.subscribe("summary_added", run_search.index_summary)
         hooks.subscribe("records_committed", run_spans.export_after_commit)

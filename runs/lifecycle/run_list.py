@@ -16,6 +16,7 @@ from django.db.models import Exists, F, OuterRef, QuerySet
 from django.db.models.functions import Substr
 
 from runs.days import day_start
+from runs.lifecycle.run_search import text_filter
 from runs.models import Agent, Run, Step, ToolCall
 from toolsapp.models import Tool
 
@@ -77,7 +78,7 @@ def run_history(
     if created_to is not None:
         runs = runs.filter(created_at__lt=day_start(created_to + timedelta(days=1)))
     if text:
-        runs = runs.filter(task__icontains=text)
+        runs = runs.filter(text_filter(text, using=runs.db))
     return runs.order_by("-created_at", "-pk")
 
 

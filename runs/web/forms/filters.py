@@ -26,7 +26,11 @@ class DateInput(forms.DateInput):
 class HistoryFilterForm(forms.Form):
     """GET filters of the run history. Blank fields do not filter."""
 
-    q = forms.CharField(label="Task contains", required=False, max_length=200)
+    q = forms.CharField(
+        label="Search", required=False, max_length=200,
+        widget=forms.TextInput(attrs={"type": "search", "placeholder": "a task, an answer, a tool result"}),
+        help_text="Ended runs' answers and tool results too (3 characters or more).",
+    )
     status = forms.ChoiceField(required=False, choices=[("", "any")] + Run.Status.choices)
     stop_reason = forms.ChoiceField(required=False, choices=[("", "any")] + Run.StopReason.choices)
     agent = forms.ModelChoiceField(required=False, queryset=Agent.objects.only("pk", "name"), empty_label="any")
