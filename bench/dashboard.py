@@ -588,7 +588,7 @@ def main():
     totals = seed(args)
     print(
         f"seeded {totals['runs']:,} runs, {totals['steps']:,} steps, {totals['calls']:,} tool calls, "
-        f"{totals['approvals']:,} approvals in {totals['seconds']:.1f} s "
+        f"{totals['approvals']:,} approvals, {totals['search_texts']:,} search texts in {totals['seconds']:.1f} s "
         f"({(totals['runs'] + totals['steps'] + totals['calls'] + totals['approvals']) / totals['seconds']:,.0f} "
         f"rows/s); " + ("no ANALYZE" if args.no_analyze else f"(VACUUM) ANALYZE {totals['analyze_seconds']:.1f} s")
     )

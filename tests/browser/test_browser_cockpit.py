@@ -168,6 +168,28 @@ def test_every_page_fits_a_phone_and_the_header_folds_into_a_menu(live, browser,
     expect(page.locator("header .who button", has_text="Sign out")).to_be_visible()
 
 
+def test_the_history_search_finds_a_run_by_what_its_tool_returned(live, browser, users, launch, script):
+    weather = launch("Check the weather", models=[script(
+        {"tool_calls": [{"id": "w1", "name": "get_weather", "arguments": {"city": "Lagos"}}]}, {"content": "Warm."})])
+    launch("Say hello", models=[script({"content": "Hello there."})])
+    page = browser.login(users["viewer"])
+    found = {}
+    for size in (DESKTOP, PHONE):
+        page.set_viewport_size(size)
+        page.goto("/runs/")
+        search = page.get_by_label("Search")
+        expect(page.locator("#id_q_helptext")).to_contain_text("answers and tool results")
+        search.fill("SUNNY")  # only in get_weather's result: {"conditions": "sunny", ...}
+        search.press("Enter")
+        rows = page.locator("tr.run-row")
+        expect(rows).to_have_count(1)
+        expect(rows.first).to_have_attribute("data-run-id", str(weather.pk))
+        found[f"search at {size['width']}"] = axe_violations(page)
+        at_size(page, size, "history-search")
+    problems = {where: lines for where, lines in found.items() if lines}
+    assert not problems, "\n".join(f"{where}: {line}" for where, lines in problems.items() for line in lines)
+
+
 def test_without_javascript_the_run_page_shows_its_timeline_from_the_server(live, browser, users, launch, script):
     Tool.objects.filter(name="create_ticket").update(sensitive_fields=["body"])
     model = script(
