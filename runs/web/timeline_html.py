@@ -21,11 +21,13 @@ def _when(moment) -> str:
 
 
 def _step_time(moment) -> str:
+    # strftime, not Django's date format: this runs for every step of the page (0.1 ms against 5 µs).
     if not moment:
         return ""
     local = timezone.localtime(moment)
-    return (f'<time class="step-time muted" datetime="{escape(moment.isoformat())}" title="{escape(_when(moment))}">'
-            f'{escape(date_format(local, "H:i:s T"))}</time>')
+    zone = local.tzname() or ""
+    return (f'<time class="step-time muted" datetime="{moment.isoformat()}" title="{local:%Y-%m-%d %H:%M:%S} {escape(zone)}">'
+            f'{local:%H:%M:%S} {escape(zone)}</time>')
 
 
 def _approval(call: ToolCall) -> str:
