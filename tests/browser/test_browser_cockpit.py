@@ -305,6 +305,24 @@ def test_the_controls_are_grouped_explained_and_ending_ones_ask_first(live, brow
     assert not problems, "\n".join(f"{where}: {line}" for where, lines in problems.items() for line in lines)
 
 
+def test_the_answer_to_a_run_control_appears_beside_the_controls(live, browser, users, launch, no_dispatch):
+    run = launch("Cancel order ORD-1001")  # waits for a person: every control applies
+    page = browser.login(users["operator"])
+    for size in (DESKTOP, PHONE):
+        page.set_viewport_size(size)
+        page.goto(f"/runs/{run.pk}/")
+        page.locator("#message-text").fill(f"Check the address first ({size['width']})")
+        with page.expect_navigation():
+            page.locator("#message-button").click()
+        answer = page.locator("#run-answers .card-answer")
+        expect(answer).to_contain_text("Your message goes to the agent")
+        expect(answer).to_be_in_viewport()  # the page opened at the controls, not at its top
+        expect(page.locator("#message-form")).to_be_in_viewport()
+        expect(page.locator("ul.messages")).to_be_hidden()  # not repeated at the top
+        assert not axe_violations(page), axe_violations(page)
+        at_size(page, size, "run-control-answer")
+
+
 def test_a_run_still_going_offers_no_rerun_until_it_ends(live, browser, users, launch, no_dispatch):
     run = launch("Cancel order ORD-1001")
     page = browser.login(users["operator"])

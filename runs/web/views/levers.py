@@ -8,11 +8,28 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
 from django.http import Http404, JsonResponse
 from django.shortcuts import redirect
+from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from runs.models import Run
 from runs.roles import PERM_CANCEL
 from runs.supervision.levers import LeverRefused, run_message, run_pause, run_resume, run_stop
+
+
+
+# The answer to a control of the run page is shown beside that control (the page scrolls there),
+# not at the top of the page: these tags say where (templates/runs/run_detail.html).
+RUN_ANSWER = "run-answer"  # the levers, cancel and re-run: the top of the controls column
+GRANT_ANSWER = "grant-answer"  # a revoked grant: the grants card
+
+
+def answer_at_controls(request, level: int, text: str, *, where: str = RUN_ANSWER) -> None:
+    messages.add_message(request, level, text, extra_tags=where)
+
+
+def back_to_controls(pk: int, *, where: str = RUN_ANSWER):
+    anchor = "run-answers" if where == RUN_ANSWER else "run-grants-section"
+    return redirect(reverse("run_detail", args=[pk]) + f"#{anchor}")
 
 
 def _wants_json(request) -> bool:
@@ -29,13 +46,13 @@ def _lever(request, pk: int, act, done: str):
     except LeverRefused as exc:
         if _wants_json(request):
             return JsonResponse({"error": str(exc)}, status=409)
-        messages.error(request, str(exc))
-        return redirect("run_detail", pk=pk)
+        answer_at_controls(request, messages.ERROR, str(exc))
+        return back_to_controls(pk)
     text = done(result)
     if _wants_json(request):
         return JsonResponse({"message": text})
-    messages.success(request, text)
-    return redirect("run_detail", pk=pk)
+    answer_at_controls(request, messages.SUCCESS, text)
+    return back_to_controls(pk)
 
 
 def _pause_text(run: Run) -> str:

@@ -20,6 +20,7 @@ from runs.roles import PERM_CANCEL, PERM_DECIDE, PERM_LAUNCH, PERM_VIEW
 from runs.supervision.grants import grant_revoke, grants_of_run
 from runs.web.forms.launch import LaunchForm
 from runs.web.timeline_html import timeline_html
+from runs.web.views.levers import GRANT_ANSWER, answer_at_controls, back_to_controls
 
 
 @login_required
@@ -84,14 +85,14 @@ def run_detail(request, pk: int):
 def run_cancel_view(request, pk: int):
     run = get_object_or_404(Run, pk=pk)
     if run.is_finished:
-        messages.info(request, f"Run {run.pk} had already finished ({run.get_status_display().lower()}).")
+        answer_at_controls(request, messages.INFO, f"Run {run.pk} had already finished ({run.get_status_display().lower()}).")
     else:
         run = run_cancel(run=run, user=request.user)
         if run.is_finished:
-            messages.success(request, f"Run {run.pk} was cancelled.")
+            answer_at_controls(request, messages.SUCCESS, f"Run {run.pk} was cancelled.")
         else:
-            messages.success(request, f"Run {run.pk} will stop at its next check.")
-    return redirect("run_detail", pk=run.pk)
+            answer_at_controls(request, messages.SUCCESS, f"Run {run.pk} will stop at its next check.")
+    return back_to_controls(run.pk)
 
 
 @login_required
@@ -104,10 +105,12 @@ def grant_revoke_view(request, pk: int):
     except RunGrant.DoesNotExist:
         raise Http404("No such grant.")
     if grant.revoked_by_name == request.user.get_username():
-        messages.success(request, f"Revoked the grant of {grant}: such calls go to a person again.")
+        answer_at_controls(request, messages.SUCCESS, f"Revoked the grant of {grant}: such calls go to a person again.",
+                           where=GRANT_ANSWER)
     else:
-        messages.info(request, f"{grant.revoked_by_name} had already revoked the grant of {grant}.")
-    return redirect("run_detail", pk=grant.run_id)
+        answer_at_controls(request, messages.INFO, f"{grant.revoked_by_name} had already revoked the grant of {grant}.",
+                           where=GRANT_ANSWER)
+    return back_to_controls(grant.run_id, where=GRANT_ANSWER)
 
 
 @login_required
@@ -120,13 +123,13 @@ def run_rerun(request, pk: int):
     except LaunchNotAllowed as exc:
         raise PermissionDenied(str(exc))
     except ValueError as exc:
-        messages.error(request, f"Could not run it again: {exc}.")
-        return redirect("run_detail", pk=original.pk)
+        answer_at_controls(request, messages.ERROR, f"Could not run it again: {exc}.")
+        return back_to_controls(original.pk)
     try:
         run = rerun_create(original=original, user=request.user, approval_policy=policy)
     except InvalidRun as exc:
-        messages.error(request, f"Could not run it again: {exc}.")
-        return redirect("run_detail", pk=original.pk)
+        answer_at_controls(request, messages.ERROR, f"Could not run it again: {exc}.")
+        return back_to_controls(original.pk)
     run_dispatch(run_id=run.pk)
     return redirect("run_detail", pk=run.pk)
 

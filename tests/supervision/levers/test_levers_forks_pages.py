@@ -134,9 +134,15 @@ def test_a_lever_on_a_run_that_ended_says_too_late_and_changes_nothing(client, u
     before = snapshot(run)
     for name in ["run_pause", "run_stop", "run_message"]:
         response = client.post(reverse(name, args=[run.pk]), {"text": "hello"}, follow=True)
-        assert response.redirect_chain[-1][0] == reverse("run_detail", args=[run.pk])
+        # Back at the controls, with the answer there rather than at the top of the page.
+        assert response.redirect_chain[-1][0] == reverse("run_detail", args=[run.pk]) + "#run-answers"
         text = " ".join(str(m) for m in response.context["messages"])
         assert "Too late: the run ended as Succeeded" in text, name
+        html = response.content.decode()
+        answers = re.search(r'<div id="run-answers"[^>]*>(.*?)</div>', html, re.S).group(1)
+        assert "Too late: the run ended as Succeeded" in answers, name
+        top = re.search(r'<ul class="messages">(.*?)</ul>', html, re.S)
+        assert top is None or "Too late" not in top.group(1), name
     answer = client.post(reverse("run_pause", args=[run.pk]), HTTP_ACCEPT="application/json")
     assert answer.status_code == 409 and answer.json()["error"].startswith("Too late: the run ended as")
     assert snapshot(run) == before

@@ -228,7 +228,7 @@ def test_cancel_of_a_queued_run_ends_it_cancelled(client, users):
     run = queued_run()
     client_for(client, users["operator"])
     response = client.post(reverse("run_cancel", args=[run.pk]))
-    assert response.status_code == 302 and response.url == reverse("run_detail", args=[run.pk])
+    assert response.status_code == 302 and response.url == reverse("run_detail", args=[run.pk]) + "#run-answers"
     run.refresh_from_db()
     assert run.status == Run.Status.CANCELLED
     assert run.stop_reason == Run.StopReason.CANCELLED
@@ -281,7 +281,7 @@ def test_rerun_of_an_active_run_is_refused(client, users, dispatched):
     run = queued_run()
     client_for(client, users["operator"])
     response = client.post(reverse("run_rerun", args=[run.pk]))
-    assert response.status_code == 302 and response.url == reverse("run_detail", args=[run.pk])
+    assert response.status_code == 302 and response.url == reverse("run_detail", args=[run.pk]) + "#run-answers"
     assert Run.objects.count() == 1 and dispatched == []
 
 
