@@ -15,8 +15,6 @@ from runs.models import Run
 from runs.roles import PERM_CANCEL
 from runs.supervision.levers import LeverRefused, run_message, run_pause, run_resume, run_stop
 
-
-
 # The answer to a control of the run page is shown beside that control (the page scrolls there),
 # not at the top of the page: these tags say where (templates/runs/run_detail.html).
 RUN_ANSWER = "run-answer"  # the levers, cancel and re-run: the top of the controls column
