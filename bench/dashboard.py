@@ -452,7 +452,7 @@ def seed(args) -> dict:
             )
         )
         if status != "running":
-            search_rows.append((run_id, "\n".join(said)))
+            search_rows.append((run_id, "\n".join(said).upper()))  # stored as search_form does
         if len(run_rows) >= RUN_BATCH:
             flush()
     flush()

@@ -30,8 +30,14 @@ def run_search_store(*, run_id: int, answer: str) -> None:
         ToolCall.objects.filter(run_id=run_id).exclude(result_text="").order_by("pk")
         .values_list(Substr("result_text", 1, RESULT_CHARS), flat=True)[:RESULTS]
     )
-    text = "\n".join([(answer or "")[:ANSWER_CHARS], *results])
+    text = search_form("\n".join([(answer or "")[:ANSWER_CHARS], *results]))
     RunSearchText.objects.update_or_create(run_id=run_id, defaults={"text": text})
+
+
+def search_form(text: str) -> str:
+    """How search texts are stored and searched for: upper case, so PostgreSQL compares with a
+    plain LIKE, and does not upper-case every matching text again (7x the time for a common word)."""
+    return text.upper()
 
 
 def index_ended_run(*, run: Run, fields: dict) -> None:
@@ -52,12 +58,13 @@ def text_filter(text: str, *, using: str = "default") -> Q:
     matches = Q(task__icontains=text)
     if len(text) < MIN_CHARS:
         return matches
+    needle = search_form(text)
     if connections[using].vendor == "sqlite":
-        phrase = '"' + text.replace('"', '""') + '"'  # one FTS5 phrase: the text as typed, as a substring
+        phrase = '"' + needle.replace('"', '""') + '"'  # one FTS5 phrase: the text as typed, as a substring
         said = RawSQL(f"SELECT rowid FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s", [phrase])  # noqa: S611 - a constant name; the text is a parameter
         return matches | Q(pk__in=said)
     # A union, not an OR: each side is then served by its own trigram index (an OR of the two
     # makes PostgreSQL read every run).
     tasks = Run.objects.using(using).filter(task__icontains=text).values("pk")
-    said = RunSearchText.objects.using(using).filter(text__icontains=text).values("run_id")
-    return Q(pk__in=tasks.union(said))
+    said = RunSearchText.objects.using(using).filter(text__contains=needle).values("run_id")
+    return Q(pk__in=tasks.union(said, all=True))  # IN drops the duplicates; no set to build first

@@ -2,8 +2,8 @@
 
 One RunSearchText row per ended run, and an index for substring search over it: on SQLite an
 FTS5 table with the trigram tokenizer (SQLite 3.34+), kept in step with the rows by triggers; on
-PostgreSQL a pg_trgm GIN index on UPPER(text), the expression `text__icontains` compares (as
-migration 0006 does for the task; without pg_trgm the search works, reading every row). The
+PostgreSQL a pg_trgm GIN index on the text, stored upper case (search_form) so a search is a plain
+LIKE (without pg_trgm the search works, reading every row). The
 runs that have ended already get their rows here, a thousand at a time.
 """
 import logging
@@ -17,7 +17,8 @@ log = logging.getLogger(__name__)
 FTS = "runs_runsearchtext_fts"
 TABLE = "runs_runsearchtext"
 PG_INDEX = "runs_runsearchtext_trgm"
-# As runs/lifecycle/run_search.py has them now (a migration keeps its own copy).
+# As runs/lifecycle/run_search.py has them now, stored upper case as its search_form does (a
+# migration keeps its own copy).
 ANSWER_CHARS, RESULT_CHARS, RESULTS = 4000, 400, 40
 FINISHED = ("succeeded", "failed", "cancelled")
 BATCH = 1000
@@ -48,7 +49,7 @@ def create_index(apps, schema_editor):
             log.warning("pg_trgm is not available (%s); the history search of answers reads every row", exc)
             return
         with connection.cursor() as cursor:
-            cursor.execute(f"CREATE INDEX IF NOT EXISTS {PG_INDEX} ON {TABLE} USING gin ((UPPER(text)) gin_trgm_ops)")
+            cursor.execute(f"CREATE INDEX IF NOT EXISTS {PG_INDEX} ON {TABLE} USING gin (text gin_trgm_ops)")
 
 
 def drop_index(apps, schema_editor):
@@ -80,7 +81,7 @@ def backfill(apps, schema_editor):
             if len(kept) < RESULTS:
                 kept.append(text)
         RunSearchText.objects.bulk_create(
-            [RunSearchText(run_id=pk, text="\n".join([answer or "", *results.get(pk, [])])) for pk, answer in runs],
+            [RunSearchText(run_id=pk, text="\n".join([answer or "", *results.get(pk, [])]).upper()) for pk, answer in runs],
             ignore_conflicts=True,
         )
         after = runs[-1][0]
