@@ -11,7 +11,7 @@ task only; its results join the search when it ends. A search shorter than MIN_C
 trigram to look up) searches tasks only.
 """
 from django.db import connections
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Substr
 
@@ -21,6 +21,7 @@ ANSWER_CHARS = 4000
 RESULT_CHARS = 400
 RESULTS = 40
 MIN_CHARS = 3
+FEW_TEXTS = 2000  # PostgreSQL: up to this many matching texts are passed on as their run ids
 FTS_TABLE = "runs_runsearchtext_fts"  # SQLite only (migration 0026)
 
 
@@ -63,8 +64,12 @@ def text_filter(text: str, *, using: str = "default") -> Q:
         phrase = '"' + needle.replace('"', '""') + '"'  # one FTS5 phrase: the text as typed, as a substring
         said = RawSQL(f"SELECT rowid FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s", [phrase])  # noqa: S611 - a constant name; the text is a parameter
         return matches | Q(pk__in=said)
-    # A union, not an OR: each side is then served by its own trigram index (an OR of the two
-    # makes PostgreSQL read every run).
-    tasks = Run.objects.using(using).filter(task__icontains=text).values("pk")
-    said = RunSearchText.objects.using(using).filter(text__contains=needle).values("run_id")
-    return Q(pk__in=tasks.union(said, all=True))  # IN drops the duplicates; no set to build first
+    # PostgreSQL: how many texts match decides the plan. A few: their run ids, read at once from the
+    # trigram index, go in as a list, so the task's trigram index and the primary key serve the
+    # rest (an OR with a subquery would read every run). Many: the set is built once and the runs
+    # are walked newest first, which stops at the page (a join with the set would sort it all).
+    said = RunSearchText.objects.using(using).filter(text__contains=needle)
+    ids = list(said.values_list("run_id", flat=True)[: FEW_TEXTS + 1])
+    if len(ids) <= FEW_TEXTS:
+        return matches | Q(pk__in=ids) if ids else matches
+    return matches | Q(Exists(said.filter(run_id=OuterRef("pk"))))

@@ -299,15 +299,20 @@ def test_bad_filter_values_show_errors(viewer_client, agents, params, field):
 
 def test_no_query_per_row(viewer_client, agents, django_assert_max_num_queries):
     alpha, beta = agents
-    make_run(alpha)
+    make_run(alpha, models=["big"], tools=["get_weather"])
     with CaptureQueriesContext(connection) as few:
         assert len(listed(get(viewer_client))) == 1
+    # Filtered, as many queries as unfiltered (PostgreSQL's text search reads its matching texts
+    # first: one query more, whatever the number of rows).
+    with CaptureQueriesContext(connection) as few_filtered:
+        assert len(listed(get(viewer_client, model="big", tool="get_weather", q="look"))) == 1
+    assert len(few_filtered.captured_queries) <= len(few.captured_queries) + (connection.vendor == "postgresql")
     extra = [Agent.objects.create(name=f"agent-{i}") for i in range(10)]
     for i in range(60):
         make_run((alpha, beta, *extra)[i % 12], models=["big"], tools=["get_weather"])
     with django_assert_max_num_queries(len(few.captured_queries)):
         assert len(listed(get(viewer_client))) == 50
-    with django_assert_max_num_queries(len(few.captured_queries)):
+    with django_assert_max_num_queries(len(few_filtered.captured_queries)):
         assert len(listed(get(viewer_client, model="big", tool="get_weather", q="look"))) == 50
 
 

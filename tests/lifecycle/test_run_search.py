@@ -3,9 +3,11 @@ written when a run ends, found by any case and part of a word, on SQLite and Pos
 import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from runs.lifecycle import run_list as history
+from runs.lifecycle import run_search
 from runs.lifecycle.archive import runs_delete
 from runs.lifecycle.run_search import run_search_store
 from runs.models import Run, RunSearchText
@@ -84,18 +86,34 @@ def test_the_history_page_finds_a_run_by_its_answer(launch, script, client, djan
 
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL trigram indexes")
-def test_on_postgresql_the_search_reads_the_trigram_indexes_of_tasks_and_texts(launch, script):
-    # Sequential scans off: the plan shows whether the indexes can serve the search at all.
+def test_on_postgresql_the_search_reads_the_trigram_indexes_of_tasks_and_texts(launch, script, monkeypatch):
+    # Sequential scans off: the plans show whether the indexes can serve the search at all.
     run = launch("Check the weather", models=[script(*WEATHER_THEN_TICKET)])
-    runs = history.run_history(text="zanzibar")
-    with connection.cursor() as cursor:
-        cursor.execute("SET enable_seqscan = off")
-        sql, params = runs.query.sql_with_params()
-        cursor.execute("EXPLAIN " + sql, params)
-        plan = "\n".join(row[0] for row in cursor.fetchall())
-        cursor.execute("SET enable_seqscan = on")
-    assert "runs_run_task_trgm" in plan and "runs_runsearchtext_trgm" in plan, plan
-    assert list(runs) == [run]
+    other = launch("Say hello", models=[script({"content": "Hello there."})])
+
+    def plans(text):
+        with connection.cursor() as cursor:
+            cursor.execute("SET enable_seqscan = off")
+        with CaptureQueriesContext(connection) as read:
+            runs = history.run_history(text=text)  # reads the matching texts' run ids
+            sql, params = runs.query.sql_with_params()
+        found = list(runs)
+        explained = []
+        with connection.cursor() as cursor:
+            for statement, args in [(q["sql"], None) for q in read.captured_queries] + [(sql, params)]:
+                cursor.execute("EXPLAIN " + statement, args)
+                explained.append("\n".join(row[0] for row in cursor.fetchall()))
+            cursor.execute("SET enable_seqscan = on")
+        return found, explained
+
+    found, (texts, runs) = plans("zanzibar")  # a few matching texts: their ids, then both indexes
+    assert found == [run]
+    assert "runs_runsearchtext_trgm" in texts, texts
+    assert "runs_run_task_trgm" in runs and "runs_run_pkey" in runs, runs
+    monkeypatch.setattr(run_search, "FEW_TEXTS", 0)  # "many": one statement, newest runs first
+    found, (texts, runs) = plans("there")  # in "Hello there.", the other run's answer
+    assert found == [other]
+    assert "runs_runsearchtext_trgm" in runs and "runs_run_created_id_desc" in runs, runs
 
 
 def migrate(targets):
