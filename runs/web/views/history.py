@@ -1,9 +1,11 @@
 from django.contrib.auth.decorators import login_required, permission_required
 from django.shortcuts import redirect, render
+from django.urls import reverse
 
 from runs.lifecycle.run_list import history_filter_suggestions, run_history, run_history_page
 from runs.roles import PERM_VIEW
 from runs.web.forms.filters import HistoryFilterForm
+from runs.web.history_rows import history_cells
 
 
 @login_required
@@ -19,10 +21,12 @@ def run_list(request):
     suggestions = history_filter_suggestions()  # offered while typing, and what a part of a name matches
     if form.is_valid():
         page = run_history_page(run_history(**form.filters(), known=suggestions), number=_page_number(request.GET.get("page")))
+        history_cells(page.runs)
     return render(
         request,
         "runs/run_list.html",
-        {"form": form, "page": page, "filtered": any(v for k, v in request.GET.items() if k != "page"),
+        # The runs' links as one prefix: a {% url %} per row and column cost more than the rest of the row.
+        {"form": form, "page": page, "runs_url": reverse("run_list"), "filtered": any(v for k, v in request.GET.items() if k != "page"),
          "export_query": _without_page(request.GET), **suggestions},
     )
 
