@@ -20,8 +20,10 @@ class RunsConfig(AppConfig):
         # (runs/engine/hooks.py says when each is called). A later listener subscribes here too.
         hooks.register_gate(gate.approval_gate)
         hooks.subscribe("run_ending", gate.approvals_close)
-        hooks.subscribe("run_ended", rollups.count_ended_run)
-        hooks.subscribe("summary_added", rollups.count_summary)
+        # The search text before the rollups: the rollups lock the day's row until the commit, and
+        # every run ending that day waits for that lock.
         hooks.subscribe("run_ended", run_search.index_ended_run)
+        hooks.subscribe("run_ended", rollups.count_ended_run)
         hooks.subscribe("summary_added", run_search.index_summary)
+        hooks.subscribe("summary_added", rollups.count_summary)
         hooks.subscribe("records_committed", run_spans.export_after_commit)

@@ -32,7 +32,10 @@ def run_search_store(*, run_id: int, answer: str) -> None:
         .values_list(Substr("result_text", 1, RESULT_CHARS), flat=True)[:RESULTS]
     )
     text = search_form("\n".join([(answer or "")[:ANSWER_CHARS], *results]))
-    RunSearchText.objects.update_or_create(run_id=run_id, defaults={"text": text})
+    # One INSERT ... ON CONFLICT DO UPDATE (a summary rewrites it): no read, no savepoints, inside
+    # the transaction that ends the run.
+    RunSearchText.objects.bulk_create([RunSearchText(run_id=run_id, text=text)], update_conflicts=True,
+                                      unique_fields=["run"], update_fields=["text"])
 
 
 def search_form(text: str) -> str:

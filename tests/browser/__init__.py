@@ -12,7 +12,7 @@ PASSWORD = "correct horse battery staple"
 
 WEATHER = "What's the weather in Lagos and London?"
 CANCEL_ORDER = "Cancel order ORD-1001"
-RUN_URL = re.compile(r"/runs/(\d+)/$")
+RUN_URL = re.compile(r"/runs/(\d+)/(#[\w-]+)?$")  # a control's answer opens the page at it (#run-answers)
 FINISHED = re.compile(r"^(succeeded|failed|cancelled)$")
 
 # Every module: `pytestmark = [pytest.mark.browser, requires_chromium]`. CI installs Chromium

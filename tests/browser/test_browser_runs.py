@@ -87,7 +87,8 @@ def test_operator_cancels_a_running_run_from_its_page(live, browser, users, scri
     expect(page.locator("#cancel-form .confirm-box")).to_contain_text("without a summary")
     assert Run.objects.get(pk=run_id).status == Run.Status.RUNNING, "nothing happened before the confirmation"
     page.locator("#cancel-form .confirm-yes").click()
-    page.wait_for_url(RUN_URL)
+    page.wait_for_url(re.compile(r"/runs/\d+/#run-answers$"))  # back at the controls, with the answer there
+    expect(page.locator("#run-answers")).to_contain_text(re.compile(rf"Run {run_id} (was cancelled|will stop at its next check)"))
     expect(page.locator("#run-status")).to_have_attribute("data-status", Run.Status.CANCELLED)
     expect(page.locator("#run-stop-reason")).to_have_attribute("data-stop-reason", Run.StopReason.CANCELLED)
     expect(page.locator("#timeline .run-end")).to_have_attribute("data-status", Run.Status.CANCELLED)
