@@ -1,7 +1,5 @@
 """Reads about a run's relatives: where it came from, its forks and re-runs, and a fork side by
 side with its parent from the fork point on. Plain data for the run page, the compare page and the API."""
-from django.db.models import Q
-
 from runs.lifecycle.call_arguments import sensitive_fields_by_tool, shown_arguments
 from runs.models import Run, RunEvent, Step, ToolCall
 
@@ -13,31 +11,29 @@ class NotAFork(ValueError):
     """Only a fork has a parent to compare with; the message says why in words."""
 
 
-def _brief(row: dict) -> dict:
-    status = row["status"]
-    label = Run.Status(status).label if status in Run.Status.values else status
-    return {"run_id": row["pk"], "status": status, "status_label": label, "created_at": row["created_at"]}
+def _brief(run: Run) -> dict:
+    return {"run_id": run.pk, "status": run.status, "status_label": run.get_status_display(), "created_at": run.created_at}
 
 
 def run_family(run: Run) -> dict:
     """{"parent": the run this one was forked or re-run from (None for an original), "forks": forks
-    of this run (with the step each started after), "reruns": its re-runs}, newest first (one
-    query: the run page reads it on every load)."""
-    source = run.forked_from_id or run.rerun_of_id
-    relatives = Q(forked_from=run) | Q(rerun_of=run)
-    if source is not None:
-        relatives |= Q(pk=source)
-    rows = list(Run.objects.filter(relatives).order_by("-pk")
-                .values("pk", "status", "created_at", "forked_at_step", "forked_from_id", "rerun_of_id"))
+    of this run (with the step each started after), "reruns": its re-runs}, newest first (3 queries).
+
+    Three, not one: SQLite's statistics say almost every run has no parent (NULL), so for an OR or
+    a UNION of these filters it read all 100,000 runs (the run page 6 -> 34 ms); apart, each uses its index."""
     parent = None
-    for row in rows:
-        if source is not None and row["pk"] == source:
+    source = run.forked_from_id or run.rerun_of_id
+    if source is not None:
+        row = Run.objects.filter(pk=source).only("pk", "status", "created_at").first()
+        if row is not None:
             parent = {**_brief(row), "relation": "fork" if run.forked_from_id else "rerun",
                       "step": run.forked_at_step if run.forked_from_id else None}
+    forks = Run.objects.filter(forked_from=run).only("pk", "status", "created_at", "forked_at_step").order_by("-pk")
+    reruns = Run.objects.filter(rerun_of=run).only("pk", "status", "created_at").order_by("-pk")
     return {
         "parent": parent,
-        "forks": [{**_brief(r), "step": r["forked_at_step"]} for r in rows if r["forked_from_id"] == run.pk],
-        "reruns": [_brief(r) for r in rows if r["rerun_of_id"] == run.pk],
+        "forks": [{**_brief(f), "step": f.forked_at_step} for f in forks],
+        "reruns": [_brief(r) for r in reruns],
     }
 
 
