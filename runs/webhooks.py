@@ -65,6 +65,14 @@ def webhook_add(*, url: str, description: str, user) -> Webhook:
     return Webhook.objects.create(url=url, description=description, created_by=user)
 
 
+def webhook_switch(*, webhook: Webhook, enabled: bool) -> Webhook:
+    """Turn a receiver on or off: an off one gets no new notifications (and keeps its URL,
+    description and deliveries, unlike removing it). Its deliveries already recorded still go."""
+    Webhook.objects.filter(pk=webhook.pk).update(enabled=enabled)
+    webhook.enabled = enabled
+    return webhook
+
+
 def webhook_test(*, webhook: Webhook, user) -> int:
     """Send a "webhook.test" notification to this receiver only, through the same path as the
     real ones (recorded, retried, signed). Returns the delivery's id."""

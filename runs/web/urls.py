@@ -7,6 +7,7 @@ urlpatterns = [
     path("settings/webhooks/", webhooks.webhook_settings, name="webhook_settings"),
     path("settings/webhooks/<int:pk>/test/", webhooks.webhook_test_view, name="webhook_test"),
     path("settings/webhooks/<int:pk>/delete/", webhooks.webhook_delete_view, name="webhook_delete"),
+    path("settings/webhooks/<int:pk>/switch/", webhooks.webhook_switch_view, name="webhook_switch"),
     path("runs/", history.run_list, name="run_list"),
     path("runs/new/", runs.run_launch, name="run_launch"),
     path("runs/<int:pk>/", runs.run_detail, name="run_detail"),

@@ -506,6 +506,19 @@ def test_an_admin_lists_adds_tests_and_removes_webhooks_on_the_settings_page(liv
         assert page.evaluate("document.documentElement.scrollWidth") <= size["width"]
         at_size(page, size, "webhooks")
     page.set_viewport_size(DESKTOP)
+    # Off: it stays listed, says so, and a notification no longer goes to it; on again.
+    page.locator("section.receiver", has_text=hooks.url).locator(".webhook-switch").click()
+    expect(page.locator(".messages")).to_contain_text("is off")
+    card = page.locator("section.receiver", has_text=hooks.url)
+    expect(card.locator(".receiver-off")).to_contain_text("Off: gets no new notifications")
+    expect(card.locator(".webhook-switch")).to_have_text("Turn on")
+    found["off"] = axe_violations(page)
+    at_size(page, DESKTOP, "webhooks-off")
+    from runs.webhooks import webhook_urls
+    assert hooks.url not in webhook_urls()
+    card.locator(".webhook-switch").click()
+    expect(page.locator("section.receiver", has_text=hooks.url).locator(".webhook-switch")).to_have_text("Turn off")
+    assert hooks.url in webhook_urls()
     page.locator("section.receiver", has_text=hooks.url).locator(".webhook-delete").click()
     expect(page.locator(".messages")).to_contain_text("removed")
     expect(page.locator("#no-webhooks")).to_be_visible()

@@ -10,7 +10,7 @@ from django.views.decorators.http import require_POST
 from runs.models import Webhook, WebhookDelivery
 from runs.roles import PERM_MANAGE_WEBHOOKS
 from runs.web.forms.webhooks import WebhookForm
-from runs.webhooks import webhook_add, webhook_test
+from runs.webhooks import webhook_add, webhook_switch, webhook_test
 from toolsapp import net
 
 DELIVERIES_SHOWN = 10
@@ -50,6 +50,20 @@ def webhook_test_view(request, pk: int):
     webhook = get_object_or_404(Webhook, pk=pk)
     webhook_test(webhook=webhook, user=request.user)
     messages.success(request, f"A test notification is on its way to {webhook.url}: its delivery is listed below.")
+    return redirect(reverse("webhook_settings") + f"#webhook-{webhook.pk}")
+
+
+@login_required
+@permission_required(PERM_MANAGE_WEBHOOKS, raise_exception=True)
+@require_POST
+def webhook_switch_view(request, pk: int):
+    webhook = get_object_or_404(Webhook, pk=pk)
+    enabled = request.POST.get("enabled") == "true"
+    webhook_switch(webhook=webhook, enabled=enabled)
+    if enabled:
+        messages.success(request, f"Webhook {webhook.url} is on: new notifications go to it.")
+    else:
+        messages.success(request, f"Webhook {webhook.url} is off: it gets no new notifications until it is turned on.")
     return redirect(reverse("webhook_settings") + f"#webhook-{webhook.pk}")
 
 

@@ -82,3 +82,24 @@ def test_removing_keeps_past_deliveries_and_only_admins_reach_the_page(client, a
     assert client.get(reverse("webhook_delete", args=[webhook.pk])).status_code == 405  # a GET removes nothing
     assert client.post(reverse("webhook_delete", args=[webhook.pk])).status_code == 302
     assert not Webhook.objects.exists() and WebhookDelivery.objects.count() == 1
+
+
+def test_an_admin_turns_a_receiver_off_and_on_and_an_off_one_gets_nothing_new(client, admin, demo_data):
+    webhook = Webhook.objects.create(url="https://hooks.example.com/b", description="on-call")
+    operator = User.objects.create_user("otto")
+    operator.groups.add(Group.objects.get(name="operators"))
+    client.force_login(operator)
+    assert client.post(reverse("webhook_switch", args=[webhook.pk]), {"enabled": "false"}).status_code == 403
+    assert Webhook.objects.get().enabled
+    client.force_login(admin)
+    assert client.get(reverse("webhook_switch", args=[webhook.pk])).status_code == 405  # a GET switches nothing
+    page = client.post(reverse("webhook_switch", args=[webhook.pk]), {"enabled": "false"}, follow=True)
+    assert page.redirect_chain[-1][0] == reverse("webhook_settings") + f"#webhook-{webhook.pk}"
+    html = page.content.decode()
+    assert "is off: it gets no new notifications" in html and "Off: gets no new notifications" in html
+    assert ">Turn on</button>" in html
+    assert webhook.url not in webhook_urls() and notify("budget.alert", {}) == []
+    client.post(reverse("webhook_switch", args=[webhook.pk]), {"enabled": "true"})
+    assert webhook.url in webhook_urls() and len(notify("budget.alert", {})) == 1
+    assert Webhook.objects.get().description == "on-call"  # kept, unlike removing it
+    assert client.post(reverse("webhook_switch", args=[9999]), {"enabled": "true"}).status_code == 404
