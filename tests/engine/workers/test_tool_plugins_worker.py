@@ -6,6 +6,7 @@ import pytest
 from runs.engine.dispatch import run_dispatch
 from runs.lifecycle.runs import run_create
 from runs.models import Agent, Run, ToolCall
+from tests.conftest import wait_until
 from tests.engine.loop_contract.support import call, calls
 from toolsapp.models import Tool
 
@@ -30,7 +31,9 @@ def test_a_worker_runs_the_tool_of_an_installed_package(celery_worker_proc, demo
     assert (run.status, run.answer) == (Run.Status.SUCCEEDED, "3 words."), run.stop_detail
     result = ToolCall.objects.get(run=run, call_id="wc").result
     assert result == {"ok": True, "result": {"words": 3, "characters": 13, "unique_words": 3}}
-    assert "succeeded in" in worker.log()  # the worker, not this process, drove the run
+    # The worker, not this process, drove the run. Celery writes "succeeded in" after the task
+    # returns, so just after the run's commit the line can still be on its way to the log.
+    wait_until(lambda: "succeeded in" in worker.log(), timeout=15, message="the worker to log the task's end")
 
 
 def test_a_worker_told_to_load_a_missing_module_stops_at_start_naming_it(celery_worker_proc):
