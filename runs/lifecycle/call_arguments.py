@@ -167,9 +167,7 @@ def _json(value):
 
 
 def _moment(value):
-    """A datetime column as a raw cursor returns it (SQLite: naive UTC or text), made aware."""
-    if isinstance(value, str):
-        value = datetime.datetime.fromisoformat(value)
+    """A datetime column as a raw cursor returns it (SQLite: naive, in UTC), made aware."""
     if value is not None and timezone.is_naive(value):
         value = value.replace(tzinfo=datetime.UTC)
     return value

@@ -7,7 +7,6 @@ language cost several times the queries for a run of a dozen steps. Every value 
 """
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.dateformat import format as date_format
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
@@ -16,18 +15,20 @@ from runs.models import Approval, ToolCall
 PREVIEW_CHARS = 300
 
 
-def _when(moment) -> str:
-    return date_format(timezone.localtime(moment), "Y-m-d H:i:s T") if moment else ""
-
-
-def _step_time(moment) -> str:
-    # strftime, not Django's date format: this runs for every step of the page (0.1 ms against 5 µs).
+def _when(moment, form: str = "%Y-%m-%d %H:%M:%S") -> str:
+    """"2026-12-03 09:08:45 UTC" in the server's zone (Django's "Y-m-d H:i:s T"), written with
+    strftime: this runs for every step of the page, and Django's date format cost 0.1 ms a call."""
     if not moment:
         return ""
     local = timezone.localtime(moment)
-    zone = local.tzname() or ""
-    return (f'<time class="step-time muted" datetime="{moment.isoformat()}" title="{local:%Y-%m-%d %H:%M:%S} {escape(zone)}">'
-            f'{local:%H:%M:%S} {escape(zone)}</time>')
+    return f"{local.strftime(form)} {local.tzname() or ''}"
+
+
+def _step_time(moment) -> str:
+    if not moment:
+        return ""
+    return (f'<time class="step-time muted" datetime="{moment.isoformat()}" title="{escape(_when(moment))}">'
+            f'{escape(_when(moment, "%H:%M:%S"))}</time>')
 
 
 def _approval(call: ToolCall) -> str:

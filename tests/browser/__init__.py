@@ -78,3 +78,9 @@ def axe_violations(page) -> list[str]:
         "id: v.id, help: v.help, nodes: v.nodes.map(n => n.target.join(' ') + ' :: ' + n.failureSummary)})))"
     )
     return [f"{v['id']} ({v['help']}): {node}" for v in results for node in v["nodes"]]
+
+
+def assert_no_violations(found: dict[str, list[str]]) -> None:
+    """`found`: {where: axe_violations(page) there}; fails naming every violation and where it was."""
+    problems = {where: lines for where, lines in found.items() if lines}
+    assert not problems, "\n".join(f"{where}: {line}" for where, lines in problems.items() for line in lines)

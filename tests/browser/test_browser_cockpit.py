@@ -10,7 +10,7 @@ from runs.engine.loop import run_advance
 from runs.lifecycle.forks import run_fork
 from runs.models import Agent, Approval, ApprovalRule
 from runs.supervision.decide import approval_decide
-from tests.browser import PASSWORD, axe_violations, requires_chromium, screenshot, wait_for_seq
+from tests.browser import PASSWORD, assert_no_violations, axe_violations, requires_chromium, screenshot, wait_for_seq
 from tests.conftest import wait_for_status, wait_until
 from toolsapp.models import Tool
 
@@ -154,8 +154,7 @@ def test_every_page_fits_a_phone_and_the_header_folds_into_a_menu(live, browser,
         expect(page.locator("header .who button", has_text="Sign out")).to_be_hidden()
         name = path.strip("/").replace("/", "-").replace("?step=1", "") or "home"
         screenshot(page, f"phone-{name}")
-    problems = {where: lines for where, lines in found.items() if lines}
-    assert not problems, "\n".join(f"{where}: {line}" for where, lines in problems.items() for line in lines)
+    assert_no_violations(found)
     header = page.locator("#topbar").bounding_box()
     assert header["height"] < 70, f"the folded header is {header['height']} px tall"
     page.locator("#menu-toggle").click()
@@ -186,8 +185,7 @@ def test_the_history_search_finds_a_run_by_what_its_tool_returned(live, browser,
         expect(rows.first).to_have_attribute("data-run-id", str(weather.pk))
         found[f"search at {size['width']}"] = axe_violations(page)
         at_size(page, size, "history-search")
-    problems = {where: lines for where, lines in found.items() if lines}
-    assert not problems, "\n".join(f"{where}: {line}" for where, lines in problems.items() for line in lines)
+    assert_no_violations(found)
 
 
 def test_without_javascript_the_run_page_shows_its_timeline_from_the_server(live, browser, users, launch, script):
@@ -258,8 +256,7 @@ def test_a_fresh_install_says_what_to_do_first_and_the_demo_offers_its_example_t
     page.locator("#id_task").fill("Cancel order ORD-1001")
     page.locator("#launch-button").click()
     expect(page.locator("#run-status")).to_have_attribute("data-status", "awaiting_approval")
-    problems = {where: lines for where, lines in found.items() if lines}
-    assert not problems, "\n".join(f"{where}: {line}" for where, lines in problems.items() for line in lines)
+    assert_no_violations(found)
 
 
 def test_the_controls_are_grouped_explained_and_ending_ones_ask_first(live, browser, users, launch, no_dispatch):
@@ -301,8 +298,7 @@ def test_the_controls_are_grouped_explained_and_ending_ones_ask_first(live, brow
     with page.expect_navigation():
         page.locator("#cancel-form .confirm-yes").click()
     expect(page.locator("#run-status")).to_have_attribute("data-status", "cancelled")
-    problems = {where: lines for where, lines in found.items() if lines}
-    assert not problems, "\n".join(f"{where}: {line}" for where, lines in problems.items() for line in lines)
+    assert_no_violations(found)
 
 
 def test_the_answer_to_a_run_control_appears_beside_the_controls(live, browser, users, launch, no_dispatch):
@@ -319,7 +315,7 @@ def test_the_answer_to_a_run_control_appears_beside_the_controls(live, browser, 
         expect(answer).to_be_in_viewport()  # the page opened at the controls, not at its top
         expect(page.locator("#message-form")).to_be_in_viewport()
         expect(page.locator("ul.messages")).to_be_hidden()  # not repeated at the top
-        assert not axe_violations(page), axe_violations(page)
+        assert_no_violations({f"after a message at {size['width']}": axe_violations(page)})
         at_size(page, size, "run-control-answer")
 
 
@@ -472,7 +468,7 @@ def test_the_queue_has_a_compact_view_and_the_edit_box_checks_the_schema_as_one_
     area.fill('{"order_id": "ORD-1001", "reason": "Customer asked to cancel"}')
     expect(error).to_be_hidden()
     expect(area).to_have_attribute("aria-invalid", "false")
-    assert not {k: v for k, v in found.items() if v}
+    assert_no_violations(found)
 
 
 def test_an_admin_lists_adds_tests_and_removes_webhooks_on_the_settings_page(live, browser, users):
@@ -522,4 +518,4 @@ def test_an_admin_lists_adds_tests_and_removes_webhooks_on_the_settings_page(liv
     page.locator("section.receiver", has_text=hooks.url).locator(".webhook-delete").click()
     expect(page.locator(".messages")).to_contain_text("removed")
     expect(page.locator("#no-webhooks")).to_be_visible()
-    assert not {k: v for k, v in found.items() if v}
+    assert_no_violations(found)

@@ -19,6 +19,7 @@ from runs.supervision.levers import LeverRefused, run_message, run_pause, run_re
 # not at the top of the page: these tags say where (templates/runs/run_detail.html).
 RUN_ANSWER = "run-answer"  # the levers, cancel and re-run: the top of the controls column
 GRANT_ANSWER = "grant-answer"  # a revoked grant: the grants card
+ANCHORS = {RUN_ANSWER: "run-answers", GRANT_ANSWER: "run-grants-section"}
 
 
 def answer_at_controls(request, level: int, text: str, *, where: str = RUN_ANSWER) -> None:
@@ -26,8 +27,7 @@ def answer_at_controls(request, level: int, text: str, *, where: str = RUN_ANSWE
 
 
 def back_to_controls(pk: int, *, where: str = RUN_ANSWER):
-    anchor = "run-answers" if where == RUN_ANSWER else "run-grants-section"
-    return redirect(reverse("run_detail", args=[pk]) + f"#{anchor}")
+    return redirect(reverse("run_detail", args=[pk]) + f"#{ANCHORS[where]}")
 
 
 def _wants_json(request) -> bool:
