@@ -64,6 +64,9 @@ def _use_demo_model(settings, demo_server):
     settings.LLM_BASE_URL = ""
     settings.LLM_MODELS = []
     settings.LLM_MAX_RETRIES = 2
+    # An ended run is counted into the metrics rollups right after its ending commits, in the
+    # thread that ended it, so a test reads them at once (the workers it starts count in batches).
+    settings.ROLLUP_COUNT_DELAY_SECONDS = 0
 
 
 @pytest.fixture(autouse=True)

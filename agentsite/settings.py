@@ -196,6 +196,10 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 # How often beat's sweep looks for runs no live worker drives (and webhooks whose task was lost).
 # With RUN_LEASE_SECONDS it bounds how long a run whose worker died waits: lease + interval.
 SWEEP_INTERVAL_SECONDS = env_float("SWEEP_INTERVAL_SECONDS", 5.0)
+# Ended runs are added to the metrics page's daily rollups this long after they end, in batches
+# (runs/observability/metrics/counter.py); until then the page reads them from their own rows.
+# 0: at once, by the process that ended them, right after the ending commits.
+ROLLUP_COUNT_DELAY_SECONDS = env_float("ROLLUP_COUNT_DELAY_SECONDS", 1.0)
 CELERY_BEAT_SCHEDULE = {
     "sweep-runs": {"task": "runs.tasks.sweep_runs", "schedule": SWEEP_INTERVAL_SECONDS},
     "prune-runs": {"task": "runs.tasks.prune_runs", "schedule": 6 * 3600.0},

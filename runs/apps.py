@@ -12,7 +12,7 @@ class RunsConfig(AppConfig):
         from runs import tasks  # noqa: F401
         from runs.engine import hooks
         from runs.lifecycle import run_search
-        from runs.observability.metrics import rollups
+        from runs.observability.metrics import counter, rollups
         from runs.observability.tracing import run_spans
         from runs.supervision import gate
 
@@ -20,10 +20,8 @@ class RunsConfig(AppConfig):
         # (runs/engine/hooks.py says when each is called). A later listener subscribes here too.
         hooks.register_gate(gate.approval_gate)
         hooks.subscribe("run_ending", gate.approvals_close)
-        # The search text before the rollups: the rollups lock the day's row until the commit, and
-        # every run ending that day waits for that lock.
         hooks.subscribe("run_ended", run_search.index_ended_run)
-        hooks.subscribe("run_ended", rollups.count_ended_run)
+        hooks.subscribe("run_ended", counter.mark_uncounted)
         hooks.subscribe("summary_added", run_search.index_summary)
         hooks.subscribe("summary_added", rollups.count_summary)
         hooks.subscribe("records_committed", run_spans.export_after_commit)

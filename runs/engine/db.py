@@ -17,7 +17,7 @@ log = logging.getLogger("runs.services.db")  # its name from before the move: op
 # SQLite allows one writer at a time, and a writer that finds the database locked sleeps in
 # growing steps before it tries again. Threads of one process queue here instead, in order and
 # without sleeping; other processes still wait on SQLite's busy timeout.
-_sqlite_writer = threading.Lock()
+_sqlite_writer = threading.RLock()  # re-entered by work done on commit (the rollup counter)
 # SQLSTATE classes of a connection that is gone: 08 connection exception; 57P01-57P03 the
 # server shut the session down (administrator command, crash shutdown, cannot connect now).
 _LOST_SQLSTATES = ("08", "57P01", "57P02", "57P03")

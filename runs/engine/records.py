@@ -211,8 +211,7 @@ def run_close(
     if summary_pending:  # the summary is asked for next: the run reads as stopping until it is in
         fields["summary_pending"] = True
     recorder.run_update(**fields)
-    # Last, so the day's rollup lock is held only until this transaction commits.
-    hooks.run_ended(run=run, fields=recorder.fields)
+    hooks.run_ended(run=run, fields=recorder.fields)  # e.g. the run's search text, its mark for the rollups
 
 
 def lever_data(lever: str, by: str, at, text: str | None = None) -> dict:

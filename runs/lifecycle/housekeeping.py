@@ -1,5 +1,5 @@
 """Periodic care: hand out runs a worker lost, expire and escalate approvals, resend lost webhooks,
-prune old runs."""
+count ended runs left uncounted, prune old runs."""
 import json
 import logging
 from datetime import timedelta
@@ -15,6 +15,7 @@ from runs.engine.events import event_record
 from runs.engine.snapshots import run_data, run_summary
 from runs.lifecycle.archive import runs_delete
 from runs.models import Approval, Run
+from runs.observability.metrics import counter
 from runs.supervision.decide import approvals_expire
 from runs.supervision.escalation import approvals_escalate
 from runs.webhooks import webhooks_resend
@@ -51,11 +52,13 @@ def runs_sweep() -> dict:
     expired = approvals_expire()
     escalated = approvals_escalate()  # after expiry: an expired approval needs nobody any more
     webhooks = webhooks_resend()
-    if stranded or expired or escalated or webhooks:
+    counted = counter.count_left_over()  # ended runs whose process died before counting them
+    if stranded or expired or escalated or webhooks or counted:
         log.info(json.dumps({"event": "sweep", "redispatched": stranded, "approvals_expired": expired,
-                             "approvals_escalated": escalated, "webhooks_resent": webhooks}))
+                             "approvals_escalated": escalated, "webhooks_resent": webhooks,
+                             "runs_counted": counted}))
     return {"redispatched": stranded, "approvals_expired": expired, "approvals_escalated": escalated,
-            "webhooks_resent": webhooks}
+            "webhooks_resent": webhooks, "runs_counted": counted}
 
 
 def summaries_abandoned(lease_free: Q) -> None:

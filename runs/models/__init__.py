@@ -4,12 +4,12 @@ from runs.models.core import Agent, Approval, Run, RunEvent, Step, ToolCall, Too
 from runs.models.levers import OperatorMessage
 from runs.models.metrics import PrunedTotals
 from runs.models.notifications import BudgetAlert, Webhook, WebhookDelivery
-from runs.models.rollups import RollupDay, RunRollup, StepRollup, ToolRollup
+from runs.models.rollups import RollupDay, RunRollup, StepRollup, ToolRollup, UncountedRun
 from runs.models.search import RunSearchText
 from runs.models.supervision import ApprovalRule, ApprovalRuleVersion, ApprovalVote, RunGrant
 
 __all__ = [
     "Agent", "Approval", "ApprovalRule", "ApprovalRuleVersion", "ApprovalVote", "ArchivedApproval", "BudgetAlert",
     "OperatorMessage", "PrunedTotals", "RollupDay", "Run", "RunEvent", "RunGrant", "RunRollup", "RunSearchText", "Step", "StepRollup",
-    "ToolCall", "ToolChoice", "ToolRollup", "Webhook", "WebhookDelivery",
+    "ToolCall", "ToolChoice", "ToolRollup", "UncountedRun", "Webhook", "WebhookDelivery",
 ]

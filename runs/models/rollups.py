@@ -1,9 +1,11 @@
 """Daily rollups for the metrics page: what the runs created on a UTC day did, once they ended.
 
-A run is counted here by the transaction that ends it (runs/observability/metrics/rollups.py), so a day's rows
-hold exactly its ended runs; runs still going are read from their own rows. `RollupDay` is a
-day's lock and says whether the day's rows are complete (`built`): days built before the rollups
-existed are read raw until `manage.py rebuild_rollups` builds them.
+A run's ending marks it uncounted (`UncountedRun`, in the transaction that ends it), and a
+counter adds the uncounted runs to these rows in batches soon after (runs/observability/metrics/rollups.py);
+so a day's rows hold exactly its counted runs, and the runs still going or not yet counted are read
+from their own rows. `RollupDay` is a day's lock and says whether the day's rows are complete
+(`built`): days built before the rollups existed are read raw until `manage.py rebuild_rollups`
+builds them.
 
 A run's approvals are counted with it: once it has ended none of them changes any more (its
 ending expires those still pending, in the ending's transaction), so the approvals of runs still
@@ -13,6 +15,17 @@ going are read from their own rows like the runs.
 from django.db import models
 
 from runs.models.core import Agent
+
+
+class UncountedRun(models.Model):
+    """An ended run not yet added to the rollups: written by the transaction that ends it, deleted
+    by the one that counts it (or rebuilds its day). The metrics page reads these runs from their
+    own rows, so every figure stays exact while they wait; there are only a few at any moment."""
+
+    run = models.OneToOneField("runs.Run", on_delete=models.CASCADE, primary_key=True, related_name="+")
+
+    def __str__(self) -> str:
+        return f"run {self.run_id}, not counted yet"
 
 
 class RollupDay(models.Model):

@@ -1,9 +1,10 @@
 """The metrics page's run, model and tool figures from the daily rollups (runs/models/rollups.py).
 
-Days whose rollups are built (today included: a day is built from its first ending on, and every
-ending adds itself in its own transaction) are read from the rollups; the runs' own rows are read
-only for what the rollups do not hold: days not built (from before the rollups, or left unbuilt
-by an upgrade) and the runs of the window still going (not ended, so not counted yet). The page
+Days whose rollups are built (today included: a day is built from its first counted run on, and
+every ended run is counted soon after it ends) are read from the rollups; the runs' own rows are
+read only for what the rollups do not hold: days not built (from before the rollups, or left
+unbuilt by an upgrade), the runs of the window still going, and those ended but not counted yet
+(runs/observability/metrics/counter.py). The page
 reads both in one snapshot (metrics.read_snapshot) and the two parts never overlap, so every
 count, sum and the iteration percentiles are exactly what the raw queries give (sums of costs up
 to float rounding). Model latency percentiles come from the rollups' latency
@@ -18,7 +19,7 @@ from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
 from runs.days import TruncDay, day_start
-from runs.models import Approval, RollupDay, Run, RunRollup, Step, StepRollup, ToolCall, ToolRollup
+from runs.models import Approval, RollupDay, Run, RunRollup, Step, StepRollup, ToolCall, ToolRollup, UncountedRun
 from runs.models.rollups import ApprovalRollup, ApprovalWait, DayRollup, WaitRollup
 from runs.observability.metrics import own_work
 from runs.observability.metrics.aggregates import nearest_rank_offset
@@ -167,10 +168,12 @@ def _add_tool(tools: Counter, tool: str, counts) -> None:
 
 
 def _raw_runs(*, start: date, end: date, built: set[date]):
-    """The runs of the window the rollups do not hold: those of days not built, and those still going.
-    Each part is a range of its own index (Run(status, created_at), Run(created_at)), so the
-    database never walks the window's ended runs to find the few still going."""
-    raw = Q(status__in=STILL_GOING, created_at__gte=day_start(start), created_at__lt=day_start(end + timedelta(days=1)))
+    """The runs of the window the rollups do not hold: those of days not built, those still going
+    and those ended but not counted yet (marked: a few, counted soon after they end). Each part is
+    a range of its own index (Run(status, created_at), Run(created_at), the marks' primary key), so
+    the database never walks the window's ended runs to find the few still going."""
+    window = Q(created_at__gte=day_start(start), created_at__lt=day_start(end + timedelta(days=1)))
+    raw = Q(status__in=STILL_GOING) & window | Q(pk__in=UncountedRun.objects.values("run_id")) & window
     for first, last in _spans(start, end, built):
         raw |= Q(created_at__gte=day_start(first), created_at__lt=day_start(last + timedelta(days=1)))
     return Run.objects.filter(raw)

@@ -193,6 +193,21 @@ def wait_counts(waits) -> Counter:
     return Counter((*row[-4:-1], latency_bucket(row[-1])) for row in waits)
 
 
+def day_add(day: date, contribution) -> None:
+    """Add `contribution` (runs not counted yet) to the day's rows and its month's."""
+    run_rows, step_counts, tool_rows, approval_rows, waits = contribution
+    outcomes_add(day, {tuple(row[:4]): tuple(row[4:]) for row in run_rows})
+    for agent, (n, tokens, cost) in sorted(_per_agent(run_rows).items()):
+        row_add(DayRollup, {"day": day, "agent_id": agent}, runs=n, tokens=tokens, cost_usd=cost)
+    steps_add(day, step_counts)
+    for agent, tool, finished, failed, rejected in sorted(tool_rows):
+        row_add(ToolRollup, {"day": day, "agent_id": agent, "tool_name": tool},
+                finished=finished, failed=failed, rejected=rejected)
+    for *keys, n in approval_rows:
+        row_add(ApprovalRollup, dict(zip(APPROVAL_KEYS, (day, *keys))), approvals=n)
+    waits_insert(day, waits)
+
+
 def day_subtract(day: date, contribution) -> None:
     run_rows, step_counts, tool_rows, approval_rows, waits = contribution
     outcomes_add(day, {tuple(row[:4]): tuple(-value for value in row[4:]) for row in run_rows})

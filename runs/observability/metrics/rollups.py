@@ -1,14 +1,25 @@
-"""Keep the daily rollups (runs/models/rollups.py) exact: a run is added by the transaction
-that ends it, changed by the transaction that adds its summary, taken out by the one that
-deletes it, and a day is rebuilt from the runs' own rows under the same lock.
+"""Keep the daily rollups (runs/models/rollups.py) exact: a run is marked uncounted by the
+transaction that ends it, added to its day's rows by a counter soon after (in batches, off the
+loop's path), changed by the transaction that adds its summary, taken out by the one that deletes
+it, and a day is rebuilt from the runs' own rows under the same lock. The metrics page reads the
+runs still going and those not counted yet from their own rows, so it is exact at every moment.
 
 Why a run is counted exactly once, even while a rebuild runs: every change of a day's rollups
 first locks the day's `RollupDay` row (PostgreSQL: SELECT ... FOR UPDATE; SQLite: the one write
-transaction at a time) and keeps it until its transaction commits. A rebuild of the day takes
-the lock, then reads the runs. A run's ending that committed before sees its run read as ended
-and counted by the rebuild (READ COMMITTED: each statement after the lock sees every commit made
-before it); an ending that has not committed reads as not ended, is left out, and adds itself
-once the rebuild commits, because its own transaction waits for the lock. There is no third case.
+transaction at a time) and keeps it until its transaction commits, and a run's mark
+(`UncountedRun`) is deleted only under its day's lock, by the transaction that counts the run:
+- the counter locks the days of the marks it read, then deletes those marks (DELETE ... RETURNING:
+  a mark another counter or a rebuild deleted meanwhile is not returned) and counts only the runs
+  whose marks it deleted;
+- a rebuild locks the day, deletes the day's marks, and counts the day's ended runs that have no
+  mark: a run whose ending commits during the rebuild has its mark (written with its status), is
+  left out, and is left to the counter, whose turn waits for the lock (READ COMMITTED: each
+  statement after the lock sees every commit made before it, so every statement of the rebuild
+  sees such a run either going, or ended and marked);
+- a summary added after the end locks the day and adds itself only when the run has no mark (a
+  marked run is counted whole, summary included, by the counter, which waits for that lock);
+- a deletion takes out only the runs that have no mark (the marks go with the runs).
+There is no other case.
 
 Model latency is kept as counts per logarithmic bucket (the DDSketch mapping: bucket i holds
 (GAMMA^(i-1), GAMMA^i] and stands for the value within 1% of all of it), so percentiles merge
@@ -23,31 +34,27 @@ waits exactly (ApprovalWait), so the page finds an exact percentile inside the b
 from collections import Counter
 from datetime import date, timedelta
 
+from django.db import connection
 from django.db.models import F
 from django.utils import timezone
 
 from runs.days import day_of, day_start
 from runs.engine.db import write_transaction
-from runs.models import RollupDay, Run, RunRollup, Step, StepRollup, ToolRollup
+from runs.models import RollupDay, Run, RunRollup, Step, StepRollup, ToolRollup, UncountedRun
 from runs.models.rollups import ApprovalRollup, ApprovalWait, DayRollup
 from runs.observability.metrics import own_work
 from runs.observability.metrics.rollup_rows import (  # noqa: F401 (RELATIVE_ACCURACY, bucket_value: read here)
-    APPROVAL_KEYS,
     RELATIVE_ACCURACY,
-    approval_parts,
     bucket_value,
     contributions,
+    day_add,
     day_insert,
     day_subtract,
     latency_bucket,
     outcomes_add,
-    row_add,
-    step_buckets,
     steps_add,
-    tool_counts,
     wait_counts,
     waits_add,
-    waits_insert,
 )
 
 
@@ -66,38 +73,44 @@ def _day_lock(day: date, *, new_day_built) -> RollupDay:
     return locked.get(day=day)
 
 
-def count_ended_run(*, run: Run, fields: dict) -> None:
-    """Count `run`, ending in this transaction with its new `fields`, in its day's rollups."""
-    values = {
-        name: fields.get(name, getattr(run, name))
-        for name in ("status", "stop_reason", "iterations", "tokens_in", "tokens_out", "cost_usd")
-    }
-    if values["status"] not in Run.FINISHED_STATUSES:
-        return
-    day = run_day(run)
-    # The run's own rows are read before the day's lock: they are the ending run's, final in this
-    # transaction (its pending approvals were expired first), so the lock, which every ending of
-    # the day waits for, is held only for the upserts and the commit. Its own work only
-    # (runs/observability/metrics/own_work.py): a fork's copies are its parent's.
-    inherited_iterations, inherited_tokens, inherited_cost = own_work.inherited_of(run)
-    steps = step_buckets(own_work.run_steps(run).values_list("model", "latency_ms"))
-    tools = list(own_work.run_calls(run).order_by().values_list("tool_name").annotate(**tool_counts()))
-    approvals, waits = approval_parts(Run.objects.filter(pk=run.pk)).get(day, ([], []))
-    others_ended = _created_on(day).filter(status__in=Run.FINISHED_STATUSES).exclude(pk=run.pk)
-    _day_lock(day, new_day_built=lambda: not others_ended.exists())
-    keys = {"day": day, "agent_id": run.agent_id}
-    tokens = values["tokens_in"] + values["tokens_out"] - inherited_tokens
-    cost = values["cost_usd"] - inherited_cost
-    iterations = values["iterations"] - inherited_iterations
-    outcomes_add(day, {(run.agent_id, values["status"], values["stop_reason"], iterations): (1, tokens, cost)})
-    row_add(DayRollup, keys, runs=1, tokens=tokens, cost_usd=cost)
-    steps_add(day, {(run.agent_id, model, bucket): n for (model, bucket), n in steps.items()})
-    for tool, finished, failed, rejected in tools:
-        if finished:
-            row_add(ToolRollup, {**keys, "tool_name": tool}, finished=finished, failed=failed, rejected=rejected)
-    for agent, *approval_keys, n in approvals:
-        row_add(ApprovalRollup, dict(zip(APPROVAL_KEYS, (day, agent, *approval_keys))), approvals=n)
-    waits_insert(day, waits)
+# Marks counted in one transaction: a batch's statements cost about as much as one run's did.
+COUNT_BATCH = 500
+
+
+def count_uncounted(*, limit: int = COUNT_BATCH) -> int:
+    """Add up to `limit` ended runs not counted yet to their days' rollups, in one transaction
+    under their days' locks; how many were counted (fewer than `limit`: none are left)."""
+    with write_transaction():
+        marked = list(UncountedRun.objects.order_by("run_id").values_list("run_id", "run__created_at")[:limit])
+        if not marked:
+            return 0
+        for day in sorted({day_of(created) for _, created in marked}):  # in order: never a deadlock
+            _day_lock(day, new_day_built=lambda day=day: not _counted_ended(day).exists())
+        claimed = _claim_marks([run_id for run_id, _ in marked])
+        if claimed:
+            for day, contribution in contributions(Run.objects.filter(pk__in=claimed)).items():
+                day_add(day, contribution)
+        return len(marked)
+
+
+def _claim_marks(run_ids: list[int]) -> list[int]:
+    """Delete the marks of `run_ids` that are still there; the runs whose marks this deleted."""
+    table = UncountedRun._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"DELETE FROM {table} WHERE run_id IN ({', '.join(['%s'] * len(run_ids))}) RETURNING run_id", run_ids
+        )
+        return [row[0] for row in cursor.fetchall()]
+
+
+def _counted_ended(day: date):
+    """The ended runs of `day` that the rollups hold (or should: a new day's row is built when
+    none exists yet)."""
+    return _created_on(day).filter(status__in=Run.FINISHED_STATUSES).exclude(pk__in=_marked())
+
+
+def _marked():
+    return UncountedRun.objects.values("run_id")
 
 
 def count_summary(*, run: Run, step: Step, tokens: int, cost_usd: float) -> None:
@@ -107,6 +120,8 @@ def count_summary(*, run: Run, step: Step, tokens: int, cost_usd: float) -> None
     day = run_day(run)
     iterations = run.iterations - own_work.inherited_of(run)[0]  # the key its ending was counted under
     _day_lock(day, new_day_built=lambda: False)
+    if UncountedRun.objects.filter(run_id=run.pk).exists():
+        return  # the counter counts the whole run, this summary included, once this commits
     outcomes_add(day, {(run.agent_id, run.status, run.stop_reason, iterations): (0, tokens, cost_usd)})
     DayRollup.objects.filter(day=day, agent_id=run.agent_id).update(
         tokens=F("tokens") + tokens, cost_usd=F("cost_usd") + cost_usd
@@ -120,7 +135,7 @@ def runs_deleted(*, run_ids: list[int]) -> None:
     days = sorted({timezone.localtime(at).date() for at in runs.values_list("created_at", flat=True)})
     for day in days:  # in order: two deletions never wait for each other's days
         _day_lock(day, new_day_built=lambda: False)
-    for day, contribution in contributions(runs).items():
+    for day, contribution in contributions(runs.exclude(pk__in=_marked())).items():  # a marked run was never added
         day_subtract(day, contribution)
 
 
@@ -128,6 +143,9 @@ def rebuild_day(day: date) -> None:
     """Recount the day's rollups from the rows of its ended runs, in one transaction under its lock."""
     with write_transaction():
         lock = _day_lock(day, new_day_built=lambda: False)
+        # The runs of the day that ended so far are counted here: their marks go. A run whose ending
+        # commits from now on keeps its mark, is left out below, and is left to the counter.
+        UncountedRun.objects.filter(run__in=_created_on(day)).delete()
         old_steps = Counter(
             {tuple(row[:3]): row[3] for row in _day_steps(day).values_list("agent_id", "model", "bucket", "steps")}
         )
@@ -143,8 +161,7 @@ def rebuild_day(day: date) -> None:
         for model in (ToolRollup, ApprovalRollup, ApprovalWait, DayRollup):
             model.objects.filter(day=day).delete()
         RunRollup.objects.filter(day=day, whole_month=False).delete()
-        runs = _created_on(day).filter(status__in=Run.FINISHED_STATUSES)
-        contribution = contributions(runs).get(day) or ([], Counter(), [], [], [])
+        contribution = contributions(_counted_ended(day)).get(day) or ([], Counter(), [], [], [])
         day_insert(day, contribution)
         new_outcomes = {tuple(row[:4]): row[4:] for row in contribution[0]}
         # The month's rows change by the difference (other days' endings add to them meanwhile).

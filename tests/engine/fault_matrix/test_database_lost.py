@@ -20,7 +20,8 @@ from rest_framework.test import APIClient
 
 from runs.engine.loop import run_advance
 from runs.lifecycle.runs import run_create
-from runs.models import Agent, Run, RunEvent, Step, ToolCall
+from runs.models import Agent, Run, RunEvent, RunRollup, Step, ToolCall, UncountedRun
+from runs.observability.metrics import counter
 from tests.engine.workers.test_worker_durability import FINISHED, WEATHER, assert_consistent_history, start_run
 from tests.support.timeline_replay import mismatches
 from toolsapp.builtin.tickets import create_ticket
@@ -145,10 +146,10 @@ LEASE_UPDATE = 'UPDATE "runs_run" SET "lease_owner" = %s'
 @pytest.mark.parametrize("statement", [
     'INSERT INTO "runs_step"',  # the step and its calls (records.step_create)
     'UPDATE "runs_toolcall"',  # a call's result
-    'UPDATE "runs_rollupday"',  # the run's end: run_close -> rollups.count_ended_run -> _day_lock
+    "INSERT INTO runs_uncountedrun",  # the run's end: run_close -> counter.mark_uncounted
     "UPDATE runs_run SET",  # the fenced write that ends every transaction of the driver
     LEASE_UPDATE,  # the claim, before the driver starts
-], ids=["step_create", "call_result", "rollup_day_lock", "fenced_update", "lease_claim"])
+], ids=["step_create", "call_result", "rollup_mark", "fenced_update", "lease_claim"])
 def test_a_connection_lost_mid_transaction_is_retried_and_the_run_finishes(cut_agent, script, statement):
     model = script(
         {"tool_calls": [{"id": "k1", "name": COUNT, "arguments": {"n": 1}}]},
@@ -163,6 +164,24 @@ def test_a_connection_lost_mid_transaction_is_retried_and_the_run_finishes(cut_a
     assert_finished_normally(run, "finished after the retry", steps=2)
     assert _state["runs"] == [1], "the call ran once"
     assert len(script.requests(model)) == 2, "the iteration's transaction was retried, not the model asked again"
+
+
+def test_a_connection_lost_while_counting_ended_runs_leaves_them_to_the_next_count(cut_agent, script, caplog):
+    """The rollup counter runs after the ending committed: losing its connection ends nothing. The
+    run stays marked (the metrics page reads it raw) and the next count adds it, once."""
+    model = script({"content": "done"})
+    run = run_create(agent=cut_agent, task="count me later", overrides={"models": [model]})
+    cut = CutOnce('UPDATE "runs_rollupday"')  # the counter's lock of the run's day, after the ending committed
+    with connection.execute_wrapper(cut):
+        run = run_advance(run_id=run.pk)
+
+    assert cut.fired
+    assert (run.status, run.stop_reason) == (Run.Status.SUCCEEDED, Run.StopReason.FINAL_ANSWER)
+    assert "could not count ended runs" in caplog.text
+    assert UncountedRun.objects.filter(run_id=run.pk).exists()
+    assert counter.count_all() == 1
+    assert not UncountedRun.objects.exists() and counter.count_all() == 0
+    assert RunRollup.objects.filter(agent=cut_agent, whole_month=False).values_list("runs", flat=True).get() == 1
 
 
 def test_the_lease_is_released_on_a_new_connection_when_the_last_one_died(cut_agent, script):

@@ -1,5 +1,5 @@
 """One count of every figure: the metrics page (from the runs' own rows and from the daily rollups,
-kept by each ending and rebuilt), /metrics and the budget alerts count the same work, and it is
+kept by the counter after each ending, and rebuilt), /metrics and the budget alerts count the same work, and it is
 what the runs did themselves.
 
 Random runs (seeded) over the last days: runs of several agents, forks of them and forks of forks
@@ -26,10 +26,10 @@ from runs.engine.loop import run_end
 from runs.lifecycle.archive import runs_delete
 from runs.lifecycle.forks import run_fork
 from runs.lifecycle.reruns import rerun_create
-from runs.models import Agent, Approval, BudgetAlert, RollupDay, Run, Step, ToolCall
+from runs.models import Agent, Approval, BudgetAlert, RollupDay, Run, Step, ToolCall, UncountedRun
 from runs.models.rollups import DayRollup
+from runs.observability.metrics import counter, rollups
 from runs.observability.metrics import rollup_reads as metrics_rollups
-from runs.observability.metrics import rollups
 from runs.observability.metrics.aggregates import nearest_rank_offset
 from runs.observability.metrics.budget_alerts import budget_alerts_check
 from runs.observability.metrics.page import metrics_summary
@@ -315,9 +315,15 @@ def test_every_figure_counts_a_forks_copied_work_once_on_every_path(seed, client
     assert Run.objects.filter(forked_at_step__isnull=False, forked_from__isnull=True).exists(), "a parent pruned"
     assert len(world.runs) >= 30
 
-    assert_page(world, agents, rollups_built=True)  # the rollups as the endings kept them
+    # The ended runs are marked, not counted yet (the test's transaction never commits, so no
+    # counter ran): the page reads them from their own rows.
+    assert UncountedRun.objects.exists()
+    assert_page(world, agents, rollups_built=True)
     assert_prometheus(world, scrape(client))
     assert_alerts(world, agents)
+    assert counter.count_all() > 0  # as a worker's counter counts them, soon after they end
+    assert not UncountedRun.objects.exists()
+    assert_page(world, agents, rollups_built=True)  # the rollups as the counter kept them
     kept = snapshot(), step_snapshot(), tool_snapshot()
     call_command("rebuild_rollups", verbosity=0)  # and as a rebuild counts them: the same rows
     rebuilt = snapshot(), step_snapshot(), tool_snapshot()

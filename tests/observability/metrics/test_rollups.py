@@ -17,7 +17,7 @@ from runs.engine.records import Recorder, run_close
 from runs.lifecycle.archive import runs_delete
 from runs.models import Agent, Approval, RollupDay, Run, RunRollup, Step, StepRollup, ToolCall, ToolRollup
 from runs.models.rollups import ApprovalRollup, ApprovalWait, WaitRollup
-from runs.observability.metrics import rollups
+from runs.observability.metrics import counter, rollups
 from runs.observability.metrics.aggregates import SecondsBetween
 from runs.observability.metrics.page import metrics_summary
 from runs.observability.metrics.rollup_reads import built_days
@@ -178,7 +178,8 @@ def test_the_command_rebuilds_from_scratch_to_the_same_rollups():
     made = seed(rng, agents, days=20, runs=150)
     call_command("rebuild_rollups", days=30)
     for r in [r for r in made if r.status in STILL_GOING]:
-        end_run(r)  # kept up to date by the ending transactions
+        end_run(r)  # marked by the ending transactions...
+    assert counter.count_all() > 0  # ...and counted soon after, as a worker's counter does
     kept, kept_steps, kept_tools = snapshot(), step_snapshot(), tool_snapshot()
     for model in (RunRollup, StepRollup, ToolRollup, RollupDay):
         model.objects.all().delete()
@@ -244,7 +245,8 @@ def test_days_from_before_the_rollups_are_read_from_the_runs_rows():
     old = Run.objects.create(agent=agents[0], task="t", status=Run.Status.SUCCEEDED, iterations=2, tokens_in=7)
     new = Run.objects.create(agent=agents[0], task="t", status=Run.Status.RUNNING, lease_owner=OWNER)
     Run.objects.filter(pk__in=[old.pk, new.pk]).update(created_at=timezone.now() - timedelta(days=1))
-    end_run(new)  # the first ending seen for yesterday: its other ended runs are not counted
+    end_run(new)
+    counter.count_all()  # the first run counted for yesterday: its other ended runs are not counted
     assert not RollupDay.objects.get(day=yesterday).built
     call_command("rebuild_rollups", days=5)  # builds yesterday; the days before stay raw
     assert RollupDay.objects.get(day=yesterday).built
@@ -281,7 +283,7 @@ def test_a_run_ending_during_a_rebuild_is_counted_once(hold):
             recorder = Recorder(run, OWNER)
             with recorder.transaction():
                 if hold == "ending_locked_first":
-                    run_close(recorder, Run.StopReason.FINAL_ANSWER, elapsed=1.0)  # the day is locked now
+                    run_close(recorder, Run.StopReason.FINAL_ANSWER, elapsed=1.0)  # ended and marked, not committed
                 started.set()
                 proceed.wait(30)
                 if hold == "rebuild_reads_first":
@@ -304,7 +306,7 @@ def test_a_run_ending_during_a_rebuild_is_counted_once(hold):
     assert started.wait(30)
     rebuilder = threading.Thread(target=rebuilding)
     rebuilder.start()
-    rebuilder.join(2)  # done (nothing to wait for) or waiting for the ending's lock
+    rebuilder.join(2)  # done, or waiting for the ending's write (SQLite: one writer at a time)
     proceed.set()
     ender.join(30)
     rebuilder.join(30)
