@@ -103,8 +103,10 @@ if DATABASE_URL:
     DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_health_checks=True)}
     if DATABASES["default"]["ENGINE"].endswith("postgresql"):
         # A pool bounds the connections however many runs a worker holds in flight: the loop
-        # hands its connection back while it waits on a model. The pool checks each connection it
-        # hands out (CONN_HEALTH_CHECKS): one the server closed while idle is replaced.
+        # hands its connection back while it waits on a model. The pool checks a connection it
+        # hands out unless it was out a moment ago (agentsite/postgres/base.py): one the server
+        # closed while idle is replaced, without a round trip for every connection handed out.
+        DATABASES["default"]["ENGINE"] = "agentsite.postgres"
         DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
             "min_size": env_int("DB_POOL_MIN", 1),
             "max_size": env_int("DB_POOL_MAX", 20),

@@ -36,6 +36,18 @@ def write_transaction():
             yield
 
 
+@contextmanager
+def recent_connections_trusted():
+    """While inside, this thread is given pooled connections that were out a moment ago without a
+    round trip to check them (agentsite/postgres/base.py): for the loop, which takes and hands
+    back its connection around every wait and goes on from the rows when one turns out dead."""
+    connection.trust_recent_connections = True
+    try:
+        yield
+    finally:
+        connection.trust_recent_connections = False
+
+
 def release_db_connection() -> None:
     """With a connection pool, hand the connection back before waiting (on a model, a tool, a
     working slot), so the connections in use stay bounded by the pool, not by the runs in flight."""

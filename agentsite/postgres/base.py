@@ -1,0 +1,55 @@
+"""Django's PostgreSQL backend with a pool health check made for a pool that hands out hundreds
+of connections a second (ENGINE "agentsite.postgres", set by settings.py for a DATABASE_URL of
+PostgreSQL).
+
+Django's check (CONN_HEALTH_CHECKS with a pool) sends an empty query every time a connection
+leaves the pool. A worker's loop takes a connection and gives it back around every wait on a
+model or a tool, several times per iteration, so that was a round trip to the server (and its
+CPU on both sides) for every one of them. So a thread that goes on from the rows when a
+connection turns out dead (the agent loop: runs/engine/db.py) sets `trust_recent_connections` on
+its connection, and is given a connection handed out in the last RECENT_SECONDS unchecked: it was
+in use, or idle for less than that, a moment ago. One that waited longer in the pool (where a
+server restart, a failover or a proxy's idle timeout may have closed it) is checked as before,
+and replaced when it fails. Every other thread (a page, the API) is given checked connections
+only, as with Django's check.
+"""
+import threading
+import time
+
+from django.db.backends.postgresql import base
+from psycopg_pool import ConnectionPool
+
+RECENT_SECONDS = 2.0
+_taking = threading.local()  # the pool checks a connection in the thread that asks for it
+
+
+def check_unless_recent(conn) -> None:
+    """The pool's `check`: raise when a connection does not answer; for a thread that trusts
+    recent connections, only when it has not been out lately."""
+    now = time.monotonic()
+    recent = now - getattr(conn, "agentsite_out_at", float("-inf")) <= RECENT_SECONDS
+    if not (recent and getattr(_taking, "trust_recent", False)):
+        ConnectionPool.check_connection(conn)
+    conn.agentsite_out_at = now  # a psycopg connection takes attributes of its own
+
+
+class DatabaseWrapper(base.DatabaseWrapper):
+    # Set (on this thread's connection) by code that survives a dead connection on its own.
+    trust_recent_connections = False
+
+    def get_new_connection(self, conn_params):
+        _taking.trust_recent = self.trust_recent_connections
+        try:
+            return super().get_new_connection(conn_params)  # the pool's getconn and its check
+        finally:
+            _taking.trust_recent = False
+
+    @property
+    def pool(self):
+        # Django builds the pool (its options, its `configure`) and passes its own check; ours
+        # replaces it when the pool is first made, before it opens or hands out a connection.
+        made = self.alias in self._connection_pools
+        pool = super().pool
+        if pool is not None and not made and self.settings_dict["CONN_HEALTH_CHECKS"]:
+            pool._check = check_unless_recent  # psycopg_pool keeps the `check` argument here
+        return pool
