@@ -107,6 +107,11 @@ if DATABASE_URL:
         # hands out unless it was out a moment ago (agentsite/postgres/base.py): one the server
         # closed while idle is replaced, without a round trip for every connection handed out.
         DATABASES["default"]["ENGINE"] = "agentsite.postgres"
+        # Parameters sent apart from the statement (psycopg's server-side binding), so the loop's
+        # statements can be prepared once per connection (agentsite/postgres/base.py):
+        # DB_PREPARED_STATEMENTS=off for PgBouncer in transaction mode older than 1.21.
+        DATABASES["default"].setdefault("OPTIONS", {})["server_side_binding"] = True
+        DATABASES["default"]["PREPARED_STATEMENTS"] = env_bool("DB_PREPARED_STATEMENTS", True)
         DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
             "min_size": env_int("DB_POOL_MIN", 1),
             "max_size": env_int("DB_POOL_MAX", 20),

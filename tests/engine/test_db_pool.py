@@ -63,3 +63,24 @@ def test_a_connection_closed_by_the_server_while_it_waited_in_the_pool_is_replac
     with connection.cursor() as cursor:
         cursor.execute("SELECT 1")
         assert cursor.fetchone() == (1,)
+
+
+def test_the_loops_statements_are_prepared_and_a_pages_are_not():
+    statement = "SELECT count(*) FROM runs_run WHERE id = %s"
+
+    def prepared_here() -> int:
+        with connection.cursor() as cursor:
+            for n in range(pool_backend.PREPARE_AFTER + 2):
+                cursor.execute(statement, [n])
+            cursor.execute("SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s", ["%FROM runs_run WHERE id%"])
+            return cursor.fetchone()[0]
+
+    take_again()  # a page's thread
+    assert connection.connection.prepare_threshold is None
+    assert prepared_here() == 0
+    with recent_connections_trusted():  # the loop's thread, on whichever pooled connection it gets
+        take_again()
+        assert connection.connection.prepare_threshold == pool_backend.PREPARE_AFTER
+        assert prepared_here() == 1
+    take_again()
+    assert connection.connection.prepare_threshold is None  # a page given that connection next
