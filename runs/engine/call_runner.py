@@ -31,14 +31,16 @@ class CallRunner:
         # database went away while recording), they may have taken effect, whatever their flags.
         self.in_flight: set[int] = set()
 
-    def reads_first(self, planned, arguments, decision, step_index: int) -> dict[int, tuple[dict, float]]:
+    def reads_first(self, planned, arguments, decision, step_index: int, *,
+                    cancel_read: bool = False) -> dict[int, tuple[dict, float]]:
         """Results of calls that only read, run before their step is recorded: {index: (payload, ms)}.
 
         Running them first lets the step, its calls and their results go to the database in one
         commit instead of two (a crash meanwhile loses only the model's answer, as a crash during
         the request would). A cancel that arrived while the model answered takes the usual path.
+        `cancel_read`: the run's cancel flag was read since the answer came (with its tools' flags).
         """
-        if self.cancel_requested():
+        if self.run.cancel_requested if cancel_read else self.cancel_requested():
             return {}
         runnable = [p for p in planned if p.index in decision.run]
         key = guards.idempotency_key

@@ -193,7 +193,8 @@ class _Driver:
         stop, detail, feedback = decision.stop, decision.detail, None
         if decision.verify:
             stop, detail, feedback = self.verify(reply.content)
-        early = self.runner.reads_first(planned, arguments, decision, self.step_count + 1) if decision.reads_first else {}
+        early = self.runner.reads_first(planned, arguments, decision, self.step_count + 1,
+                                        cancel_read=self.cancel_read) if decision.reads_first else {}
         step_count, seen = self.step_count, dict(self.seen)
 
         def record_iteration(ending=stop, why=detail):
@@ -297,7 +298,7 @@ class _Driver:
             )
             for i, c in enumerate(reply.tool_calls)
         ]
-        self.toolbox.refresh([p.tool_name for p in planned])
+        self.cancel_read = self.toolbox.refresh([p.tool_name for p in planned], run=self.run)
         unavailable = frozenset(self.toolbox.unavailable)
         checks = [check_call(tool_name=p.tool_name, raw_arguments=p.arguments, tools=self.tools, unavailable=unavailable)
                   for p in planned]

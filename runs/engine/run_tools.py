@@ -10,6 +10,7 @@ from django.db import connection
 
 from runs.engine.decisions import ToolFacts
 from runs.engine.tool_exec import reads_only
+from runs.models import Run
 from toolsapp.models import Tool
 
 # The flags a call's fate depends on, in the order of the query below.
@@ -31,22 +32,34 @@ class RunTools:
         self._take(Tool.objects.filter(name__in=self.names))
         self.definitions = self._definitions()
 
-    def refresh(self, called: list[str]) -> None:
-        """Read again the flags of the run's tools among `called`; the dicts are changed in place."""
+    def refresh(self, called: list[str], *, run=None) -> bool:
+        """Read again the flags of the run's tools among `called`; the dicts are changed in place.
+        With `run`, the same statement reads its cancel flag again into `run.cancel_requested`
+        (the loop checks it before running calls): True when it did (some tool was read)."""
         names = sorted(set(called).intersection(self.names))
         if not names:
-            return
-        # A plain statement: this runs every iteration, and the ORM's query building would cost
-        # more than the query itself.
+            return False
+        # A plain statement, one per iteration: the ORM's query building would cost more than the
+        # query itself, and a second statement for the cancel flag a round trip more.
+        marks = ", ".join(["%s"] * len(names))
+        tools = f"SELECT name, {', '.join(FLAGS)} FROM {Tool._meta.db_table} WHERE name IN ({marks})"
         with connection.cursor() as cursor:
-            cursor.execute(
-                f"SELECT name, {', '.join(FLAGS)} FROM {Tool._meta.db_table} WHERE name IN ({', '.join(['%s'] * len(names))})",
-                names,
-            )
-            rows = {name: tuple(bool(v) for v in flags) for name, *flags in cursor.fetchall()}
+            if run is None:
+                cursor.execute(tools, names)
+                found = cursor.fetchall()
+            else:
+                cursor.execute(
+                    f"SELECT r.cancel_requested, t.* FROM {Run._meta.db_table} r LEFT JOIN ({tools}) t ON TRUE "
+                    "WHERE r.id = %s",
+                    [*names, run.pk],
+                )
+                found = cursor.fetchall()
+                run.cancel_requested = bool(found[0][0])
+                found = [row[1:] for row in found if row[1] is not None]
+            rows = {name: tuple(bool(v) for v in flags) for name, *flags in found}
         changed = [name for name in names if not self._unchanged(name, rows.get(name))]
         if not changed:
-            return
+            return run is not None
         before = set(self.tools)
         for name in changed:
             self.tools.pop(name, None)
@@ -55,6 +68,7 @@ class RunTools:
         self._take(Tool.objects.filter(name__in=changed))
         if set(self.tools) != before:
             self.definitions = self._definitions()
+        return run is not None
 
     def _take(self, rows) -> None:
         for tool in rows:
