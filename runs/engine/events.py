@@ -16,6 +16,7 @@ import time
 from channels_redis.core import RedisChannelLayer
 from django.db import connection, transaction
 
+from runs.engine.inserts import insert
 from runs.models import Run, RunEvent
 
 log = logging.getLogger("runs.services.events")  # its name from before the move: operators filter on it
@@ -60,9 +61,8 @@ def event_record(*, run_id: int, kind: str, data: dict) -> RunEvent:
 def events_store(*, run_id: int, first_seq: int, events: list[tuple[str, dict]]) -> list[RunEvent]:
     """Store events numbered first_seq, first_seq + 1, ... in one statement, whose numbers the
     caller already took (event_record, loop._fenced_update); publish them after commit."""
-    stored = RunEvent.objects.bulk_create(
-        [RunEvent(run_id=run_id, seq=first_seq + i, kind=kind, data=data) for i, (kind, data) in enumerate(events)]
-    )
+    stored = [RunEvent(run_id=run_id, seq=first_seq + i, kind=kind, data=data) for i, (kind, data) in enumerate(events)]
+    insert(stored)
     if stored:
         messages = [
             {"type": "run.event", "run_id": run_id, "seq": e.seq, "kind": e.kind, "data": e.data, "at": event_at(e.created_at)}

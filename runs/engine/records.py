@@ -21,6 +21,7 @@ from runs.engine.db import (
 )
 from runs.engine.decisions import StopReason, ending_status
 from runs.engine.events import events_store
+from runs.engine.inserts import insert
 from runs.engine.leases import fenced_update
 from runs.engine.snapshots import call_data, run_summary, step_data
 from runs.models import Run, Step, ToolCall
@@ -131,7 +132,7 @@ class Recorder:
                     calls: list[ToolCall] = (), message: dict | None = None,
                     tool_choice: str | None = None) -> tuple[Step, list[ToolCall]]:
         """Insert a step with its calls (already carrying their first state) and queue its event."""
-        step = Step.objects.create(
+        step = Step(
             run=self.run,
             index=index,
             iteration=iteration,
@@ -150,12 +151,11 @@ class Recorder:
             reasoning=reply.reasoning,
             notes=reply.notes,
         )
+        insert([step])
         calls = list(calls)
         for call in calls:
             call.step = step
-        ToolCall.objects.bulk_create(calls)
-        if any(c.pk is None for c in calls):  # backends that cannot return ids from a bulk insert
-            calls = list(ToolCall.objects.filter(step=step).order_by("index"))
+        insert(calls)
         self.event("step", step_data(step, calls))
         self._traced += [step, *calls]  # tracing
         return step, calls
