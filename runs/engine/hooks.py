@@ -35,6 +35,7 @@ def call_gate(*, call, tool, config: dict, recorder) -> str:
     """The gate's answer for one open call of `recorder.run` (`tool`: as it is now, or None)."""
     if _gate is None:
         raise ImproperlyConfigured("No approval gate is registered (runs.apps.RunsConfig.ready registers it).")
+    recorder.approvals_possible = True  # the gate may ask a person
     return _gate(call=call, tool=tool, config=config, recorder=recorder)
 
 

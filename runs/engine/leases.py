@@ -21,7 +21,6 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import F
 from django.utils import timezone
 
 from runs.engine.db import on_fresh_connection
@@ -46,16 +45,19 @@ def lease_claim(run_id: int, owner: str, seconds: float | None = None) -> bool:
 def _claim(run_id: int, owner: str, seconds: float | None) -> bool:
     now = timezone.now()
     until = now + timedelta(seconds=seconds or settings.RUN_LEASE_SECONDS)
-    active = Run.objects.filter(pk=run_id, status__in=Run.ACTIVE_STATUSES)
-    if active.filter(lease_owner="").update(lease_owner=owner, lease_expires_at=until) == 1:
-        return True
-    # A lease that ran out belongs to a worker that died (or hung): take over, and count it.
-    taken = (
-        active.filter(lease_expires_at__lt=now)
-        .exclude(lease_owner="")
-        .update(lease_owner=owner, lease_expires_at=until, takeovers=F("takeovers") + 1)
-    )
-    return taken == 1
+    # One plain statement (once per run a driver takes: the ORM's query building cost more than
+    # it): a free run is taken; a lease that ran out belongs to a worker that died (or hung), and
+    # taking it over is counted.
+    table, statuses = Run._meta.db_table, list(Run.ACTIVE_STATUSES)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table} SET lease_owner = %s, lease_expires_at = %s, "
+            "takeovers = takeovers + CASE WHEN lease_owner = '' THEN 0 ELSE 1 END "
+            f"WHERE id = %s AND status IN ({', '.join(['%s'] * len(statuses))}) "
+            "AND (lease_owner = '' OR lease_expires_at < %s)",
+            [owner, until, run_id, *statuses, now],
+        )
+        return cursor.rowcount == 1
 
 
 def lease_release(run_id: int, owner: str) -> None:
@@ -64,12 +66,17 @@ def lease_release(run_id: int, owner: str) -> None:
     database stays away, the lease runs out and the sweep hands the run out: nothing is raised
     (this runs in `finally` blocks, where it would hide the error that ended the work)."""
     try:
-        on_fresh_connection(
-            lambda: Run.objects.filter(pk=run_id, lease_owner=owner).update(lease_owner="", lease_expires_at=None),
-            what="lease_release",
-        )
+        on_fresh_connection(lambda: _release(run_id, owner), what="lease_release")
     except Exception as exc:  # noqa: BLE001 - logged; the lease runs out instead
         log.warning(json.dumps({"event": "lease_not_released", "run": run_id, "error": str(exc)[:200]}))
+
+
+def _release(run_id: int, owner: str) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {Run._meta.db_table} SET lease_owner = %s, lease_expires_at = NULL WHERE id = %s AND lease_owner = %s",
+            ["", run_id, owner],
+        )
 
 
 @contextmanager

@@ -125,6 +125,7 @@ class _Driver:
         self.endpoint = None
         if run.iterations == 0:  # no steps and no calls yet (they are committed with the count)
             self.step_count, self.seen, self.open_calls = 0, {}, []
+            self.record.approvals_possible = False  # until a call goes through the gate
             return
         self.step_count = Step.objects.filter(run_id=run_id).count()
         self.seen: dict[tuple[str, str], int] = {

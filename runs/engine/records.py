@@ -60,6 +60,9 @@ class Recorder:
         self._fields: dict = {}
         self._traced: list = []  # tracing
         self._committing = False  # the transaction's body is done: what fails now may have committed
+        # False while the run can have no approval (a driver of a new run that has gated no call
+        # yet): its ending need not look for pending ones.
+        self.approvals_possible = True
 
     @property
     def fields(self) -> dict:
@@ -250,7 +253,10 @@ def operator_stop_first(recorder: Recorder, reason: str, detail: str) -> tuple[s
         return reason, detail or f"Stopped by {run.stop_requested_by_name or 'an operator'} with a summary."
     if reason in (StopReason.CANCELLED, StopReason.INTERNAL_ERROR, StopReason.WORKER_LOST):
         return reason, detail
-    name = Run.objects.select_for_update().filter(pk=run.pk).values_list("stop_requested_by_name", flat=True).get()
+    lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
+    with connection.cursor() as cursor:  # a plain statement: the ORM's building cost more than it
+        cursor.execute(f"SELECT stop_requested_by_name FROM {Run._meta.db_table} WHERE id = %s{lock}", [run.pk])
+        (name,) = cursor.fetchone()
     if not name:
         return reason, detail
     run.stop_requested_by_name = name

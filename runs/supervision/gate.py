@@ -132,6 +132,8 @@ def _apply(call: ToolCall, approval: Approval, recorder) -> str:
 def approvals_close(*, recorder, reason: str, detail: str = "") -> None:
     """A run that ends: its pending approvals are closed (the run ended, nobody decided, and it
     was no timeout), each with its event; `detail` says how it ended and who ended it."""
+    if not recorder.approvals_possible:
+        return  # its driver sent no call through the gate: the run has no approval
     pending = Approval.objects.filter(run=recorder.run, status=Approval.Status.PENDING)
     for approval in pending:
         _expire(approval, closed_reason(detail or reason), recorder=recorder, status=Approval.Status.CLOSED)

@@ -66,13 +66,13 @@ def test_a_connection_closed_by_the_server_while_it_waited_in_the_pool_is_replac
 
 
 def test_the_loops_statements_are_prepared_and_a_pages_are_not():
-    statement = "SELECT count(*) FROM runs_run WHERE id = %s"
+    statement = "SELECT count(*) /* test_db_pool */ FROM runs_run WHERE id = %s"  # its own text on a shared pool
 
     def prepared_here() -> int:
         with connection.cursor() as cursor:
             for n in range(pool_backend.PREPARE_AFTER + 2):
                 cursor.execute(statement, [n])
-            cursor.execute("SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s", ["%FROM runs_run WHERE id%"])
+            cursor.execute("SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s", ["%test_db_pool%"])
             return cursor.fetchone()[0]
 
     take_again()  # a page's thread

@@ -140,7 +140,7 @@ def test_a_connection_lost_while_idle_mid_iteration_is_replaced_and_the_run_fini
     assert len(script.requests(model)) == 3, "no model answer was lost"
 
 
-LEASE_UPDATE = 'UPDATE "runs_run" SET "lease_owner" = %s'
+LEASE_UPDATE = "UPDATE runs_run SET lease_owner = %s"
 
 
 @pytest.mark.parametrize("statement", [
