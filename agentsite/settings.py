@@ -119,10 +119,11 @@ if DATABASE_URL:
         }
 else:
     DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": env_str("SQLITE_PATH", str(DATA_DIR / "db.sqlite3"))}}
-if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
-    DATABASES["default"]["OPTIONS"] = {**_SQLITE_OPTIONS, **DATABASES["default"].get("OPTIONS", {})}
 # Each test session gets its own database, so two test runs on one machine do not collide.
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+    DATABASES["default"]["OPTIONS"] = {**_SQLITE_OPTIONS, **DATABASES["default"].get("OPTIONS", {})}
+    # The threads that drive runs share their connections while they wait (agentsite/sqlite/base.py).
+    DATABASES["default"]["ENGINE"] = "agentsite.sqlite"
     # On disk, never in memory: tool handlers run in threads and tests start real worker
     # processes, and all of them must open the same database.
     DATABASES["default"]["TEST"] = {"NAME": env_str("TEST_SQLITE_PATH", str(DATA_DIR / f"test-{os.getpid()}.sqlite3"))}

@@ -6,7 +6,7 @@ Django's check (CONN_HEALTH_CHECKS with a pool) sends an empty query every time 
 leaves the pool. A worker's loop takes a connection and gives it back around every wait on a
 model or a tool, several times per iteration, so that was a round trip to the server (and its
 CPU on both sides) for every one of them. So a thread that goes on from the rows when a
-connection turns out dead (the agent loop: runs/engine/db.py) sets `trust_recent_connections` on
+connection turns out dead (the agent loop: runs/engine/db.py) sets `drives_runs` on
 its connection, and is given a connection handed out in the last RECENT_SECONDS unchecked: it was
 in use, or idle for less than that, a moment ago. One that waited longer in the pool (where a
 server restart, a failover or a proxy's idle timeout may have closed it) is checked as before,
@@ -42,15 +42,15 @@ def check_unless_recent(conn) -> None:
 
 class DatabaseWrapper(base.DatabaseWrapper):
     # Set (on this thread's connection) by code that survives a dead connection on its own.
-    trust_recent_connections = False
+    drives_runs = False
 
     def get_new_connection(self, conn_params):
-        _taking.trust_recent = self.trust_recent_connections
+        _taking.trust_recent = self.drives_runs
         try:
             conn = super().get_new_connection(conn_params)  # the pool's getconn and its check
         finally:
             _taking.trust_recent = False
-        prepared = self.trust_recent_connections and self.settings_dict.get("PREPARED_STATEMENTS")
+        prepared = self.drives_runs and self.settings_dict.get("PREPARED_STATEMENTS")
         conn.prepare_threshold = PREPARE_AFTER if prepared else None  # a pooled one served others before
         return conn
 

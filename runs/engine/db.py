@@ -37,21 +37,28 @@ def write_transaction():
 
 
 @contextmanager
-def recent_connections_trusted():
-    """While inside, this thread is given pooled connections that were out a moment ago without a
-    round trip to check them (agentsite/postgres/base.py): for the loop, which takes and hands
-    back its connection around every wait and goes on from the rows when one turns out dead."""
-    connection.trust_recent_connections = True
+def loop_connections():
+    """While inside, this thread drives runs: it takes and hands back its connection around every
+    wait, and goes on from the rows when one turns out dead. So PostgreSQL's pool hands it a
+    connection that was out a moment ago without a round trip to check it, and prepares its
+    statements (agentsite/postgres/base.py); on SQLite its connection is shared with the other
+    driving threads while it waits (agentsite/sqlite/base.py)."""
+    connection.drives_runs = True
     try:
         yield
     finally:
-        connection.trust_recent_connections = False
+        connection.drives_runs = False
 
 
 def release_db_connection() -> None:
-    """With a connection pool, hand the connection back before waiting (on a model, a tool, a
-    working slot), so the connections in use stay bounded by the pool, not by the runs in flight."""
-    if getattr(connection, "pool", None) is not None and not connection.in_atomic_block:
+    """With a connection pool (or SQLite's shelf of idle connections, for a driving thread), hand
+    the connection back before waiting (on a model, a tool, a working slot), so the connections in
+    use stay bounded by the threads working at once, not by the runs in flight."""
+    if connection.in_atomic_block:
+        return
+    if getattr(connection, "pool", None) is not None or (
+        getattr(connection, "shares_idle_connections", False) and connection.drives_runs
+    ):
         connection.close()
 
 

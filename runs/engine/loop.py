@@ -20,7 +20,7 @@ from django.db.models import Count, Q
 from runs.engine import decisions, guards, hooks, llm, records, throttle
 from runs.engine.call_runner import CallRunner
 from runs.engine.conversation import build_messages, step_messages
-from runs.engine.db import connection_lost, on_fresh_connection, recent_connections_trusted, release_db_connection
+from runs.engine.db import connection_lost, loop_connections, on_fresh_connection, release_db_connection
 from runs.engine.decisions import StopReason
 from runs.engine.leases import LeaseLost, keeper, lease_claim, lease_held, lease_release
 from runs.engine.records import Recorder, operator_stop_first, paused_at_boundary, run_close, run_start
@@ -49,7 +49,7 @@ CONTINUE, PARKED, CANCELLED, ENDED = Outcome
 def run_advance(*, run_id: int) -> Run | None:
     """Drive a run until it ends or waits for a person. Returns None if another worker holds it."""
     owner = uuid.uuid4().hex
-    with throttle.working(), recent_connections_trusted():
+    with throttle.working(), loop_connections():
         if not lease_claim(run_id, owner):
             return None
         try:

@@ -9,7 +9,7 @@ from django.db import connection
 from psycopg_pool import ConnectionPool
 
 from agentsite.postgres import base as pool_backend
-from runs.engine.db import recent_connections_trusted
+from runs.engine.db import loop_connections
 from tests.engine.fault_matrix.test_database_lost import terminate_backends
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres_only]
@@ -35,7 +35,7 @@ def test_the_loop_is_handed_a_connection_out_a_moment_ago_unchecked_and_an_older
     monkeypatch.setattr(ConnectionPool, "check_connection", staticmethod(lambda conn: (checked.append(conn), real(conn))))
     assert [take_again() for _ in range(3)] and len(checked) == 3  # a page's thread: checked every time
     checked.clear()
-    with recent_connections_trusted():  # the loop's thread
+    with loop_connections():  # the loop's thread
         taken = [take_again() for _ in range(12)]
     pooled = {id(conn) for conn in taken}  # the pool hands its idle connections out in turn
     assert len(pooled) < len(taken)
@@ -44,20 +44,20 @@ def test_the_loop_is_handed_a_connection_out_a_moment_ago_unchecked_and_an_older
     checked.clear()
     for conn in taken:
         conn.agentsite_out_at = min(conn.agentsite_out_at, conn.agentsite_out_at - pool_backend.RECENT_SECONDS - 1)
-    with recent_connections_trusted():
+    with loop_connections():
         again = take_again()  # as if every one had waited in the pool since
     assert checked == [again]
 
 
 @pytest.mark.parametrize("trusted", [False, True])
 def test_a_connection_closed_by_the_server_while_it_waited_in_the_pool_is_replaced(trusted):
-    with recent_connections_trusted() if trusted else nullcontext():
+    with loop_connections() if trusted else nullcontext():
         first = take_again()
     pid = first.info.backend_pid
     connection.close()  # back to the pool, idle
     assert terminate_backends(pid=pid) == 1
     first.agentsite_out_at -= pool_backend.RECENT_SECONDS + 1
-    with recent_connections_trusted() if trusted else nullcontext():
+    with loop_connections() if trusted else nullcontext():
         connection.ensure_connection()
     assert connection.connection.info.backend_pid != pid
     with connection.cursor() as cursor:
@@ -78,7 +78,7 @@ def test_the_loops_statements_are_prepared_and_a_pages_are_not():
     take_again()  # a page's thread
     assert connection.connection.prepare_threshold is None
     assert prepared_here() == 0
-    with recent_connections_trusted():  # the loop's thread, on whichever pooled connection it gets
+    with loop_connections():  # the loop's thread, on whichever pooled connection it gets
         take_again()
         assert connection.connection.prepare_threshold == pool_backend.PREPARE_AFTER
         assert prepared_here() == 1

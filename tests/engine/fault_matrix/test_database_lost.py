@@ -18,6 +18,7 @@ from django.db import DatabaseError, OperationalError, connection, connections
 from django.test import Client
 from rest_framework.test import APIClient
 
+from agentsite.sqlite import base as sqlite_backend
 from runs.engine.loop import run_advance
 from runs.lifecycle.runs import run_create
 from runs.models import Agent, Run, RunEvent, RunRollup, Step, ToolCall, UncountedRun
@@ -79,8 +80,12 @@ def cut_the_database(args, ctx):
     if first:
         if connection.vendor == "postgresql":
             terminate_backends()  # the driver's (idle, in the pool) and this thread's own
-        else:
+        elif _state["driver"].connection is not None:
             _state["driver"].connection.close()  # the driver thread's sqlite3 connection
+        else:  # it waits on this tool with its connection on the shelf of idle ones: those die
+            for idle in sqlite_backend._shelf.values():
+                for raw in idle:
+                    raw.close()
     connection.close()
     return {"n": args["n"], "ok": True}
 
