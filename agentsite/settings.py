@@ -5,11 +5,11 @@ SQLite and an embedded Redis by default; DATABASE_URL and REDIS_URL switch to re
 import os
 from pathlib import Path
 
-import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from toolsapp.outbound_rules import allowlist_errors, host_pattern_errors, secret_hosts_errors
 
+from .databases import databases
 from .env import env_bool, env_choice, env_float, env_int, env_json, env_list, env_str
 from .secret import local_key
 
@@ -89,46 +89,11 @@ TEMPLATES = [
 WSGI_APPLICATION = "agentsite.wsgi.application"
 ASGI_APPLICATION = "agentsite.asgi.application"
 
-# SQLite: WAL lets the web process read while a worker writes; IMMEDIATE transactions take the
-# write lock up front so two writers queue on the busy timeout instead of failing with
-# "database is locked" on lock upgrade. Every SQLite database gets them, the default file or one
-# named by DATABASE_URL (an option the URL sets itself, such as ?timeout=5, is kept).
-_SQLITE_OPTIONS = {
-    "transaction_mode": "IMMEDIATE",
-    "timeout": 30,
-    "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
-}
-DATABASE_URL = env_str("DATABASE_URL")
-if DATABASE_URL:
-    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_health_checks=True)}
-    if DATABASES["default"]["ENGINE"].endswith("postgresql"):
-        # A pool bounds the connections however many runs a worker holds in flight: the loop
-        # hands its connection back while it waits on a model. The pool checks a connection it
-        # hands out unless it was out a moment ago (agentsite/postgres/base.py): one the server
-        # closed while idle is replaced, without a round trip for every connection handed out.
-        DATABASES["default"]["ENGINE"] = "agentsite.postgres"
-        # Parameters sent apart from the statement (psycopg's server-side binding), so the loop's
-        # statements can be prepared once per connection (agentsite/postgres/base.py):
-        # DB_PREPARED_STATEMENTS=off for PgBouncer in transaction mode older than 1.21.
-        DATABASES["default"].setdefault("OPTIONS", {})["server_side_binding"] = True
-        DATABASES["default"]["PREPARED_STATEMENTS"] = env_bool("DB_PREPARED_STATEMENTS", True)
-        DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
-            "min_size": env_int("DB_POOL_MIN", 1),
-            "max_size": env_int("DB_POOL_MAX", 20),
-            "timeout": env_int("DB_POOL_TIMEOUT", 60),
-        }
-else:
-    DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": env_str("SQLITE_PATH", str(DATA_DIR / "db.sqlite3"))}}
-# Each test session gets its own database, so two test runs on one machine do not collide.
-if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
-    DATABASES["default"]["OPTIONS"] = {**_SQLITE_OPTIONS, **DATABASES["default"].get("OPTIONS", {})}
-    # The threads that drive runs share their connections while they wait (agentsite/sqlite/base.py).
-    DATABASES["default"]["ENGINE"] = "agentsite.sqlite"
-    # On disk, never in memory: tool handlers run in threads and tests start real worker
-    # processes, and all of them must open the same database.
-    DATABASES["default"]["TEST"] = {"NAME": env_str("TEST_SQLITE_PATH", str(DATA_DIR / f"test-{os.getpid()}.sqlite3"))}
-else:
-    DATABASES["default"]["TEST"] = {"NAME": f"{DATABASES['default']['NAME']}_test_{os.getpid()}"}
+DATABASES = databases(DATA_DIR)  # agentsite/databases.py: SQLite by default, DATABASE_URL, a read replica
+DATABASE_ROUTERS = ["agentsite.replica.ReplicaRouter"]
+# A replica further behind than this is not read; it is asked again after DATABASE_REPLICA_CHECK_SECONDS.
+DATABASE_REPLICA_MAX_LAG_SECONDS = env_float("DATABASE_REPLICA_MAX_LAG_SECONDS", 10.0)
+DATABASE_REPLICA_CHECK_SECONDS = env_float("DATABASE_REPLICA_CHECK_SECONDS", 5.0)
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import DEFAULT_DB_ALIAS, connection, connections, router, transaction
 from django.db.models import Count, F, QuerySet, Sum
 from django.utils import timezone
 
@@ -150,10 +150,12 @@ def metrics_summary(*, start: date, end: date, agent: Agent | None = None, rollu
 def read_snapshot():
     """Every read inside sees one state of the database, so a run ending meanwhile is counted once
     (in the rollups or in its own row, never both). Inside an outer transaction: that one's."""
+    alias = router.db_for_read(Run) or DEFAULT_DB_ALIAS  # a read replica's, when the page reads one
+    connection = connections[alias]
     if connection.in_atomic_block:
         yield
     elif connection.vendor == "postgresql":
-        with transaction.atomic():
+        with transaction.atomic(using=alias):
             connection.cursor().execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             yield
     elif connection.vendor == "sqlite":  # a deferred transaction: reads only, other writers go on (WAL)

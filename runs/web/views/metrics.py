@@ -1,6 +1,7 @@
 from django.contrib.auth.decorators import login_required, permission_required
 from django.shortcuts import render
 
+from agentsite.replica import reads_from_replica
 from runs.observability.metrics.page import budget_alerts_recent, metrics_summary
 from runs.roles import PERM_VIEW
 from runs.web.forms.filters import MetricsFilterForm
@@ -8,6 +9,7 @@ from runs.web.forms.filters import MetricsFilterForm
 
 @login_required
 @permission_required(PERM_VIEW, raise_exception=True)
+@reads_from_replica  # slightly stale is fine here (agentsite/replica.py)
 def metrics(request):
     form = MetricsFilterForm(request.GET)
     summary = None

@@ -1,5 +1,6 @@
 """Runs: history, launch, detail, cancel and exports."""
 from django.http import StreamingHttpResponse
+from django.utils.decorators import method_decorator
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
@@ -8,6 +9,7 @@ from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.response import Response
 from rest_framework.reverse import reverse
 
+from agentsite.replica import reads_from_replica, replica_streamed
 from runs.engine.dispatch import run_dispatch
 from runs.engine.snapshots import run_data, run_summary
 from runs.lifecycle.exports import runs_csv, runs_jsonl
@@ -69,6 +71,7 @@ class RunListView(ApiView):
         parameters=[*form_parameters(HistoryFilterForm), PAGE_PARAMETER],
         responses={200: api.RunPageSerializer, **errors(400)},
     )
+    @method_decorator(reads_from_replica)  # slightly stale is fine here (agentsite/replica.py)
     def get(self, request):
         filters = HistoryFilterForm(request.query_params)
         form_or_400(filters)
@@ -214,7 +217,8 @@ class RunExportView(ApiView):
         filters = HistoryFilterForm(request.query_params)
         form_or_400(filters)
         content_type, render = self.FILES[self.kind]
-        response = StreamingHttpResponse(render(run_history(**filters.filters())), content_type=content_type)
+        # Read while it streams, from the replica when there is one (agentsite/replica.py).
+        response = StreamingHttpResponse(replica_streamed(render(run_history(**filters.filters()))), content_type=content_type)
         response["Content-Disposition"] = f'attachment; filename="runs.{self.kind}"'
         return response
 
