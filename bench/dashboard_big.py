@@ -71,14 +71,16 @@ def seed_sql(*, runs: int, days: int, agent_ids: list[int]) -> list[tuple[str, s
             INSERT INTO runs_run (id, agent_id, task, customer, config, overrides, status, stop_reason, stop_detail,
                 answer, iterations, tokens_in, tokens_out, cost_usd, active_seconds, verification_attempts,
                 pending_messages, cancel_requested, lease_owner, takeovers, event_seq, created_at, started_at,
-                finished_at, pause_requested, paused_by_name, stop_requested_by_name)
+                finished_at, pause_requested, paused_by_name, stop_requested_by_name, summary_pending,
+                inherited_cost_usd, inherited_iterations, inherited_tokens_in, inherited_tokens_out)
             SELECT g, ({agents})[1 + {agent_index % "g"}], {task}, 'acme', '{{}}', '{{}}',
                 CASE WHEN going THEN 'running' ELSE split_part(o, '|', 1) END,
                 CASE WHEN going THEN '' ELSE split_part(o, '|', 2) END, '', '', 1 + (g::bigint * 104729) % 19,
                 {STEPS_PER_RUN} * (300 + (g * 13) % 3700), {STEPS_PER_RUN} * (10 + (g * 17) % 590),
                 {STEPS_PER_RUN} * ((300 + (g * 13) % 3700) + 2.0 * (10 + (g * 17) % 590)) / 1e6, 12.5, 0, '[]',
                 false, '', 0, 0, {run_created}, {run_created},
-                CASE WHEN going THEN NULL ELSE {run_created} + interval '15 seconds' END, false, '', ''
+                CASE WHEN going THEN NULL ELSE {run_created} + interval '15 seconds' END, false, '', '',
+                false, 0, 0, 0, 0
             FROM generate_series(1, {runs}) g,
                 LATERAL (SELECT (g::bigint * 2654435761) % 100 AS h) hashed,
                 LATERAL (SELECT {outcome} AS o, {run_created} > now() - interval '10 minutes' AND g % 2 = 0 AS going) x
@@ -89,13 +91,13 @@ def seed_sql(*, runs: int, days: int, agent_ids: list[int]) -> list[tuple[str, s
             f"""
             INSERT INTO runs_step (id, run_id, index, iteration, kind, preamble, model, tool_choice,
                 tool_choice_fallback, finish_reason, message, latency_ms, tokens_in, tokens_out, cost_usd, model_errors,
-                created_at)
+                created_at, notes, reasoning)
             SELECT s, {step_run}, (s - 1) % {STEPS_PER_RUN} + 1, (s - 1) % {STEPS_PER_RUN} + 1, 'turn', '[]',
                 ({models})[m], 'auto', false,
                 CASE WHEN (s - 1) % {STEPS_PER_RUN} = {STEPS_PER_RUN - 1} THEN 'stop' ELSE 'tool_calls' END,
                 '{{"role": "assistant", "content": "ok"}}', ({medians})[m] * {lognormal.format(spread=f"({spreads})[m]")},
                 300 + (s * 13) % 3700, 10 + (s * 17) % 590, ((300 + (s * 13) % 3700) + 2.0 * (10 + (s * 17) % 590)) / 1e6,
-                '[]', {created % step_run} + ((s - 1) % {STEPS_PER_RUN}) * interval '1 second'
+                '[]', {created % step_run} + ((s - 1) % {STEPS_PER_RUN}) * interval '1 second', '[]', ''
             FROM generate_series(1, {runs * STEPS_PER_RUN}) s,
                 LATERAL (SELECT CASE WHEN random() < 0.08 THEN 1 + floor(random() * 4)::int
                                      ELSE 1 + {agent_index % step_run} % 4 END AS m) picked
