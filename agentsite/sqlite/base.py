@@ -12,6 +12,7 @@ shelf when it needs one again: the connections stay about as many as the threads
 once. A connection goes on the shelf only outside a transaction, and at most IDLE_MAX wait there.
 Every other thread (a page, the API) opens and closes its own, as Django does.
 """
+import sqlite3
 import threading
 
 from django.db.backends.sqlite3 import base
@@ -29,19 +30,30 @@ class DatabaseWrapper(base.DatabaseWrapper):
         if self.drives_runs:
             with _shelf_lock:
                 idle = _shelf.get(str(self.settings_dict["NAME"]))
-                if idle:
-                    return idle.pop()  # already set up: functions, PRAGMAs, init command
+                while idle:
+                    raw = idle.pop()
+                    if _usable(raw):  # already set up: functions, PRAGMAs, init command
+                        return raw
         return super().get_new_connection(conn_params)
 
     def _close(self):
         raw, name = self.connection, self.settings_dict["NAME"]
-        if raw is not None and self.drives_runs and not raw.in_transaction:
+        if raw is not None and self.drives_runs and _usable(raw) and not raw.in_transaction:
             with _shelf_lock:
                 idle = _shelf.setdefault(str(name), [])
                 if len(idle) < IDLE_MAX:
                     idle.append(raw)
                     return
         super()._close()
+
+
+def _usable(raw) -> bool:
+    """Whether an sqlite3 connection is still open (something may have closed it under Django)."""
+    try:
+        raw.in_transaction
+    except sqlite3.ProgrammingError:
+        return False
+    return True
 
 
 def shelved(database: str) -> int:

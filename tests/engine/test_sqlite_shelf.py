@@ -81,3 +81,22 @@ def test_many_runs_waiting_at_once_hold_as_many_connections_as_threads_working()
         sqlite_backend.base.DatabaseWrapper.get_new_connection = original
     assert not errors
     assert len(opened) <= 4 + 2, f"{len(opened)} connections opened for 40 runs, 4 working at once"
+
+
+def test_a_connection_closed_under_the_driver_is_dropped_not_shelved_or_handed_out():
+    """Something closed the sqlite3 connection (a fault, a test's cut): releasing it does not
+    raise, it never reaches the shelf, and a closed one already there is skipped."""
+    with loop_connections():
+        connection.ensure_connection()
+        connection.connection.close()
+        before = sqlite_backend.shelved(database())
+        release_db_connection()  # would raise "Cannot operate on a closed database"
+        assert connection.connection is None and sqlite_backend.shelved(database()) == before
+
+        connection.ensure_connection()
+        dead = connection.connection
+        release_db_connection()
+        dead.close()  # it dies on the shelf
+        assert Run.objects.count() == 0, "a new connection answers"
+        assert connection.connection is not dead
+        release_db_connection()
