@@ -50,7 +50,7 @@ class DatabaseWrapper(base.DatabaseWrapper):
 def _usable(raw) -> bool:
     """Whether an sqlite3 connection is still open (something may have closed it under Django)."""
     try:
-        raw.in_transaction
+        raw.in_transaction  # noqa: B018 (reading it raises on a closed connection)
     except sqlite3.ProgrammingError:
         return False
     return True

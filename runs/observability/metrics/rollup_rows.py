@@ -64,17 +64,17 @@ def contributions(runs) -> dict:
         .values_list("_day", "agent_id", "status", "stop_reason", "_iterations")
         .annotate(n=Count("pk"), tokens=Sum(own_work.own_tokens()), cost=Sum(own_work.own_cost()))
     ):
-        found[_as_date(day)][0].append((agent, status, stop, iterations, n, tokens or 0, cost or 0.0))
+        found[as_date(day)][0].append((agent, status, stop, iterations, n, tokens or 0, cost or 0.0))
     run_ids = runs.order_by().values("pk")
     steps = own_work.own_steps(Step.objects.filter(run_id__in=run_ids), runs=run_ids).annotate(_day=TruncDay("run__created_at"))
     for day, agent, model, latency in steps.values_list("_day", "run__agent_id", "model", "latency_ms").iterator():
-        found[_as_date(day)][1][(agent, model, latency_bucket(latency))] += 1
+        found[as_date(day)][1][(agent, model, latency_bucket(latency))] += 1
     calls = own_work.own_calls(ToolCall.objects.filter(run_id__in=run_ids), runs=run_ids).annotate(_day=TruncDay("run__created_at"))
     for day, agent, tool, finished, failed, rejected in (
         calls.order_by().values_list("_day", "run__agent_id", "tool_name").annotate(**tool_counts())
     ):
         if finished:
-            found[_as_date(day)][2].append((agent, tool, finished, failed, rejected))
+            found[as_date(day)][2].append((agent, tool, finished, failed, rejected))
     for day, (approvals, waits) in approval_parts(runs).items():
         found[day][3].extend(approvals)
         found[day][4].extend(waits)
@@ -111,14 +111,14 @@ def approval_parts(runs) -> dict:
         )
         .annotate(n=Count("pk"))
     ):
-        found[_as_date(day)][0].append((*keys, n))
+        found[as_date(day)][0].append((*keys, n))
     # The wait as the raw page computes it (the same SQL), so a stored wait is the raw value exactly.
     for approval, day, agent, rule, tool, wait in (
         approvals.filter(PERSON_DECIDED)
         .annotate(_wait=SecondsBetween("decided_at", "requested_at"))
         .values_list("pk", "_day", "run__agent_id", "rule_name", "tool_call__tool_name", "_wait")
     ):
-        found[_as_date(day)][1].append((approval, agent, rule, tool, wait))
+        found[as_date(day)][1].append((approval, agent, rule, tool, wait))
     return dict(found)
 
 
@@ -294,5 +294,5 @@ def step_buckets(rows) -> Counter:
     return Counter((model, latency_bucket(latency)) for model, latency in rows)
 
 
-def _as_date(value) -> date:
+def as_date(value) -> date:
     return date.fromisoformat(value) if isinstance(value, str) else value

@@ -38,13 +38,14 @@ from django.db import connection
 from django.db.models import F
 from django.utils import timezone
 
-from runs.days import day_of, day_start
+from runs.days import TruncDay, day_of, day_start
 from runs.engine.db import write_transaction
 from runs.models import RollupDay, Run, RunRollup, Step, StepRollup, ToolRollup, UncountedRun
 from runs.models.rollups import ApprovalRollup, ApprovalWait, DayRollup
 from runs.observability.metrics import own_work
 from runs.observability.metrics.rollup_rows import (  # noqa: F401 (RELATIVE_ACCURACY, bucket_value: read here)
     RELATIVE_ACCURACY,
+    as_date,
     bucket_value,
     contributions,
     day_add,
@@ -192,14 +193,42 @@ def rebuild(*, days: int | None = None, progress=None) -> int:
         first_day = timezone.localtime(first).date() if first else today
     else:
         first_day = today - timedelta(days=days - 1)
+    busy = _busy_days(first_day) | {today}  # today may gain runs while this goes on
     day, count = first_day, 0
     while day <= today:
-        rebuild_day(day)
+        if day in busy:
+            rebuild_day(day)
+        else:
+            _quiet_day_built(day)
         count += 1
         if progress:
             progress(day)
         day += timedelta(days=1)
     return count
+
+
+def _busy_days(first_day: date) -> set[date]:
+    """The days since `first_day` that have runs or rollup rows: only those have anything to
+    count or to take away. A day before today never gains runs (a run is created now)."""
+    days = {
+        as_date(day)
+        for day in Run.objects.filter(created_at__gte=day_start(first_day))
+        .annotate(day=TruncDay("created_at"))
+        .values_list("day", flat=True)
+        .distinct()
+    }
+    for model in (RunRollup, StepRollup, ToolRollup, ApprovalRollup, ApprovalWait, DayRollup):
+        days.update(model.objects.filter(day__gte=first_day).values_list("day", flat=True).distinct())
+    return days
+
+
+def _quiet_day_built(day: date) -> None:
+    """A day with no runs and no rows: built, empty, without reading what is not there."""
+    with write_transaction():
+        lock = _day_lock(day, new_day_built=lambda: True)
+        if not lock.built:
+            lock.built = True
+            lock.save(update_fields=["built"])
 
 
 def build_pending(*, limit: int = 7) -> int:
