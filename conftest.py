@@ -5,6 +5,9 @@ import pytest
 from django.apps import apps as django_apps
 
 from runs.demo_model import start_server
+from tests.support import fast_flush
+
+fast_flush.install()  # PostgreSQL: transactional tests end with DELETE, not TRUNCATE (why: there)
 
 # alice, bob (operators), viewer and no_dispatch, for the approval tests.
 pytest_plugins = ["tests.support.approval_fixtures"]
