@@ -6,7 +6,8 @@ offline demo model at zero latency, and prints per iteration: CPU milliseconds, 
 (by kind, and the slowest in CPU), transactions, bytes sent to the database, Redis commands and
 bytes, then the profile's top functions and the share of CPU by package (Django's ORM, psycopg,
 JSON, the channel layer, the openai client, ...).
-Run: .venv/bin/python bench/iteration_profile.py [--runs 40] [--top 30] [--sql]
+Run: .venv/bin/python bench/iteration_profile.py [--runs 40] [--top 30] [--sql] [--decisions 20]
+--decisions N also measures a person's approval and the iteration it resumes (capacity model).
 Uses DATABASE_URL when set (PostgreSQL), else a temporary SQLite file; REDIS_URL (db 13 by default).
 For another checkout (before/after): --code DIR (its own module paths are found).
 """
@@ -69,6 +70,9 @@ def main():
     parser.add_argument("--sql", action="store_true", help="print every distinct statement with its count")
     parser.add_argument("--dump", metavar="FILE", help="also write the profile (pstats) to FILE")
     parser.add_argument("--no-profile", action="store_true", help="time without the profiler (its overhead is ~2x)")
+    parser.add_argument("--decisions", type=int, default=0, metavar="N",
+                        help="also N runs whose one destructive call (cancel_order) waits for a person: "
+                             "the statements and Redis commands of a decision and of the resumed iteration")
     parser.add_argument("--code", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     args = parser.parse_args()
     sys.path.insert(0, args.code)
@@ -184,6 +188,8 @@ def main():
         f"({', '.join(f'{k[8:]} {v / iterations:.2f}' for k, v in sorted(redis_calls.items()))}), "
         f"bytes to Redis ~{redis_in / iterations:.0f}"
     )
+    if args.decisions:
+        decision_cost(args.decisions, agent=agent, url=url, run_create=run_create, run_advance=run_advance, redis=r)
     if args.no_profile:
         return
     stats = pstats.Stats(profile)
@@ -210,6 +216,53 @@ def main():
         shown += 1
         if shown >= args.top:
             break
+
+
+def decision_cost(n: int, *, agent, url, run_create, run_advance, redis) -> None:
+    """A person's decision and the iteration it resumes, measured apart: n runs each ask to cancel
+    an order (destructive, "ask" policy), park awaiting approval, and are approved one by one."""
+    from django.contrib.auth.models import User
+    from django.db import connection
+
+    from runs.models import Approval, Run
+    from runs.supervision.decide import approval_decide
+
+    person = User.objects.filter(username="bench-operator").first() or User.objects.create_superuser(
+        "bench-operator", "bench@example.com", "unused-password"
+    )
+    responses = [{"tool_calls": [{"name": "cancel_order", "arguments": {"order_id": "ORD-1001", "reason": "asked"}}]},
+                 {"content": "Cancelled."}]
+    ids = []
+    for _ in range(n):
+        req = urllib.request.Request(url + "/scripts", data=json.dumps({"responses": responses, "record": False}).encode(),
+                                     headers={"Content-Type": "application/json"})
+        model = json.loads(urllib.request.urlopen(req).read())["model"]
+        run = run_create(agent=agent, task="Cancel order ORD-1001", approval_policy="ask",
+                         overrides={"models": [model], "tools": ["cancel_order"]})
+        run_advance(run_id=run.pk)
+        ids.append(run.pk)
+    pending = list(Approval.objects.filter(run_id__in=ids, status="pending").values_list("pk", flat=True))
+    for phase, work in (
+        ("a decision (approval_decide)", lambda: [approval_decide(approval_id=a, user=person, approve=True) for a in pending]),
+        ("the resumed iteration (run_advance after the approval)", lambda: [run_advance(run_id=i) for i in ids]),
+    ):
+        counted = collections.Counter()
+
+        def wrapper(execute, sql, params, many, context):
+            counted[sql.split(None, 1)[0].upper()] += 1
+            return execute(sql, params, many, context)
+
+        before = sum(v["calls"] for k, v in redis.info("commandstats").items() if k != "cmdstat_info")
+        cpu = time.process_time()
+        with connection.execute_wrapper(wrapper):
+            work()
+        cpu = time.process_time() - cpu
+        calls = sum(v["calls"] for k, v in redis.info("commandstats").items() if k != "cmdstat_info") - before - 1
+        print(f"{phase}, per approval of {len(pending)}: CPU {1000 * cpu / len(pending):.2f} ms, SQL statements "
+              f"{sum(counted.values()) / len(pending):.1f} ({', '.join(f'{k} {v / len(pending):.1f}' for k, v in counted.most_common())}), "
+              f"Redis commands {calls / len(pending):.1f}")
+    done = Run.objects.filter(pk__in=ids, status="succeeded").count()
+    print(f"  {done} of {n} runs succeeded after their approval")
 
 
 if __name__ == "__main__":

@@ -40,6 +40,7 @@ def fuzz_world(launch, no_dispatch, monkeypatch):
     return {"Authorization": f"Token {api_token_create(user=admin)[1]}"}
 
 
+@pytest.mark.slow  # over a minute on its own: ./test runs it, ./test-fast does not
 def test_generated_requests_never_get_a_server_error(fuzz_world):
     schema = schemathesis.openapi.from_wsgi("/api/schema/", get_wsgi_application())
     failures = []
