@@ -109,9 +109,15 @@ class PgPair:
         self.sql("replica", "SELECT pg_wal_replay_resume()")
 
     def caught_up(self) -> None:
-        """Wait until the replica has replayed everything the primary wrote so far."""
+        """Wait until a query on the replica sees everything the primary committed so far: a
+        transaction committed now on the primary is visible in a new snapshot on the replica.
+        (Replay past the primary's WAL position alone was seen to come a moment before a new
+        snapshot on the replica showed the rows: the history then missed them now and then.)"""
         (lsn,) = self.sql("primary", "SELECT pg_current_wal_lsn()::text")[0]
+        (xid,) = self.sql("primary", "SELECT txid_current()")[0]  # committed after every earlier commit
         self.wait_for(lambda: self.sql("replica", "SELECT pg_last_wal_replay_lsn() >= %s::pg_lsn", (lsn,))[0][0])
+        self.wait_for(lambda: self.sql(
+            "replica", "SELECT txid_visible_in_snapshot(%s, txid_current_snapshot())", (xid,))[0][0])
 
     def stop_replica(self) -> None:
         self._as_owner("pg_ctl", "-D", str(self.replica_dir), "-m", "fast", "-w", "stop")

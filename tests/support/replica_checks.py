@@ -116,7 +116,8 @@ def check_pages_read_the_replica_and_decisions_the_primary():
     finally:
         PAIR.resume_replay()
     PAIR.caught_up()
-    assert history_tasks(client, agent) == {"seen by both", "renamed on the primary"}
+    seen = history_tasks(client, agent)
+    assert seen == {"seen by both", "renamed on the primary"}, (seen, replica.usable(), replica._state)
 
 
 def check_a_replica_further_behind_than_allowed_is_not_read():
