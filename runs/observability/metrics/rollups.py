@@ -213,6 +213,7 @@ def _busy_days(first_day: date) -> set[date]:
     days = {
         as_date(day)
         for day in Run.objects.filter(created_at__gte=day_start(first_day))
+        .order_by()  # Run's default order (-pk) would make DISTINCT one row per run
         .annotate(day=TruncDay("created_at"))
         .values_list("day", flat=True)
         .distinct()
