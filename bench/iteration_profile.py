@@ -28,9 +28,11 @@ import urllib.request
 ITERATIONS = 5
 
 
-def script_for(url: str) -> str:
-    tool = {"tool_calls": [{"name": "get_weather", "arguments": {"city": "Lagos"}}]}
-    responses = [tool] * (ITERATIONS - 1) + [{"content": "Lagos is sunny."}]
+def script_for(url: str, responses: list | None = None) -> str:
+    """A scripted model of the demo server: by default four weather calls, then an answer."""
+    if responses is None:
+        tool = {"tool_calls": [{"name": "get_weather", "arguments": {"city": "Lagos"}}]}
+        responses = [tool] * (ITERATIONS - 1) + [{"content": "Lagos is sunny."}]
     req = urllib.request.Request(
         url + "/scripts",
         data=json.dumps({"responses": responses, "record": False}).encode(),
@@ -234,9 +236,7 @@ def decision_cost(n: int, *, agent, url, run_create, run_advance, redis) -> None
                  {"content": "Cancelled."}]
     ids = []
     for _ in range(n):
-        req = urllib.request.Request(url + "/scripts", data=json.dumps({"responses": responses, "record": False}).encode(),
-                                     headers={"Content-Type": "application/json"})
-        model = json.loads(urllib.request.urlopen(req).read())["model"]
+        model = script_for(url, responses)
         run = run_create(agent=agent, task="Cancel order ORD-1001", approval_policy="ask",
                          overrides={"models": [model], "tools": ["cancel_order"]})
         run_advance(run_id=run.pk)
