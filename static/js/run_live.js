@@ -116,6 +116,9 @@ function resume() {
 function onMessage(payload) {
   if (payload.type === "event") {
     receive(payload);
+  } else if (payload.type === "stream") {
+    // An answer being written (never stored): run_stream.js shows it until its step arrives.
+    document.dispatchEvent(new CustomEvent("run:stream", { detail: payload }));
   } else if (payload.type === "resumed") {
     resumeInFlight = false;
     // The server sends a long history in parts: ask for the next one at once.
@@ -167,6 +170,8 @@ function apply(event) {
   }
   lastSeq = event.seq;
   document.body.dataset.lastSeq = String(lastSeq);
+  // Other views of the same events (the waterfall, the stream) follow them in the same order.
+  document.dispatchEvent(new CustomEvent("run:event", { detail: event }));
 }
 
 // --- rendering ------------------------------------------------------------------------------
