@@ -1,0 +1,1 @@
+// The answer a model is writing, shown while it streams (see runs/engine/streaming.py).
