@@ -109,8 +109,8 @@ def demo_data(transactional_db):
 def script(demo_server):
     """script(entry, entry, ...) -> a model name that answers with those entries in order."""
 
-    def make(*responses, latency: float = 0.0) -> str:
-        return demo_server.create_script(list(responses), latency)["model"]
+    def make(*responses, latency: float = 0.0, streaming: str = "stream") -> str:
+        return demo_server.create_script(list(responses), latency, streaming=streaming)["model"]
 
     make.requests = lambda model: demo_server.script_requests(model.split(":", 1)[1])
     return make

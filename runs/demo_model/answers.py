@@ -33,12 +33,18 @@ _ERROR_TYPES = {
 @dataclass
 class Reply:
     """One HTTP answer: ``headers`` are the extra response headers (a ``Content-Type`` there
-    replaces ``application/json``); ``delay`` is how long to wait before sending it."""
+    replaces ``application/json``); ``delay`` is how long to wait before sending it.
+
+    A streamed answer has ``parts``: (seconds to wait, bytes) sent one after the other as chunks
+    of a chunked body (``body`` is then unused); ``cut``: the connection is dropped after the
+    last part, without ending the body, as a server that died mid-answer would."""
 
     status: int
     body: bytes
     headers: dict = field(default_factory=dict)
     delay: float = 0.0
+    parts: list | None = None
+    cut: bool = False
 
 
 def _error_type(status: int) -> str:
@@ -143,3 +149,57 @@ def completion(entry: dict, model: str, messages: list) -> dict:
         ],
         "usage": usage_of(entry, messages, content, tool_calls),
     }
+
+
+STREAM_CHUNK_CHARS = 12  # of text or arguments a chunk carries, unless the entry says otherwise
+
+
+def _sse(obj) -> bytes:
+    return b"data: " + json.dumps(obj, ensure_ascii=False).encode() + b"\n\n"
+
+
+def _pieces(text: str, size: int) -> list[str]:
+    return [text[i:i + size] for i in range(0, len(text), size)] or []
+
+
+def stream_reply(done: dict, *, include_usage: bool, options: dict, spread: float = 0.0) -> Reply:
+    """The chat completion ``done`` sent as server-sent events, the way OpenAI streams: a first
+    chunk with the role, the text and each call's arguments in pieces, a chunk with the finish
+    reason, one with the usage when asked (``stream_options.include_usage``), then ``[DONE]``.
+
+    ``options`` (a script entry's ``stream``): ``chunk_chars`` (text per chunk), ``chunk_delay``
+    (seconds between chunks), ``cut_after`` (drop the connection after this many chunks),
+    ``usage`` (false: no usage chunk even when asked). ``spread``: seconds to spread the chunks
+    over when no ``chunk_delay`` is given (the demo model's realistic pace)."""
+    size = max(1, int(options.get("chunk_chars") or STREAM_CHUNK_CHARS))
+    head = {k: done[k] for k in ("id", "created", "model")}
+    head["object"] = "chat.completion.chunk"
+    choice, message = done["choices"][0], done["choices"][0]["message"]
+
+    def chunk(delta: dict, finish=None) -> dict:
+        return {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    events = [chunk({"role": "assistant", "content": ""})]
+    for piece in _pieces(message.get("content") or "", size):
+        events.append(chunk({"content": piece}))
+    if message.get("refusal"):
+        events.append(chunk({"refusal": message["refusal"]}))
+    for index, call in enumerate(message.get("tool_calls") or ()):
+        function = call["function"]
+        events.append(chunk({"tool_calls": [{"index": index, "id": call["id"], "type": "function",
+                                             "function": {"name": function["name"], "arguments": ""}}]}))
+        for piece in _pieces(function["arguments"], size):
+            events.append(chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}))
+    events.append(chunk({}, choice["finish_reason"]))
+    if include_usage and options.get("usage", True) is not False:
+        events.append({**head, "choices": [], "usage": done["usage"]})
+    parts = [_sse(event) for event in events] + [b"data: [DONE]\n\n"]
+    gap = options.get("chunk_delay")
+    if gap is None:
+        gap = spread / max(1, len(parts) - 1)
+    cut_after = options.get("cut_after")
+    cut = isinstance(cut_after, int) and not isinstance(cut_after, bool) and 0 <= cut_after < len(parts)
+    if cut:
+        parts = parts[:cut_after]
+    timed = [(0.0 if i == 0 else float(gap), part) for i, part in enumerate(parts)]
+    return Reply(200, b"", {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}, parts=timed, cut=cut)

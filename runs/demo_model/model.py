@@ -10,19 +10,25 @@ Endpoints (all JSON; errors use OpenAI's ``{"error": {"message", "type",
 "param", "code"}}`` shape with the HTTP status):
 
 ``POST /v1/chat/completions``
-    Non-streaming only (``"stream": true`` -> 400).  ``model`` ``script:<id>``
-    is answered from that script (unknown id -> 404 "model not found"); any
-    other model name is the stateless demo model.
+    ``model`` ``script:<id>`` is answered from that script (unknown id -> 404
+    "model not found"); any other model name is the stateless demo model.
+    ``"stream": true`` is answered as OpenAI streams (server-sent events, the
+    usage in a last chunk when ``stream_options.include_usage``), unless the
+    script says otherwise (``streaming`` below); the demo model's realistic
+    pace spreads the chunks over the answer's time.
 ``GET /v1/models``, ``GET /v1/models/<id>``
     Lists the ``demo`` model (owned_by says it is a script).
-``POST /v1/scripts``  body ``{"responses": [entry, ...], "latency": 0.0, "record": true}``
+``POST /v1/scripts``  body ``{"responses": [entry, ...], "latency": 0.0, "record": true, "streaming": "stream"}``
     -> ``{"id": "<hex>", "model": "script:<id>"}``.  ``latency`` (optional) is
-    the default delay, in seconds, of every entry of that script.  Every
+    the default delay, in seconds, of every entry of that script.  ``streaming``
+    (optional): "stream" (default), "refuse" (``"stream": true`` -> 400, as a
+    server that cannot stream; consumes no entry) or "ignore" (a plain JSON
+    answer to a streamed request).  Every
     chat request to the script is kept (as its raw bytes) for ``/requests``;
     long benchmarks can pass ``"record": false`` to keep memory flat.
 ``GET /v1/scripts/<id>/requests``
     -> list of the full request bodies received for that script, in order
-    (including requests answered 400 for ``stream``, which consume no entry).
+    (including requests answered 400 for ``stream`` by a "refuse" script).
 """
 
 from __future__ import annotations
@@ -33,17 +39,20 @@ import zlib
 from toolsapp.text import loads as bounded_loads
 
 from . import scenarios
-from .answers import Reply, answer, error_reply, json_reply
-from .scripts import ScriptBook, is_number, validate_entries
+from .answers import Reply, answer, error_reply, json_reply, stream_reply
+from .scripts import STREAMING_MODES, ScriptBook, is_number, validate_entries
 
 OWNED_BY = scenarios.OWNED_BY
 
 _MODEL_OBJECT = {"id": "demo", "object": "model", "created": 0, "owned_by": OWNED_BY}
 _MODELS_BODY = json.dumps({"object": "list", "data": [_MODEL_OBJECT]}).encode()
 _NO_STREAMING = (
-    "streaming is not supported by the offline demo model (a script, not a language model); "
+    "streaming is switched off for this script of the offline demo model (a script, not a language model); "
     "send \"stream\": false"
 )
+# Of a realistic pace's time, this share passes before the first chunk (the model "reads" the
+# conversation); the rest is spread over the chunks.
+FIRST_CHUNK_SHARE = 0.35
 
 
 class DemoModel:
@@ -66,12 +75,15 @@ class DemoModel:
 
     # -- scripts (also usable directly from Python) -------------------------
 
-    def create_script(self, responses: list, latency: float = 0.0, record: bool = True) -> dict:
+    def create_script(self, responses: list, latency: float = 0.0, record: bool = True,
+                      streaming: str = "stream") -> dict:
         """Same as ``POST /v1/scripts``; returns ``{"id": ..., "model": "script:<id>"}``."""
         problem = validate_entries(responses)
+        if problem is None and streaming not in STREAMING_MODES:
+            problem = f"'streaming' must be one of {', '.join(STREAMING_MODES)}"
         if problem:
             raise ValueError(problem)
-        sid = self.scripts.add(responses, float(latency), record)
+        sid = self.scripts.add(responses, float(latency), record, streaming)
         return {"id": sid, "model": f"script:{sid}"}
 
     def script_requests(self, script_id: str) -> list:
@@ -125,11 +137,14 @@ class DemoModel:
         responses = body.get("responses")
         problem = validate_entries(responses)
         latency = body.get("latency", 0.0)
+        streaming = body.get("streaming", "stream")
         if problem is None and not is_number(latency):
             problem = "'latency' must be a number"
+        if problem is None and streaming not in STREAMING_MODES:
+            problem = f"'streaming' must be one of {', '.join(STREAMING_MODES)}"
         if problem:
             return error_reply(400, problem)
-        sid = self.scripts.add(responses, float(latency), bool(body.get("record", True)))
+        sid = self.scripts.add(responses, float(latency), bool(body.get("record", True)), streaming)
         return json_reply(200, {"id": sid, "model": f"script:{sid}"})
 
     def chat(self, body: dict, raw: bytes = b"") -> Reply:
@@ -145,13 +160,23 @@ class DemoModel:
             script = self.scripts.record(model[7:], raw)
             if script is None:
                 return error_reply(404, f"model not found: {model} (unknown script id)", "model_not_found")
-        if body.get("stream"):
+        streamed = body.get("stream") is True
+        mode = script.streaming if script is not None else "stream"
+        if streamed and mode == "refuse":
             return error_reply(400, _NO_STREAMING, "unsupported_parameter")
+        spread = 0.0
         if script is not None:
             entry, delay = self.scripts.take(script, body.get("tool_choice")), script.latency
         else:
             # A latency set by hand replaces the pace (DEMO_MODEL_LATENCY=10: every answer 10 s).
             entry, delay = scenarios.respond(body), 0.0 if self.latency else self._paced(messages)
+            if streamed:  # the first words come soon, the rest as they are "written"
+                delay, spread = delay * FIRST_CHUNK_SHARE, delay * (1 - FIRST_CHUNK_SHARE)
         reply = answer(entry, model, messages)
+        if streamed and mode == "stream" and reply.status == 200 and "raw" not in entry:
+            options = body.get("stream_options") if isinstance(body.get("stream_options"), dict) else {}
+            entry_options = entry.get("stream") if isinstance(entry.get("stream"), dict) else {}
+            reply = stream_reply(json.loads(reply.body), include_usage=options.get("include_usage") is True,
+                                 options=entry_options, spread=spread)
         reply.delay = self.latency + entry.get("latency", delay)
         return reply

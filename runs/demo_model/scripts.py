@@ -36,6 +36,11 @@ Script entry format (each entry is a dict; keys may be combined)
     ``if_tool_choice`` does not match is skipped, not consumed).
 ``"headers": {...}``
     Extra response headers, for any entry type.
+``{"stream": {"chunk_chars": 4, "chunk_delay": 0.2, "cut_after": 3, "usage": false}, ...}``
+    How the entry is streamed when a request asks for a stream (all optional):
+    text per chunk (default 12 characters), seconds between chunks (default 0),
+    drop the connection after this many chunks (a stream cut mid-answer), and
+    no usage chunk even when ``stream_options.include_usage`` asks for one.
 
 An exhausted script answers the plain final text ``"script exhausted"``.
 """
@@ -47,6 +52,7 @@ import threading
 from typing import Any
 
 EXHAUSTED = {"content": "script exhausted"}
+STREAMING_MODES = ("stream", "refuse", "ignore")
 
 
 def validate_entries(responses: Any) -> str | None:
@@ -65,6 +71,8 @@ def validate_entries(responses: Any) -> str | None:
             return f"{where}.headers must be an object"
         if "usage" in e and not isinstance(e["usage"], dict):
             return f"{where}.usage must be an object"
+        if "stream" in e and not isinstance(e["stream"], dict):
+            return f"{where}.stream must be an object"
         tcs = e.get("tool_calls")
         if tcs is not None and (not isinstance(tcs, list) or not all(isinstance(t, dict) for t in tcs)):
             return f"{where}.tool_calls must be a list of objects"
@@ -76,10 +84,11 @@ def is_number(value: Any) -> bool:
 
 
 class Script:
-    __slots__ = ("entries", "id", "latency", "record", "requests")
+    __slots__ = ("entries", "id", "latency", "record", "requests", "streaming")
 
-    def __init__(self, script_id: str, entries: list, latency: float, record: bool = True):
+    def __init__(self, script_id: str, entries: list, latency: float, record: bool = True, streaming: str = "stream"):
         self.id = script_id
+        self.streaming = streaming
         self.entries = list(entries)
         self.latency = latency
         self.record = record
@@ -113,14 +122,14 @@ class ScriptBook:
         self._lock = threading.Lock()
         self._scripts: dict[str, Script] = {}
 
-    def add(self, responses: list, latency: float, record: bool = True) -> str:
+    def add(self, responses: list, latency: float, record: bool = True, streaming: str = "stream") -> str:
         """A new script's id (``responses`` already validated)."""
         with self._lock:
             while True:
                 sid = os.urandom(5).hex()
                 if sid not in self._scripts:
                     break
-            self._scripts[sid] = Script(sid, responses, latency, record)
+            self._scripts[sid] = Script(sid, responses, latency, record, streaming)
         return sid
 
     def get(self, sid: str) -> Script | None:

@@ -80,6 +80,11 @@ class _Handler(socketserver.BaseRequestHandler):
             reply = self.server.model.handle(method, target, raw)
             if reply.delay > 0:
                 time.sleep(reply.delay)
+            if reply.parts is not None:
+                if not self._send_parts(conn, reply):
+                    return  # cut on purpose, or the client went away
+                conn.start_next_cycle()
+                continue
             self._send(conn, reply, with_body=method != "HEAD")
             if conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
                 return  # h11 says close: "Connection: close", HTTP/1.0, ...
@@ -116,7 +121,25 @@ class _Handler(socketserver.BaseRequestHandler):
         self.request.sendall(data)
 
 
-def _response(reply: Reply) -> h11.Response:
+    def _send_parts(self, conn: h11.Connection, reply: Reply) -> bool:
+        """A streamed reply, chunk by chunk; False when the connection must close (a cut reply
+        drops it before the body's end, as a server that died mid-answer would)."""
+        try:
+            self.request.sendall(conn.send(_response(reply, streamed=True)))
+            for wait, part in reply.parts:
+                if wait > 0:
+                    time.sleep(wait)
+                self.request.sendall(conn.send(h11.Data(data=part)))
+            if reply.cut:
+                self.request.shutdown(socket.SHUT_RDWR)
+                return False
+            self.request.sendall(conn.send(h11.EndOfMessage()))
+        except OSError:
+            return False
+        return conn.our_state is h11.DONE and conn.their_state is h11.DONE
+
+
+def _response(reply: Reply, streamed: bool = False) -> h11.Response:
     ctype = "application/json"
     headers = []
     for k, v in reply.headers.items():
@@ -127,7 +150,10 @@ def _response(reply: Reply) -> h11.Response:
             ctype = v
         elif lk not in ("content-length", "transfer-encoding"):
             headers.append((k, v))
-    headers += [("Content-Type", ctype), ("Content-Length", str(len(reply.body)))]
+    headers.append(("Content-Type", ctype))
+    # A streamed body has no length: HTTP/1.1 sends it chunked (h11 chooses so without one).
+    if not streamed:
+        headers.append(("Content-Length", str(len(reply.body))))
     return h11.Response(status_code=reply.status, headers=headers, reason=REASONS.get(reply.status, "Unknown"))
 
 
@@ -204,9 +230,10 @@ class DemoModelServer:
     def __repr__(self) -> str:
         return f"<DemoModelServer {self.url}>"
 
-    def create_script(self, responses: list, latency: float = 0.0, record: bool = True) -> dict:
+    def create_script(self, responses: list, latency: float = 0.0, record: bool = True,
+                      streaming: str = "stream") -> dict:
         """Same as ``POST /v1/scripts``; returns ``{"id": ..., "model": "script:<id>"}``."""
-        return self.model.create_script(responses, latency, record)
+        return self.model.create_script(responses, latency, record, streaming)
 
     def script_requests(self, script_id: str) -> list:
         """Same as ``GET /v1/scripts/<id>/requests``, parsed (KeyError if unknown)."""

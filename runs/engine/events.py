@@ -31,6 +31,10 @@ PUBLISH_LINGER_SECONDS = 0.025
 # PUBLISH_LINGER_SECONDS of rest, so a quiet system sends each event the moment it commits while
 # a busy one (never resting) lingers and batches as before.
 PUBLISH_WAKE_BURST = 4
+# A group the publisher found without members is remembered this long, so that messages nobody
+# could see (a streaming answer's progress) are not even queued: see unwatched_lately.
+UNWATCHED_MEMORY_SECONDS = 1.0
+_unwatched_at: dict[str, float] = {}  # group -> when the publisher last found it empty (its thread writes)
 
 
 def publish_pace(*, tokens: float, rested: float) -> tuple[bool, float]:
@@ -153,6 +157,16 @@ class _Publisher:
         for group, message in batch:
             by_group.setdefault(group, []).append(message)
         listened = await _groups_with_members(layer, list(by_group))
+        now = time.monotonic()
+        for group in by_group:
+            if group in listened:
+                _unwatched_at.pop(group, None)
+            else:
+                _unwatched_at[group] = now
+        if len(_unwatched_at) > 4096:  # every run a worker ever published to: keep only the recent ones
+            for group, at in list(_unwatched_at.items()):
+                if now - at >= UNWATCHED_MEMORY_SECONDS:
+                    _unwatched_at.pop(group, None)
 
         connections = asyncio.Semaphore(8)  # each concurrent send holds a Redis connection
 
@@ -203,6 +217,19 @@ async def _groups_with_members(layer, groups: list[str]) -> set[str]:
 
 
 _publisher = _Publisher()
+
+
+def unwatched_lately(group: str) -> bool:
+    """Whether the publisher found nobody in `group` within UNWATCHED_MEMORY_SECONDS. Progress that
+    is only worth seeing live (a streamed answer) is not queued for such a group: a page that
+    opens meanwhile gets the next progress message at most that much later."""
+    at = _unwatched_at.get(group)
+    if at is None:
+        return False
+    if time.monotonic() - at < UNWATCHED_MEMORY_SECONDS:
+        return True
+    _unwatched_at.pop(group, None)
+    return False
 
 
 def publish(group: str, message: dict) -> None:

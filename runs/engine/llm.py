@@ -13,12 +13,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+import httpx2
 import openai
 import orjson
 from django.conf import settings
 
 from runs.engine.llm_answers import Notes, content_and_reasoning, provider_error, safe_text
 from runs.engine.llm_limits import cap_response
+from runs.engine.llm_stream import StreamCut, StreamedAnswer
 from toolsapp.sensitive import redact
 
 log = logging.getLogger("runs.llm")  # its name from before the move: operators filter on it
@@ -38,6 +40,13 @@ class ModelError(Exception):
 
 class BadResponse(Exception):
     """The server answered, but not with a chat completion we can use."""
+
+
+# (base URL, model) that refused a streamed request and then answered a plain one: asked plainly
+# from then on, by this process (a restart tries streaming again).
+_plain_only: set[tuple[str, str]] = set()
+# Statuses with which a server may refuse "stream": true (and then answer the same request plainly).
+STREAM_REFUSED_STATUSES = (400, 404, 405, 415, 422, 500, 501)
 
 
 @dataclass
@@ -242,6 +251,8 @@ def _described(exc: Exception, secrets: tuple[str, ...]) -> str:
         return f"HTTP {exc.status_code}: {redact(message, secrets)[:ERROR_DETAIL_CHARS]}"
     if isinstance(exc, openai.APITimeoutError):
         return "timed out"
+    if isinstance(exc, StreamCut):
+        return str(exc)
     if isinstance(exc, openai.APIConnectionError):
         return redact(f"connection failed: {exc.__cause__ or exc}", secrets)[:ERROR_DETAIL_CHARS]
     return redact(f"{type(exc).__name__}: {exc}", secrets)[:ERROR_DETAIL_CHARS]
@@ -299,6 +310,37 @@ def _encode(body: dict) -> bytes:
         return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
 
 
+def _streamed(sender: openai.OpenAI, body: dict, stream_to) -> tuple[dict, StreamedAnswer | None, bool]:
+    """(the answer as a plain request's body, the stream it was read from, whether the usage is an
+    estimate). A server that ignores "stream" and answers with plain JSON is read as such."""
+    content = _encode(body)
+    chunks = sender.post(
+        "/chat/completions",
+        cast_to=object,
+        content=content,
+        options={"headers": {"Content-Type": "application/json"}},
+        stream=True,
+        stream_cls=openai.Stream[object],
+    )
+    with chunks:
+        if "text/event-stream" not in chunks.response.headers.get("content-type", ""):
+            try:
+                chunks.response.read()
+            except httpx2.TransportError as exc:
+                raise openai.APIConnectionError(request=chunks.response.request) from exc
+            return chunks.response.json(), None, False  # parsed as the client parses a plain answer
+        answer = StreamedAnswer()
+        try:
+            for chunk in chunks:
+                if answer.add(chunk):
+                    stream_to.update(answer)
+            data, estimated = answer.completion(prompt_chars=len(content))
+        except Exception as exc:
+            exc.streamed_answer = answer  # what was shown so far, to mark discarded
+            raise
+        return data, answer, estimated
+
+
 def complete(
     *,
     endpoint: Endpoint,
@@ -310,8 +352,15 @@ def complete(
     max_output_tokens: int | None = None,
     timeout: float | None = None,
     redacted: Callable[[], Iterable[str]] = tuple,
+    stream_to=None,
 ) -> ModelReply:
     """Ask each model in order until one answers; raise ModelError with every failure otherwise.
+
+    `stream_to` (a runs.engine.streaming.AnswerStream, or None for a plain request): the answer is
+    asked for as a stream and its progress handed there while it is written. The answer is read
+    and returned only once complete, exactly as a plain one; a stream cut in the middle is that
+    model's failure (the next model is asked); a server that refuses to stream is asked again
+    plainly, and plainly from then on.
 
     `redacted`: gives the values (sensitive tool arguments) that must not appear in an error kept
     or logged; called only when there is an error to describe (finding them re-reads every call of
@@ -324,6 +373,8 @@ def complete(
     errors: list[str] = []
     for model in endpoint.models:
         choice_used, fallback = tool_choice, False
+        streaming = stream_to is not None and (endpoint.base_url, model) not in _plain_only
+        stream_refused = ""
         started = time.perf_counter()  # latency includes a refused "required" attempt
         while True:
             body = {"model": model, "messages": messages}
@@ -336,21 +387,44 @@ def complete(
                 body["max_tokens"] = max_output_tokens
             if provider_options:
                 body.update(provider_options)
+            if streaming:
+                body["stream"] = True
+                body["stream_options"] = {"include_usage": True}
             # A server that refuses "required" refuses it every time: do not spend the client's
             # retries on it, ask again with "auto" straight away.
             if choice_used == "required" and tools:
                 sender = client_for(endpoint.base_url, endpoint.api_key, timeout, retries=False, guarded=endpoint.guarded)
             else:
                 sender = client
+            usage_estimated = False
             try:
-                data = sender.post(
-                    "/chat/completions",
-                    cast_to=object,
-                    content=_encode(body),
-                    options={"headers": {"Content-Type": "application/json"}},
-                )
+                if streaming:
+                    stream_to.begin(model)
+                    data, _answer, usage_estimated = _streamed(sender, body, stream_to)
+                else:
+                    data = sender.post(
+                        "/chat/completions",
+                        cast_to=object,
+                        content=_encode(body),
+                        options={"headers": {"Content-Type": "application/json"}},
+                    )
                 choice = _parse(data, model)
-            except (openai.APIError, BadResponse, ValueError) as exc:
+            except (openai.APIError, BadResponse, ValueError, StreamCut, RecursionError) as exc:
+                answer = getattr(exc, "streamed_answer", None)
+                if isinstance(exc, RecursionError):  # a chunk nested too deeply for Python's json
+                    exc = BadResponse("a chunk of the stream is nested too deeply to read")
+                if answer is not None and answer.chunks:
+                    # Cut (or unreadable) in the middle: the partial answer is discarded, never
+                    # used, and the next model is asked.
+                    errors.append(f"{model}: the streamed answer was cut off: {_describe(exc, secrets())}; "
+                                  "the partial answer was discarded")
+                    stream_to.discard(errors[-1], answer)
+                    log.warning("model %s failed: %s", model, errors[-1])
+                    break
+                if streaming and isinstance(exc, openai.APIStatusError) and exc.status_code in STREAM_REFUSED_STATUSES:
+                    # Perhaps a server that does not stream: the same request, plainly.
+                    streaming, stream_refused = False, _describe(exc, secrets())
+                    continue
                 refused_required = (
                     choice_used == "required"
                     and not fallback
@@ -363,12 +437,19 @@ def complete(
                         f"{model}: tool_choice required refused ({_describe(exc, secrets())}); retried with auto"
                     )
                     choice_used, fallback = "auto", True
+                    if stream_refused:  # it was "required" it refused, perhaps not the stream
+                        streaming, stream_refused = True, ""
                     continue
                 errors.append(f"{model}: {_describe(exc, secrets())}")
                 log.warning("model %s failed: %s", model, errors[-1])
                 break
             latency_ms = (time.perf_counter() - started) * 1000
             message, notes = choice["message"], Notes()
+            if stream_refused:
+                _plain_only.add((endpoint.base_url, model))
+                notes.lines.append(f"the model refused a streamed request ({stream_refused}); asked without streaming")
+            if usage_estimated:
+                notes.lines.append("usage estimated (about 4 characters a token): the provider sent none with the stream")
             tool_calls = _normalise_tool_calls(message.get("tool_calls"), notes)
             content, reasoning = content_and_reasoning(message, notes)
             usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}

@@ -25,6 +25,7 @@ from runs.engine.decisions import StopReason
 from runs.engine.leases import LeaseLost, keeper, lease_claim, lease_held, lease_release
 from runs.engine.records import Recorder, operator_stop_first, paused_at_boundary, run_close, run_start
 from runs.engine.run_tools import RunTools
+from runs.engine.streaming import AnswerStream
 from runs.engine.summaries import iteration_log, summary_record, summary_wanted
 from runs.engine.tool_exec import call_status, check_call
 from runs.models import OperatorMessage, Run, Step, ToolCall
@@ -274,6 +275,12 @@ class _Driver:
         if self.messages is None:
             self.messages = build_messages(self.run)[: -len(self.run.pending_messages) or None]
         keeper.expect_wait(self.owner, _model_wait_seconds(len(self.config["models"] or [1])))
+        stream_to = None
+        if self.config.get("stream_answers", True):
+            stream_to = AnswerStream(
+                run_id=self.run.pk, group=self.run.group_name, step=self.step_count + 1,
+                shown_tools={name for name, tool in self.tools.items() if not tool.sensitive_fields},
+            )
         with throttle.waiting():
             return llm.complete(
                 endpoint=self.endpoint,
@@ -284,6 +291,7 @@ class _Driver:
                 provider_options=self.config["provider_options"],
                 max_output_tokens=self.config.get("max_output_tokens") or settings.LLM_MAX_OUTPUT_TOKENS,
                 redacted=lambda: sensitive_values_in_messages(self.messages + preamble, self.tools),
+                stream_to=stream_to,
             )
 
     def read_calls(self, reply) -> tuple[list[guards.PlannedCall], list[str | None], dict[int, dict]]:

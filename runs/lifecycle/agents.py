@@ -25,7 +25,7 @@ from toolsapp.verifiers import VERIFIERS
 AGENT_FIELDS = (
     "name", "description", "system_prompt", "model_list", "base_url", "tools",
     "max_iterations", "repeat_limit", "max_wall_seconds", "max_tokens", "max_cost_usd", "max_output_tokens",
-    "first_tool_choice", "later_tool_choice", "parallel_tool_calls", "provider_options",
+    "first_tool_choice", "later_tool_choice", "parallel_tool_calls", "stream_answers", "provider_options",
     "verifier", "summarize_on_stop", "approval_timeout_seconds", "escalate_after_seconds", "escalation_emails",
     "daily_token_alert", "daily_cost_alert_usd",
 )

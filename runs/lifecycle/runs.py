@@ -66,6 +66,7 @@ def _config(*, agent: Agent, overrides: dict, approval_policy: str = "ask") -> d
         **launch_defaults(agent=agent),
         "max_output_tokens": agent.max_output_tokens,
         "provider_options": dict(agent.provider_options or {}),
+        "stream_answers": agent.stream_answers,
         "verifier": agent.verifier,
         "approval_timeout_seconds": agent.approval_timeout_seconds or settings.APPROVAL_TIMEOUT_SECONDS or None,
         "escalate_after_seconds": agent.escalate_after_seconds,  # a matching rule's own threshold wins

@@ -28,6 +28,11 @@ class Agent(models.Model):
     first_tool_choice = models.CharField(max_length=16, choices=ToolChoice.choices, default=ToolChoice.AUTO)
     later_tool_choice = models.CharField(max_length=16, choices=ToolChoice.choices, default=ToolChoice.AUTO)
     parallel_tool_calls = models.BooleanField(default=True)
+    stream_answers = models.BooleanField(
+        default=True,
+        help_text="Ask for streamed answers, so the run page shows each answer as the model writes it; "
+        "off: one plain request per answer (the answers are the same either way).",
+    )
     provider_options = models.JSONField(
         default=dict, blank=True, help_text="Passed through to the API, e.g. OpenRouter's models/provider."
     )

@@ -12,6 +12,11 @@ One connection may resume RUN_TIMELINE_RESUMES_PER_WINDOW times per RESUME_WINDO
 that it gets {"type": "error", "message", "retry_after": <seconds>} and nothing is read, so a
 client cannot make the server read a long run's events over and over.
 
+While a model writes an answer, {"type": "stream", "step", "attempt", "model", "state": "writing" |
+"discarded", "content", "reasoning", "calls": [{"tool", "arguments" or null, "hidden"}], "truncated",
+"reason" (when discarded)} carries the whole answer so far, a few times a second at most; it is
+never stored, and the step's event replaces it (runs/engine/streaming.py).
+
 Operators steer the run on the same socket: {"type": "lever", "lever": "pause"|"resume"|"stop"|
 "message", "text": <the note, for "message">} is answered {"type": "lever_done", "lever", "run",
 "levers"} or {"type": "error", "lever", "message"}; what it changed arrives as events like any
@@ -202,3 +207,10 @@ class RunTimelineConsumer(BoundedJsonConsumer):
             return
         await self.send_json({"type": "event", "seq": message["seq"], "kind": message["kind"], "data": message["data"],
                               "at": message.get("at")})
+
+    async def run_stream(self, message):
+        """An answer being written (runs/engine/streaming.py): shown, never stored or replayed."""
+        due = self.refused or time.monotonic() - self.rights_checked_at >= RIGHTS_RECHECK_SECONDS
+        if due and not await self._may_still_watch():
+            return
+        await self.send_json({"type": "stream", **{k: v for k, v in message.items() if k not in ("type", "run_id")}})

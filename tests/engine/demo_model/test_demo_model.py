@@ -133,11 +133,26 @@ def test_url_and_response_shape(server):
     assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
 
 
-def test_streaming_is_refused(server):
-    status, _, data = chat(server, [user("hi")], stream=True)
+def test_streaming_is_refused_by_a_script_that_says_so(server):
+    model = server.create_script([{"content": "plain"}], streaming="refuse")["model"]
+    status, _, data = request("POST", server.url + "/chat/completions",
+                              {"model": model, "messages": [user("hi")], "stream": True})
     assert status == 400
-    assert "streaming is not supported" in data["error"]["message"]
+    assert "streaming is switched off" in data["error"]["message"]
     assert data["error"]["type"] == "invalid_request_error"
+
+
+def test_the_demo_model_streams_through_the_official_client(server):
+    import openai
+
+    client = openai.OpenAI(base_url=server.url, api_key="demo")
+    chunks = list(client.chat.completions.create(model="demo", messages=[user("hello")], stream=True,
+                                                 stream_options={"include_usage": True}))
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    plain = client.chat.completions.create(model="demo", messages=[user("hello")])
+    assert text == plain.choices[0].message.content and len([c for c in chunks if c.choices]) > 3
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "stop"
+    assert chunks[-1].usage.total_tokens == plain.usage.total_tokens
 
 
 def test_bad_requests(server):

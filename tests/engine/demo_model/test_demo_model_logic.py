@@ -38,9 +38,9 @@ def test_errors_are_replies_without_delay():
     assert model.handle("PUT", "/v1/models").status == 501
 
 
-def test_stream_is_recorded_but_consumes_no_entry():
+def test_a_refused_stream_is_recorded_but_consumes_no_entry():
     model = DemoModel()
-    created = model.create_script([{"content": "only"}])
+    created = model.create_script([{"content": "only"}], streaming="refuse")
     body = {"model": created["model"], "messages": [], "stream": True}
     reply, data = post(model, body)
     assert reply.status == 400 and data["error"]["code"] == "unsupported_parameter"
@@ -91,3 +91,47 @@ def test_usage_estimate_counts_text_parts_and_arguments():
     calls = [{"function": {"arguments": "12345678"}}]
     assert usage_of({}, messages, "abcd", calls) == {"prompt_tokens": 3 + 20, "completion_tokens": 4, "total_tokens": 27}
     assert usage_of({"usage": {"total_tokens": 1}}, [], None, None)["total_tokens"] == 1
+
+
+def _events(reply: Reply) -> list:
+    return [json.loads(part[6:]) for _, part in reply.parts if part.startswith(b"data: {")]
+
+
+def test_a_streamed_entry_is_sent_in_chunks_that_add_up_to_the_plain_answer():
+    model = DemoModel()
+    entry = {"content": "Hello streaming world", "tool_calls": [{"name": "t", "arguments": {"a": 1}, "id": "c1"}],
+             "stream": {"chunk_chars": 4, "chunk_delay": 0.1}}
+    name = model.create_script([entry, dict(entry)])["model"]
+    body = {"model": name, "messages": [], "stream": True, "stream_options": {"include_usage": True}}
+    reply, _ = post(model, body)
+    assert reply.headers["Content-Type"] == "text/event-stream" and not reply.cut
+    events = _events(reply)
+    text = "".join(e["choices"][0]["delta"].get("content") or "" for e in events if e["choices"])
+    arguments = "".join(call["function"]["arguments"] for e in events if e["choices"]
+                        for call in e["choices"][0]["delta"].get("tool_calls") or ())
+    plain = post(model, dict(body, stream=False))[1]
+    assert text == "Hello streaming world" == plain["choices"][0]["message"]["content"]
+    assert json.loads(arguments) == {"a": 1}
+    assert events[-1]["usage"] == plain["usage"] and reply.parts[-1][1] == b"data: [DONE]\n\n"
+    assert [wait for wait, _ in reply.parts[1:]] == [0.1] * (len(reply.parts) - 1)
+
+
+def test_a_stream_can_be_cut_and_can_leave_out_its_usage():
+    model = DemoModel()
+    name = model.create_script([{"content": "abcdefgh", "stream": {"chunk_chars": 2, "cut_after": 3}},
+                                {"content": "abc", "stream": {"usage": False}}])["model"]
+    body = {"model": name, "messages": [], "stream": True, "stream_options": {"include_usage": True}}
+    cut, _ = post(model, body)
+    assert cut.cut and len(cut.parts) == 3
+    whole, _ = post(model, body)
+    assert not whole.cut and all("usage" not in e for e in _events(whole))
+
+
+def test_an_ignoring_script_answers_a_stream_request_plainly_and_bad_settings_are_refused():
+    model = DemoModel()
+    name = model.create_script([{"content": "plain"}], streaming="ignore")["model"]
+    reply, data = post(model, {"model": name, "messages": [], "stream": True})
+    assert reply.parts is None and data["choices"][0]["message"]["content"] == "plain"
+    with pytest.raises(ValueError, match="'streaming' must be one of stream, refuse, ignore"):
+        model.create_script([], streaming="sometimes")
+    assert validate_entries([{"stream": True}]) == "responses[0].stream must be an object"

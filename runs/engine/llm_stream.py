@@ -1,0 +1,138 @@
+"""A streamed chat completion put back together, chunk by chunk, into the shape of a plain one.
+
+runs/engine/llm.py asks for `stream: true` and feeds each chunk here; once the stream has ended
+with a finish reason, `completion()` is the body a plain request would have returned, and from
+there the answer is read, validated and decided exactly as a plain answer is. Nothing here is
+stored: while the answer is being written, only the run page sees it (runs/engine/streaming.py).
+"""
+import json
+from dataclasses import dataclass, field
+
+from runs.engine.llm_answers import REASONING_FIELDS
+
+# "Estimated" usage, for a provider that sends none with the stream: about four characters a token.
+CHARS_PER_TOKEN = 4
+
+
+class StreamCut(Exception):
+    """The stream ended before the answer did (no finish reason)."""
+
+
+@dataclass
+class _Call:
+    id: str = ""
+    name: list[str] = field(default_factory=list)
+    arguments: list[str] = field(default_factory=list)
+
+
+class StreamedAnswer:
+    """The answer so far: the text, reasoning and tool calls of choice 0, and the usage."""
+
+    def __init__(self):
+        self.content: list[str] = []
+        self.reasoning: list[str] = []
+        self.refusal: list[str] = []
+        self.calls: dict[int, _Call] = {}
+        self.finish_reason: str | None = None
+        self.usage: dict | None = None
+        self.model = ""
+        self.chunks = 0
+        self.failure = None  # a choice that ended with an error: kept as a plain body would carry it
+
+    def add(self, chunk) -> bool:
+        """Take one chunk; True when what a person would see (text or calls) changed."""
+        self.chunks += 1
+        if not isinstance(chunk, dict):
+            return False
+        if isinstance(chunk.get("model"), str) and chunk["model"]:
+            self.model = chunk["model"]
+        if isinstance(chunk.get("usage"), dict):
+            self.usage = chunk["usage"]
+        choices = chunk.get("choices")
+        if not isinstance(choices, list):
+            return False
+        changed = False
+        for choice in choices:
+            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                continue
+            if choice.get("error") or choice.get("finish_reason") == "error":
+                self.failure = choice
+            if isinstance(choice.get("finish_reason"), str) and choice["finish_reason"]:
+                self.finish_reason = choice["finish_reason"]
+            delta = choice.get("delta")
+            if isinstance(delta, dict):
+                changed = self._take_delta(delta) or changed
+        return changed
+
+    def _take_delta(self, delta: dict) -> bool:
+        changed = False
+        if isinstance(delta.get("content"), str) and delta["content"]:
+            self.content.append(delta["content"])
+            changed = True
+        for name in REASONING_FIELDS:
+            if isinstance(delta.get(name), str) and delta[name]:
+                self.reasoning.append(delta[name])
+                changed = True
+        if isinstance(delta.get("refusal"), str) and delta["refusal"]:
+            self.refusal.append(delta["refusal"])
+        for part in delta.get("tool_calls") or ():
+            if not isinstance(part, dict):
+                continue
+            index = part.get("index")
+            if isinstance(index, bool) or not isinstance(index, int):
+                index = len(self.calls)  # some servers leave it out on one-call answers
+            call = self.calls.setdefault(index, _Call())
+            if isinstance(part.get("id"), str) and part["id"]:
+                call.id = part["id"]
+            function = part.get("function")
+            if isinstance(function, dict):
+                if isinstance(function.get("name"), str):
+                    call.name.append(function["name"])
+                arguments = function.get("arguments")
+                if isinstance(arguments, str):
+                    call.arguments.append(arguments)
+                elif arguments is not None:
+                    call.arguments.append(json.dumps(arguments))
+            changed = True
+        return changed
+
+    # --- what the page is shown while it streams ---------------------------------------------
+
+    def text(self) -> str:
+        return "".join(self.content)
+
+    def reasoning_text(self) -> str:
+        return "".join(self.reasoning)
+
+    def calls_so_far(self) -> list[tuple[str, str]]:
+        """(tool name, arguments so far) of each call, in order."""
+        return [("".join(c.name), "".join(c.arguments)) for _, c in sorted(self.calls.items())]
+
+    # --- the answer, once complete -----------------------------------------------------------
+
+    def completion(self, *, prompt_chars: int) -> tuple[dict, bool]:
+        """(the body a plain request would have returned, whether its usage is an estimate).
+        Raises StreamCut when the stream ended without a finish reason."""
+        if self.failure is not None:
+            return {"model": self.model, "choices": [self.failure]}, False
+        if self.finish_reason is None:
+            raise StreamCut(f"the stream ended before the answer was complete ({self.chunks} chunks)")
+        message = {"role": "assistant", "content": self.text()}
+        reasoning = self.reasoning_text()
+        if reasoning:
+            message["reasoning_content"] = reasoning
+        if self.refusal:
+            message["refusal"] = "".join(self.refusal)
+        if self.calls:
+            message["tool_calls"] = [
+                {"id": c.id, "type": "function", "function": {"name": "".join(c.name), "arguments": "".join(c.arguments)}}
+                for _, c in sorted(self.calls.items())
+            ]
+        usage, estimated = self.usage, False
+        if not usage or usage.get("completion_tokens") is None:
+            out_chars = len(message["content"]) + len(reasoning) + sum(len("".join(c.arguments)) for c in self.calls.values())
+            usage = {"prompt_tokens": prompt_chars // CHARS_PER_TOKEN, "completion_tokens": -(-out_chars // CHARS_PER_TOKEN)}
+            estimated = True
+        body = {"model": self.model, "choices": [{"index": 0, "message": message, "finish_reason": self.finish_reason}],
+                "usage": usage}
+        return body, estimated
