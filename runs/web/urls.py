@@ -1,9 +1,10 @@
 from django.urls import path
 
-from runs.web.views import agents, approvals, forks, history, levers, metrics, rules, runs, webhooks
+from runs.web.views import agents, approvals, forks, history, levers, metrics, personal_settings, rules, runs, webhooks
 
 urlpatterns = [
     path("", history.home, name="home"),
+    path("settings/you/", personal_settings.personal_settings, name="personal_settings"),
     path("settings/webhooks/", webhooks.webhook_settings, name="webhook_settings"),
     path("settings/webhooks/<int:pk>/test/", webhooks.webhook_test_view, name="webhook_test"),
     path("settings/webhooks/<int:pk>/delete/", webhooks.webhook_delete_view, name="webhook_delete"),

@@ -2,7 +2,8 @@
 //
 // Loaded on every page (base.html) for people who may see approvals. Other modules of the
 // page (approvals.js) import `subscribe` from here so the page keeps a single socket.
-// Listeners receive the server's messages ({type: "approvals.changed", pending}) and two
+// Listeners receive the server's messages ({type: "approvals.changed", pending}, and
+// {type: "approval.to_decide", ...} once notify.js asked for them with `send`) and two
 // local ones: {type: "socket.open"} after every (re)connect, when changes may have been
 // missed, and {type: "socket.closed"}.
 
@@ -17,6 +18,14 @@ export function subscribe(listener) {
   listeners.add(listener);
   if (socket && socket.readyState === WebSocket.OPEN) listener({ type: "socket.open" });
   return () => listeners.delete(listener);
+}
+
+// Sends `message` on the shared socket; false when it is not open (a listener of "socket.open"
+// sends again after each reconnect).
+export function send(message) {
+  if (!socket || socket.readyState !== WebSocket.OPEN) return false;
+  socket.send(JSON.stringify(message));
+  return true;
 }
 
 function emit(message) {

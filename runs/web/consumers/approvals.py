@@ -1,16 +1,28 @@
-"""Live approval queue: tells open queues and header badges that something changed, and takes decisions.
+"""Live approval queue: tells open queues and header badges that something changed, takes
+decisions, and announces the calls each person may decide (browser notifications).
 
 Who may decide is checked again on every decision, not only at connect: the session must still
 sign the same user in (not signed out, password unchanged, account active) and that user, read
 afresh from the database, must still hold the permission. A refused decision is answered and the
 socket closed; a client that connects again is let in only as far as the user may go now.
+
+Announcements: a client that sends {"type": "announce"} (notify.js, when its person turned
+notifications or the sound on) is answered {"type": "announcing"}; from then on, after each
+"approvals.changed" of a run, it also gets {"type": "approval.to_decide", "approval_id", "run_id",
+"tool", "task", "url"} for each call of that run that arrived since and that this user may decide,
+read afresh then (supervision.announcements): never for a viewer, a group they are not in, or a
+two-person call of a run they launched. A session that no longer signs the user in gets the error
+and the socket closes (4401), as for a decision. Calls that arrive while the socket is down are not
+announced after it reconnects: the badge counts them.
 """
 from channels.db import database_sync_to_async
+from django.urls import reverse
 
 from runs.engine.events import APPROVALS_GROUP
 from runs.engine.snapshots import approval_brief
 from runs.models import Approval
 from runs.roles import PERM_DECIDE, PERM_VIEW_APPROVAL
+from runs.supervision.announcements import approvals_pending_by_run, approvals_to_announce
 from runs.supervision.decide import AlreadyDecided, EditRefused, NotAllowed, approval_decide
 from runs.supervision.queue import approval_decision_text, approvals_pending_count
 from runs.web.consumers.frames import BoundedJsonConsumer
@@ -36,6 +48,27 @@ def _decider_now(session_key: str | None, user_id: int):
     if not user.has_perm(PERM_DECIDE):
         return None, (PERMISSION_DENIED, CLOSE_FORBIDDEN)
     return user, None
+
+
+@database_sync_to_async
+def _pending_by_run() -> dict[int, set[int]]:
+    return approvals_pending_by_run()
+
+
+@database_sync_to_async
+def _to_announce(session_key: str | None, user_id: int, run_id: int, told: set[int]):
+    """(messages for the calls of run `run_id` this user may decide now and was not told of, the
+    run's pending approval ids); None when the session no longer signs this user in."""
+    user = session_user(session_key)
+    if user is None or user.pk != user_id:
+        return None
+    found, pending = approvals_to_announce(user=user, run_id=run_id, told=told)
+    messages = [
+        {"type": "approval.to_decide", "approval_id": a.approval_id, "run_id": a.run_id, "tool": a.tool, "task": a.task,
+         "url": reverse("approval_detail", args=[a.approval_id])}
+        for a in found
+    ]
+    return messages, pending
 
 
 @database_sync_to_async
@@ -65,6 +98,10 @@ def _decide(user, approval_id: int, approve: bool, reason: str) -> dict:
 
 
 class ApprovalsConsumer(BoundedJsonConsumer):
+    # {run id: its pending approval ids this socket was told of (or found when it started
+    # announcing)}; None until the client asks for announcements.
+    told: dict[int, set[int]] | None = None
+
     async def connect(self):
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
@@ -80,6 +117,10 @@ class ApprovalsConsumer(BoundedJsonConsumer):
         await self.channel_layer.group_discard(APPROVALS_GROUP, self.channel_name)
 
     async def receive_json(self, content, **kwargs):
+        if isinstance(content, dict) and content.get("type") == "announce":
+            self.told = await _pending_by_run()  # what waits already is in the queue, not news
+            await self.send_json({"type": "announcing"})
+            return
         if not isinstance(content, dict) or content.get("type") != "decide":
             await self.send_json({"type": "error", "error": "unknown message type"})
             return
@@ -99,4 +140,24 @@ class ApprovalsConsumer(BoundedJsonConsumer):
         await self.send_json(await _decide(user, approval_id, approve, reason[:2000]))
 
     async def approvals_changed(self, event):
-        await self.send_json({"type": "approvals.changed", "pending": await _pending_count(), "run_id": event.get("run_id")})
+        run_id = event.get("run_id")
+        await self.send_json({"type": "approvals.changed", "pending": await _pending_count(), "run_id": run_id})
+        if self.told is not None and isinstance(run_id, int):
+            await self._announce(run_id)
+
+    async def _announce(self, run_id: int):
+        session = self.scope.get("session")
+        found = await _to_announce(getattr(session, "session_key", None), self.scope["user"].pk, run_id,
+                                   self.told.get(run_id, set()))
+        if found is None:
+            self.told = None
+            await self.send_json({"type": "error", "error": SIGNED_OUT})
+            await self.close(code=CLOSE_SIGNED_OUT)
+            return
+        messages, pending = found
+        if pending:
+            self.told[run_id] = pending
+        else:
+            self.told.pop(run_id, None)  # nothing waits in this run: forget it
+        for message in messages:
+            await self.send_json(message)
