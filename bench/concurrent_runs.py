@@ -275,6 +275,8 @@ def main():
     parser.add_argument(
         "--code", default=str(ROOT), help="the checkout whose workers to run (e.g. the old code, for before and after)"
     )
+    parser.add_argument("--stream", choices=["on", "off"], default="on",
+                        help="streamed answers (the default) or plain requests, to measure what streaming costs")
     parser.add_argument("--anchor", metavar="URL", help=argparse.SUPPRESS)  # the anchor's own process
     args = parser.parse_args()
     if args.anchor:
@@ -296,6 +298,11 @@ def main():
     from django.db import connection
 
     call_command("migrate", verbosity=0)
+    from runs.models import Agent
+
+    # Streamed answers (the default) or plain requests: --stream off measures what streaming costs.
+    Agent.objects.filter(name="demo").update(stream_answers=args.stream == "on")
+    print(f"answers: {'streamed' if args.stream == 'on' else 'plain requests'} (--stream {args.stream})")
     import redis
 
     redis.Redis.from_url(settings.REDIS_URL).flushdb()

@@ -2,8 +2,9 @@
 in-memory loop that calls client.chat.completions.create the straightforward way.
 
 Both talk to the same zero-latency demo model over HTTP, in its own process.
-Run: .venv/bin/python bench/loop_iterations.py
+Run: .venv/bin/python bench/loop_iterations.py [--stream off]
 """
+import argparse
 import json
 import os
 import sys
@@ -61,6 +62,10 @@ def project_loop(model: str, iterations: int) -> tuple[float, list[float]]:
 
 
 def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--stream", choices=["on", "off"], default="on",
+                        help="streamed answers (the default) or plain requests, to measure what streaming costs")
+    args = parser.parse_args()
     tmp = tempfile.mkdtemp(prefix="bench-loop-")
     proc, url = start_demo_model()
     os.environ["DEMO_MODEL_URL"] = url
@@ -72,6 +77,11 @@ def main():
     from toolsapp.models import Tool
 
     call_command("migrate", verbosity=0)
+    from runs.models import Agent
+
+    # Streamed answers (the default) or plain requests: --stream off measures what streaming costs.
+    Agent.objects.filter(name="demo").update(stream_answers=args.stream == "on")
+    print(f"answers: {'streamed' if args.stream == 'on' else 'plain requests'} (--stream {args.stream})")
     import urllib.request
 
     def new_script() -> str:
