@@ -140,10 +140,29 @@ def metrics_summary(*, start: date, end: date, agent: Agent | None = None, rollu
         rollups = getattr(settings, "METRICS_ROLLUPS", True)
     with read_snapshot():
         built = metrics_rollups.built_days(start, end) if rollups else []
-        if not built:
-            return _metrics_raw(start=start, end=end, agent=agent)
-        figures = metrics_rollups.rolled_figures(start=start, end=end, agent=agent, built=built)
-        return _metrics_from(figures, start=start, end=end, agent=agent)
+        return _summary(start=start, end=end, agent=agent, built=built)
+
+
+def metrics_with_series(*, start: date, end: date, agent: Agent | None = None) -> tuple[Metrics, dict]:
+    """The page's figures and its charts' time series (series.py), read in one snapshot, so each
+    chart's points add up to the figures beside it."""
+    from runs.observability.metrics import rollup_reads as metrics_rollups
+    from runs.observability.metrics.series import metrics_series
+
+    with read_snapshot():
+        built = metrics_rollups.built_days(start, end) if getattr(settings, "METRICS_ROLLUPS", True) else []
+        summary = _summary(start=start, end=end, agent=agent, built=built)
+        series = metrics_series(start=start, end=end, agent=agent, built=built, per_day=summary.per_day)
+    return summary, series
+
+
+def _summary(*, start: date, end: date, agent: Agent | None, built: list[date]) -> Metrics:
+    from runs.observability.metrics import rollup_reads as metrics_rollups
+
+    if not built:
+        return _metrics_raw(start=start, end=end, agent=agent)
+    figures = metrics_rollups.rolled_figures(start=start, end=end, agent=agent, built=built)
+    return _metrics_from(figures, start=start, end=end, agent=agent)
 
 
 @contextmanager

@@ -2,7 +2,7 @@ from django.contrib.auth.decorators import login_required, permission_required
 from django.shortcuts import render
 
 from agentsite.replica import reads_from_replica
-from runs.observability.metrics.page import budget_alerts_recent, metrics_summary
+from runs.observability.metrics.page import budget_alerts_recent, metrics_with_series
 from runs.roles import PERM_VIEW
 from runs.web.forms.filters import MetricsFilterForm
 
@@ -12,14 +12,14 @@ from runs.web.forms.filters import MetricsFilterForm
 @reads_from_replica  # slightly stale is fine here (agentsite/replica.py)
 def metrics(request):
     form = MetricsFilterForm(request.GET)
-    summary = None
+    summary = series = None
     if form.is_valid():
         data = form.cleaned_data
-        summary = metrics_summary(start=data["date_from"], end=data["date_to"], agent=data["agent"])
+        summary, series = metrics_with_series(start=data["date_from"], end=data["date_to"], agent=data["agent"])
     return render(
         request, "runs/metrics.html",
-        {"form": form, "m": summary, "charts": _charts(summary), "alerts": budget_alerts_recent(),
-         "wait_tables": _wait_tables(summary)},
+        {"form": form, "m": summary, "charts": _charts(summary), "series": series,
+         "alerts": budget_alerts_recent(), "wait_tables": _wait_tables(summary)},
     )
 
 

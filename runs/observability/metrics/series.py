@@ -1,0 +1,383 @@
+"""The metrics page's time series: its figures per hour (windows of up to HOURLY_DAYS days) or
+per day, as the charts draw them.
+
+The same runs as the rest of the page (those created in the window, each in the point of its
+creation) and the same sources: built days from the daily rollups (runs/models/rollups.py), the
+rest (runs still going, ended but not counted yet, days not built) from the runs' own rows, so
+every point's runs, tokens, cost and tool and approval counts add up to the page's totals.
+
+There is no hourly rollup: an hour's points read the window's runs themselves (one indexed range
+of Run.created_at, at most two days of runs and their work). Percentiles (model latency, people's
+waits) come from the rollups' latency buckets, each within 1% of the exact value; a point's
+buckets are its day's rows, and over windows longer than DAILY_PERCENTILE_DAYS the month rows
+(one point per month): a year of daily buckets is hundreds of thousands of rows, more than the
+page's whole time budget.
+"""
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+
+from django.db.models import BooleanField, Count, ExpressionWrapper, Q, Sum
+from django.db.models.functions import TruncHour
+from django.utils import timezone
+
+from runs.days import TruncDay, day_start
+from runs.models import Approval, Run, RunRollup, Step, StepRollup, ToolCall, ToolRollup, UncountedRun
+from runs.models.deciders import decider_kind
+from runs.models.rollups import ApprovalRollup, WaitRollup
+from runs.observability.metrics import own_work
+from runs.observability.metrics.aggregates import SecondsBetween
+from runs.observability.metrics.approval_figures import plain_rows
+from runs.observability.metrics.rollup_reads import STILL_GOING, _spans, histogram_percentile, month_plan
+from runs.observability.metrics.rollup_rows import bucket_value, latency_bucket, tool_counts
+from runs.observability.metrics.supervision_figures import DECIDERS
+
+HOURLY_DAYS = 2  # windows of at most this many days: a point per hour
+DAILY_PERCENTILE_DAYS = 31  # longer windows: percentile points per month (see the module)
+MODEL_SERIES = 6  # models drawn (those with the most calls); the table lists the same
+TOOL_SERIES = 8  # tools drawn (those with the most finished calls)
+RAW_IDS = 5_000  # runs read from their own rows: their work is read this many runs at a time
+
+# Colours are CSS variables (static/css/metrics_charts.css), read by the page when it draws.
+STATUS_COLOURS = {
+    Run.Status.SUCCEEDED: "--ok",
+    Run.Status.FAILED: "--bad",
+    Run.Status.CANCELLED: "--chart-grey",
+    Run.Status.AWAITING_APPROVAL: "--wait",
+    Run.Status.PAUSED: "--warn",
+    Run.Status.RUNNING: "--accent",
+    Run.Status.QUEUED: "--chart-violet",
+}
+DECIDER_COLOURS = {
+    "person": "--accent", "rule": "--ok", "grant": "--chart-teal", "policy": "--chart-violet",
+    "expiry": "--warn", "run_ended": "--chart-grey",
+}
+PALETTE = ["--accent", "--chart-orange", "--ok", "--chart-violet", "--bad", "--chart-teal", "--warn", "--chart-grey"]
+
+
+@dataclass
+class Tallies:
+    """What the runs of each point did: every dict is keyed by the point first."""
+
+    outcomes: Counter  # (point, status) -> runs
+    tokens: Counter  # point -> tokens
+    cost: Counter  # point -> USD
+    latency: defaultdict  # (point, model) -> {bucket: model calls}
+    tools: Counter  # (point, tool, "finished" | "failed" | "rejected") -> calls
+    deciders: Counter  # (point, decider kind) -> approvals
+    waits: defaultdict  # point -> {bucket: people's decisions}
+
+    @classmethod
+    def empty(cls) -> "Tallies":
+        return cls(Counter(), Counter(), Counter(), defaultdict(Counter), Counter(), Counter(), defaultdict(Counter))
+
+
+def metrics_series(*, start: date, end: date, agent, built: list[date], per_day: list) -> dict:
+    """The charts' data for the days start..end: the point unit, the site's time zone and one
+    entry per chart (chart_data). `built`: the days read from the rollups; `per_day`: the page's
+    DayRows (its tokens and cost per day, reused as they are)."""
+    now = timezone.now()
+    if (end - start).days < HOURLY_DAYS:
+        points = _hours(start, end, now)
+        runs = Run.objects.filter(created_at__gte=day_start(start), created_at__lt=day_start(end + timedelta(days=1)))
+        tallies = _raw_tallies([runs if agent is None else runs.filter(agent=agent)], TruncHour, tokens=True)
+        unit, percentile_unit = "hour", "hour"
+    else:
+        points = [day for day in _days(start, end) if day_start(day) <= now]
+        monthly = (end - start).days >= DAILY_PERCENTILE_DAYS
+        tallies = _daily_tallies(start=start, end=end, agent=agent, built=built, monthly=monthly)
+        for row in per_day:
+            tallies.tokens[row.day], tallies.cost[row.day] = row.tokens, row.cost_usd
+        unit, percentile_unit = "day", "month" if monthly else "day"
+    months = sorted({point.replace(day=1) for point in points}) if percentile_unit == "month" else points
+    return chart_data(tallies, points=points, percentile_points=months, unit=unit, percentile_unit=percentile_unit)
+
+
+def _hours(start: date, end: date, now: datetime) -> list[datetime]:
+    first, last = day_start(start), min(day_start(end + timedelta(days=1)), now)
+    hours, hour = [], first
+    while hour < last:
+        hours.append(hour)
+        hour += timedelta(hours=1)
+    return hours
+
+
+def _days(start: date, end: date) -> list[date]:
+    return [start + timedelta(days=n) for n in range((end - start).days + 1)]
+
+
+# --- Reads ---------------------------------------------------------------------------------------
+
+
+def _point(value):
+    """A point as the database driver gives it (SQLite: text), as a date or a datetime in UTC."""
+    if isinstance(value, str):
+        value = date.fromisoformat(value) if len(value) == 10 else datetime.fromisoformat(value)
+    if isinstance(value, datetime):
+        if timezone.is_naive(value):  # the site's wall clock (the truncation's zone)
+            value = timezone.make_aware(value)
+        return value.astimezone(UTC)
+    return value
+
+
+def _same(day: date) -> date:
+    return day
+
+
+def _raw_tallies(parts: list, trunc, *, into: Tallies | None = None, unit_of=_same, tokens=False) -> Tallies:
+    """Tallies of the runs of `parts` (Run querysets, which may overlap) from their own rows, each
+    run in the point `trunc` (TruncHour or TruncDay) gives its created_at; `unit_of` maps a day to
+    its percentile point; `tokens`: count tokens and cost too (a day's are the page's own).
+
+    The runs are found first, then their work by lists of ids: each read an index lookup, with no
+    join back to the runs (the database would hash every run of the table to find their points)."""
+    tallies = into or Tallies.empty()
+    point_of, forks, converted = {}, set(), {}
+    for runs in parts:
+        rows = (
+            runs.order_by()
+            .annotate(_point=trunc("created_at"), _tokens=own_work.own_tokens(), _cost=own_work.own_cost())
+            .values_list("pk", "_point", "status", "_tokens", "_cost", "forked_at_step")
+        )
+        for pk, point, status, used, cost, forked_at in plain_rows(rows):
+            if pk in point_of:
+                continue
+            if point not in converted:
+                converted[point] = _point(point)
+            point_of[pk] = point = converted[point]
+            if forked_at is not None:
+                forks.add(pk)
+            tallies.outcomes[point, status] += 1
+            if tokens:
+                tallies.tokens[point] += used or 0
+                tallies.cost[point] += cost or 0.0
+    ids = list(point_of)
+    for chunk in (ids[n : n + RAW_IDS] for n in range(0, len(ids), RAW_IDS)):
+        _add_work(tallies, chunk, point_of, forks=[pk for pk in chunk if pk in forks], unit_of=unit_of)
+    return tallies
+
+
+def _add_work(tallies: Tallies, ids: list[int], point_of: dict, *, forks: list[int], unit_of) -> None:
+    """The model calls, tool calls and approvals of the runs `ids` (whose points `point_of` holds)."""
+    steps = Step.objects.filter(run_id__in=ids)
+    calls = ToolCall.objects.filter(run_id__in=ids)
+    if forks:  # a fork's copies of its parent's work are its parent's (own_work.py)
+        steps, calls = own_work.own_steps(steps, runs=forks), own_work.own_calls(calls, runs=forks)
+    for run_id, model, latency in plain_rows(steps.order_by().values_list("run_id", "model", "latency_ms")):
+        tallies.latency[unit_of(point_of[run_id]), model][latency_bucket(latency)] += 1
+    for run_id, tool, *counts in calls.order_by().values_list("run_id", "tool_name").annotate(**tool_counts()):
+        _add_tool(tallies, point_of[run_id], tool, counts)
+    approvals = Approval.objects.filter(run_id__in=ids).order_by()
+    granted = ExpressionWrapper(Q(grant__isnull=False), output_field=BooleanField())
+    for run_id, status, automatic, by_grant, rule_name, n in (
+        approvals.annotate(_granted=granted)
+        .values_list("run_id", "status", "automatic", "_granted", "rule_name")
+        .annotate(n=Count("pk"))
+    ):
+        kind = decider_kind(status, automatic, by_grant, rule_name)
+        if kind:
+            tallies.deciders[point_of[run_id], kind] += n
+    people = approvals.filter(DECIDERS["person"][1], decided_at__isnull=False)
+    wait = SecondsBetween("decided_at", "requested_at")
+    for run_id, seconds in people.annotate(_wait=wait).values_list("run_id", "_wait"):
+        tallies.waits[unit_of(point_of[run_id])][latency_bucket(seconds)] += 1
+
+
+def _add_tool(tallies: Tallies, point, tool: str, counts) -> None:
+    for name, n in zip(("finished", "failed", "rejected"), counts):
+        tallies.tools[point, tool, name] += n or 0
+
+
+def _daily_tallies(*, start: date, end: date, agent, built: list[date], monthly: bool) -> Tallies:
+    """Per day: the built days from the rollups, the rest from the runs' rows (as rolled_figures).
+    Rollup rows are read by a range of days (their index) and those of days not built dropped here."""
+    by_agent = {} if agent is None else {"agent": agent}
+    tallies = Tallies.empty()
+    if built:
+        counted = set(built)
+        days = {"day__gte": start, "day__lte": end, **by_agent}
+        for day, status, n in (
+            RunRollup.objects.filter(whole_month=False, **days).values_list("day", "status").annotate(n=Sum("runs"))
+        ):
+            if day in counted:
+                tallies.outcomes[day, status] += n
+        for day, tool, *counts in (
+            ToolRollup.objects.filter(**days)
+            .values_list("day", "tool_name")
+            .annotate(f=Sum("finished"), fa=Sum("failed"), r=Sum("rejected"))
+        ):
+            if day in counted:
+                _add_tool(tallies, day, tool, counts)
+        for day, status, automatic, granted, rule_name, n in (
+            ApprovalRollup.objects.filter(**days)
+            .values_list("day", "status", "automatic", "granted", "rule_name")
+            .annotate(n=Sum("approvals"))
+        ):
+            kind = decider_kind(status, automatic, granted, rule_name)
+            if kind and day in counted:
+                tallies.deciders[day, kind] += n
+        plan = month_plan(start, end, counted) if monthly else None
+        for (point, model, bucket), n in _bucket_rows(StepRollup, ("model", "bucket"), "steps", days, counted, plan):
+            tallies.latency[point, model][bucket] += n
+        for (point, bucket), n in _bucket_rows(WaitRollup, ("bucket",), "decisions", days, counted, plan):
+            tallies.waits[point][bucket] += n
+    parts = _raw_parts(start=start, end=end, built=set(built))
+    if agent is not None:
+        parts = [runs.filter(agent=agent) for runs in parts]
+    month_of = (lambda day: day.replace(day=1)) if monthly else _same
+    return _raw_tallies(parts, TruncDay, into=tallies, unit_of=month_of)
+
+
+def _raw_parts(*, start: date, end: date, built: set[date]) -> list:
+    """The runs rollup_reads._raw_runs finds, as one queryset per index range (runs still going:
+    Run(status, created_at); not counted yet: the marks; days not built: Run(created_at)); as one
+    OR-ed query the database walks every run of the window."""
+    window = {"created_at__gte": day_start(start), "created_at__lt": day_start(end + timedelta(days=1))}
+    parts = [
+        Run.objects.filter(status__in=STILL_GOING, **window),
+        Run.objects.filter(pk__in=UncountedRun.objects.values("run_id"), **window),
+    ]
+    for first, last in _spans(start, end, built):
+        parts.append(Run.objects.filter(created_at__gte=day_start(first), created_at__lt=day_start(last + timedelta(days=1))))
+    return parts
+
+
+def _bucket_rows(model, keys: tuple, count: str, days: dict, counted: set, plan) -> list[tuple]:
+    """((point, *keys), count) of a rollup with month rows (StepRollup, WaitRollup): per built
+    day, or with a month_plan `plan` per month (a month's row less its days outside the window,
+    or its days in it). Read without Django's conversions: a month of days is thousands of rows."""
+    if plan is None:
+        rows = model.objects.filter(whole_month=False, **days).values_list("day", *keys).annotate(n=Sum(count))
+        return [((day, *key), n) for day, *key, n in _as_days(plain_rows(rows)) if day in counted]
+    months, plus, minus = plan
+    by_agent = {name: value for name, value in days.items() if name == "agent"}
+    found = Counter()
+    rows = model.objects.filter(Q(whole_month=True, day__in=months) | Q(whole_month=False, day__in=plus), **by_agent)
+    for day, *key, n in _as_days(plain_rows(rows.values_list("day", *keys).annotate(n=Sum(count)))):
+        found[(day.replace(day=1), *key)] += n
+    if minus:
+        rows = model.objects.filter(whole_month=False, day__in=minus, **by_agent)
+        for day, *key, n in _as_days(plain_rows(rows.values_list("day", *keys).annotate(n=Sum(count)))):
+            found[(day.replace(day=1), *key)] -= n
+    return [(key, n) for key, n in found.items() if n > 0]
+
+
+def _as_days(rows: list[tuple]):
+    """Rows whose first value is a date, as SQLite's driver gives it too (text)."""
+    for day, *rest in rows:
+        yield (date.fromisoformat(day) if isinstance(day, str) else day, *rest)
+
+
+# --- The charts ----------------------------------------------------------------------------------
+
+
+def chart_data(tallies: Tallies, *, points: list, percentile_points: list, unit: str, percentile_unit: str) -> dict:
+    """The charts as the page's script draws them: x as Unix seconds, one list of values per
+    series (None where a point has nothing to measure), each series with its colour variable."""
+    status_labels = dict(Run.Status.choices)
+    statuses = [status for status in Run.Status.values if any(tallies.outcomes[p, status] for p in points)]
+    finished = [sum(tallies.outcomes[p, status] for status in Run.FINISHED_STATUSES) for p in points]
+    failed = [tallies.outcomes[p, Run.Status.FAILED] for p in points]
+
+    steps = Counter()
+    for (_point, model), buckets in tallies.latency.items():
+        steps[model] += sum(buckets.values())
+    models = sorted(steps, key=lambda model: (-steps[model], model))[:MODEL_SERIES]
+    finished_calls = Counter()
+    for (_point, tool, name), n in tallies.tools.items():
+        if name == "finished":
+            finished_calls[tool] += n
+    tools = sorted((tool for tool, n in finished_calls.items() if n), key=lambda t: (-finished_calls[t], t))[:TOOL_SERIES]
+
+    def x(of: list) -> list[int]:
+        return [int(_instant(p).timestamp()) for p in of]
+
+    def series(label: str, colour: str, values: list, **extra) -> dict:
+        return {"label": label, "colour": colour, "values": values, **extra}
+
+    def percentile(buckets, percent: float):
+        found = histogram_percentile(buckets, percent) if buckets else None
+        return None if found is None else round(bucket_value(found), 1)
+
+    latency_series = []
+    for index, model in enumerate(models):
+        colour = PALETTE[index % len(PALETTE)]
+        for percent, dash in ((50, False), (95, True)):
+            values = [percentile(tallies.latency.get((p, model)), percent) for p in percentile_points]
+            latency_series.append(series(f"{model} p{percent}", colour, values, dash=dash))
+
+    def rate(tool, p):
+        n = tallies.tools[p, tool, "finished"]
+        return round(100 * (tallies.tools[p, tool, "failed"] + tallies.tools[p, tool, "rejected"]) / n, 2) if n else None
+
+    monthly_note = f", per month over windows longer than {DAILY_PERCENTILE_DAYS} days." if percentile_unit == "month" else "."
+    return {
+        "unit": unit,
+        "zone": timezone.get_current_timezone_name(),
+        "charts": [
+            {
+                "id": "runs", "title": "Runs by outcome",
+                "note": "Runs created in each period, by their status now.", "unit": unit, "x": x(points), "format": "count",
+                "series": [
+                    series(status_labels[s], STATUS_COLOURS.get(s, "--muted"), [tallies.outcomes[p, s] for p in points])
+                    for s in statuses
+                ],
+            },
+            {
+                "id": "error-rate", "title": "Error rate",
+                "note": "Failed runs among the finished ones (succeeded, failed or cancelled); empty where none finished.", "unit": unit, "x": x(points), "format": "percent",
+                "series": [
+                    series("Failed, % of finished runs", "--bad",
+                           [round(100 * f / n, 2) if n else None for f, n in zip(failed, finished)]),
+                ],
+            },
+            {
+                "id": "latency", "title": "Model latency",
+                "note": f"Median (solid) and p95 (dashed) per model, {MODEL_SERIES} models at most; within 1% (latency buckets)"
+                + monthly_note, "unit": percentile_unit, "x": x(percentile_points),
+                "format": "ms", "series": latency_series,
+            },
+            {
+                "id": "tokens", "title": "Tokens and cost",
+                "note": "Tokens in and out (left axis) and cost in USD (right axis) of the runs created in each period.", "unit": unit, "x": x(points), "format": "count",
+                "series": [
+                    series("Tokens", "--accent", [tallies.tokens[p] for p in points]),
+                    series("Cost (USD)", "--chart-orange", [round(tallies.cost[p], 6) for p in points],
+                           format="usd", axis="right"),
+                ],
+            },
+            {
+                "id": "tool-errors", "title": "Tool error rates",
+                "note": f"Failed or rejected calls among finished calls, per tool ({TOOL_SERIES} busiest at most); empty where a tool had none.", "unit": unit, "x": x(points), "format": "percent",
+                "series": [
+                    series(tool, PALETTE[index % len(PALETTE)], [rate(tool, p) for p in points])
+                    for index, tool in enumerate(tools)
+                ],
+            },
+            {
+                "id": "approval-wait", "title": "Approval wait",
+                "note": "Asked → decided, people's decisions only: median (solid) and p90 (dashed); within 1% (wait buckets)"
+                + monthly_note, "unit": percentile_unit, "x": x(percentile_points),
+                "format": "seconds",
+                "series": [
+                    series(f"p{percent}", "--wait", [percentile(tallies.waits.get(p), percent) for p in percentile_points],
+                           dash=percent == 90)
+                    for percent in (50, 90)
+                ],
+            },
+            {
+                "id": "deciders", "title": "How decisions were made",
+                "note": "Decisions on the approvals of the runs created in each period, by who or what made them.", "unit": unit, "x": x(points), "format": "count",
+                "series": [
+                    series(label, DECIDER_COLOURS[kind], [tallies.deciders[p, kind] for p in points])
+                    for kind, (label, _q) in DECIDERS.items()
+                    if any(tallies.deciders[p, kind] for p in points)
+                ],
+            },
+        ],
+    }
+
+
+def _instant(point) -> datetime:
+    return point if isinstance(point, datetime) else day_start(point)

@@ -1,0 +1,167 @@
+// The metrics page's time series (runs/observability/metrics/series.py), drawn with uPlot
+// (static/vendor/uplot-1.6.32, loaded before this module as window.uPlot). Each chart shows its
+// values at the cursor in its legend, and a click on a legend entry hides or shows that series;
+// the same numbers are in a table under each chart, for screen readers and for copying.
+// Colours are the theme's CSS variables, read when drawing: a change of colour scheme redraws.
+
+const source = document.getElementById("metrics-series");
+const uPlot = window.uPlot;
+const HEIGHT = 240;
+
+const integer = new Intl.NumberFormat("en-US", { maximumFractionDigits: 0 });
+const decimal = new Intl.NumberFormat("en-US", { maximumFractionDigits: 1 });
+const FORMATS = {
+  count: (v) => integer.format(v),
+  percent: (v) => `${decimal.format(v)}%`,
+  ms: (v) => `${integer.format(v)} ms`,
+  seconds: (v) => `${decimal.format(v)} s`,
+  usd: (v) => `$${v.toFixed(4)}`,
+};
+const SHORT = { ...FORMATS, usd: (v) => `$${v < 10 ? v.toFixed(2) : integer.format(v)}` };
+const UNIT_WORDS = { hour: "Hour", day: "Day", month: "Month" };
+
+function pointLabel(zone, unit) {
+  const options = { timeZone: zone, year: "numeric", month: "short" };
+  if (unit !== "month") Object.assign(options, { day: "2-digit", weekday: "short" });
+  if (unit === "hour") Object.assign(options, { hour: "2-digit", minute: "2-digit", hourCycle: "h23" });
+  const format = new Intl.DateTimeFormat("en-GB", options);
+  return (seconds) => format.format(new Date(seconds * 1000));
+}
+
+function colour(name) {
+  return getComputedStyle(document.documentElement).getPropertyValue(name).trim() || "#888";
+}
+
+function show(value, format) {
+  return value === null || value === undefined ? "—" : FORMATS[format](value);
+}
+
+function buildTable(chart, wrap, labelOf) {
+  const table = document.createElement("table");
+  table.id = `table-series-${chart.id}`;
+  const caption = document.createElement("caption");
+  caption.className = "visually-hidden";
+  caption.textContent = `${chart.title}, per ${chart.unit}`;
+  table.append(caption);
+  const head = table.createTHead().insertRow();
+  for (const [text, numeric] of [[UNIT_WORDS[chart.unit], false], ...chart.series.map((s) => [s.label, true])]) {
+    const th = document.createElement("th");
+    th.scope = "col";
+    th.textContent = text;
+    if (numeric) th.className = "num";
+    head.append(th);
+  }
+  const body = table.createTBody();
+  chart.x.forEach((x, index) => {
+    const row = body.insertRow();
+    row.dataset.x = String(x);
+    const th = document.createElement("th");
+    th.scope = "row";
+    th.textContent = labelOf(x);
+    row.append(th);
+    for (const series of chart.series) {
+      const cell = row.insertCell();
+      const value = series.values[index];
+      cell.className = "num";
+      cell.dataset.value = value === null ? "" : String(value);
+      cell.textContent = show(value, series.format || chart.format);
+    }
+  });
+  wrap.replaceChildren(table);
+}
+
+function axis(format, { side = 3, scale = "y", grid = true } = {}) {
+  return {
+    scale,
+    side,
+    stroke: colour("--muted"),
+    grid: { show: grid, stroke: colour("--line"), width: 1 },
+    ticks: { stroke: colour("--line"), width: 1 },
+    size: 64,
+    values: (u, ticks) => ticks.map((v) => (v === null ? "" : SHORT[format](v))),
+  };
+}
+
+function options(chart, width, zone) {
+  const right = chart.series.find((s) => s.axis === "right");
+  const many = chart.x.length > 48;
+  const axes = [
+    { stroke: colour("--muted"), grid: { stroke: colour("--line"), width: 1 }, ticks: { stroke: colour("--line"), width: 1 } },
+    axis(chart.format),
+  ];
+  if (right) axes.push(axis(right.format, { side: 1, scale: "right", grid: false }));
+  const labelOf = pointLabel(zone, chart.unit);
+  return {
+    width,
+    height: HEIGHT,
+    tzDate: (seconds) => uPlot.tzDate(new Date(seconds * 1000), zone),
+    scales: { x: { time: true }, y: { range: (u, min, max) => [0, max > 0 ? max * 1.1 : 1] },
+      right: { range: (u, min, max) => [0, max > 0 ? max * 1.1 : 1] } },
+    axes,
+    cursor: { points: { size: 7 } },
+    legend: { live: true },
+    series: [
+      { label: UNIT_WORDS[chart.unit], value: (u, x) => (x === null ? "—" : labelOf(x)) },
+      ...chart.series.map((s) => ({
+        label: s.label,
+        stroke: colour(s.colour),
+        width: 2,
+        dash: s.dash ? [6, 4] : undefined,
+        scale: s.axis === "right" ? "right" : "y",
+        points: { show: !many, size: 5, fill: colour("--card") },
+        value: (u, v) => show(v, s.format || chart.format),
+      })),
+    ],
+  };
+}
+
+function draw(figure, chart, zone) {
+  const plot = figure.querySelector(".series-plot");
+  const labelOf = pointLabel(zone, chart.unit);
+  buildTable(chart, figure.querySelector(".series-table-wrap"), labelOf);
+  if (!chart.series.length || !chart.x.length) {
+    const none = document.createElement("p");
+    none.className = "muted";
+    none.textContent = "Nothing to draw in this period.";
+    plot.replaceChildren(none);
+    figure.dataset.drawn = "empty";
+    return null;
+  }
+  plot.replaceChildren();
+  const data = [chart.x, ...chart.series.map((s) => s.values)];
+  const instance = new uPlot(options(chart, plot.clientWidth || 300, zone), data, plot);
+  instance.root.querySelector("canvas")?.setAttribute("aria-hidden", "true");  // the table says it
+  figure.dataset.drawn = "true";
+  return instance;
+}
+
+function drawAll() {
+  const { charts, zone } = JSON.parse(source.textContent);
+  const drawn = [];
+  for (const chart of charts) {
+    const figure = document.getElementById(`series-${chart.id}`);
+    if (figure) drawn.push([figure, draw(figure, chart, zone)]);
+  }
+  return drawn;
+}
+
+if (source && uPlot) {
+  let drawn = drawAll();
+  // Follow the container's width (a phone turned, a window resized).
+  const resized = new ResizeObserver((entries) => {
+    for (const entry of entries) {
+      const found = drawn.find(([figure]) => figure.contains(entry.target));
+      const width = Math.floor(entry.contentRect.width);
+      if (found?.[1] && width > 0 && width !== found[1].width) found[1].setSize({ width, height: HEIGHT });
+    }
+  });
+  const observeAll = () => drawn.forEach(([figure]) => resized.observe(figure.querySelector(".series-plot")));
+  observeAll();
+  // Canvas colours are fixed when drawn: redraw when the colour scheme changes.
+  window.matchMedia("(prefers-color-scheme: dark)").addEventListener("change", () => {
+    resized.disconnect();
+    drawn.forEach(([, instance]) => instance?.destroy());
+    drawn = drawAll();
+    observeAll();
+  });
+}
