@@ -20,7 +20,7 @@ from django.conf import settings
 
 from runs.engine.llm_answers import Notes, content_and_reasoning, provider_error, safe_text
 from runs.engine.llm_limits import cap_response
-from runs.engine.llm_stream import StreamCut, StreamedAnswer
+from runs.engine.llm_stream import StreamCut, StreamedAnswer, StreamError, sse_chunks
 from toolsapp.sensitive import redact
 
 log = logging.getLogger("runs.llm")  # its name from before the move: operators filter on it
@@ -45,7 +45,7 @@ class BadResponse(Exception):
 # (base URL, model) that refused a streamed request and then answered a plain one: asked plainly
 # from then on, by this process (a restart tries streaming again).
 _plain_only: set[tuple[str, str]] = set()
-# Statuses with which a server may refuse "stream": true (and then answer the same request plainly).
+# Statuses with which a server may refuse "stream": true, saying so (and answer the same request plainly).
 STREAM_REFUSED_STATUSES = (400, 404, 405, 415, 422, 500, 501)
 
 
@@ -251,8 +251,8 @@ def _described(exc: Exception, secrets: tuple[str, ...]) -> str:
         return f"HTTP {exc.status_code}: {redact(message, secrets)[:ERROR_DETAIL_CHARS]}"
     if isinstance(exc, openai.APITimeoutError):
         return "timed out"
-    if isinstance(exc, StreamCut):
-        return str(exc)
+    if isinstance(exc, StreamCut | StreamError):
+        return redact(str(exc), secrets)[:ERROR_DETAIL_CHARS]
     if isinstance(exc, openai.APIConnectionError):
         return redact(f"connection failed: {exc.__cause__ or exc}", secrets)[:ERROR_DETAIL_CHARS]
     return redact(f"{type(exc).__name__}: {exc}", secrets)[:ERROR_DETAIL_CHARS]
@@ -322,23 +322,46 @@ def _streamed(sender: openai.OpenAI, body: dict, stream_to) -> tuple[dict, Strea
         stream=True,
         stream_cls=openai.Stream[object],
     )
+    response = chunks.response
     with chunks:
-        if "text/event-stream" not in chunks.response.headers.get("content-type", ""):
-            try:
-                chunks.response.read()
-            except httpx2.TransportError as exc:
-                raise openai.APIConnectionError(request=chunks.response.request) from exc
-            return chunks.response.json(), None, False  # parsed as the client parses a plain answer
-        answer = StreamedAnswer()
         try:
-            for chunk in chunks:
-                if answer.add(chunk):
-                    stream_to.update(answer)
-            data, estimated = answer.completion(prompt_chars=len(content))
-        except Exception as exc:
-            exc.streamed_answer = answer  # what was shown so far, to mark discarded
-            raise
-        return data, answer, estimated
+            if "text/event-stream" not in response.headers.get("content-type", ""):
+                response.read()
+                return response.json(), None, False  # parsed as the client parses a plain answer
+            answer = StreamedAnswer()
+            try:
+                # Read by us to the body's end, past "[DONE]": the client's own stream reader
+                # stops there and closes the response, and the connection with it (a new TCP
+                # connection for every answer).
+                for chunk in sse_chunks(response.iter_lines()):
+                    if answer.add(chunk):
+                        stream_to.update(answer)
+                data, estimated = answer.completion(prompt_chars=len(content))
+            except Exception as exc:
+                exc.streamed_answer = answer  # what was shown so far, to mark discarded
+                raise
+            return data, answer, estimated
+        except httpx2.TimeoutException as exc:
+            raise _as_openai(openai.APITimeoutError(request=response.request), exc) from exc
+        except httpx2.TransportError as exc:
+            raise _as_openai(openai.APIConnectionError(request=response.request), exc) from exc
+
+
+def _refuses_streams(exc: Exception) -> bool:
+    """Whether an error answer to a streamed request says the server does not stream. Only then
+    is the request sent again plainly: any other error (a context too long, a crash) would be the
+    same without "stream" and is that model's failure as it is."""
+    if not isinstance(exc, openai.APIStatusError) or exc.status_code not in STREAM_REFUSED_STATUSES:
+        return False
+    return "stream" in _described(exc, ()).lower()
+
+
+def _as_openai(error: openai.APIError, cause: Exception) -> openai.APIError:
+    """The client's error for a transport failure while we read the body, keeping what was shown."""
+    if hasattr(cause, "streamed_answer"):
+        error.streamed_answer = cause.streamed_answer
+    error.__cause__ = cause
+    return error
 
 
 def complete(
@@ -409,7 +432,7 @@ def complete(
                         options={"headers": {"Content-Type": "application/json"}},
                     )
                 choice = _parse(data, model)
-            except (openai.APIError, BadResponse, ValueError, StreamCut, RecursionError) as exc:
+            except (openai.APIError, BadResponse, ValueError, StreamCut, StreamError, RecursionError) as exc:
                 answer = getattr(exc, "streamed_answer", None)
                 if isinstance(exc, RecursionError):  # a chunk nested too deeply for Python's json
                     exc = BadResponse("a chunk of the stream is nested too deeply to read")
@@ -421,8 +444,8 @@ def complete(
                     stream_to.discard(errors[-1], answer)
                     log.warning("model %s failed: %s", model, errors[-1])
                     break
-                if streaming and isinstance(exc, openai.APIStatusError) and exc.status_code in STREAM_REFUSED_STATUSES:
-                    # Perhaps a server that does not stream: the same request, plainly.
+                if streaming and _refuses_streams(exc):
+                    # A server that does not stream: the same request, plainly.
                     streaming, stream_refused = False, _describe(exc, secrets())
                     continue
                 refused_required = (

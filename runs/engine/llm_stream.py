@@ -8,7 +8,7 @@ stored: while the answer is being written, only the run page sees it (runs/engin
 import json
 from dataclasses import dataclass, field
 
-from runs.engine.llm_answers import REASONING_FIELDS
+from runs.engine.llm_answers import REASONING_FIELDS, provider_error
 
 # "Estimated" usage, for a provider that sends none with the stream: about four characters a token.
 CHARS_PER_TOKEN = 4
@@ -16,6 +16,34 @@ CHARS_PER_TOKEN = 4
 
 class StreamCut(Exception):
     """The stream ended before the answer did (no finish reason)."""
+
+
+class StreamError(Exception):
+    """The server sent an error in the middle of the stream ({"error": ...} as a chunk)."""
+
+
+def sse_chunks(lines):
+    """The JSON chunks of a server-sent event stream given line by line, until "[DONE]"; the lines
+    after it are read too (to the body's end) and ignored. Multi-line data fields are joined as
+    the SSE format says; comments and other fields are skipped."""
+    data: list[str] = []
+    done = False
+    for line in lines:
+        if line == "":
+            if data and not done:
+                text = "\n".join(data)
+                if text.strip() == "[DONE]":
+                    done = True
+                else:
+                    chunk = json.loads(text)
+                    if isinstance(chunk, dict) and chunk.get("error"):
+                        raise StreamError(f"the server sent an error in the stream: {provider_error(chunk) or 'no message'}")
+                    yield chunk
+            data = []
+        elif line.startswith("data:"):
+            data.append(line[6:] if line.startswith("data: ") else line[5:])
+    if data and not done and "\n".join(data).strip() not in ("", "[DONE]"):
+        yield json.loads("\n".join(data))  # a last event without its blank line
 
 
 @dataclass

@@ -169,3 +169,11 @@ def test_progress_of_a_run_nobody_watches_stops_being_queued_after_the_first_mes
     run = launch("hi", models=[model])  # about 2 s of stream: 8 messages if somebody watched
     assert run.answer == FINAL * 2
     assert len([m for _, m in queued if m["type"] == "run.stream"]) <= 2
+
+
+def test_an_error_that_is_not_about_streaming_is_that_models_failure_not_a_plain_retry(launch, script):
+    model = script({"status": 400, "error": "the context is too long for this model"}, {"content": FINAL})
+    run = launch("hi", models=[model])
+    assert (run.status, run.stop_reason) == (Run.Status.FAILED, Run.StopReason.MODEL_ERROR)
+    assert "the context is too long" in run.stop_detail
+    assert [r.get("stream") for r in script.requests(model)] == [True]
