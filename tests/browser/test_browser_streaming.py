@@ -42,8 +42,8 @@ def shown_before_commit(page, at_least: int) -> str:
 def test_the_answer_grows_on_the_page_before_its_step_is_committed_then_is_exactly_the_committed_text(
     live, browser, users, script
 ):
-    # 26 chunks a third of a second apart: about 9 s of writing, after a second of "reading".
-    model = script({"content": ANSWER, "latency": 1.0, "stream": {"chunk_chars": 6, "chunk_delay": 0.33}})
+    # 26 chunks 0.22 s apart: about 6 s of writing, after a second of "reading".
+    model = script({"content": ANSWER, "latency": 1.0, "stream": {"chunk_chars": 6, "chunk_delay": 0.22}})
     page = browser.login(users["operator"])
     run_id = launch_from_the_page(page, model)
 
@@ -78,7 +78,7 @@ def test_a_stream_cut_in_the_middle_is_shown_discarded_and_the_next_models_answe
 ):
     cut = script({"content": "Lagos is on fire with heat and the sea is boiling over", "latency": 0.5,
                   "stream": {"chunk_chars": 5, "chunk_delay": 0.3, "cut_after": 8}})
-    good = script({"content": "Lagos: 31 degrees.", "latency": 4.0})
+    good = script({"content": "Lagos: 31 degrees.", "latency": 2.5})
     page = browser.login(users["operator"])
     run_id = launch_from_the_page(page, f"{cut}, {good}")
 
