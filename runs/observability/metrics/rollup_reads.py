@@ -13,9 +13,9 @@ Approvals are counted with their runs, and their waits' percentiles are exact (a
 """
 
 from collections import Counter, defaultdict
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
 
-from django.db.models import Count, Q, Sum
+from django.db.models import Q, Sum
 from django.utils import timezone
 
 from runs.days import TruncDay, day_start
@@ -27,6 +27,7 @@ from runs.observability.metrics.approval_figures import Waits, approval_rows, co
 from runs.observability.metrics.rollup_rows import tool_counts
 from runs.observability.metrics.rollups import RELATIVE_ACCURACY, bucket_value, latency_bucket
 
+RAW_IDS = 5_000  # runs read from their own rows: their work is read this many runs at a time
 STILL_GOING = tuple(value for value in Run.Status.values if value not in Run.FINISHED_STATUSES)
 ACCURACY_PERCENT = round(100 * RELATIVE_ACCURACY)
 
@@ -64,27 +65,21 @@ def rolled_figures(*, start: date, end: date, agent, built: list[date]) -> dict:
     ):
         _add_tool(tools, tool, counts)
 
-    raw_runs = _raw_runs(start=start, end=end, built=set(built))
-    if agent is not None:
-        raw_runs = raw_runs.filter(agent=agent)
-    for day, status, stop, iterations, n, t, c in (
-        raw_runs.order_by()
-        .annotate(_day=TruncDay("created_at"), _iterations=own_work.own_iterations())
-        .values_list("_day", "status", "stop_reason", "_iterations")
-        .annotate(n=Count("pk"), t=Sum(own_work.own_tokens()), c=Sum(own_work.own_cost()))
-    ):
-        outcomes[status, stop, iterations] += n
-        _add_day(per_day, date.fromisoformat(day) if isinstance(day, str) else day, n, t, c)
-    raw_ids = raw_runs.order_by().values("pk")
-    raw_steps = own_work.own_steps(Step.objects.filter(run_id__in=raw_ids), runs=raw_ids)
-    for model, latency in plain_rows(raw_steps.order_by().values_list("model", "latency_ms")):
-        steps[model, latency_bucket(latency)] += 1
-    raw_calls = own_work.own_calls(ToolCall.objects.filter(run_id__in=raw_ids), runs=raw_ids)
-    for tool, *counts in raw_calls.order_by().values_list("tool_name").annotate(**tool_counts()):
-        _add_tool(tools, tool, counts)
-    approvals, waits = _approvals(
-        days=days, plan=plan, by_agent=by_agent, raw=Approval.objects.filter(run_id__in=raw_ids)
-    )
+    raw = raw_runs(raw_parts(start=start, end=end, built=set(built), agent=agent))
+    for day, status, stop, iterations, tokens, cost, _forked in raw.values():
+        outcomes[status, stop, iterations] += 1
+        _add_day(per_day, day, 1, tokens, cost)
+    raw_approvals = []
+    for ids, forks in raw_chunks(raw):
+        raw_steps, raw_calls = Step.objects.filter(run_id__in=ids), ToolCall.objects.filter(run_id__in=ids)
+        if forks:  # a fork's copies of its parent's work are its parent's (own_work.py)
+            raw_steps, raw_calls = own_work.own_steps(raw_steps, runs=forks), own_work.own_calls(raw_calls, runs=forks)
+        for model, latency in plain_rows(raw_steps.order_by().values_list("model", "latency_ms")):
+            steps[model, latency_bucket(latency)] += 1
+        for tool, *counts in raw_calls.order_by().values_list("tool_name").annotate(**tool_counts()):
+            _add_tool(tools, tool, counts)
+        raw_approvals += approval_rows(Approval.objects.filter(run_id__in=ids))
+    approvals, waits = _approvals(days=days, plan=plan, by_agent=by_agent, raw=raw_approvals)
     return {
         "outcomes": outcomes,
         "per_day": per_day,
@@ -95,14 +90,14 @@ def rolled_figures(*, start: date, end: date, agent, built: list[date]) -> dict:
     }
 
 
-def _approvals(*, days, plan: tuple, by_agent: dict, raw) -> tuple[list, Waits]:
-    """The approvals of the built `days` (their rollups) and the `raw` ones (their rows), counted."""
+def _approvals(*, days, plan: tuple, by_agent: dict, raw: list[tuple]) -> tuple[list, Waits]:
+    """The approvals of the built `days` (their rollups) and the `raw` ones (approval_rows), counted."""
     rows = list(
         ApprovalRollup.objects.filter(day__in=days, **by_agent)
         .values_list("status", "automatic", "granted", "rule_name", "rule_version", "tool_name")
         .annotate(n=Sum("approvals"))
     )
-    raw_rows, raw_waits = counted_rows(approval_rows(raw))
+    raw_rows, raw_waits = counted_rows(raw)
     counts = defaultdict(Counter)
     for key, buckets in raw_waits.counts.items():
         counts[key].update(buckets)
@@ -167,16 +162,65 @@ def _add_tool(tools: Counter, tool: str, counts) -> None:
         tools[tool, name] += n or 0
 
 
-def _raw_runs(*, start: date, end: date, built: set[date]):
-    """The runs of the window the rollups do not hold: those of days not built, those still going
-    and those ended but not counted yet (marked: a few, counted soon after they end). Each part is
-    a range of its own index (Run(status, created_at), Run(created_at), the marks' primary key), so
-    the database never walks the window's ended runs to find the few still going."""
-    window = Q(created_at__gte=day_start(start), created_at__lt=day_start(end + timedelta(days=1)))
-    raw = Q(status__in=STILL_GOING) & window | Q(pk__in=UncountedRun.objects.values("run_id")) & window
+def raw_parts(*, start: date, end: date, built: set[date], agent=None) -> list:
+    """The runs of the window the rollups do not hold: those still going, those ended but not
+    counted yet (marked: a few, counted soon after they end) and those of days not built, as one
+    queryset per range of its own index (Run(status, created_at), the marks' primary key,
+    Run(created_at)). As one OR-ed query the database walks every run of the window to find the
+    few still going (a year of runs: over 100 ms for nothing)."""
+    window = {"created_at__gte": day_start(start), "created_at__lt": day_start(end + timedelta(days=1))}
+    parts = [
+        Run.objects.filter(status__in=STILL_GOING, **window),
+        Run.objects.filter(pk__in=UncountedRun.objects.values("run_id"), **window),
+    ]
     for first, last in _spans(start, end, built):
-        raw |= Q(created_at__gte=day_start(first), created_at__lt=day_start(last + timedelta(days=1)))
-    return Run.objects.filter(raw)
+        parts.append(Run.objects.filter(created_at__gte=day_start(first), created_at__lt=day_start(last + timedelta(days=1))))
+    return parts if agent is None else [runs.filter(agent=agent) for runs in parts]
+
+
+def raw_runs(parts: list, trunc=TruncDay) -> dict[int, tuple]:
+    """{run pk: (point, status, stop reason, own iterations, own tokens, own cost, forked at step)}
+    of the runs of `parts` (querysets that may overlap), the point being `trunc` (TruncDay or
+    TruncHour) of the run's creation, as a date (a day) or an aware datetime in UTC (an hour)."""
+    found, converted = {}, {}
+    for runs in parts:
+        rows = (
+            runs.order_by()
+            .annotate(
+                _point=trunc("created_at"),
+                _iterations=own_work.own_iterations(),
+                _tokens=own_work.own_tokens(),
+                _cost=own_work.own_cost(),
+            )
+            .values_list("pk", "_point", "status", "stop_reason", "_iterations", "_tokens", "_cost", "forked_at_step")
+        )
+        for pk, point, *rest in plain_rows(rows):
+            if pk not in found:
+                if point not in converted:
+                    converted[point] = as_point(point)
+                found[pk] = (converted[point], *rest)
+    return found
+
+
+def raw_chunks(runs: dict[int, tuple]):
+    """(ids, forks among them) of the runs raw_runs found, RAW_IDS at a time: their work is read by
+    these lists of ids (index lookups of Step(run), ToolCall(run), Approval(run), no join back to
+    the runs), and nothing at all is read when there are none."""
+    ids = list(runs)
+    for n in range(0, len(ids), RAW_IDS):
+        chunk = ids[n : n + RAW_IDS]
+        yield chunk, [pk for pk in chunk if runs[pk][-1] is not None]
+
+
+def as_point(value):
+    """A point as the database driver gives it (SQLite: text), as a date or a datetime in UTC."""
+    if isinstance(value, str):
+        value = date.fromisoformat(value) if len(value) == 10 else datetime.fromisoformat(value)
+    if isinstance(value, datetime):
+        if timezone.is_naive(value):  # the site's wall clock (the truncation's zone)
+            value = timezone.make_aware(value)
+        return value.astimezone(UTC)
+    return value
 
 
 def _spans(start: date, end: date, built: set[date]) -> list[tuple[date, date]]:

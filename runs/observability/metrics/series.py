@@ -16,20 +16,20 @@ page's whole time budget.
 
 from collections import Counter, defaultdict
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, datetime, timedelta
 
 from django.db.models import BooleanField, Count, ExpressionWrapper, Q, Sum
 from django.db.models.functions import TruncHour
 from django.utils import timezone
 
 from runs.days import TruncDay, day_start
-from runs.models import Approval, Run, RunRollup, Step, StepRollup, ToolCall, ToolRollup, UncountedRun
+from runs.models import Approval, Run, RunRollup, Step, StepRollup, ToolCall, ToolRollup
 from runs.models.deciders import decider_kind
 from runs.models.rollups import ApprovalRollup, WaitRollup
 from runs.observability.metrics import own_work
 from runs.observability.metrics.aggregates import SecondsBetween
 from runs.observability.metrics.approval_figures import plain_rows
-from runs.observability.metrics.rollup_reads import STILL_GOING, _spans, histogram_percentile, month_plan
+from runs.observability.metrics.rollup_reads import histogram_percentile, month_plan, raw_chunks, raw_parts, raw_runs
 from runs.observability.metrics.rollup_rows import bucket_value, latency_bucket, tool_counts
 from runs.observability.metrics.supervision_figures import DECIDERS
 
@@ -37,7 +37,6 @@ HOURLY_DAYS = 2  # windows of at most this many days: a point per hour
 DAILY_PERCENTILE_DAYS = 31  # longer windows: percentile points per month (see the module)
 MODEL_SERIES = 6  # models drawn (those with the most calls); the table lists the same
 TOOL_SERIES = 8  # tools drawn (those with the most finished calls)
-RAW_IDS = 5_000  # runs read from their own rows: their work is read this many runs at a time
 
 # Colours are CSS variables (static/css/metrics_charts.css), read by the page when it draws.
 STATUS_COLOURS = {
@@ -110,17 +109,6 @@ def _days(start: date, end: date) -> list[date]:
 # --- Reads ---------------------------------------------------------------------------------------
 
 
-def _point(value):
-    """A point as the database driver gives it (SQLite: text), as a date or a datetime in UTC."""
-    if isinstance(value, str):
-        value = date.fromisoformat(value) if len(value) == 10 else datetime.fromisoformat(value)
-    if isinstance(value, datetime):
-        if timezone.is_naive(value):  # the site's wall clock (the truncation's zone)
-            value = timezone.make_aware(value)
-        return value.astimezone(UTC)
-    return value
-
-
 def _same(day: date) -> date:
     return day
 
@@ -130,31 +118,17 @@ def _raw_tallies(parts: list, trunc, *, into: Tallies | None = None, unit_of=_sa
     run in the point `trunc` (TruncHour or TruncDay) gives its created_at; `unit_of` maps a day to
     its percentile point; `tokens`: count tokens and cost too (a day's are the page's own).
 
-    The runs are found first, then their work by lists of ids: each read an index lookup, with no
-    join back to the runs (the database would hash every run of the table to find their points)."""
+    The runs are found first, then their work by lists of ids (rollup_reads.raw_chunks)."""
     tallies = into or Tallies.empty()
-    point_of, forks, converted = {}, set(), {}
-    for runs in parts:
-        rows = (
-            runs.order_by()
-            .annotate(_point=trunc("created_at"), _tokens=own_work.own_tokens(), _cost=own_work.own_cost())
-            .values_list("pk", "_point", "status", "_tokens", "_cost", "forked_at_step")
-        )
-        for pk, point, status, used, cost, forked_at in plain_rows(rows):
-            if pk in point_of:
-                continue
-            if point not in converted:
-                converted[point] = _point(point)
-            point_of[pk] = point = converted[point]
-            if forked_at is not None:
-                forks.add(pk)
-            tallies.outcomes[point, status] += 1
-            if tokens:
-                tallies.tokens[point] += used or 0
-                tallies.cost[point] += cost or 0.0
-    ids = list(point_of)
-    for chunk in (ids[n : n + RAW_IDS] for n in range(0, len(ids), RAW_IDS)):
-        _add_work(tallies, chunk, point_of, forks=[pk for pk in chunk if pk in forks], unit_of=unit_of)
+    runs = raw_runs(parts, trunc)
+    for point, status, _stop, _iterations, used, cost, _forked in runs.values():
+        tallies.outcomes[point, status] += 1
+        if tokens:
+            tallies.tokens[point] += used or 0
+            tallies.cost[point] += cost or 0.0
+    point_of = {pk: row[0] for pk, row in runs.items()}
+    for ids, forks in raw_chunks(runs):
+        _add_work(tallies, ids, point_of, forks=forks, unit_of=unit_of)
     return tallies
 
 
@@ -222,25 +196,9 @@ def _daily_tallies(*, start: date, end: date, agent, built: list[date], monthly:
             tallies.latency[point, model][bucket] += n
         for (point, bucket), n in _bucket_rows(WaitRollup, ("bucket",), "decisions", days, counted, plan):
             tallies.waits[point][bucket] += n
-    parts = _raw_parts(start=start, end=end, built=set(built))
-    if agent is not None:
-        parts = [runs.filter(agent=agent) for runs in parts]
+    parts = raw_parts(start=start, end=end, built=set(built), agent=agent)
     month_of = (lambda day: day.replace(day=1)) if monthly else _same
     return _raw_tallies(parts, TruncDay, into=tallies, unit_of=month_of)
-
-
-def _raw_parts(*, start: date, end: date, built: set[date]) -> list:
-    """The runs rollup_reads._raw_runs finds, as one queryset per index range (runs still going:
-    Run(status, created_at); not counted yet: the marks; days not built: Run(created_at)); as one
-    OR-ed query the database walks every run of the window."""
-    window = {"created_at__gte": day_start(start), "created_at__lt": day_start(end + timedelta(days=1))}
-    parts = [
-        Run.objects.filter(status__in=STILL_GOING, **window),
-        Run.objects.filter(pk__in=UncountedRun.objects.values("run_id"), **window),
-    ]
-    for first, last in _spans(start, end, built):
-        parts.append(Run.objects.filter(created_at__gte=day_start(first), created_at__lt=day_start(last + timedelta(days=1))))
-    return parts
 
 
 def _bucket_rows(model, keys: tuple, count: str, days: dict, counted: set, plan) -> list[tuple]:
