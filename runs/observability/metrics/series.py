@@ -204,27 +204,32 @@ def _daily_tallies(*, start: date, end: date, agent, built: list[date], monthly:
 def _bucket_rows(model, keys: tuple, count: str, days: dict, counted: set, plan) -> list[tuple]:
     """((point, *keys), count) of a rollup with month rows (StepRollup, WaitRollup): per built
     day, or with a month_plan `plan` per month (a month's row less its days outside the window,
-    or its days in it). Read without Django's conversions: a month of days is thousands of rows."""
+    or its days in it). Read without Django's conversions and each day converted once: a month of
+    days is thousands of rows."""
+    found, point_of = Counter(), {}
+
+    def add(rows, sign: int) -> None:
+        for row in plain_rows(rows.values_list("day", *keys).annotate(n=Sum(count))):
+            point = point_of.get(row[0])
+            if point is None:
+                day = date.fromisoformat(row[0]) if isinstance(row[0], str) else row[0]
+                if plan is None:
+                    point = day if day in counted else False
+                else:
+                    point = day.replace(day=1)
+                point_of[row[0]] = point
+            if point:
+                found[(point, *row[1:-1])] += sign * row[-1]
+
     if plan is None:
-        rows = model.objects.filter(whole_month=False, **days).values_list("day", *keys).annotate(n=Sum(count))
-        return [((day, *key), n) for day, *key, n in _as_days(plain_rows(rows)) if day in counted]
-    months, plus, minus = plan
-    by_agent = {name: value for name, value in days.items() if name == "agent"}
-    found = Counter()
-    rows = model.objects.filter(Q(whole_month=True, day__in=months) | Q(whole_month=False, day__in=plus), **by_agent)
-    for day, *key, n in _as_days(plain_rows(rows.values_list("day", *keys).annotate(n=Sum(count)))):
-        found[(day.replace(day=1), *key)] += n
-    if minus:
-        rows = model.objects.filter(whole_month=False, day__in=minus, **by_agent)
-        for day, *key, n in _as_days(plain_rows(rows.values_list("day", *keys).annotate(n=Sum(count)))):
-            found[(day.replace(day=1), *key)] -= n
+        add(model.objects.filter(whole_month=False, **days), 1)
+    else:
+        months, plus, minus = plan
+        by_agent = {name: value for name, value in days.items() if name == "agent"}
+        add(model.objects.filter(Q(whole_month=True, day__in=months) | Q(whole_month=False, day__in=plus), **by_agent), 1)
+        if minus:
+            add(model.objects.filter(whole_month=False, day__in=minus, **by_agent), -1)
     return [(key, n) for key, n in found.items() if n > 0]
-
-
-def _as_days(rows: list[tuple]):
-    """Rows whose first value is a date, as SQLite's driver gives it too (text)."""
-    for day, *rest in rows:
-        yield (date.fromisoformat(day) if isinstance(day, str) else day, *rest)
 
 
 # --- The charts ----------------------------------------------------------------------------------

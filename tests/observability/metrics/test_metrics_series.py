@@ -1,13 +1,14 @@
 """The metrics page's time series (runs/observability/metrics/series.py) against the hand-made
 dataset of test_metrics.py: every point's counts add up to the page's totals, from the runs' rows
 and from the rollups alike."""
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 
 import pytest
 from django.core.management import call_command
 
+from runs.models import Agent
 from runs.observability.metrics.page import metrics_with_series
-from tests.observability.metrics.test_metrics import END, START, dataset  # noqa: F401 (a fixture)
+from tests.observability.metrics.test_metrics import END, START, at, dataset, run, step  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.django_db
 
@@ -49,3 +50,25 @@ def test_the_rollups_give_the_same_series_as_the_runs_rows(dataset, settings):  
     _, rolled = metrics_with_series(start=START, end=END)
     for chart in ("runs", "error-rate", "tokens", "tool-errors", "deciders", "latency", "approval-wait"):
         assert charts(rolled)[chart] == charts(raw)[chart], chart
+
+
+def test_over_two_months_the_rollups_give_the_runs_rows_series_with_percentiles_per_month(dataset, settings):  # noqa: F811
+    # Longer than DAILY_PERCENTILE_DAYS: percentiles per month, read from month rows less the
+    # days outside the window, or from the days themselves; the runs before and after the week
+    # (its "outside" and "late" runs) are in this window; a run of March 30, after it, is in the
+    # month row of March and must be taken away.
+    start, end = START - timedelta(days=40), END + timedelta(days=20)
+    after = run(Agent.objects.get(name="alpha"), created=at(30))
+    step(after, "fast", 50_000.0)
+    settings.METRICS_ROLLUPS = False
+    raw_summary, raw = metrics_with_series(start=start, end=end)
+    call_command("rebuild_rollups")
+    settings.METRICS_ROLLUPS = True
+    summary, rolled = metrics_with_series(start=start, end=end)
+    assert charts(rolled)["latency"]["unit"] == "month" and len(charts(rolled)["latency"]["x"]) == 3
+    for chart in ("runs", "error-rate", "tokens", "tool-errors", "deciders", "latency", "approval-wait"):
+        assert charts(rolled)[chart] == charts(raw)[chart], chart
+    assert totals(charts(rolled)["runs"]) == {row.label: row.count for row in summary.by_status}
+    assert summary.runs_total == raw_summary.runs_total
+    fast = next(s for s in charts(rolled)["latency"]["series"] if s["label"] == "fast p95")
+    assert 9000 < max(v for v in fast["values"] if v is not None) < 50_000  # outside and late: 9999 ms
