@@ -68,7 +68,7 @@ def parse_args():
     parser.add_argument("--runs", type=int, default=100_000)
     parser.add_argument("--steps", type=int, default=1_000_000)
     parser.add_argument("--days", type=int, default=90, help="days of history the runs are spread over")
-    parser.add_argument("--raw-repeat", type=int, default=3, help="timed requests per metrics page without rollups")
+    parser.add_argument("--raw-repeat", type=int, default=3, help="timed requests per metrics page without rollups (0: not even its warm-up: minutes at 1,000,000 runs)")
     parser.add_argument("--call-share", type=float, default=0.3, help="share of steps with a tool call")
     parser.add_argument("--repeat", type=int, default=7, help="timed requests per page (after one warm-up)")
     parser.add_argument("--no-analyze", action="store_true", help="skip (VACUUM) ANALYZE after seeding")
@@ -539,7 +539,7 @@ def measure(args) -> list[tuple[str, str, list[float], int, int]]:
     pages = [(name, address) for name, address in pages if args.only in name]
     timed = {}
     for name, url in pages:
-        for raw in (False, True) if url.startswith("/metrics/") else (False,):
+        for raw in (False, True) if url.startswith("/metrics/") and args.raw_repeat else (False,):  # 0: no raw at all
             settings.METRICS_ROLLUPS = not raw
             queries = []
             with connection.execute_wrapper(lambda execute, sql, *rest: queries.append(sql) or execute(sql, *rest)):

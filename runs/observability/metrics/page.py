@@ -147,21 +147,26 @@ def metrics_with_series(*, start: date, end: date, agent: Agent | None = None) -
     """The page's figures and its charts' time series (series.py), read in one snapshot, so each
     chart's points add up to the figures beside it."""
     from runs.observability.metrics import rollup_reads as metrics_rollups
-    from runs.observability.metrics.series import metrics_series
+    from runs.observability.metrics.series import metrics_series, per_point_buckets
 
     with read_snapshot():
         built = metrics_rollups.built_days(start, end) if getattr(settings, "METRICS_ROLLUPS", True) else []
-        summary = _summary(start=start, end=end, agent=agent, built=built)
-        series = metrics_series(start=start, end=end, agent=agent, built=built, per_day=summary.per_day)
+        # The latency and wait buckets per point, read once: the charts draw them, the figures sum them.
+        buckets = per_point_buckets(start=start, end=end, agent=agent, built=built)
+        summary = _summary(start=start, end=end, agent=agent, built=built, buckets=buckets)
+        series = metrics_series(
+            start=start, end=end, agent=agent, built=built, per_day=summary.per_day, buckets=buckets
+        )
     return summary, series
 
 
-def _summary(*, start: date, end: date, agent: Agent | None, built: list[date]) -> Metrics:
+def _summary(*, start: date, end: date, agent: Agent | None, built: list[date], buckets=None) -> Metrics:
     from runs.observability.metrics import rollup_reads as metrics_rollups
 
     if not built:
         return _metrics_raw(start=start, end=end, agent=agent)
-    figures = metrics_rollups.rolled_figures(start=start, end=end, agent=agent, built=built)
+    read = {} if buckets is None else {"steps": buckets.steps(), "waits": buckets.wait_counts()}
+    figures = metrics_rollups.rolled_figures(start=start, end=end, agent=agent, built=built, **read)
     return _metrics_from(figures, start=start, end=end, agent=agent)
 
 

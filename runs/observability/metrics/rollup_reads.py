@@ -38,10 +38,14 @@ def built_days(start: date, end: date) -> list[date]:
     return list(RollupDay.objects.filter(day__gte=start, day__lte=end, built=True).values_list("day", flat=True))
 
 
-def rolled_figures(*, start: date, end: date, agent, built: list[date]) -> dict:
+def rolled_figures(
+    *, start: date, end: date, agent, built: list[date], steps: Counter | None = None, waits: Counter | None = None
+) -> dict:
     """Runs by (status, stop reason, iterations) and by day ([runs, tokens, cost]), steps by (model,
     latency bucket), tool counts, approvals (rows as approval_figures.counted_rows gives them) and
-    people's Waits of the window, from the rollups of `built` days and the raw rows of the rest."""
+    people's Waits of the window, from the rollups of `built` days and the raw rows of the rest.
+    `steps` {(model, bucket): steps} and `waits` {(rule name, tool, bucket): decisions} of the
+    built days, when the caller has read them already (the charts read them per point)."""
     outcomes, per_day = Counter(), defaultdict(lambda: [0, 0, 0.0])
     days = RollupDay.objects.filter(day__gte=start, day__lte=max(built), built=True).values("day")
     by_agent = {} if agent is None else {"agent": agent}
@@ -56,7 +60,7 @@ def rolled_figures(*, start: date, end: date, agent, built: list[date]) -> dict:
         .annotate(n=Sum("runs"), t=Sum("tokens"), c=Sum("cost_usd"))
     ):
         _add_day(per_day, day, n, t, c)
-    steps = _summed(StepRollup, plan, by_agent, ("model", "bucket"), "steps")
+    steps = _summed(StepRollup, plan, by_agent, ("model", "bucket"), "steps") if steps is None else Counter(steps)
     tools = Counter()
     for tool, *counts in (
         ToolRollup.objects.filter(day__in=days, **by_agent)
@@ -79,7 +83,7 @@ def rolled_figures(*, start: date, end: date, agent, built: list[date]) -> dict:
         for tool, *counts in raw_calls.order_by().values_list("tool_name").annotate(**tool_counts()):
             _add_tool(tools, tool, counts)
         raw_approvals += approval_rows(Approval.objects.filter(run_id__in=ids))
-    approvals, waits = _approvals(days=days, plan=plan, by_agent=by_agent, raw=raw_approvals)
+    approvals, waits = _approvals(days=days, plan=plan, by_agent=by_agent, raw=raw_approvals, rolled=waits)
     return {
         "outcomes": outcomes,
         "per_day": per_day,
@@ -90,8 +94,9 @@ def rolled_figures(*, start: date, end: date, agent, built: list[date]) -> dict:
     }
 
 
-def _approvals(*, days, plan: tuple, by_agent: dict, raw: list[tuple]) -> tuple[list, Waits]:
-    """The approvals of the built `days` (their rollups) and the `raw` ones (approval_rows), counted."""
+def _approvals(*, days, plan: tuple, by_agent: dict, raw: list[tuple], rolled: Counter | None) -> tuple[list, Waits]:
+    """The approvals of the built `days` (their rollups) and the `raw` ones (approval_rows), counted;
+    `rolled`: the built days' wait buckets when read already (see rolled_figures)."""
     rows = list(
         ApprovalRollup.objects.filter(day__in=days, **by_agent)
         .values_list("status", "automatic", "granted", "rule_name", "rule_version", "tool_name")
@@ -101,9 +106,9 @@ def _approvals(*, days, plan: tuple, by_agent: dict, raw: list[tuple]) -> tuple[
     counts = defaultdict(Counter)
     for key, buckets in raw_waits.counts.items():
         counts[key].update(buckets)
-    for (rule, tool, bucket), n in _summed(
-        WaitRollup, plan, by_agent, ("rule_name", "tool_name", "bucket"), "decisions"
-    ).items():
+    if rolled is None:
+        rolled = _summed(WaitRollup, plan, by_agent, ("rule_name", "tool_name", "bucket"), "decisions")
+    for (rule, tool, bucket), n in rolled.items():
         counts[rule, tool][bucket] += n
 
     def read(buckets: set) -> list[tuple]:

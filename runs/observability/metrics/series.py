@@ -72,10 +72,53 @@ class Tallies:
         return cls(Counter(), Counter(), Counter(), defaultdict(Counter), Counter(), Counter(), defaultdict(Counter))
 
 
-def metrics_series(*, start: date, end: date, agent, built: list[date], per_day: list) -> dict:
+@dataclass
+class RolledBuckets:
+    """The latency and wait buckets of the built days of a window, per percentile point (a day, or
+    a month over windows longer than DAILY_PERCENTILE_DAYS): read once for the charts and, summed,
+    for the page's figures beside them."""
+
+    latency: defaultdict  # (point, model) -> {bucket: model calls}
+    waits: defaultdict  # (point, rule name, tool) -> {bucket: people's decisions}
+
+    def steps(self) -> Counter:
+        """{(model, bucket): model calls} of the whole window."""
+        found = Counter()
+        for (_point, model), buckets in self.latency.items():
+            for bucket, n in buckets.items():
+                found[model, bucket] += n
+        return +found
+
+    def wait_counts(self) -> Counter:
+        """{(rule name, tool, bucket): decisions} of the whole window."""
+        found = Counter()
+        for (_point, rule, tool), buckets in self.waits.items():
+            for bucket, n in buckets.items():
+                found[rule, tool, bucket] += n
+        return +found
+
+
+def per_point_buckets(*, start: date, end: date, agent, built: list[date]) -> RolledBuckets | None:
+    """The RolledBuckets of the built days of start..end, for windows drawn per day (None for those
+    drawn per hour, which read the runs' own rows, and when no day is built)."""
+    if (end - start).days < HOURLY_DAYS or not built:
+        return None
+    counted = set(built)
+    days = {"day__gte": start, "day__lte": end, **({} if agent is None else {"agent": agent})}
+    plan = month_plan(start, end, counted) if (end - start).days >= DAILY_PERCENTILE_DAYS else None
+    buckets = RolledBuckets(defaultdict(Counter), defaultdict(Counter))
+    _bucket_rows(StepRollup, ("model", "bucket"), "steps", days, counted, plan, into=buckets.latency)
+    _bucket_rows(WaitRollup, ("rule_name", "tool_name", "bucket"), "decisions", days, counted, plan, into=buckets.waits)
+    return buckets
+
+
+def metrics_series(
+    *, start: date, end: date, agent, built: list[date], per_day: list, buckets: RolledBuckets | None = None
+) -> dict:
     """The charts' data for the days start..end: the point unit, the site's time zone and one
     entry per chart (chart_data). `built`: the days read from the rollups; `per_day`: the page's
-    DayRows (its tokens and cost per day, reused as they are)."""
+    DayRows (its tokens and cost per day, reused as they are); `buckets`: per_point_buckets, when
+    read already."""
     now = timezone.now()
     if (end - start).days < HOURLY_DAYS:
         points = _hours(start, end, now)
@@ -85,7 +128,9 @@ def metrics_series(*, start: date, end: date, agent, built: list[date], per_day:
     else:
         points = [day for day in _days(start, end) if day_start(day) <= now]
         monthly = (end - start).days >= DAILY_PERCENTILE_DAYS
-        tallies = _daily_tallies(start=start, end=end, agent=agent, built=built, monthly=monthly)
+        if buckets is None:
+            buckets = per_point_buckets(start=start, end=end, agent=agent, built=built)
+        tallies = _daily_tallies(start=start, end=end, agent=agent, built=built, monthly=monthly, buckets=buckets)
         for row in per_day:
             tallies.tokens[row.day], tallies.cost[row.day] = row.tokens, row.cost_usd
         unit, percentile_unit = "day", "month" if monthly else "day"
@@ -163,7 +208,7 @@ def _add_tool(tallies: Tallies, point, tool: str, counts) -> None:
         tallies.tools[point, tool, name] += n or 0
 
 
-def _daily_tallies(*, start: date, end: date, agent, built: list[date], monthly: bool) -> Tallies:
+def _daily_tallies(*, start: date, end: date, agent, built: list[date], monthly: bool, buckets) -> Tallies:
     """Per day: the built days from the rollups, the rest from the runs' rows (as rolled_figures).
     Rollup rows are read by a range of days (their index) and those of days not built dropped here."""
     by_agent = {} if agent is None else {"agent": agent}
@@ -191,22 +236,22 @@ def _daily_tallies(*, start: date, end: date, agent, built: list[date], monthly:
             kind = decider_kind(status, automatic, granted, rule_name)
             if kind and day in counted:
                 tallies.deciders[day, kind] += n
-        plan = month_plan(start, end, counted) if monthly else None
-        for (point, model, bucket), n in _bucket_rows(StepRollup, ("model", "bucket"), "steps", days, counted, plan):
-            tallies.latency[point, model][bucket] += n
-        for (point, bucket), n in _bucket_rows(WaitRollup, ("bucket",), "decisions", days, counted, plan):
-            tallies.waits[point][bucket] += n
+        for key, found in buckets.latency.items():
+            tallies.latency[key].update(found)
+        for (point, _rule, _tool), found in buckets.waits.items():
+            tallies.waits[point].update(found)
     parts = raw_parts(start=start, end=end, built=set(built), agent=agent)
     month_of = (lambda day: day.replace(day=1)) if monthly else _same
     return _raw_tallies(parts, TruncDay, into=tallies, unit_of=month_of)
 
 
-def _bucket_rows(model, keys: tuple, count: str, days: dict, counted: set, plan) -> list[tuple]:
-    """((point, *keys), count) of a rollup with month rows (StepRollup, WaitRollup): per built
-    day, or with a month_plan `plan` per month (a month's row less its days outside the window,
-    or its days in it). Read without Django's conversions and each day converted once: a month of
-    days is thousands of rows."""
-    found, point_of = Counter(), {}
+def _bucket_rows(model, keys: tuple, count: str, days: dict, counted: set, plan, into: defaultdict) -> None:
+    """Adds to `into` {(point, *keys[:-1]): {bucket: count}} the rows of a rollup with month rows
+    (StepRollup, WaitRollup; `keys` end with "bucket"): per built day, or with a month_plan `plan`
+    per month (a month's row less its days outside the window, or its days in it). Read without
+    Django's conversions, each day converted once and each row added once: a month of latency
+    buckets is tens of thousands of rows."""
+    point_of = {}
 
     def add(rows, sign: int) -> None:
         for row in plain_rows(rows.values_list("day", *keys).annotate(n=Sum(count))):
@@ -219,7 +264,7 @@ def _bucket_rows(model, keys: tuple, count: str, days: dict, counted: set, plan)
                     point = day.replace(day=1)
                 point_of[row[0]] = point
             if point:
-                found[(point, *row[1:-1])] += sign * row[-1]
+                into[(point, *row[1:-2])][row[-2]] += sign * row[-1]
 
     if plan is None:
         add(model.objects.filter(whole_month=False, **days), 1)
@@ -227,9 +272,8 @@ def _bucket_rows(model, keys: tuple, count: str, days: dict, counted: set, plan)
         months, plus, minus = plan
         by_agent = {name: value for name, value in days.items() if name == "agent"}
         add(model.objects.filter(Q(whole_month=True, day__in=months) | Q(whole_month=False, day__in=plus), **by_agent), 1)
-        if minus:
+        if minus:  # a bucket of the month taken away entirely stays at 0, which no percentile picks
             add(model.objects.filter(whole_month=False, day__in=minus, **by_agent), -1)
-    return [(key, n) for key, n in found.items() if n > 0]
 
 
 # --- The charts ----------------------------------------------------------------------------------
@@ -246,7 +290,7 @@ def chart_data(tallies: Tallies, *, points: list, percentile_points: list, unit:
     steps = Counter()
     for (_point, model), buckets in tallies.latency.items():
         steps[model] += sum(buckets.values())
-    models = sorted(steps, key=lambda model: (-steps[model], model))[:MODEL_SERIES]
+    models = sorted((model for model, n in steps.items() if n > 0), key=lambda model: (-steps[model], model))[:MODEL_SERIES]
     finished_calls = Counter()
     for (_point, tool, name), n in tallies.tools.items():
         if name == "finished":

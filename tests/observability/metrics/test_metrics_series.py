@@ -7,7 +7,7 @@ import pytest
 from django.core.management import call_command
 
 from runs.models import Agent
-from runs.observability.metrics.page import metrics_with_series
+from runs.observability.metrics.page import metrics_summary, metrics_with_series
 from tests.observability.metrics.test_metrics import END, START, at, dataset, run, step  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.django_db
@@ -70,5 +70,8 @@ def test_over_two_months_the_rollups_give_the_runs_rows_series_with_percentiles_
         assert charts(rolled)[chart] == charts(raw)[chart], chart
     assert totals(charts(rolled)["runs"]) == {row.label: row.count for row in summary.by_status}
     assert summary.runs_total == raw_summary.runs_total
+    # The buckets the charts read per point are summed for the figures: the same as read alone.
+    assert summary == metrics_summary(start=start, end=end)
+    assert metrics_with_series(start=START, end=END)[0] == metrics_summary(start=START, end=END)
     fast = next(s for s in charts(rolled)["latency"]["series"] if s["label"] == "fast p95")
     assert 9000 < max(v for v in fast["values"] if v is not None) < 50_000  # outside and late: 9999 ms
