@@ -17,7 +17,7 @@ import uuid
 from django.conf import settings
 from django.db.models import Count, Q
 
-from runs.engine import decisions, guards, hooks, llm, records, throttle
+from runs.engine import decisions, guards, hooks, llm, llm_clients, records, throttle
 from runs.engine.call_runner import CallRunner
 from runs.engine.conversation import build_messages, step_messages
 from runs.engine.db import connection_lost, loop_connections, on_fresh_connection, release_db_connection
@@ -271,7 +271,7 @@ class _Driver:
 
     def ask(self, preamble: list[dict]) -> llm.ModelReply:
         if self.endpoint is None:
-            self.endpoint = llm.resolve_endpoint(**llm.endpoint_settings(self.config))
+            self.endpoint = llm_clients.resolve_endpoint(**llm_clients.endpoint_settings(self.config))
         if self.messages is None:
             self.messages = build_messages(self.run)[: -len(self.run.pending_messages) or None]
         keeper.expect_wait(self.owner, _model_wait_seconds(len(self.config["models"] or [1])))

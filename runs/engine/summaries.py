@@ -4,7 +4,7 @@ of each iteration. Both are the driver's, kept here so the loop reads like its c
 import json
 import logging
 
-from runs.engine import decisions, hooks, llm, throttle
+from runs.engine import decisions, hooks, llm, llm_clients, throttle
 from runs.engine.conversation import build_messages
 from runs.models import Step
 
@@ -29,7 +29,7 @@ def summary_record(*, recorder, config: dict, endpoint, tools: list, index: int)
     run = recorder.run
     instruction = {"role": "user", "content": SUMMARY_PROMPT.format(detail=run.stop_detail)}
     try:
-        endpoint = endpoint or llm.resolve_endpoint(**llm.endpoint_settings(config))
+        endpoint = endpoint or llm_clients.resolve_endpoint(**llm_clients.endpoint_settings(config))
         with throttle.waiting():
             reply = llm.complete(
                 endpoint=endpoint,

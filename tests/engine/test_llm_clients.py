@@ -1,14 +1,14 @@
 """The model clients a worker keeps: one per thread, sharing what is safe and costly to build."""
 import threading
 
-from runs.engine import llm
+from runs.engine import llm_clients
 
 
 def _clients_in_new_threads(count, *args, **kwargs):
     made = []
 
     def make():
-        made.append(llm.client_for(*args, **kwargs))
+        made.append(llm_clients.client_for(*args, **kwargs))
 
     threads = [threading.Thread(target=make) for _ in range(count)]
     for t in threads:
@@ -28,8 +28,8 @@ def test_each_thread_has_its_own_client_but_all_share_one_tls_context():
 
 
 def test_the_no_retry_client_is_kept_and_shares_the_thread_connection_pool():
-    base = llm.client_for("https://models.example.invalid/v1", "key")
-    no_retry = llm.client_for("https://models.example.invalid/v1", "key", retries=False)
+    base = llm_clients.client_for("https://models.example.invalid/v1", "key")
+    no_retry = llm_clients.client_for("https://models.example.invalid/v1", "key", retries=False)
     assert no_retry.max_retries == 0
-    assert no_retry is llm.client_for("https://models.example.invalid/v1", "key", retries=False)
+    assert no_retry is llm_clients.client_for("https://models.example.invalid/v1", "key", retries=False)
     assert no_retry._client is base._client
