@@ -263,19 +263,20 @@ def _bucket_rows(model, keys: tuple, count: str, days: dict, counted: set, plan,
 
     def add(rows, sign: int) -> None:
         grouped = rows.values_list("day", *keys).annotate(n=Sum(count))
-        if connections[grouped.db].vendor == "postgresql":
-            for row in _bucket_arrays(grouped, keys):
-                if point(row[0]):  # (day, *keys but the bucket, [buckets], [counts])
-                    found = into[(point(row[0]), *row[1:-2])]
-                    if sign > 0 and not found:
-                        found.update(dict(zip(row[-2], row[-1])))  # an empty Counter takes a dict at C speed
-                    else:
-                        for bucket, n in zip(row[-2], row[-1]):
-                            found[bucket] += sign * n
-            return
-        for row in plain_rows(grouped):
-            if point(row[0]):
-                into[(point(row[0]), *row[1:-2])][row[-2]] += sign * row[-1]
+        if connections[grouped.db].vendor == "postgresql":  # (day, *keys but the bucket, [buckets], [counts])
+            found_rows = ((row[0], row[1:-2], row[-2], row[-1]) for row in _bucket_arrays(grouped, keys))
+        else:
+            found_rows = ((row[0], row[1:-2], (row[-2],), (row[-1],)) for row in plain_rows(grouped))
+        for day, key, buckets, counts in found_rows:
+            at = point(day)
+            if not at:
+                continue
+            found = into[(at, *key)]
+            if sign > 0 and not found:
+                found.update(dict(zip(buckets, counts)))  # an empty Counter takes a dict at C speed
+            else:
+                for bucket, n in zip(buckets, counts):
+                    found[bucket] += sign * n
 
     if plan is None:
         add(model.objects.filter(whole_month=False, **days), 1)
