@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+from django.db.models.signals import pre_delete
 
 
 class RunsConfig(AppConfig):
@@ -25,3 +26,5 @@ class RunsConfig(AppConfig):
         hooks.subscribe("summary_added", run_search.index_summary)
         hooks.subscribe("summary_added", rollups.count_summary)
         hooks.subscribe("records_committed", run_spans.export_after_commit)
+        # An agent's latency rollups leave the sums over agents with it (see the function).
+        pre_delete.connect(rollups.forget_agent_steps, sender="runs.Agent", dispatch_uid="forget_agent_steps")

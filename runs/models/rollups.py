@@ -91,6 +91,26 @@ class StepRollup(models.Model):
         ]
 
 
+class AllAgentsStepRollup(models.Model):
+    """StepRollup summed over agents, written with it (rollup_rows.steps_add): the page for every
+    agent reads a window's latency buckets from here, one row per (day, model, bucket) instead of
+    one per agent as well (30 days of five agents: 55,000 rows summed at each request, 45 ms at a
+    million runs; here 11,000 rows, already summed)."""
+
+    day = models.DateField()
+    whole_month = models.BooleanField(default=False)
+    model = models.CharField(max_length=200)
+    bucket = models.IntegerField()
+    steps = models.IntegerField(default=0)  # not "positive": see StepRollup.steps
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["day", "model", "bucket", "whole_month"], name="unique_all_agents_step_rollup"
+            )
+        ]
+
+
 class ToolRollup(models.Model):
     """Tool calls of those runs by tool: finished (succeeded, failed or rejected), failed, rejected."""
 

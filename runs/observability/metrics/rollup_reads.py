@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from runs.days import TruncDay, day_start
 from runs.models import Approval, RollupDay, Run, RunRollup, Step, StepRollup, ToolCall, ToolRollup, UncountedRun
-from runs.models.rollups import ApprovalRollup, ApprovalWait, DayRollup, WaitRollup
+from runs.models.rollups import AllAgentsStepRollup, ApprovalRollup, ApprovalWait, DayRollup, WaitRollup
 from runs.observability.metrics import own_work
 from runs.observability.metrics.aggregates import nearest_rank_offset
 from runs.observability.metrics.approval_figures import Waits, approval_rows, counted_rows, plain_rows
@@ -60,7 +60,10 @@ def rolled_figures(
         .annotate(n=Sum("runs"), t=Sum("tokens"), c=Sum("cost_usd"))
     ):
         _add_day(per_day, day, n, t, c)
-    steps = _summed(StepRollup, plan, by_agent, ("model", "bucket"), "steps") if steps is None else Counter(steps)
+    if steps is None:
+        steps = _summed(StepRollup if by_agent else AllAgentsStepRollup, plan, by_agent, ("model", "bucket"), "steps")
+    else:
+        steps = Counter(steps)
     tools = Counter()
     for tool, *counts in (
         ToolRollup.objects.filter(day__in=days, **by_agent)

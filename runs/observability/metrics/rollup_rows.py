@@ -12,7 +12,7 @@ from django.db.models import BooleanField, Count, ExpressionWrapper, F, Q, Sum
 
 from runs.days import TruncDay
 from runs.models import Approval, RunRollup, Step, StepRollup, ToolCall, ToolRollup
-from runs.models.rollups import ApprovalRollup, ApprovalWait, DayRollup, WaitRollup
+from runs.models.rollups import AllAgentsStepRollup, ApprovalRollup, ApprovalWait, DayRollup, WaitRollup
 from runs.observability.metrics import own_work
 from runs.observability.metrics.aggregates import SecondsBetween
 
@@ -230,9 +230,14 @@ def day_subtract(day: date, contribution) -> None:
     ApprovalRollup.objects.filter(day=day, approvals=0).delete()
 
 
-def steps_add(day: date, deltas: dict) -> None:
-    """Add {(agent id, model, bucket): steps} to the day's StepRollup rows and its month's."""
-    _month_add(StepRollup, ("agent_id", "model", "bucket"), ("steps",), day, {k: (n,) for k, n in deltas.items()})
+def steps_add(day: date, deltas: dict, *, rows=(False, True)) -> None:
+    """Add {(agent id, model, bucket): steps} to the day's StepRollup rows and its month's (`rows`
+    as in outcomes_add), and their sums over agents to AllAgentsStepRollup's."""
+    _month_add(StepRollup, ("agent_id", "model", "bucket"), ("steps",), day, {k: (n,) for k, n in deltas.items()}, rows=rows)
+    summed = Counter()
+    for (_agent, model, bucket), n in deltas.items():
+        summed[model, bucket] += n
+    _month_add(AllAgentsStepRollup, ("model", "bucket"), ("steps",), day, {k: (n,) for k, n in summed.items()}, rows=rows)
 
 
 def waits_add(day: date, deltas: dict) -> None:

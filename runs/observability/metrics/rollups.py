@@ -31,7 +31,7 @@ waits of people's decisions as counts per bucket of seconds (the same mapping), 
 waits exactly (ApprovalWait), so the page finds an exact percentile inside the bucket it falls in.
 """
 
-from collections import Counter
+from collections import Counter, defaultdict
 from datetime import date, timedelta
 
 from django.db import connection
@@ -248,6 +248,23 @@ def build_pending(*, limit: int = 7) -> int:
     for day in days:
         rebuild_day(day)
     return len(days)
+
+
+def forget_agent_steps(sender, instance, **kwargs) -> None:
+    """pre_delete of an Agent (inside the deletion's transaction): its StepRollup rows are taken
+    away through steps_add, so their steps leave AllAgentsStepRollup's sums too, rather than
+    vanishing from StepRollup alone by CASCADE. An agent is deleted only once its runs are (they
+    protect it), so the counter never adds to these rows meanwhile; a rebuild of one of the days
+    would, and waits for the days' locks taken here."""
+    by_row = defaultdict(Counter)
+    for day, whole_month, model, bucket, n in StepRollup.objects.filter(agent=instance).values_list(
+        "day", "whole_month", "model", "bucket", "steps"
+    ):
+        by_row[day, whole_month][instance.pk, model, bucket] -= n
+    days = sorted({day for day, whole_month in by_row if not whole_month})
+    list(RollupDay.objects.select_for_update().filter(day__in=days).order_by("day"))
+    for (day, whole_month), deltas in sorted(by_row.items()):
+        steps_add(day, deltas, rows=(whole_month,))
 
 
 def _created_on(day: date):

@@ -16,7 +16,7 @@ from runs.engine.loop import run_end
 from runs.engine.records import Recorder, run_close
 from runs.lifecycle.archive import runs_delete
 from runs.models import Agent, Approval, RollupDay, Run, RunRollup, Step, StepRollup, ToolCall, ToolRollup
-from runs.models.rollups import ApprovalRollup, ApprovalWait, WaitRollup
+from runs.models.rollups import AllAgentsStepRollup, ApprovalRollup, ApprovalWait, WaitRollup
 from runs.observability.metrics import counter, rollups
 from runs.observability.metrics.aggregates import SecondsBetween
 from runs.observability.metrics.page import metrics_summary
@@ -169,6 +169,7 @@ def test_rollups_give_the_raw_figures_over_random_runs():
     )
     assert StepRollup.objects.filter(whole_month=True, day__gte=today - timedelta(days=70)).exists()
     assert percentiles_compared  # some window read its percentiles from the buckets, so they were checked
+    assert_all_agents_are_sums()  # after a rebuild, endings counted one by one, and runs deleted
 
 
 @pytest.mark.django_db
@@ -181,16 +182,50 @@ def test_the_command_rebuilds_from_scratch_to_the_same_rollups():
         end_run(r)  # marked by the ending transactions...
     assert counter.count_all() > 0  # ...and counted soon after, as a worker's counter does
     kept, kept_steps, kept_tools = snapshot(), step_snapshot(), tool_snapshot()
-    for model in (RunRollup, StepRollup, ToolRollup, RollupDay):
+    for model in (RunRollup, StepRollup, AllAgentsStepRollup, ToolRollup, RollupDay):
         model.objects.all().delete()
     call_command("rebuild_rollups", days=30)
     rebuilt = snapshot()
     assert step_snapshot() == kept_steps and kept_steps  # day rows and month rows alike
+    assert_all_agents_are_sums()
     assert tool_snapshot() == kept_tools and kept_tools
     assert rebuilt.keys() == kept.keys() and kept  # the loop below compares something
     for key in kept:
         assert rebuilt[key][:2] == kept[key][:2], key
         assert rebuilt[key][2] == pytest.approx(kept[key][2], rel=1e-9, abs=1e-12)
+
+
+def assert_all_agents_are_sums() -> None:
+    """The page for every agent reads AllAgentsStepRollup: it must hold StepRollup's sums exactly."""
+    sums = Counter()
+    for day, whole_month, model, bucket, n in StepRollup.objects.values_list("day", "whole_month", "model", "bucket", "steps"):
+        sums[day, whole_month, model, bucket] += n
+    stored = {tuple(row[:4]): row[4] for row in AllAgentsStepRollup.objects.values_list("day", "whole_month", "model", "bucket", "steps")}
+    assert stored == +sums and stored
+
+
+@pytest.mark.django_db
+def test_an_agent_deleted_after_its_runs_leaves_the_sums_over_agents():
+    # Runs are pruned after RUN_RETENTION_DAYS; their rollups stay, and their agent may then be
+    # deleted. Its latency buckets go with it, from the per-agent rows and from the sums alike,
+    # so the page for every agent equals the sum of the agents' pages.
+    rng = random.Random(5)
+    agents = [Agent.objects.create(name=f"agent-{n}") for n in range(3)]
+    made = seed(rng, agents, days=40, runs=200)
+    call_command("rebuild_rollups")
+    doomed = agents[0]
+    assert StepRollup.objects.filter(agent=doomed).exists()
+    Run.objects.filter(agent=doomed).delete()  # the runs go; their rollups stay
+    doomed.delete()
+    assert not StepRollup.objects.filter(agent=doomed.pk).exists()
+    assert_all_agents_are_sums()
+    today = timezone.localdate()
+    every = metrics_summary(start=today - timedelta(days=39), end=today)
+    steps = sum(row.steps for row in every.model_latency)
+    assert steps == sum(
+        row.steps for agent in agents[1:] for row in metrics_summary(start=today - timedelta(days=39), end=today, agent=agent).model_latency
+    )
+    assert steps == Step.objects.filter(run__in=[r for r in made if r.agent_id != doomed.pk]).count()
 
 
 def step_snapshot() -> set:
@@ -316,6 +351,7 @@ def test_a_run_ending_during_a_rebuild_is_counted_once(hold):
         sum(RunRollup.objects.filter(day=yesterday, whole_month=False).values_list("runs", flat=True)) == ended.count()
     )
     assert_same(yesterday - timedelta(days=2), timezone.localdate())
+    assert_all_agents_are_sums()
 
 
 def test_a_summary_after_the_end_is_added_to_the_rollups_of_its_day(launch, script):
