@@ -1,14 +1,40 @@
 from django.conf import settings
+from django.db.models import Count, Min
+from django.utils import timezone
 
 from runs.models import Approval
 
 
 def pending_approvals(request):
-    """The header: pending approvals (for people allowed to see them) and the demo model flag."""
+    """The header: pending approvals and the oldest one's age (for people allowed to see them),
+    and the demo model flag."""
     user = getattr(request, "user", None)
     if user is None or not user.is_authenticated:
         return {}
     context = {"demo_model_active": not settings.LLM_API_KEY and not settings.LLM_BASE_URL}
     if user.has_perm("runs.view_approval"):
-        context["pending_approvals"] = Approval.objects.filter(status=Approval.Status.PENDING).count()
+        found = Approval.objects.filter(status=Approval.Status.PENDING).aggregate(n=Count("pk"), oldest=Min("requested_at"))
+        context["pending_approvals"] = found["n"]
+        if found["n"] and found["oldest"]:
+            # Written into the page, so the header has its final width at the first paint: added
+            # by the badge's script after loading, it widened the menu, which could wrap and push
+            # the page down under a pointer about to click (static/js/badge.js keeps it current).
+            waited = max(0.0, (timezone.now() - found["oldest"]).total_seconds())
+            context["oldest_pending_age"] = age_text(waited)
+            context["oldest_pending_seconds"] = round(waited, 1)
     return context
+
+
+def age_text(seconds: float) -> str:
+    """"45 s", "4 min", "2 h 5 min", "3 d 4 h": as static/js/badge.js's ageText writes it."""
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s} s"
+    minutes = s // 60
+    if minutes < 60:
+        return f"{minutes} min"
+    hours = minutes // 60
+    if hours < 24:
+        return f"{hours} h {minutes % 60} min" if minutes % 60 else f"{hours} h"
+    days = hours // 24
+    return f"{days} d {hours % 24} h" if hours % 24 else f"{days} d"

@@ -66,7 +66,12 @@ function connect() {
 const badge = document.getElementById("approval-badge");
 let latestRequest = 0;
 // The oldest waiting call's age: seconds as the server counted them, and when we heard it.
-let oldest = null;
+// The page is written with it (the header has its width from the first paint), then kept current.
+const rendered = document.getElementById("approval-oldest");
+let oldest =
+  badge && rendered && rendered.dataset.seconds
+    ? { pending: Number(badge.textContent), seconds: Number(rendered.dataset.seconds), heardAt: performance.now() }
+    : null;
 
 // "45 s", "4 min", "2 h 5 min", "3 d 4 h": coarse on purpose, it is read at a glance.
 export function ageText(seconds) {

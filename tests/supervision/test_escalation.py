@@ -4,6 +4,7 @@ import email
 import email.policy
 import json
 import logging
+import re
 import threading
 from datetime import timedelta
 
@@ -17,6 +18,7 @@ from runs.lifecycle.housekeeping import runs_sweep
 from runs.models import Agent, Approval, WebhookDelivery
 from runs.supervision.decide import approval_decide
 from runs.supervision.escalation import approvals_escalate
+from runs.web.context_processors import age_text
 from tests.conftest import free_port
 from tests.observability.webhooks.test_notifications import Receiver, eager_tasks  # noqa: F401 (fixture)
 from tests.support.approval_fixtures import pending_approval
@@ -269,3 +271,24 @@ def test_the_badge_count_says_how_long_the_oldest_call_has_waited(waiting, clien
     assert data["pending"] == 2
     assert data["oldest_requested_at"] == older.requested_at.isoformat()
     assert data["oldest_waiting_seconds"] >= 600
+
+
+def test_the_header_is_written_with_the_oldest_calls_age(waiting, client, alice):
+    # In the page itself, not added by the badge's script after loading: the menu has its final
+    # width at the first paint, and nothing under it moves while a person is about to click.
+    client.force_login(alice)
+    assert 'id="approval-oldest"' not in client.get(reverse("run_list")).content.decode()
+    waiting()
+    page = client.get(reverse("run_list")).content.decode()
+    label = re.search(r'<span id="approval-oldest" class="badge-age" data-seconds="([0-9.]+)">· oldest ([^<]+)</span>', page)
+    assert label, page
+    assert float(label.group(1)) >= 600 and label.group(2) == age_text(float(label.group(1)))
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(0, "0 s"), (59.9, "59 s"), (60, "1 min"), (3599, "59 min"), (3600, "1 h"), (7500, "2 h 5 min"),
+     (86400, "1 d"), (3 * 86400 + 4 * 3600 + 59, "3 d 4 h")],
+)
+def test_ages_are_written_as_the_badge_writes_them(seconds, text):
+    assert age_text(seconds) == text

@@ -251,9 +251,8 @@ def _bucket_rows(model, keys: tuple, count: str, days: dict, counted: set, plan,
     """Adds to `into` {(point, *keys[:-1]): {bucket: count}} the rows of a rollup with month rows
     (StepRollup, AllAgentsStepRollup, WaitRollup; `keys` end with "bucket"): per built day, or
     with a month_plan `plan` per month (a month's row less its days outside the window, or its
-    days in it). Read without
-    Django's conversions, each day converted once and each row added once: a month of latency
-    buckets is tens of thousands of rows."""
+    days in it). Read without Django's conversions, each day converted once and each row added
+    once: a month of latency buckets is tens of thousands of rows."""
     point_of = {}
 
     def point(value):
