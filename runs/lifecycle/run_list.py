@@ -1,8 +1,9 @@
 """Reads for the run history: filtered runs, newest first, a page at a time.
 
-Built to stay fast at 100,000 runs and a million steps: the model and tool filters are EXISTS
-subqueries answered by the Step(model, run) and ToolCall(run, tool_name, ...) indexes, every
-other filter has an index that also gives the order, and the total is counted only up to a cap.
+Built to stay fast at a million runs and ten million steps: the model and tool filters read the
+names each run holds (Run.models_used, Run.tools_used: the database keeps them from the run's
+steps and calls), every other filter has an index that also gives the order, and the total is
+counted only up to a cap.
 A page is found as ids first (the filters' indexes, no run's columns read for the runs it skips),
 then its rows by id; the capped total is often known from those ids, without counting again.
 """
@@ -12,12 +13,13 @@ from datetime import date, timedelta
 
 from django.conf import settings
 from django.db import connections
-from django.db.models import Exists, F, OuterRef, QuerySet
-from django.db.models.functions import Substr
+from django.db.models import F, Q, QuerySet, Value
+from django.db.models.functions import StrIndex, Substr
+from django.db.models.lookups import GreaterThan
 
 from runs.days import day_start
 from runs.lifecycle.run_search import text_filter
-from runs.models import Agent, Run, Step, ToolCall
+from runs.models import Agent, Run
 from toolsapp.models import Tool
 
 PAGE_SIZE = 50
@@ -68,11 +70,9 @@ def run_history(
     if agent is not None:
         runs = runs.filter(agent=agent)
     if model:
-        models = names_like(model, known["models"])
-        runs = runs.filter(Exists(Step.objects.filter(model__in=models, run_id=OuterRef("pk"))))
+        runs = runs.filter(_uses_any("models_used", names_like(model, known["models"])))
     if tool:
-        tools = names_like(tool, known["tools"])
-        runs = runs.filter(Exists(ToolCall.objects.filter(run_id=OuterRef("pk"), tool_name__in=tools)))
+        runs = runs.filter(_uses_any("tools_used", names_like(tool, known["tools"])))
     if created_from is not None:
         runs = runs.filter(created_at__gte=day_start(created_from))
     if created_to is not None:
@@ -80,6 +80,16 @@ def run_history(
     if text:
         runs = runs.filter(text_filter(text, using=runs.db))
     return runs.order_by("-created_at", "-pk")
+
+
+def _uses_any(column: str, names: list[str]) -> Q:
+    """Runs whose `column` (Run.models_used or Run.tools_used, kept by the database from their
+    steps and calls) holds one of `names`, matched exactly: STRPOS or INSTR, case-sensitive on
+    every database (SQLite's LIKE is not)."""
+    found = Q()
+    for name in names:
+        found |= Q(GreaterThan(StrIndex(column, Value(f"\n{name}\n")), 0))
+    return found
 
 
 def runs_for_listing(runs: QuerySet[Run]) -> QuerySet[Run]:

@@ -63,6 +63,9 @@ class Agent(models.Model):
         return self.name
 
 
+WORK_NAMES = ("models_used", "tools_used")  # Run's columns only the database writes
+
+
 class Run(models.Model):
     class Status(models.TextChoices):
         QUEUED = "queued", "Queued"
@@ -146,6 +149,15 @@ class Run(models.Model):
         null=True, blank=True, help_text="When the run was last handed to the workers (the sweep re-sends from then)."
     )
 
+    # The models and tools the run's steps and calls used, each name between newlines ("\ngpt-4o\n"):
+    # the history's model and tool filters read them from the run itself, where a late page
+    # looked through each run's steps or calls (35,000 index probes for a model's page 500 at a
+    # million runs). Kept by the database, never by Django: triggers add a step's model and a
+    # call's tool when they are inserted, whoever inserts them (migration 0031), and save()
+    # never writes them back (see WORK_NAMES).
+    models_used = models.TextField(blank=True, default="", editable=False)
+    tools_used = models.TextField(blank=True, default="", editable=False)
+
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -169,6 +181,18 @@ class Run(models.Model):
 
     def __str__(self):
         return f"Run {self.pk}"
+
+    def save(self, *args, **kwargs):
+        if self.pk is None:
+            # A new row has no steps or calls yet (a copy made by setting pk to None neither).
+            self.models_used = self.tools_used = ""
+        elif not self._state.adding and kwargs.get("update_fields") is None:
+            # An instance read before its steps were inserted holds names the triggers have
+            # added to since: saving every column would write the old ones back.
+            kwargs["update_fields"] = [
+                field.name for field in self._meta.concrete_fields if not field.primary_key and field.name not in WORK_NAMES
+            ]
+        super().save(*args, **kwargs)
 
     @property
     def group_name(self) -> str:
