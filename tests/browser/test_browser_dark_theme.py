@@ -28,7 +28,17 @@ def luminance(css_colour: str) -> float:
 
 
 def background_of(page, selector: str = "body") -> float:
-    return luminance(page.eval_on_selector(selector, "e => getComputedStyle(e).backgroundColor"))
+    # Waited for: a page that reloads itself on an event (the queue when a call arrives) has, for
+    # a moment, a document without a window, whose elements have no computed style ("").
+    colour = page.wait_for_function(
+        """selector => {
+            const element = document.querySelector(selector);
+            const colour = element && document.defaultView ? getComputedStyle(element).backgroundColor : "";
+            return colour || null;
+        }""",
+        arg=selector,
+    ).json_value()
+    return luminance(colour)
 
 
 def look(page, scheme: str, name: str, found: dict, *, check: bool, phone: bool = False) -> None:
