@@ -3,6 +3,7 @@ from django.db.models import Count, Min
 from django.utils import timezone
 
 from runs.models import Approval
+from runs.supervision.escalation import age_text
 
 
 def pending_approvals(request):
@@ -24,17 +25,3 @@ def pending_approvals(request):
             context["oldest_pending_seconds"] = round(waited, 1)
     return context
 
-
-def age_text(seconds: float) -> str:
-    """"45 s", "4 min", "2 h 5 min", "3 d 4 h": as static/js/badge.js's ageText writes it."""
-    s = max(0, int(seconds))
-    if s < 60:
-        return f"{s} s"
-    minutes = s // 60
-    if minutes < 60:
-        return f"{minutes} min"
-    hours = minutes // 60
-    if hours < 24:
-        return f"{hours} h {minutes % 60} min" if minutes % 60 else f"{hours} h"
-    days = hours // 24
-    return f"{days} d {hours % 24} h" if hours % 24 else f"{days} d"

@@ -17,8 +17,7 @@ from django.utils import timezone
 from runs.lifecycle.housekeeping import runs_sweep
 from runs.models import Agent, Approval, WebhookDelivery
 from runs.supervision.decide import approval_decide
-from runs.supervision.escalation import approvals_escalate
-from runs.web.context_processors import age_text
+from runs.supervision.escalation import age_text, approvals_escalate
 from tests.conftest import free_port
 from tests.observability.webhooks.test_notifications import Receiver, eager_tasks  # noqa: F401 (fixture)
 from tests.support.approval_fixtures import pending_approval
