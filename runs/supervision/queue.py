@@ -5,9 +5,11 @@ from provenance.py (plain data in, plain data out); the selectors here only gath
 a fixed number of queries, however many approvals wait.
 """
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from django.core.paginator import Page, Paginator
+from django.db.models import Count, Min
 from django.utils import timezone
 
 from runs.models import Approval, ArchivedApproval, Run, ToolCall
@@ -173,12 +175,18 @@ def approvals_archived(*, run_id: int | None = None, after: int = 0, limit: int 
     return list(rows[:limit])
 
 
-def approvals_oldest_pending() -> Approval | None:
-    """The approval that has waited longest (its requested_at is the age the header shows), or
-    None when nothing waits. One indexed query (status, requested_at)."""
-    return (
-        Approval.objects.filter(status=Approval.Status.PENDING)
-        .only("pk", "run_id", "requested_at")
-        .order_by("requested_at", "pk")
-        .first()
-    )
+@dataclass(frozen=True)
+class Waiting:
+    """What waits for people, as the header badge shows it."""
+
+    count: int
+    oldest_requested_at: datetime | None  # None when nothing waits
+    oldest_waited_seconds: float | None
+
+
+def approvals_waiting() -> Waiting:
+    """How many approvals wait, and since when the oldest has: one indexed query (status, requested_at)."""
+    found = Approval.objects.filter(status=Approval.Status.PENDING).aggregate(n=Count("pk"), oldest=Min("requested_at"))
+    oldest = found["oldest"] if found["n"] else None
+    waited = max(0.0, (timezone.now() - oldest).total_seconds()) if oldest else None
+    return Waiting(found["n"], oldest, waited)

@@ -4,7 +4,6 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
 from django.http import Http404, HttpResponseBadRequest, JsonResponse
 from django.shortcuts import redirect, render
-from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
@@ -16,9 +15,8 @@ from runs.supervision.decide import AlreadyDecided, EditRefused, NotAllowed, app
 from runs.supervision.queue import (
     PAGE_SIZE,
     approval_decision_text,
-    approvals_oldest_pending,
-    approvals_pending_count,
     approvals_recent_decisions,
+    approvals_waiting,
 )
 from runs.supervision.queue_controls import approval_for_page, approvals_queue_page, decision_refusals
 
@@ -64,7 +62,7 @@ def _queue_context(request) -> dict:
     if page.number == 1:
         oldest = page.object_list[0].approval.requested_at if page.object_list else None
     else:
-        oldest = getattr(approvals_oldest_pending(), "requested_at", None)
+        oldest = approvals_waiting().oldest_requested_at
     return {
         "pending": page.object_list,
         "page_obj": page,
@@ -119,12 +117,12 @@ def approval_detail(request, pk: int):
 def approval_count(request):
     # The oldest wait as an instant and as seconds now: the badge ages it by its own clock from
     # the seconds, so a browser whose clock is off still shows the right age.
-    oldest = approvals_oldest_pending()
-    waited = max(0.0, (timezone.now() - oldest.requested_at).total_seconds()) if oldest else None
+    waiting = approvals_waiting()
+    oldest = waiting.oldest_requested_at
     return JsonResponse({
-        "pending": approvals_pending_count(),
-        "oldest_requested_at": oldest.requested_at.isoformat() if oldest else None,
-        "oldest_waiting_seconds": round(waited, 1) if oldest else None,
+        "pending": waiting.count,
+        "oldest_requested_at": oldest.isoformat() if oldest else None,
+        "oldest_waiting_seconds": round(waiting.oldest_waited_seconds, 1) if oldest else None,
     })
 
 
