@@ -24,13 +24,20 @@ from django.db.models.functions import TruncHour
 from django.utils import timezone
 
 from runs.days import TruncDay, day_start
-from runs.models import Approval, Run, RunRollup, Step, StepRollup, ToolCall, ToolRollup
+from runs.models import Approval, Run, RunRollup, Step, ToolCall, ToolRollup
 from runs.models.deciders import decider_kind
-from runs.models.rollups import AllAgentsStepRollup, ApprovalRollup, WaitRollup
+from runs.models.rollups import ApprovalRollup, WaitRollup
 from runs.observability.metrics import own_work
 from runs.observability.metrics.aggregates import SecondsBetween
 from runs.observability.metrics.approval_figures import plain_rows
-from runs.observability.metrics.rollup_reads import histogram_percentile, month_plan, raw_chunks, raw_parts, raw_runs
+from runs.observability.metrics.rollup_reads import (
+    histogram_percentile,
+    latency_rollup,
+    month_plan,
+    raw_chunks,
+    raw_parts,
+    raw_runs,
+)
 from runs.observability.metrics.rollup_rows import bucket_value, latency_bucket, tool_counts
 from runs.observability.metrics.supervision_figures import DECIDERS
 
@@ -108,8 +115,7 @@ def per_point_buckets(*, start: date, end: date, agent, built: list[date]) -> Ro
     days = {"day__gte": start, "day__lte": end, **({} if agent is None else {"agent": agent})}
     plan = month_plan(start, end, counted) if (end - start).days >= DAILY_PERCENTILE_DAYS else None
     buckets = RolledBuckets(defaultdict(Counter), defaultdict(Counter))
-    steps = StepRollup if agent is not None else AllAgentsStepRollup
-    _bucket_rows(steps, ("model", "bucket"), "steps", days, counted, plan, into=buckets.latency)
+    _bucket_rows(latency_rollup(agent), ("model", "bucket"), "steps", days, counted, plan, into=buckets.latency)
     _bucket_rows(WaitRollup, ("rule_name", "tool_name", "bucket"), "decisions", days, counted, plan, into=buckets.waits)
     return buckets
 
