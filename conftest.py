@@ -97,6 +97,7 @@ def demo_data(transactional_db):
     import importlib
 
     importlib.import_module("toolsapp.migrations.0002_demo_tools").create(django_apps, None)
+    importlib.import_module("toolsapp.migrations.0008_context_and_memory_tools").create(django_apps, None)
     importlib.import_module("runs.migrations.0002_demo_agent").create(django_apps, None)
     from django.contrib.auth.models import Group, Permission
 
@@ -109,8 +110,9 @@ def demo_data(transactional_db):
 def script(demo_server):
     """script(entry, entry, ...) -> a model name that answers with those entries in order."""
 
-    def make(*responses, latency: float = 0.0, streaming: str = "stream") -> str:
-        return demo_server.create_script(list(responses), latency, streaming=streaming)["model"]
+    def make(*responses, latency: float = 0.0, streaming: str = "stream", context_window: int | None = None) -> str:
+        return demo_server.create_script(list(responses), latency, streaming=streaming,
+                                         context_window=context_window)["model"]
 
     make.requests = lambda model: demo_server.script_requests(model.split(":", 1)[1])
     return make

@@ -205,8 +205,18 @@ LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", 2)
 # Cap on each answer when the agent sets none: a local server would otherwise generate up to
 # its whole context window. 0 sends no cap.
 LLM_MAX_OUTPUT_TOKENS = env_int("LLM_MAX_OUTPUT_TOKENS", 4096)
-# Price per million tokens, {"model": [input, output]}; OpenRouter's usage.cost wins when present.
-LLM_PRICES = env_json("LLM_PRICES", {"demo": [1.0, 2.0]})
+# Price per million tokens, {"model": [input, output, cached input, reasoning output]}: the last
+# two are optional (cached input at the input rate, reasoning at the output rate when absent).
+# OpenRouter's usage.cost wins when present.
+LLM_PRICES = env_json("LLM_PRICES", {"demo": [1.0, 2.0, 0.5, 2.0]})
+# Context window in tokens of the models the runs use ({"model": tokens}; a name matches without
+# its ":suffix"), and of any model not listed. A run's context budget is the smallest window of its
+# models less the answer's cap and a safety margin, unless its agent sets a budget of its own.
+LLM_CONTEXT_LENGTHS = env_json("LLM_CONTEXT_LENGTHS", {
+    "gpt-4o": 128_000, "gpt-4o-mini": 128_000, "gpt-4.1": 1_047_576, "gpt-4.1-mini": 1_047_576,
+    "o3": 200_000, "o4-mini": 200_000, "demo": 32_768,
+})
+LLM_CONTEXT_TOKENS = env_int("LLM_CONTEXT_TOKENS", 32_768)
 # Bytes read from a model server for one answer (after decompression); a larger answer is that
 # model's error, so one server cannot make a worker hold an unbounded body.
 LLM_MAX_RESPONSE_BYTES = env_int("LLM_MAX_RESPONSE_BYTES", 8 * 1024 * 1024)

@@ -39,7 +39,7 @@ import zlib
 from toolsapp.text import loads as bounded_loads
 
 from . import scenarios
-from .answers import Reply, answer, error_reply, json_reply, stream_reply
+from .answers import Reply, answer, error_reply, json_reply, stream_reply, usage_of
 from .scripts import STREAMING_MODES, ScriptBook, is_number, validate_entries
 
 OWNED_BY = scenarios.OWNED_BY
@@ -76,14 +76,16 @@ class DemoModel:
     # -- scripts (also usable directly from Python) -------------------------
 
     def create_script(self, responses: list, latency: float = 0.0, record: bool = True,
-                      streaming: str = "stream") -> dict:
+                      streaming: str = "stream", context_window: int | None = None) -> dict:
         """Same as ``POST /v1/scripts``; returns ``{"id": ..., "model": "script:<id>"}``."""
         problem = validate_entries(responses)
         if problem is None and streaming not in STREAMING_MODES:
             problem = f"'streaming' must be one of {', '.join(STREAMING_MODES)}"
+        if problem is None and context_window is not None and not (isinstance(context_window, int) and context_window > 0):
+            problem = "'context_window' must be a positive whole number"
         if problem:
             raise ValueError(problem)
-        sid = self.scripts.add(responses, float(latency), record, streaming)
+        sid = self.scripts.add(responses, float(latency), record, streaming, context_window)
         return {"id": sid, "model": f"script:{sid}"}
 
     def script_requests(self, script_id: str) -> list:
@@ -140,11 +142,14 @@ class DemoModel:
         streaming = body.get("streaming", "stream")
         if problem is None and not is_number(latency):
             problem = "'latency' must be a number"
+        window = body.get("context_window")
         if problem is None and streaming not in STREAMING_MODES:
             problem = f"'streaming' must be one of {', '.join(STREAMING_MODES)}"
+        if problem is None and window is not None and (not isinstance(window, int) or isinstance(window, bool) or window < 1):
+            problem = "'context_window' must be a positive whole number"
         if problem:
             return error_reply(400, problem)
-        sid = self.scripts.add(responses, float(latency), bool(body.get("record", True)), streaming)
+        sid = self.scripts.add(responses, float(latency), bool(body.get("record", True)), streaming, window)
         return json_reply(200, {"id": sid, "model": f"script:{sid}"})
 
     def chat(self, body: dict, raw: bytes = b"") -> Reply:
@@ -165,6 +170,13 @@ class DemoModel:
         if streamed and mode == "refuse":
             return error_reply(400, _NO_STREAMING, "unsupported_parameter")
         spread = 0.0
+        if script is not None and script.context_window:
+            prompt = usage_of({}, messages, None, None)["prompt_tokens"]
+            if prompt > script.context_window:
+                return error_reply(
+                    400, f"This model's maximum context length is {script.context_window} tokens. However, your "
+                    f"messages resulted in {prompt} tokens. Please reduce the length of the messages.",
+                    "context_length_exceeded", type_="invalid_request_error")
         if script is not None:
             entry, delay = self.scripts.take(script, body.get("tool_choice")), script.latency
         else:

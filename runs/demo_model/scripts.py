@@ -36,6 +36,10 @@ Script entry format (each entry is a dict; keys may be combined)
     ``if_tool_choice`` does not match is skipped, not consumed).
 ``"headers": {...}``
     Extra response headers, for any entry type.
+A script made with ``context_window`` (tokens, the estimate below) answers every request
+whose prompt is larger with 400 ``context_length_exceeded``, as a provider does, without
+consuming an entry.
+
 ``{"stream": {"chunk_chars": 4, "chunk_delay": 0.2, "cut_after": 3, "usage": false}, ...}``
     How the entry is streamed when a request asks for a stream (all optional):
     text per chunk (default 12 characters), seconds between chunks (default 0),
@@ -84,10 +88,13 @@ def is_number(value: Any) -> bool:
 
 
 class Script:
-    __slots__ = ("entries", "id", "latency", "record", "requests", "streaming")
+    __slots__ = ("context_window", "entries", "id", "latency", "record", "requests", "streaming")
 
-    def __init__(self, script_id: str, entries: list, latency: float, record: bool = True, streaming: str = "stream"):
+    def __init__(self, script_id: str, entries: list, latency: float, record: bool = True, streaming: str = "stream",
+                 context_window: int | None = None):
         self.id = script_id
+        # Prompt tokens (the demo's own count) beyond which a request is refused as too long.
+        self.context_window = context_window
         self.streaming = streaming
         self.entries = list(entries)
         self.latency = latency
@@ -122,14 +129,15 @@ class ScriptBook:
         self._lock = threading.Lock()
         self._scripts: dict[str, Script] = {}
 
-    def add(self, responses: list, latency: float, record: bool = True, streaming: str = "stream") -> str:
+    def add(self, responses: list, latency: float, record: bool = True, streaming: str = "stream",
+            context_window: int | None = None) -> str:
         """A new script's id (``responses`` already validated)."""
         with self._lock:
             while True:
                 sid = os.urandom(5).hex()
                 if sid not in self._scripts:
                     break
-            self._scripts[sid] = Script(sid, responses, latency, record, streaming)
+            self._scripts[sid] = Script(sid, responses, latency, record, streaming, context_window)
         return sid
 
     def get(self, sid: str) -> Script | None:

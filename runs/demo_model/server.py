@@ -231,9 +231,9 @@ class DemoModelServer:
         return f"<DemoModelServer {self.url}>"
 
     def create_script(self, responses: list, latency: float = 0.0, record: bool = True,
-                      streaming: str = "stream") -> dict:
+                      streaming: str = "stream", context_window: int | None = None) -> dict:
         """Same as ``POST /v1/scripts``; returns ``{"id": ..., "model": "script:<id>"}``."""
-        return self.model.create_script(responses, latency, record, streaming)
+        return self.model.create_script(responses, latency, record, streaming, context_window)
 
     def script_requests(self, script_id: str) -> list:
         """Same as ``GET /v1/scripts/<id>/requests``, parsed (KeyError if unknown)."""

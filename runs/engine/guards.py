@@ -177,5 +177,10 @@ def stop_message(reason: str, config: dict, detail: str = "") -> str:
         StopReason.CANCELLED: detail or "Cancelled by an operator.",
         StopReason.WORKER_LOST: f"The worker running this run was lost too many times. {detail}".strip(),
         StopReason.INTERNAL_ERROR: f"The run failed on an internal error: {detail}",
+        StopReason.CONTEXT_FULL: (
+            "The conversation no longer fits the model's context, even with older results summarised: "
+            if config.get("context_budget") else
+            "The conversation no longer fits the model's context (summarising older results is off for this agent): "
+        ) + detail,
     }
     return texts.get(reason, detail or reason)

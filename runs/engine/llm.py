@@ -16,6 +16,7 @@ import openai
 import orjson
 from django.conf import settings
 
+from runs.engine.context import ContextFull
 from runs.engine.llm_answers import Notes, content_and_reasoning, provider_error, safe_text
 from runs.engine.llm_clients import Endpoint, ModelError, client_for
 from runs.engine.llm_stream import StreamCut, StreamedAnswer, StreamError, sse_chunks
@@ -26,6 +27,18 @@ log = logging.getLogger("runs.llm")  # its name from before the move: operators 
 
 class BadResponse(Exception):
     """The server answered, but not with a chat completion we can use."""
+
+
+class ContextTooLong(ModelError):
+    """Every model refused the conversation for its length (after one harder compaction each)."""
+
+
+# What providers say when a request passes the model's context window: OpenAI's code, and the
+# words of llama.cpp, vLLM, Ollama, Anthropic's and Mistral's compatible endpoints.
+CONTEXT_WORDS = (
+    "context_length_exceeded", "context length", "maximum context", "context window", "context size",
+    "too many tokens", "prompt is too long", "exceeds the available context", "input is too long",
+)
 
 
 # (base URL, model) that refused a streamed request and then answered a plain one: asked plainly
@@ -52,6 +65,8 @@ class ModelReply:
     errors: list[str] = field(default_factory=list)
     reasoning: str = ""  # kept apart from the content: shown, never sent back
     notes: list[str] = field(default_factory=list)  # what reading the answer replaced or left out
+    tokens_cached: int = 0  # of tokens_in, read from the provider's prompt cache
+    tokens_reasoning: int = 0  # of tokens_out, spent on reasoning
 
 
 _odd_usage_logged: set[tuple[str, str]] = set()
@@ -72,10 +87,33 @@ def _reported(usage: dict, name: str, model: str):
     return float(value) if name == "cost" else int(value)
 
 
-def price(model: str, tokens_in: int, tokens_out: int) -> float:
+def price(model: str, tokens_in: int, tokens_out: int, cached: int = 0, reasoning: int = 0) -> float:
+    """The cost by the price table: [input, output, cached input, reasoning output] per million
+    tokens; cached input at the input rate and reasoning at the output rate when not given. The
+    cached tokens are part of `tokens_in` and the reasoning tokens of `tokens_out`, as reported."""
     prices = settings.LLM_PRICES
-    rates = prices.get(model) or prices.get(model.split(":")[0]) or prices.get("*") or [0, 0]
-    return (tokens_in * rates[0] + tokens_out * rates[1]) / 1_000_000
+    rates = list(prices.get(model) or prices.get(model.split(":")[0]) or prices.get("*") or [0, 0])
+    rate_in, rate_out = rates[0], rates[1]
+    rate_cached = rates[2] if len(rates) > 2 else rate_in
+    rate_reasoning = rates[3] if len(rates) > 3 else rate_out
+    cached, reasoning = min(cached, tokens_in), min(reasoning, tokens_out)
+    return ((tokens_in - cached) * rate_in + cached * rate_cached
+            + (tokens_out - reasoning) * rate_out + reasoning * rate_reasoning) / 1_000_000
+
+
+def _detail(usage: dict, part: str, name: str, model: str) -> int:
+    """A count inside usage's details (prompt_tokens_details.cached_tokens, ...), or 0."""
+    details = usage.get(part)
+    return _reported(details, name, model) if isinstance(details, dict) else 0
+
+
+def _context_too_long(exc: Exception) -> bool:
+    """Whether an error answer says the request passed the model's context window."""
+    if not isinstance(exc, openai.APIStatusError) or exc.status_code not in (400, 413, 422, 500):
+        return False
+    if getattr(exc, "code", None) == "context_length_exceeded":
+        return True
+    return any(words in _described(exc, ()).lower() for words in CONTEXT_WORDS)
 
 
 ERROR_DETAIL_CHARS = 300  # of a server's error message kept in a run's stop detail and the logs
@@ -225,6 +263,7 @@ def complete(
     timeout: float | None = None,
     redacted: Callable[[], Iterable[str]] = tuple,
     stream_to=None,
+    shrink: Callable[[], list[dict]] | None = None,
 ) -> ModelReply:
     """Ask each model in order until one answers; raise ModelError with every failure otherwise.
 
@@ -236,15 +275,20 @@ def complete(
 
     `redacted`: gives the values (sensitive tool arguments) that must not appear in an error kept
     or logged; called only when there is an error to describe (finding them re-reads every call of
-    the conversation). The API keys never appear either."""
+    the conversation). The API keys never appear either.
+
+    `shrink`: gives the messages compacted harder, called when a model refuses the request for its
+    length; that model is asked once more with them (and the next models get them too). It may
+    raise runs.engine.context.ContextFull. When every model refused for length, ContextTooLong."""
 
     def secrets() -> tuple[str, ...]:
         return (settings.LLM_API_KEY, *redacted())  # an endpoint's own key is this one or a placeholder
 
     client = client_for(endpoint.base_url, endpoint.api_key, timeout, guarded=endpoint.guarded)
     errors: list[str] = []
+    too_long = 0  # models that refused the conversation for its length
     for model in endpoint.models:
-        choice_used, fallback = tool_choice, False
+        choice_used, fallback, shrunk = tool_choice, False, False
         streaming = stream_to is not None and (endpoint.base_url, model) not in _plain_only
         stream_refused = ""
         started = time.perf_counter()  # latency includes a refused "required" attempt
@@ -297,6 +341,23 @@ def complete(
                     # A server that does not stream: the same request, plainly.
                     streaming, stream_refused = False, _describe(exc, secrets())
                     continue
+                if _context_too_long(exc):
+                    if shrink is not None and not shrunk:
+                        shrunk = True
+                        try:
+                            messages = shrink()
+                        except ContextFull as full:
+                            errors.append(f"{model}: the conversation is too long for its context "
+                                          f"({_describe(exc, secrets())}), and cannot be shortened further ({full})")
+                        else:
+                            errors.append(f"{model}: the conversation is too long for its context "
+                                          f"({_describe(exc, secrets())}); older results summarised harder and asked again")
+                            continue
+                    else:
+                        errors.append(f"{model}: the conversation is too long for its context ({_describe(exc, secrets())})")
+                    too_long += 1
+                    log.warning("model %s failed: %s", model, errors[-1])
+                    break
                 refused_required = (
                     choice_used == "required"
                     and not fallback
@@ -327,6 +388,8 @@ def complete(
             usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
             tokens_in = _reported(usage, "prompt_tokens", model)
             tokens_out = _reported(usage, "completion_tokens", model)
+            cached = min(_detail(usage, "prompt_tokens_details", "cached_tokens", model), tokens_in)
+            reasoning_tokens = min(_detail(usage, "completion_tokens_details", "reasoning_tokens", model), tokens_out)
             cost = None if usage.get("cost") is None else _reported(usage, "cost", model)
             return ModelReply(
                 model=notes.text(data.get("model") or model, "the model's name"),
@@ -338,12 +401,16 @@ def complete(
                 refusal=notes.text(message.get("refusal"), "the refusal") or None,
                 tokens_in=tokens_in,
                 tokens_out=tokens_out,
-                cost_usd=price(model, tokens_in, tokens_out) if cost is None else cost,
+                cost_usd=price(model, tokens_in, tokens_out, cached, reasoning_tokens) if cost is None else cost,
                 latency_ms=latency_ms,
                 tool_choice=choice_used if tools else "",
                 tool_choice_fallback=fallback,
                 errors=errors,
                 reasoning=reasoning,
                 notes=notes.lines,
+                tokens_cached=cached,
+                tokens_reasoning=reasoning_tokens,
             )
+    if endpoint.models and too_long == len(endpoint.models):
+        raise ContextTooLong("; ".join(errors))
     raise ModelError("; ".join(errors) or "no model to ask")

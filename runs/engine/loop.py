@@ -17,13 +17,14 @@ import uuid
 from django.conf import settings
 from django.db.models import Count, Q
 
-from runs.engine import decisions, guards, hooks, llm, llm_clients, records, throttle
+from runs.engine import context, decisions, guards, hooks, llm, llm_clients, records, throttle
 from runs.engine.call_runner import CallRunner
 from runs.engine.conversation import build_messages, step_messages
 from runs.engine.db import connection_lost, loop_connections, on_fresh_connection, release_db_connection
 from runs.engine.decisions import StopReason
 from runs.engine.leases import LeaseLost, keeper, lease_claim, lease_held, lease_release
 from runs.engine.records import Recorder, operator_stop_first, paused_at_boundary, run_close, run_start
+from runs.engine.request_fit import RequestFit
 from runs.engine.run_tools import RunTools
 from runs.engine.streaming import AnswerStream
 from runs.engine.summaries import iteration_log, summary_record, summary_wanted
@@ -119,11 +120,14 @@ class _Driver:
         self.active_before = run.active_seconds
         # The run's tools and what the decisions need to know of each, read again for the tools
         # each answer calls (an administrator may change them while the run goes on).
-        self.toolbox = RunTools(self.config["tools"])
+        self.toolbox = RunTools(self.config["tools"], read_back=self.config.get("read_back", False))
         self.tools, self.facts = self.toolbox.tools, self.toolbox.facts  # changed in place
         self.runner = CallRunner(run, owner, self.tools, self.record)
         self.messages: list[dict] | None = None  # built from the rows at the first model call
         self.endpoint = None
+        # What each request carries, within the run's context budget (0: everything, always).
+        self.request = RequestFit(run_id, self.config.get("context_budget", 0), self.toolbox,
+                                  resumed=run.iterations > 0)
         if run.iterations == 0:  # no steps and no calls yet (they are committed with the count)
             self.step_count, self.seen, self.open_calls = 0, {}, []
             self.record.approvals_possible = False  # until a call goes through the gate
@@ -168,6 +172,8 @@ class _Driver:
             if outcome == CANCELLED:
                 return self.end(StopReason.CANCELLED)
             return run
+        except (context.ContextFull, llm.ContextTooLong) as exc:
+            return self.end(StopReason.CONTEXT_FULL, detail=str(exc))
         except llm.ModelError as exc:
             return self.end(StopReason.MODEL_ERROR, detail=str(exc))
         except LeaseLost:
@@ -274,6 +280,12 @@ class _Driver:
             self.endpoint = llm_clients.resolve_endpoint(**llm_clients.endpoint_settings(self.config))
         if self.messages is None:
             self.messages = build_messages(self.run)[: -len(self.run.pending_messages) or None]
+        request = self.request
+        request.fit(self.messages, preamble)
+        shrink = None
+        if request.budget:
+            def shrink() -> list[dict]:  # a provider refused the request for its length
+                return request.fit(self.messages, preamble, context.HARDER, refused_at=request.fitted.tokens).messages
         keeper.expect_wait(self.owner, _model_wait_seconds(len(self.config["models"] or [1])))
         stream_to = None
         if self.config.get("stream_answers", True):
@@ -284,7 +296,7 @@ class _Driver:
         with throttle.waiting():
             return llm.complete(
                 endpoint=self.endpoint,
-                messages=self.messages + preamble,
+                messages=request.fitted.messages,
                 tools=self.toolbox.definitions,
                 tool_choice=guards.tool_choice_for(self.run.iterations + 1, self.config),
                 parallel_tool_calls=self.config["parallel_tool_calls"],
@@ -292,6 +304,7 @@ class _Driver:
                 max_output_tokens=self.config.get("max_output_tokens") or settings.LLM_MAX_OUTPUT_TOKENS,
                 redacted=lambda: sensitive_values_in_messages(self.messages + preamble, self.tools),
                 stream_to=stream_to,
+                shrink=shrink,
             )
 
     def read_calls(self, reply) -> tuple[list[guards.PlannedCall], list[str | None], dict[int, dict]]:
@@ -351,7 +364,8 @@ class _Driver:
             self.seen[key] = self.seen.get(key, 0) + 1
             calls.append(call)
         step, calls = self.record.step_create(
-            index=self.step_count, iteration=run.iterations + 1, reply=reply, preamble=preamble, calls=calls
+            index=self.step_count, iteration=run.iterations + 1, reply=reply, preamble=preamble, calls=calls,
+            request=self.request.step_fields(),
         )
         if self.sent_notes:  # only those sent: a note typed meanwhile waits for the next request
             OperatorMessage.objects.filter(pk__in=self.sent_notes).update(step=step)
@@ -359,6 +373,7 @@ class _Driver:
             iterations=run.iterations + 1, tokens_in=run.tokens_in + reply.tokens_in,
             tokens_out=run.tokens_out + reply.tokens_out, cost_usd=run.cost_usd + reply.cost_usd,
             active_seconds=self.elapsed(), pending_messages=[],
+            **self.token_kinds(reply, self.request.newly_compacted()),
         )
         return step, calls
 
@@ -397,6 +412,18 @@ class _Driver:
 
     def elapsed(self) -> float:
         return self.active_before + time.monotonic() - self.started
+
+    def token_kinds(self, reply, compactions: int) -> dict:
+        """The run's counters of cached and reasoning tokens and of compactions, where they changed
+        (most answers change none: no column written for nothing)."""
+        run, fields = self.run, {}
+        if reply.tokens_cached:
+            fields["tokens_cached"] = run.tokens_cached + reply.tokens_cached
+        if reply.tokens_reasoning:
+            fields["tokens_reasoning"] = run.tokens_reasoning + reply.tokens_reasoning
+        if compactions:
+            fields["compactions"] = run.compactions + 1
+        return fields
 
     def counters(self) -> decisions.Counters:
         run = self.run

@@ -133,8 +133,9 @@ class Recorder:
 
     def step_create(self, *, index: int, iteration: int, reply, preamble: list, kind: str = Step.Kind.TURN,
                     calls: list[ToolCall] = (), message: dict | None = None,
-                    tool_choice: str | None = None) -> tuple[Step, list[ToolCall]]:
-        """Insert a step with its calls (already carrying their first state) and queue its event."""
+                    tool_choice: str | None = None, request: dict | None = None) -> tuple[Step, list[ToolCall]]:
+        """Insert a step with its calls (already carrying their first state) and queue its event.
+        `request`: what the request carried (RequestFit.step_fields)."""
         step = Step(
             run=self.run,
             index=index,
@@ -153,6 +154,9 @@ class Recorder:
             model_errors=reply.errors,
             reasoning=reply.reasoning,
             notes=reply.notes,
+            tokens_cached=reply.tokens_cached,
+            tokens_reasoning=reply.tokens_reasoning,
+            **(request or {}),
         )
         insert([step])
         calls = list(calls)

@@ -8,6 +8,7 @@ changed is read again in full.
 """
 from django.db import connection
 
+from runs.engine.context import READ_BACK_TOOL
 from runs.engine.decisions import ToolFacts
 from runs.engine.tool_exec import reads_only
 from runs.models import Run
@@ -24,8 +25,15 @@ def facts_of(tool: Tool) -> ToolFacts:
 class RunTools:
     """`tools` and `facts` (of enabled tools), `unavailable` (disabled ones), `definitions` (for the model)."""
 
-    def __init__(self, names: list[str]):
+    def __init__(self, names: list[str], *, read_back: bool = False):
         self.names = list(names)
+        # The tool that reads a summarised result again, for a run with a context budget: offered
+        # from the first request that summarised one (a request before has nothing to read back,
+        # and its schema would cost tokens).
+        self.held_back = set()
+        if read_back and READ_BACK_TOOL not in self.names:
+            self.names.append(READ_BACK_TOOL)
+            self.held_back = {READ_BACK_TOOL}
         self.tools: dict[str, Tool] = {}
         self.facts: dict[str, ToolFacts] = {}
         self.unavailable: set[str] = set()
@@ -86,5 +94,13 @@ class RunTools:
             return flags is not None and not flags[0]
         return flags is None
 
+    def offer_read_back(self) -> bool:
+        """Offer the read-back tool from now on: True when that changed the definitions."""
+        if not self.held_back:
+            return False
+        self.held_back = set()
+        self.definitions = self._definitions()
+        return True
+
     def _definitions(self) -> list[dict]:
-        return [self.tools[n].definition() for n in self.names if n in self.tools]
+        return [self.tools[n].definition() for n in self.names if n in self.tools and n not in self.held_back]

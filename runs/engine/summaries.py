@@ -4,7 +4,7 @@ of each iteration. Both are the driver's, kept here so the loop reads like its c
 import json
 import logging
 
-from runs.engine import decisions, hooks, llm, llm_clients, throttle
+from runs.engine import context, decisions, hooks, llm, llm_clients, throttle
 from runs.engine.conversation import build_messages
 from runs.models import Step
 
@@ -30,16 +30,24 @@ def summary_record(*, recorder, config: dict, endpoint, tools: list, index: int)
     instruction = {"role": "user", "content": SUMMARY_PROMPT.format(detail=run.stop_detail)}
     try:
         endpoint = endpoint or llm_clients.resolve_endpoint(**llm_clients.endpoint_settings(config))
+        # Within the run's context budget, as every request of the run (a run that ended for its
+        # length is summarised from a conversation summarised harder).
+        window = context.Window(config.get("context_budget", 0))
+        history, cost = build_messages(run), context.definitions_tokens(tools)
+        try:
+            messages = window.fit(history, [instruction], cost).messages
+        except context.ContextFull:
+            messages = window.fit(history, [instruction], cost, context.HARDER).messages
         with throttle.waiting():
             reply = llm.complete(
                 endpoint=endpoint,
-                messages=build_messages(run) + [instruction],
+                messages=messages,
                 tools=tools,
                 tool_choice="none",
                 parallel_tool_calls=config["parallel_tool_calls"],
                 provider_options=config["provider_options"],
             )
-    except llm.ModelError as exc:
+    except (llm.ModelError, context.ContextFull) as exc:
         log.warning("summary for run %s failed: %s", run.pk, exc)
         with recorder.transaction():
             recorder.run_update(summary_pending=False)  # it ended without one
@@ -50,7 +58,9 @@ def summary_record(*, recorder, config: dict, endpoint, tools: list, index: int)
                                        kind=Step.Kind.SUMMARY, tool_choice="none",
                                        message={"role": "assistant", "content": reply.content})
         recorder.run_update(answer=reply.content, summary_pending=False, tokens_in=run.tokens_in + reply.tokens_in,
-                            tokens_out=run.tokens_out + reply.tokens_out, cost_usd=run.cost_usd + reply.cost_usd)
+                            tokens_out=run.tokens_out + reply.tokens_out, cost_usd=run.cost_usd + reply.cost_usd,
+                            tokens_cached=run.tokens_cached + reply.tokens_cached,
+                            tokens_reasoning=run.tokens_reasoning + reply.tokens_reasoning)
         hooks.summary_added(run=run, step=step, tokens=reply.tokens_in + reply.tokens_out, cost_usd=reply.cost_usd)
     return True
 

@@ -137,10 +137,11 @@ TIMELINE_STEPS = 300
 
 
 STEP_COLUMNS = ("id", "index", "iteration", "kind", "model", "latency_ms", "tokens_in", "tokens_out", "cost_usd",
-                "finish_reason", "model_errors", "notes", "reasoning", "message", "created_at")
+                "finish_reason", "model_errors", "notes", "reasoning", "message", "created_at", "tokens_cached",
+                "tokens_reasoning", "context_tokens", "tool_definition_tokens", "compacted_calls")
 CALL_COLUMNS = ("id", "step_id", "index", "call_id", "tool_name", "arguments", "args_hash", "status", "latency_ms",
                 "truncated", "error", "result_text", "executed_arguments", "executed_args_hash", "approval_id")
-JSON_STEP_COLUMNS = ("model_errors", "notes", "message")
+JSON_STEP_COLUMNS = ("model_errors", "notes", "message", "compacted_calls")
 
 
 @functools.cache

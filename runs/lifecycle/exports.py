@@ -21,7 +21,8 @@ BATCH = 200
 STEP_BATCH = 2000
 
 RUN_FIELDS = ("id", "created_at", "finished_at", "agent__name", "task", "customer", "status", "stop_reason",
-              "stop_detail", "iterations", "tokens_in", "tokens_out", "cost_usd")
+              "stop_detail", "iterations", "tokens_in", "tokens_out", "cost_usd", "tokens_cached", "tokens_reasoning",
+              "compactions")
 
 CSV_COLUMNS = (
     "run_id", "created_at", "finished_at", "agent", "task", "customer", "status", "stop_reason", "stop_detail",
@@ -30,7 +31,12 @@ CSV_COLUMNS = (
     "step_tokens_in", "step_tokens_out", "step_cost_usd",
     "call_index", "call_id", "tool", "args_hash", "call_status", "call_ok", "call_truncated", "call_latency_ms",
     "approval_status", "approval_decided_by",
+    # Added later: at the end, so the earlier columns keep their places.
+    "run_tokens_cached", "run_tokens_reasoning", "run_compactions",
+    "step_tokens_cached", "step_tokens_reasoning", "step_context_tokens", "step_tool_definition_tokens",
+    "step_compacted_calls",
 )
+RUN_CELLS, STEP_CELLS, CALL_CELLS = 13, 9, 10  # of the columns before those added later
 # A spreadsheet runs a cell starting with one of these as a formula (CSV injection).
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
@@ -115,7 +121,8 @@ def _with_steps(rows: list[dict]) -> list[dict]:
     steps_by_run: dict[int, list[dict]] = defaultdict(list)
     steps = Step.objects.filter(run_id__in=run_ids).order_by("run_id", "index").values(
         "pk", "run_id", "index", "iteration", "kind", "model", "finish_reason", "latency_ms",
-        "tokens_in", "tokens_out", "cost_usd",
+        "tokens_in", "tokens_out", "cost_usd", "tokens_cached", "tokens_reasoning", "context_tokens",
+        "tool_definition_tokens", "compacted_calls",
     )
     for step in steps:
         steps_by_run[step["run_id"]].append({
@@ -127,6 +134,11 @@ def _with_steps(rows: list[dict]) -> list[dict]:
             "latency_ms": round(step["latency_ms"], 2),
             "tokens_in": step["tokens_in"],
             "tokens_out": step["tokens_out"],
+            "tokens_cached": step["tokens_cached"],
+            "tokens_reasoning": step["tokens_reasoning"],
+            "context_tokens": step["context_tokens"],
+            "tool_definition_tokens": step["tool_definition_tokens"],
+            "compacted_calls": step["compacted_calls"],
             "cost_usd": step["cost_usd"],
             "calls": calls_by_step.get(step["pk"], []),
         })
@@ -144,6 +156,9 @@ def _with_steps(rows: list[dict]) -> list[dict]:
             "iterations": row["iterations"],
             "tokens_in": row["tokens_in"],
             "tokens_out": row["tokens_out"],
+            "tokens_cached": row["tokens_cached"],
+            "tokens_reasoning": row["tokens_reasoning"],
+            "compactions": row["compactions"],
             "cost_usd": row["cost_usd"],
             "steps": steps_by_run.get(row["id"], []),
         }
@@ -169,21 +184,25 @@ def _csv_rows(record: dict) -> Iterable[list]:
         record["customer"], record["status"], record["stop_reason"], record["stop_detail"], record["iterations"],
         record["tokens_in"], record["tokens_out"], record["cost_usd"],
     ]
+    run_later = [record["tokens_cached"], record["tokens_reasoning"], record["compactions"]]
+    no_step, no_call = [None] * STEP_CELLS, [None] * CALL_CELLS
     if not record["steps"]:
-        yield run + [None] * (len(CSV_COLUMNS) - len(run))
+        yield run + no_step + no_call + run_later + [None] * 5
     for step in record["steps"]:
         step_cells = [
             step["index"], step["iteration"], step["kind"], step["model"], step["finish_reason"], step["latency_ms"],
             step["tokens_in"], step["tokens_out"], step["cost_usd"],
         ]
+        step_later = [step["tokens_cached"], step["tokens_reasoning"], step["context_tokens"],
+                      step["tool_definition_tokens"], " ".join(step["compacted_calls"])]
         if not step["calls"]:
-            yield run + step_cells + [None] * (len(CSV_COLUMNS) - len(run) - len(step_cells))
+            yield run + step_cells + no_call + run_later + step_later
         for call in step["calls"]:
             approval = call["approval"] or {}
             yield run + step_cells + [
                 call["index"], call["id"], call["tool"], call["args_hash"], call["status"], call["ok"],
                 call["truncated"], call["latency_ms"], approval.get("status"), approval.get("decided_by"),
-            ]
+            ] + run_later + step_later
 
 
 def _cell(value):

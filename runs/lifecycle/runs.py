@@ -3,6 +3,7 @@ from django.conf import settings
 from django.db import transaction
 
 from runs.engine import guards
+from runs.engine.context import READ_BACK_TOOL, context_budget
 from runs.engine.events import event_record
 from runs.engine.leases import lease_held
 from runs.engine.llm_clients import TRUSTED_BASE_URL_KEY
@@ -43,7 +44,19 @@ def run_config(*, agent: Agent, overrides: dict, approval_policy: str = "ask", u
         raise InvalidRun(message, setting if setting in overrides else None)
     for setting, message in launch_bounds_problems(agent=agent, overrides=overrides, user=user):
         raise InvalidRun(message, setting)
-    return config
+    return _with_context(config, agent)
+
+
+def _with_context(config: dict, agent: Agent) -> dict:
+    """The run's context budget frozen with its other limits (0: compaction off), and whether the
+    run may read a summarised result again (the built-in tool, unless an admin disabled it; it is
+    not one of the run's chosen tools, which stay the agent's or the launch's)."""
+    if not agent.compact_context:
+        return {**config, "context_budget": 0, "read_back": False}
+    budget = context_budget(models=config["models"] or list(settings.LLM_MODELS),
+                            max_output_tokens=config["max_output_tokens"], own_budget=agent.context_budget_tokens)
+    read_back = Tool.objects.filter(name=READ_BACK_TOOL, enabled=True).exists()
+    return {**config, "context_budget": budget, "read_back": read_back}
 
 
 def launch_errors(*, agent: Agent, overrides: dict, user=None) -> dict[str, list[str]]:

@@ -25,6 +25,15 @@ class Agent(models.Model):
     max_tokens = models.PositiveIntegerField(default=200_000, help_text="Token budget for the whole run.")
     max_cost_usd = models.FloatField(default=1.0)
     max_output_tokens = models.PositiveIntegerField(null=True, blank=True, help_text="Per model call.")
+    context_budget_tokens = models.PositiveIntegerField(
+        null=True, blank=True,
+        help_text="Tokens one request may carry; empty: the models' context window less the answer's cap and 5 %.",
+    )
+    compact_context = models.BooleanField(
+        default=True,
+        help_text="When a request would pass the context budget, summarise older tool results in it (the run's "
+        "journal keeps them whole, and the model can read one again); off: always send everything.",
+    )
     first_tool_choice = models.CharField(max_length=16, choices=ToolChoice.choices, default=ToolChoice.AUTO)
     later_tool_choice = models.CharField(max_length=16, choices=ToolChoice.choices, default=ToolChoice.AUTO)
     parallel_tool_calls = models.BooleanField(default=True)
@@ -91,6 +100,7 @@ class Run(models.Model):
         OPERATOR_STOP = "operator_stop", "Stopped by an operator"
         WORKER_LOST = "worker_lost", "Worker lost"
         INTERNAL_ERROR = "internal_error", "Internal error"
+        CONTEXT_FULL = "context_full", "Conversation too long for the model"
 
     ACTIVE_STATUSES = (Status.QUEUED, Status.RUNNING, Status.AWAITING_APPROVAL, Status.PAUSED)
     FINISHED_STATUSES = (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED)
@@ -119,6 +129,12 @@ class Run(models.Model):
     tokens_in = models.PositiveIntegerField(default=0)
     tokens_out = models.PositiveIntegerField(default=0)
     cost_usd = models.FloatField(default=0.0)
+    # Parts of tokens_in and tokens_out, as the providers report them (priced at their own rates).
+    tokens_cached = models.PositiveIntegerField(default=0, help_text="Input tokens read from the provider's cache.")
+    tokens_reasoning = models.PositiveIntegerField(default=0, help_text="Output tokens spent on reasoning.")
+    compactions = models.PositiveIntegerField(
+        default=0, help_text="Requests that summarised tool results no earlier request had summarised."
+    )
     # A fork's counters start with its parent's at the fork point (its copied steps); what it did
     # itself is the difference (runs/observability/metrics/own_work.py). Zero for a run that is no fork.
     inherited_iterations = models.PositiveIntegerField(default=0)
@@ -239,6 +255,15 @@ class Step(models.Model):
     model_errors = models.JSONField(default=list, blank=True, help_text="Models that failed before this answer.")
     reasoning = models.TextField(blank=True, default="", help_text="The model's reasoning, kept apart: never sent back.")
     notes = models.JSONField(default=list, blank=True, help_text="What reading the answer replaced or left out.")
+    tokens_cached = models.PositiveIntegerField(default=0, help_text="Of tokens_in, read from the provider's cache.")
+    tokens_reasoning = models.PositiveIntegerField(default=0, help_text="Of tokens_out, spent on reasoning.")
+    context_tokens = models.PositiveIntegerField(
+        default=0, help_text="The request's size as estimated before it was sent (tool definitions included)."
+    )
+    tool_definition_tokens = models.PositiveIntegerField(default=0, help_text="Estimated, of context_tokens.")
+    compacted_calls = models.JSONField(
+        default=list, blank=True, help_text="Call ids whose result the request carried as a summary."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -5,6 +5,8 @@ Plain Python, not a template: the page renders every step and call of the run, a
 language cost several times the queries for a run of a dozen steps. Every value goes through
 `escape`; the class names and data attributes are the ones run_live.js writes.
 """
+import json
+
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import escape
@@ -13,6 +15,24 @@ from django.utils.safestring import SafeString, mark_safe
 from runs.models import Approval, ToolCall
 
 PREVIEW_CHARS = 300
+
+
+def tokens_text(step) -> str:
+    """A step's tokens, with the cached part of its input and the reasoning part of its output."""
+    tokens_in = f"{step.tokens_in} in" + (f" ({step.tokens_cached} cached)" if step.tokens_cached else "")
+    tokens_out = f"{step.tokens_out} out" + (f" ({step.tokens_reasoning} reasoning)" if step.tokens_reasoning else "")
+    return f"{tokens_in} / {tokens_out} tokens"
+
+
+def request_text(step) -> str:
+    return f"request ~{step.context_tokens} tokens, of which tool definitions ~{step.tool_definition_tokens}"
+
+
+def compacted_text(call_ids: list) -> str:
+    shown = ", ".join(map(str, call_ids[:8])) + (f" and {len(call_ids) - 8} more" if len(call_ids) > 8 else "")
+    what = "result" if len(call_ids) == 1 else "results"
+    return (f"{len(call_ids)} older {what} sent as a summary to fit the context budget (whole here and in the "
+            f"journal; the model can read them again): {shown}")
 
 
 def _when(moment, form: str = "%Y-%m-%d %H:%M:%S") -> str:
@@ -118,18 +138,23 @@ def _step(step) -> str:
     kind = escape(step.kind)
     title = f"Step {step.index}" + (" · summary" if step.kind == "summary" else "")
     parts = [
-        f'<div class="step step-{kind}" id="step-{step.index}" data-index="{step.index}" data-iteration="{step.iteration}">',
+        f'<div class="step step-{kind}" id="step-{step.index}" data-index="{step.index}" data-iteration="{step.iteration}" '
+        f'data-compacted="{escape(json.dumps(step.compacted_calls))}">',
         '<div class="step-head">',
         f"<strong>{title}</strong>",
         f'<span class="muted">iteration {step.iteration}</span>',
         _step_time(step.created_at),
         f'<span class="step-model mono" title="the model that answered">{escape(step.model)}</span>',
         f'<span class="step-latency">{round(step.latency_ms)} ms</span>',
-        f'<span class="step-tokens">{step.tokens_in} in / {step.tokens_out} out tokens</span>',
+        f'<span class="step-tokens">{escape(tokens_text(step))}</span>',
+        f'<span class="step-request muted" title="estimated before sending; the tool definitions are sent with '
+        f'every request">{escape(request_text(step))}</span>' if step.context_tokens else "",
         f'<span class="step-cost muted">${step.cost_usd:.6f}</span>',
         f'<span class="step-finish">finish: {escape(step.finish_reason or "—")}</span>',
         "</div>",
     ]
+    if step.compacted_calls:
+        parts.append(f'<div class="step-compacted muted">{escape(compacted_text(step.compacted_calls))}</div>')
     if step.model_errors:
         parts.append(f'<div class="step-errors warn">Before this answer: {escape("; ".join(map(str, step.model_errors)))}</div>')
     if step.notes:

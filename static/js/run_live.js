@@ -66,6 +66,28 @@ function setStatusBadge(node, status, names) {
 
 const ms = (value) => (value === null || value === undefined ? "" : `${Math.round(value)} ms`);
 const usd = (value) => `$${Number(value || 0).toFixed(6)}`;
+// As runs/web/timeline_html.py writes them on the server.
+function tokensText(d) {
+  const tokensIn = `${d.tokens_in} in` + (d.tokens_cached ? ` (${d.tokens_cached} cached)` : "");
+  const tokensOut = `${d.tokens_out} out` + (d.tokens_reasoning ? ` (${d.tokens_reasoning} reasoning)` : "");
+  return `${tokensIn} / ${tokensOut} tokens`;
+}
+// Whether a step's request summarised a result its previous step's had not (a compaction, as counted
+// on the run by the server).
+function newlyCompacted(data) {
+  const ids = data.compacted_calls || [];
+  if (!ids.length) return false;
+  const previous = document.getElementById(`step-${data.index - 1}`);
+  let before = [];
+  try { before = JSON.parse((previous && previous.dataset.compacted) || "[]"); } catch { before = []; }
+  const known = new Set(before);
+  return ids.some((id) => !known.has(id));
+}
+function compactedText(ids) {
+  const shown = ids.slice(0, 8).join(", ") + (ids.length > 8 ? ` and ${ids.length - 8} more` : "");
+  return `${ids.length} older ${ids.length === 1 ? "result" : "results"} sent as a summary to fit the context budget ` +
+    `(whole here and in the journal; the model can read them again): ${shown}`;
+}
 
 // --- the socket -----------------------------------------------------------------------------
 
@@ -186,7 +208,7 @@ function renderStep(data, seq, at) {
   const step = el("div", {
     class: `step step-${data.kind || "turn"}`,
     id: `step-${data.index}`,
-    dataset: { index: data.index, iteration: data.iteration, seq },
+    dataset: { index: data.index, iteration: data.iteration, seq, compacted: JSON.stringify(data.compacted_calls || []) },
   });
   const head = el("div", { class: "step-head" });
   head.append(
@@ -200,7 +222,15 @@ function renderStep(data, seq, at) {
   head.append(
     el("span", { class: "step-model mono", title: "the model that answered" }, data.model),
     el("span", { class: "step-latency" }, ms(data.latency_ms)),
-    el("span", { class: "step-tokens" }, `${data.tokens_in} in / ${data.tokens_out} out tokens`),
+    el("span", { class: "step-tokens" }, tokensText(data)),
+  );
+  if (data.context_tokens) {
+    head.append(el("span", {
+      class: "step-request muted",
+      title: "estimated before sending; the tool definitions are sent with every request",
+    }, `request ~${data.context_tokens} tokens, of which tool definitions ~${data.tool_definition_tokens}`));
+  }
+  head.append(
     el("span", { class: "step-cost muted" }, usd(data.cost_usd)),
     el("span", { class: "step-finish" }, `finish: ${data.finish_reason || "—"}`),
   );
@@ -214,6 +244,9 @@ function renderStep(data, seq, at) {
     head.append(el("span", { class: "step-tool-choice muted" }, text));
   }
   step.append(head);
+  if (data.compacted_calls && data.compacted_calls.length) {
+    step.append(el("div", { class: "step-compacted muted" }, compactedText(data.compacted_calls)));
+  }
   if (data.model_errors && data.model_errors.length) {
     step.append(el("div", { class: "step-errors warn" }, `Before this answer: ${data.model_errors.join("; ")}`));
   }
@@ -354,6 +387,9 @@ function updateHeader(data) {
     iterations: data.iterations,
     tokensIn: usage.tokens_in,
     tokensOut: usage.tokens_out,
+    tokensCached: usage.tokens_cached,
+    tokensReasoning: usage.tokens_reasoning,
+    compactions: usage.compactions,
     cost: usage.cost_usd,
     wall: data.wall_seconds,
   });
@@ -367,10 +403,13 @@ function updateHeader(data) {
   leverControls(data.status, { finished: ending });
 }
 
-function setCounters({ iterations, tokensIn, tokensOut, cost, wall }) {
+function setCounters({ iterations, tokensIn, tokensOut, tokensCached, tokensReasoning, compactions, cost, wall }) {
   if (iterations !== undefined) document.getElementById("run-iterations").textContent = String(iterations);
   if (tokensIn !== undefined) document.getElementById("run-tokens-in").textContent = String(tokensIn);
   if (tokensOut !== undefined) document.getElementById("run-tokens-out").textContent = String(tokensOut);
+  if (tokensCached !== undefined) document.getElementById("run-tokens-cached").textContent = String(tokensCached);
+  if (tokensReasoning !== undefined) document.getElementById("run-tokens-reasoning").textContent = String(tokensReasoning);
+  if (compactions !== undefined) document.getElementById("run-compactions").textContent = String(compactions);
   if (cost !== undefined) document.getElementById("run-cost").textContent = Number(cost).toFixed(6);
   if (wall !== undefined) document.getElementById("run-wall-seconds").textContent = Number(wall).toFixed(1);
 }
@@ -388,6 +427,9 @@ function renderStepAndCounters(data, seq, at) {
       iterations: Math.max(counter("run-iterations"), data.iteration || 0),
       tokensIn: counter("run-tokens-in") + (data.tokens_in || 0),
       tokensOut: counter("run-tokens-out") + (data.tokens_out || 0),
+      tokensCached: counter("run-tokens-cached") + (data.tokens_cached || 0),
+      tokensReasoning: counter("run-tokens-reasoning") + (data.tokens_reasoning || 0),
+      compactions: counter("run-compactions") + (newlyCompacted(data) ? 1 : 0),
       cost: counter("run-cost") + (data.cost_usd || 0),
     });
   }

@@ -1,2 +1,2 @@
 """Built-in demo tools; importing the modules registers their handlers and verifiers."""
-from . import orders, tickets, weather  # noqa: F401
+from . import orders, results, tickets, weather  # noqa: F401

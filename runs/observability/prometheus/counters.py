@@ -96,17 +96,20 @@ def _run_rows(run_ids) -> list[Histogram]:
     rows = (
         runs.values("agent__name", "status", "stop_reason")
         .annotate(n=Count("pk"), started=Count("pk", filter=Q(started_at__isnull=False)),
-                  iterations=Sum(own_work.own_iterations()), takeovers=Sum("takeovers"))
+                  iterations=Sum(own_work.own_iterations()), takeovers=Sum("takeovers"),
+                  compactions=Sum("compactions"))
         .order_by("agent__name", "status", "stop_reason")
     )
     return [Histogram((row["agent__name"], row["status"], row["stop_reason"]), (), 0, 0.0, row["n"],
-                      {key: row[key] or 0 for key in ("started", "iterations", "takeovers")}) for row in rows]
+                      {key: row[key] or 0 for key in ("started", "iterations", "takeovers", "compactions")})
+            for row in rows]
 
 
 def _step_rows(run_ids) -> list[Histogram]:
     steps = own_work.own_steps(Step.objects.all() if run_ids is None else Step.objects.filter(run_id__in=run_ids))
     return _histograms(steps, ("run__agent__name", "model"), F("latency_ms"), MODEL_LATENCY_BUCKETS, scale=0.001,
-                       tokens_in=F("tokens_in"), tokens_out=F("tokens_out"), cost_usd=F("cost_usd"))
+                       tokens_in=F("tokens_in"), tokens_out=F("tokens_out"), cost_usd=F("cost_usd"),
+                       tokens_cached=F("tokens_cached"), tokens_reasoning=F("tokens_reasoning"))
 
 
 def _call_rows(run_ids) -> list[Histogram]:
@@ -152,15 +155,17 @@ class RunFigures:
     ended: dict  # {(agent, status, stop_reason): runs that ended}
     iterations: dict  # {(agent,): loop iterations}
     takeovers: dict  # {(agent,): leases taken over from dead workers}
+    compactions: dict  # {(agent,): requests that summarised older results}
 
 
 def run_figures(pruned: dict | None = None) -> RunFigures:
-    figures = RunFigures({}, {}, {}, {})
+    figures = RunFigures({}, {}, {}, {}, {})
     for h in _with_pruned("runs", pruned_totals() if pruned is None else pruned):
         agent, status, stop_reason = h.labels
         _add(figures.started, (agent,), h.extra["started"])
         _add(figures.iterations, (agent,), h.extra["iterations"])
         _add(figures.takeovers, (agent,), h.extra["takeovers"])
+        _add(figures.compactions, (agent,), h.extra.get("compactions", 0))  # not in totals pruned before
         if status in Run.FINISHED_STATUSES:
             figures.ended[(agent, status, stop_reason)] = h.rows
     return figures

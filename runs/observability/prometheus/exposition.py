@@ -50,12 +50,19 @@ class DatabaseCollector:
         yield _counter("run_iterations", "Loop iterations of runs.", ["agent"], runs.iterations)
         yield _counter("lease_takeovers", "Times a worker took a run over from a worker that died.", ["agent"],
                        runs.takeovers)
+        yield _counter("context_compactions", "Model requests that summarised older tool results to fit the "
+                       "context budget.", ["agent"], runs.compactions)
         usage, latency = q.model_figures(pruned)
         tokens = {}
         for (agent, model), value in usage.items():
             tokens[(agent, model, "input")] = value["tokens_in"]
             tokens[(agent, model, "output")] = value["tokens_out"]
         yield _counter("model_tokens", "Tokens of model calls.", ["agent", "model", "direction"], tokens)
+        yield _counter("model_cached_input_tokens", "Input tokens read from the provider's prompt cache (part of "
+                       "the input tokens).", ["agent", "model"],
+                       {key: value.get("tokens_cached", 0) for key, value in usage.items()})
+        yield _counter("model_reasoning_output_tokens", "Output tokens spent on reasoning (part of the output "
+                       "tokens).", ["agent", "model"], {key: value.get("tokens_reasoning", 0) for key, value in usage.items()})
         yield _counter("model_cost_usd", "Cost of model calls in US dollars.", ["agent", "model"],
                        {key: value["cost_usd"] for key, value in usage.items()})
         yield _histogram("model_request_duration_seconds", "Seconds a model call took, by the model that answered.",

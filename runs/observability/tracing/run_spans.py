@@ -52,6 +52,17 @@ PROVIDER = "openai"  # the API every model endpoint of this project speaks
 TOOL_ERRORS = {ToolCall.Status.FAILED: "tool_error", ToolCall.Status.UNKNOWN: "outcome_unknown"}
 
 
+
+def _token_kinds(row) -> dict:
+    """The GenAI conventions' attributes for the cached and reasoning parts of a step's or run's
+    tokens, when the provider reported them (non-zero)."""
+    found = {}
+    if row.tokens_cached:
+        found["gen_ai.usage.cache_read.input_tokens"] = row.tokens_cached
+    if row.tokens_reasoning:
+        found["gen_ai.usage.reasoning.output_tokens"] = row.tokens_reasoning
+    return found
+
 def export_after_commit(run: Run, records: list, fields: dict) -> None:
     """The recorder's hook, inside its transaction: the spans of the steps and calls it wrote (and
     of the run, when this transaction ends it) go out once it commits. Nothing when tracing is off."""
@@ -187,6 +198,12 @@ def chat_span(run: RunView, step: Step, calls: list[ToolCall] = ()) -> dict:
     }
     if step.cost_usd:  # none where the model has no price
         attributes["agentsite.model.cost_usd"] = step.cost_usd
+    attributes.update(_token_kinds(step))
+    if step.context_tokens:
+        attributes["agentsite.request.estimated_tokens"] = step.context_tokens
+        attributes["agentsite.request.tool_definition_tokens"] = step.tool_definition_tokens
+    if step.compacted_calls:
+        attributes["agentsite.request.compacted_results"] = len(step.compacted_calls)
     if failures:
         attributes["agentsite.model.failures"] = len(failures)
     if step.tool_choice_fallback:
@@ -274,6 +291,8 @@ def run_spans(run: Run, view: RunView) -> list[dict]:
         "agentsite.run.iterations": run.iterations,
         "agentsite.run.cost_usd": run.cost_usd,
         "agentsite.run.active_seconds": run.active_seconds,
+        **_token_kinds(run),
+        **({"agentsite.run.compactions": run.compactions} if run.compactions else {}),
         "agentsite.run.takeovers": run.takeovers,
     }
     events = [_event("agentsite.run.started", unix_ns(run.started_at), {})] if run.started_at else []

@@ -157,6 +157,8 @@ class AgentForm(forms.ModelForm):
         labels = {"max_cost_usd": "Max cost (USD)"}
         help_texts = {
             "max_output_tokens": "Per model call; empty uses the default.",
+            "context_budget_tokens": "Tokens one request may carry; empty: the models' context window "
+                                     "(LLM_CONTEXT_LENGTHS) less the answer's cap and 5 %.",
             "approval_timeout_seconds": "Empty uses APPROVAL_TIMEOUT_SECONDS.",
         }
         widgets = {"description": forms.Textarea(attrs={"rows": 2}), "system_prompt": forms.Textarea(attrs={"rows": 6})}

@@ -257,6 +257,10 @@ def _ending(reason, launch, script):
 
         run = run_create(agent=Agent.objects.get(name="demo"), task="x")
         return run_cancel(run=run)
+    if reason == Run.StopReason.CONTEXT_FULL:
+        model = script(calls(call("big", {"n": 1})), calls(call("big", {"n": 2})), {"content": "never"},
+                       context_window=400)
+        return launch("read", models=[model], tools=["big"])
     if reason == Run.StopReason.OPERATOR_STOP:
         from runs.lifecycle.runs import run_create
         from runs.supervision.levers import run_stop

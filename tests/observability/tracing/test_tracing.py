@@ -177,6 +177,24 @@ def test_a_run_that_every_model_fails_ends_its_trace_with_a_failed_chat_span_and
     ]
 
 
+def test_cached_and_reasoning_tokens_and_the_request_size_are_attributes_of_the_chat_and_agent_spans(
+    collector, launch, script
+):
+    receiver = collector()
+    usage = {"prompt_tokens": 1000, "completion_tokens": 500, "prompt_tokens_details": {"cached_tokens": 800},
+             "completion_tokens_details": {"reasoning_tokens": 300}}
+    run = launch("hi", models=[script({"content": "ok", "usage": usage})])
+    spans = receiver.wait_for(lambda spans: len(spans) == 2 and spans)
+    root = next(s for s in spans if not s.parent_id)
+    chat = next(s for s in spans if s.parent_id)
+    for span in (root, chat):
+        assert span.attributes["gen_ai.usage.cache_read.input_tokens"] == 800
+        assert span.attributes["gen_ai.usage.reasoning.output_tokens"] == 300
+    step = Step.objects.get(run=run)
+    assert chat.attributes["agentsite.request.estimated_tokens"] == step.context_tokens > 0
+    assert chat.attributes["agentsite.request.tool_definition_tokens"] == step.tool_definition_tokens > 0
+
+
 def test_a_stop_with_a_summary_is_an_event_of_the_run_and_its_summary_call_a_chat_span_of_the_trace(
     collector, launch, script, alice
 ):

@@ -60,4 +60,8 @@ class UsageSerializer(serializers.Serializer):
     tokens_in = serializers.IntegerField()
     tokens_out = serializers.IntegerField()
     total_tokens = serializers.IntegerField()
+    tokens_cached = serializers.IntegerField(required=False, help_text="Of tokens_in, read from the provider's cache.")
+    tokens_reasoning = serializers.IntegerField(required=False, help_text="Of tokens_out, spent on reasoning.")
+    compactions = serializers.IntegerField(
+        required=False, help_text="Requests that summarised older tool results to fit the context budget.")
     cost_usd = serializers.FloatField()

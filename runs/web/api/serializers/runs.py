@@ -135,6 +135,14 @@ class StepSerializer(serializers.Serializer):
     latency_ms = serializers.FloatField()
     tokens_in = serializers.IntegerField()
     tokens_out = serializers.IntegerField()
+    tokens_cached = serializers.IntegerField(required=False, help_text="Of tokens_in, read from the provider's cache.")
+    tokens_reasoning = serializers.IntegerField(required=False, help_text="Of tokens_out, spent on reasoning.")
+    context_tokens = serializers.IntegerField(
+        required=False, help_text="The request's size, estimated before it was sent (tool definitions included).")
+    tool_definition_tokens = serializers.IntegerField(required=False, help_text="Of context_tokens, estimated.")
+    compacted_calls = serializers.ListField(
+        child=serializers.CharField(), required=False,
+        help_text="Call ids whose result this request carried as a summary (whole in the journal).")
     cost_usd = serializers.FloatField()
     tool_choice = serializers.CharField(allow_blank=True)
     tool_choice_fallback = serializers.BooleanField()

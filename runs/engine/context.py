@@ -1,0 +1,200 @@
+"""Working memory within a budget: what one request carries, estimated and compacted in code.
+
+The conversation a run sends grows with every tool result. Before each request the loop asks
+`fit` for the messages to send: when they would pass the run's context budget, the oldest tool
+results are replaced, in the request only, by a short summary (the tool, its arguments' hash,
+whether it succeeded, a bounded preview, and how to read the whole result again). The journal
+(the steps and calls in the database) keeps every result whole, and the built-in
+`read_tool_result` tool reads one back by its call id.
+
+What always stays whole: the system prompt, the task, operator notes and other user messages,
+every assistant message with its tool calls (the protocol pairs them with their results), and
+the results of the most recent steps. Each call keeps exactly one result message, in order, so
+the request stays valid for every OpenAI-compatible provider.
+
+Counting needs no network: an estimate from the text's size that errs on the safe side (English
+is about four characters a token and JSON about three; we count three, and a non-ASCII
+character as its UTF-8 bytes).
+"""
+import json
+import math
+from dataclasses import dataclass, field
+
+from django.conf import settings
+
+from runs.engine.guards import args_hash
+
+READ_BACK_TOOL = "read_tool_result"
+CHARS_PER_TOKEN = 3
+MESSAGE_TOKENS = 4  # the role and separators each message costs
+# Shorter results are never summarised (a summary is about this long); a longer one is when its
+# summary is shorter.
+MIN_COMPACTED_CHARS = 300
+TERSE = -1  # a summary's preview length that means: one line, no arguments' hash
+SAFETY_MARGIN = 0.05  # of the context window, kept free besides the answer's cap
+
+
+@dataclass(frozen=True)
+class Effort:
+    """How hard a compaction tries: the recent steps whose results stay whole, the preview kept."""
+
+    keep_steps: int
+    preview_chars: int
+    target_share: float = 1.0  # of the budget (a refused request aims lower)
+
+
+NORMAL = Effort(keep_steps=2, preview_chars=300)
+HARDER = Effort(keep_steps=1, preview_chars=100, target_share=0.7)
+
+
+class ContextFull(Exception):
+    """Even with every older result summarised, the request would pass the budget."""
+
+    def __init__(self, tokens: int, budget: int):
+        super().__init__(f"about {tokens:,} tokens with every older result summarised, over a budget of {budget:,}")
+        self.tokens, self.budget = tokens, budget
+
+
+def text_tokens(text: str) -> int:
+    size = len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+    return math.ceil(size / CHARS_PER_TOKEN)
+
+
+def message_tokens(message: dict) -> int:
+    tokens = MESSAGE_TOKENS
+    content = message.get("content")
+    if isinstance(content, str):
+        tokens += text_tokens(content)
+    elif content is not None:
+        tokens += text_tokens(json.dumps(content))
+    for call in message.get("tool_calls") or ():
+        function = call.get("function") or {}
+        tokens += MESSAGE_TOKENS + text_tokens(call.get("id") or "") + text_tokens(function.get("name") or "")
+        tokens += text_tokens(function.get("arguments") or "")
+    if message.get("tool_call_id"):
+        tokens += text_tokens(message["tool_call_id"])
+    return tokens
+
+
+def definitions_tokens(definitions: list[dict]) -> int:
+    """What the tool definitions cost in every request (each schema is sent every time)."""
+    return text_tokens(json.dumps(definitions, separators=(",", ":"))) if definitions else 0
+
+
+def context_budget(*, models: list[str], max_output_tokens: int | None, own_budget: int | None) -> int:
+    """The tokens a run's requests may carry: the agent's own budget, or the smallest known context
+    window of its models less the answer's cap and a safety margin."""
+    if own_budget:
+        return int(own_budget)
+    lengths = settings.LLM_CONTEXT_LENGTHS
+    windows = [lengths.get(m) or lengths.get(m.split(":")[0]) or settings.LLM_CONTEXT_TOKENS for m in models or [""]]
+    window = min(int(w) for w in windows)
+    answer = max_output_tokens or settings.LLM_MAX_OUTPUT_TOKENS or 0
+    return max(1, int(window * (1 - SAFETY_MARGIN)) - answer)
+
+
+@dataclass
+class Fitted:
+    """The messages one request carries and what it took to fit them."""
+
+    messages: list[dict]
+    tokens: int  # estimated, tool definitions included
+    compacted: list[str] = field(default_factory=list)  # call ids whose result is a summary
+
+
+class Window:
+    """A run's conversation as the driver sends it, with each message's estimated size kept (the
+    list only grows), so fitting a request costs a pass over the sizes, not over the text."""
+
+    def __init__(self, budget: int):
+        self.budget = budget  # 0: no budget (compaction is off)
+        self.sizes: list[int] = []
+        self.calls: dict[str, tuple[str, str]] = {}  # call id -> (tool name, arguments)
+        self.compacted_before: set[str] = set()
+
+    def fit(self, history: list[dict], tail: list[dict], definitions_cost: int, effort: Effort = NORMAL,
+            refused_at: int | None = None) -> Fitted:
+        """`history + tail` as they fit the budget; raises ContextFull when they cannot.
+
+        `history`: the conversation so far, a list that only grows (its sizes are kept); `tail`: the
+        messages added for this request alone (verification feedback, operator notes), never
+        summarised. `refused_at`: the estimate of a request a provider refused for its length (our
+        estimate was too low for that model: aim well below it)."""
+        self._measure(history)
+        total = sum(self.sizes) + sum(message_tokens(m) for m in tail) + definitions_cost
+        if not self.budget:
+            return Fitted(history + tail, total)
+        target = int(min(self.budget, refused_at or self.budget) * effort.target_share)
+        if total <= target:
+            return Fitted(history + tail, total)
+        sent, compacted = list(history), {}
+        # Oldest first, each pass only as far as needed: summaries with a preview; then the oldest
+        # without it; then one line each (a long run keeps a line per old result); last, only the
+        # latest step's results stay whole.
+        passes = [(effort.preview_chars, effort.keep_steps), (0, effort.keep_steps), (TERSE, effort.keep_steps),
+                  (TERSE, 1)]
+        for preview_chars, keep_steps in passes:
+            protected = self._recent_results(history, keep_steps)
+            for position, message in enumerate(history):
+                if total <= target:
+                    break
+                if message.get("role") != "tool" or position in protected:
+                    continue
+                content = message.get("content")
+                if not isinstance(content, str) or len(content) < MIN_COMPACTED_CHARS:
+                    continue
+                summary = {**message, "content": self.summary(message["tool_call_id"], content, preview_chars)}
+                saved = (message_tokens(sent[position]) if position in compacted else self.sizes[position]) \
+                    - message_tokens(summary)
+                if saved <= 0:  # a short result: its summary would be no shorter
+                    continue
+                total -= saved
+                sent[position] = summary
+                compacted[position] = message["tool_call_id"]
+        if total > target:
+            raise ContextFull(total, target)
+        return Fitted(sent + tail, total, list(compacted.values()))
+
+    def newly_compacted(self, fitted: Fitted) -> int:
+        """How many results this request summarised that no earlier one had (0: no new compaction)."""
+        new = set(fitted.compacted) - self.compacted_before
+        self.compacted_before.update(new)
+        return len(new)
+
+    def summary(self, call_id: str, content: str, preview_chars: int) -> str:
+        name, arguments = self.calls.get(call_id, ("a tool", ""))
+        outcome = "failed" if content.startswith('{"ok":false') else "succeeded"
+        if preview_chars == TERSE:
+            return f"[Result summarised] {name} {call_id} {outcome}; {READ_BACK_TOOL} reads it whole."
+        head = (f"[Result summarised to keep the conversation within the model's context] Tool {name}, call "
+                f"{call_id}, arguments hash {args_hash(arguments, settings.ARGS_HASH_KEY)[:12]}: {outcome}.")
+        read_back = f'Read it whole again: {READ_BACK_TOOL} with {{"call_id": {json.dumps(call_id)}}}.'
+        if not preview_chars:
+            return f"{head} {read_back}"
+        preview = content[:preview_chars]
+        more = len(content) - len(preview)
+        return f"{head}\nPreview: {preview}" + (f"… ({more:,} more characters)" if more else "") + f"\n{read_back}"
+
+    def _measure(self, messages: list[dict]) -> None:
+        if len(self.sizes) > len(messages):  # rebuilt from the rows: start again
+            self.sizes, self.calls = [], {}
+        for message in messages[len(self.sizes):]:
+            self.sizes.append(message_tokens(message))
+            for call in message.get("tool_calls") or ():
+                function = call.get("function") or {}
+                self.calls[call.get("id")] = (function.get("name") or "", function.get("arguments") or "")
+
+    @staticmethod
+    def _recent_results(messages: list[dict], keep_steps: int) -> set[int]:
+        """Positions of the tool results answering the last `keep_steps` assistant messages."""
+        protected: set[int] = set()
+        seen = 0
+        for position in range(len(messages) - 1, -1, -1):
+            role = messages[position].get("role")
+            if role == "assistant":
+                seen += 1
+                if seen >= keep_steps:
+                    break
+            elif role == "tool":
+                protected.add(position)
+        return protected

@@ -1,0 +1,121 @@
+"""Long runs within the model's context: older results summarised in the requests (never in the
+journal), read back by call id, a refusal for length compacted and retried once, and the run's
+own stop reason when nothing fits. Through the real loop, HTTP and the demo model."""
+import json
+
+from runs.engine import context
+from runs.models import Run, Step, ToolCall
+from tests.engine.loop_contract.support import call, calls, make_agent, tool_messages
+
+BUDGET = 8000
+SUMMARISED = "[Result summarised"
+
+
+def long_agent(name="long", **fields):
+    return make_agent(name, context_budget_tokens=BUDGET, max_iterations=60, max_tokens=10_000_000,
+                      max_cost_usd=1000, **fields)
+
+
+def estimate(request) -> int:
+    """Our estimate of a request as the demo model received it (messages and tool definitions)."""
+    return sum(context.message_tokens(m) for m in request["messages"]) + context.definitions_tokens(
+        request.get("tools") or [])
+
+
+def test_a_forty_iteration_run_passes_its_budget_several_times_and_finishes_within_it(launch, script):
+    long_agent()
+    entries = [calls(call("big", {"n": i}, f"call_big_{i}")) for i in range(40)]
+    entries.append(calls(call("read_tool_result", {"call_id": "call_big_0"}, "call_read")))
+    entries.append({"content": "All forty read."})
+    model = script(*entries)
+    run = launch("read forty big things", agent="long", models=[model], tools=["big"])
+
+    assert run.stop_reason == Run.StopReason.FINAL_ANSWER, run.stop_detail
+    assert run.answer == "All forty read."
+    requests = script.requests(model)
+    assert len(requests) == 42
+    # The whole transcript is several budgets long; no request passed the budget.
+    journal = sum(len(t) for t in ToolCall.objects.filter(run=run).values_list("result_text", flat=True))
+    assert journal / context.CHARS_PER_TOKEN > 3 * BUDGET
+    assert max(estimate(r) for r in requests) <= BUDGET
+    steps = list(Step.objects.filter(run=run).order_by("index"))
+    assert all(0 < s.context_tokens <= BUDGET for s in steps)
+    # Early requests carry every result whole; later ones summarise the oldest.
+    assert steps[0].compacted_calls == [] and "call_big_0" in steps[-1].compacted_calls
+    last = requests[-1]
+    results = {m["tool_call_id"]: m["content"] for m in tool_messages(last)}
+    assert results["call_big_0"].startswith(SUMMARISED)
+    assert "read_tool_result" in results["call_big_0"] and "call_big_0" in results["call_big_0"]
+    assert not results["call_big_39"].startswith(SUMMARISED)  # the two most recent steps stay whole
+    assert not results["call_read"].startswith(SUMMARISED)
+    # Valid for the provider: one result per call id, right after its assistant message, in order.
+    sent = last["messages"]
+    for i, message in enumerate(sent):
+        for j, tool_call in enumerate(message.get("tool_calls") or ()):
+            assert sent[i + 1 + j]["role"] == "tool" and sent[i + 1 + j]["tool_call_id"] == tool_call["id"]
+    # The journal keeps every result whole.
+    first = ToolCall.objects.get(run=run, call_id="call_big_0")
+    assert json.loads(first.result_text) == {"ok": True, "result": {"blob": "x" * 2000}}
+    # The model read the first result back, whole.
+    read = ToolCall.objects.get(run=run, call_id="call_read")
+    assert read.status == ToolCall.Status.SUCCEEDED
+    assert json.loads(read.result_text)["result"] == {"ok": True, "result": {"blob": "x" * 2000}}
+    # The read-back tool was offered from the first request that summarised a result, not before.
+    offered = ["read_tool_result" in [t["function"]["name"] for t in r.get("tools", [])] for r in requests]
+    first_compacted = next(i for i, s in enumerate(steps) if s.compacted_calls)
+    assert offered == [i >= first_compacted for i in range(len(requests))]
+    assert run.compactions >= 3
+    assert steps[-1].tool_definition_tokens > steps[0].tool_definition_tokens > 0
+
+
+def test_without_compaction_the_same_run_sends_everything(launch, script):
+    long_agent("whole", compact_context=False)
+    model = script(*[calls(call("big", {"n": i})) for i in range(12)], {"content": "done"})
+    run = launch("read", agent="whole", models=[model], tools=["big"])
+    assert run.stop_reason == Run.StopReason.FINAL_ANSWER
+    assert run.config["context_budget"] == 0 and run.config["read_back"] is False
+    assert not any("read_tool_result" in json.dumps(r.get("tools")) for r in script.requests(model))
+    assert max(estimate(r) for r in script.requests(model)) > BUDGET
+    assert not any(m["content"].startswith(SUMMARISED) for m in tool_messages(script.requests(model)[-1]))
+    assert run.compactions == 0
+
+
+def test_a_refusal_for_length_is_compacted_harder_and_asked_once_more(launch, script):
+    long_agent()
+    # The provider's window is smaller than our budget thinks: it refuses the 8th request.
+    model = script(*[calls(call("big", {"n": i}, f"c{i}")) for i in range(8)], {"content": "fits now"},
+                   context_window=2600)
+    run = launch("read", agent="long", models=[model], tools=["big"])
+    assert run.stop_reason == Run.StopReason.FINAL_ANSWER, run.stop_detail
+    steps = list(Step.objects.filter(run=run).order_by("index"))
+    retried = [s for s in steps if any("summarised harder" in e for e in s.model_errors)]
+    assert retried, [s.model_errors for s in steps]
+    assert retried[0].compacted_calls  # the retried request carried summaries
+
+
+def test_a_conversation_that_fits_nowhere_ends_with_its_own_reason(launch, script):
+    long_agent()
+    model = script(*[calls(call("big", {"n": i})) for i in range(8)], {"content": "never"}, context_window=600)
+    run = launch("read", agent="long", models=[model], tools=["big"])
+    assert run.status == Run.Status.FAILED
+    assert run.stop_reason == Run.StopReason.CONTEXT_FULL
+    assert run.stop_detail.startswith("The conversation no longer fits the model's context, even with older results")
+    assert "model_error" not in run.stop_reason
+
+
+def test_a_run_over_its_budget_before_any_request_ends_without_asking(launch, script):
+    make_agent("tiny", context_budget_tokens=50)
+    model = script({"content": "never asked"})
+    run = launch("x" * 1000, agent="tiny", models=[model])
+    assert run.stop_reason == Run.StopReason.CONTEXT_FULL
+    assert script.requests(model) == []
+    assert "over a budget of 50" in run.stop_detail
+
+
+def test_without_compaction_a_refusal_for_length_ends_the_run_saying_so(launch, script):
+    make_agent("plain", compact_context=False)
+    model = script({"content": "never"}, context_window=20)
+    run = launch("a task longer than twenty tokens, surely, with all these words in it", agent="plain", models=[model])
+    assert run.stop_reason == Run.StopReason.CONTEXT_FULL
+    assert "summarising older results is off for this agent" in run.stop_detail
+    assert len(script.requests(model)) == 1  # not retried: nothing to summarise
