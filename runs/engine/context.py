@@ -9,7 +9,8 @@ whether it succeeded, a bounded preview, and how to read the whole result again)
 
 What always stays whole: the system prompt, the task, operator notes and other user messages,
 every assistant message with its tool calls (the protocol pairs them with their results), and
-the results of the most recent steps. Each call keeps exactly one result message, in order, so
+the results of the two latest steps (of the latest one only, when nothing else fits). As a run
+grows, the oldest summaries lose their preview, then shrink to one line each. Each call keeps exactly one result message, in order, so
 the request stays valid for every OpenAI-compatible provider.
 
 Counting needs no network: an estimate from the text's size that errs on the safe side (English
@@ -18,6 +19,7 @@ character as its UTF-8 bytes).
 """
 import json
 import math
+import re
 from dataclasses import dataclass, field
 
 from django.conf import settings
@@ -31,6 +33,7 @@ MESSAGE_TOKENS = 4  # the role and separators each message costs
 # summary is shorter.
 MIN_COMPACTED_CHARS = 300
 TERSE = -1  # a summary's preview length that means: one line, no arguments' hash
+FAILED = re.compile(r'\{\s*"ok"\s*:\s*false')  # how a failed call's result starts (records.set_result)
 SAFETY_MARGIN = 0.05  # of the context window, kept free besides the answer's cap
 
 
@@ -163,7 +166,7 @@ class Window:
 
     def summary(self, call_id: str, content: str, preview_chars: int) -> str:
         name, arguments = self.calls.get(call_id, ("a tool", ""))
-        outcome = "failed" if content.startswith('{"ok":false') else "succeeded"
+        outcome = "failed" if FAILED.match(content) else "succeeded"
         if preview_chars == TERSE:
             return f"[Result summarised] {name} {call_id} {outcome}; {READ_BACK_TOOL} reads it whole."
         head = (f"[Result summarised to keep the conversation within the model's context] Tool {name}, call "

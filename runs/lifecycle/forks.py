@@ -35,7 +35,8 @@ MAX_STEP = 2**31 - 1  # what a step index column holds
 NOT_EXECUTED = "not executed: the run was forked before this call finished"
 STEP_FIELDS = ("index", "iteration", "kind", "preamble", "model", "tool_choice", "tool_choice_fallback", "finish_reason",
                "message", "latency_ms", "tokens_in", "tokens_out", "cost_usd", "model_errors",
-               "reasoning", "notes")
+               "reasoning", "notes", "tokens_cached", "tokens_reasoning", "context_tokens", "tool_definition_tokens",
+               "compacted_calls")
 CALL_FIELDS = ("index", "call_id", "tool_name", "arguments", "args_hash", "idempotency_key", "status", "result",
                "result_text", "truncated", "error", "latency_ms", "attempts", "started_at", "finished_at",
                "executed_arguments", "executed_args_hash")
@@ -190,6 +191,8 @@ def _fork_row(parent: Run, steps: list[Step], config: dict, overrides: dict, ste
         forked_from=parent, forked_at_step=step_index, **counters,
         # The same again, kept: what the fork did itself is its counters less these (own_work.py).
         **{f"inherited_{name}": value for name, value in counters.items()},
+        # Parts of the tokens above, as its steps hold them (the metrics read the steps' own).
+        tokens_cached=sum(s.tokens_cached for s in steps), tokens_reasoning=sum(s.tokens_reasoning for s in steps),
     )
 
 

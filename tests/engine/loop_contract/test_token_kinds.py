@@ -71,6 +71,7 @@ def test_the_page_api_exports_and_metrics_show_them(launch, script, priced, clie
     assert 'id="run-tokens-cached">800<' in page and 'id="run-tokens-reasoning">300<' in page
     assert "1000 in (800 cached) / 500 out (300 reasoning) tokens" in page
     assert "request ~" in page and "of which tool definitions ~" in page
+    assert f"{run.config['context_budget']} tokens a request; older tool results are summarised beyond it" in page
 
     detail = api(alice).get(f"/api/v1/runs/{run.pk}/").json()
     assert detail["usage"]["tokens_cached"] == 800 and detail["usage"]["tokens_reasoning"] == 300

@@ -159,6 +159,22 @@ def test_admin_creates_an_agent(admin):
     assert (agent.verifier, agent.summarize_on_stop, agent.approval_timeout_seconds) == ("orders_cancelled", True, 600)
 
 
+def test_the_context_budget_and_compaction_are_set_on_the_agent_form_and_frozen_into_runs(admin, launch):
+    page = admin.get(reverse("agent_create")).content.decode()
+    assert 'name="compact_context"' in page and 'name="context_budget_tokens"' in page
+    admin.post(reverse("agent_create"), agent_post(compact_context="on", context_budget_tokens="6000", base_url=""))
+    agent = Agent.objects.get(name="billing")
+    assert (agent.compact_context, agent.context_budget_tokens) == (True, 6000)
+    assert "6000 tokens; older tool results are summarised beyond it" in admin.get(
+        reverse("agent_detail", args=[agent.pk])).content.decode()
+    run = launch("hi", agent="billing", models=["script:none"])
+    assert (run.config["context_budget"], run.config["read_back"]) == (6000, True)
+    admin.post(reverse("agent_edit", args=[agent.pk]), agent_post(context_budget_tokens="", base_url=""))
+    agent.refresh_from_db()
+    assert (agent.compact_context, agent.context_budget_tokens) == (False, None)  # unchecked: off
+    assert launch("hi", agent="billing", models=["script:none"]).config["context_budget"] == 0
+
+
 def test_admin_edits_an_agent(admin):
     agent = Agent.objects.get(name="demo")
     page = admin.get(reverse("agent_edit", args=[agent.pk])).content.decode()
@@ -191,6 +207,8 @@ def test_admin_edits_an_agent(admin):
     ({"provider_options": '{"\\ud800": 1}'}, "provider_options"),
     ({"model_list": "gpt-a, " + "m" * 201}, "model_list"),
     ({"daily_token_alert": "0"}, "daily_token_alert"),
+    ({"context_budget_tokens": "0"}, "context_budget_tokens"),
+    ({"context_budget_tokens": "2.5"}, "context_budget_tokens"),
     ({"daily_cost_alert_usd": "-1"}, "daily_cost_alert_usd"),
     ({"verifier": "no_such_verifier"}, "verifier"),
     ({"first_tool_choice": "sometimes"}, "first_tool_choice"),

@@ -1,0 +1,91 @@
+"""The context window's decisions as plain functions over messages: what is summarised, in which
+order, what never is, and how the estimate counts."""
+import json
+
+import pytest
+
+from runs.engine import context
+
+
+def conversation(steps: int, result_chars: int = 3000) -> list[dict]:
+    messages = [{"role": "system", "content": "Be careful."}, {"role": "user", "content": "Read every page."}]
+    for i in range(steps):
+        messages.append({"role": "assistant", "content": "", "tool_calls": [
+            {"id": f"c{i}", "type": "function", "function": {"name": "page", "arguments": json.dumps({"n": i})}}]})
+        messages.append({"role": "tool", "tool_call_id": f"c{i}", "content": json.dumps({"ok": True, "result": "y" * result_chars})})
+    return messages
+
+
+def tokens(messages) -> int:
+    return sum(context.message_tokens(m) for m in messages)
+
+
+def test_under_the_budget_nothing_changes():
+    history = conversation(3)
+    fitted = context.Window(100_000).fit(history, [], 0)
+    assert fitted.messages == history and fitted.compacted == []
+    assert fitted.tokens == tokens(history)
+
+
+def test_no_budget_means_everything_is_sent_however_long():
+    history = conversation(50)
+    assert context.Window(0).fit(history, [], 0).messages == history
+
+
+def test_the_oldest_results_go_first_and_only_results_change():
+    history = conversation(10)
+    notes = [{"role": "user", "content": "An operator's note " * 50}]
+    budget = tokens(history) // 2
+    fitted = context.Window(budget).fit(history, notes, 0)
+    assert fitted.tokens <= budget and fitted.tokens == tokens(fitted.messages)
+    assert fitted.compacted == [f"c{i}" for i in range(len(fitted.compacted))]  # oldest first
+    for before, after in zip(history + notes, fitted.messages, strict=True):
+        if after is not before:
+            assert before["role"] == "tool" and after["tool_call_id"] == before["tool_call_id"]
+            assert after["content"].startswith("[Result summarised") and "read_tool_result" in after["content"]
+    assert fitted.messages[-2]["content"] == history[-1]["content"]  # the latest steps stay whole
+    assert fitted.messages[-1] is notes[0]
+
+
+def test_a_long_run_keeps_one_line_per_old_result_before_giving_up():
+    history = conversation(120, result_chars=6000)
+    fitted = context.Window(8000).fit(history, [], 300)
+    assert fitted.tokens <= 8000
+    oldest = fitted.messages[3]["content"]
+    assert oldest == "[Result summarised] page c0 succeeded; read_tool_result reads it whole."
+
+
+def test_when_nothing_fits_it_says_so():
+    with pytest.raises(context.ContextFull, match="over a budget of 500"):
+        context.Window(500).fit(conversation(3), [], 0)
+
+
+def test_a_harder_compaction_aims_below_what_was_refused():
+    history = conversation(10)
+    window = context.Window(100_000)
+    fitted = window.fit(history, [], 0, context.HARDER, refused_at=10_000)
+    assert fitted.tokens <= 7000 and fitted.compacted
+
+
+def test_a_failed_result_is_summarised_as_failed():
+    history = conversation(4)
+    history[3] = {**history[3], "content": json.dumps({"ok": False, "error": "e" * 2000})}
+    fitted = context.Window(tokens(history) - 500).fit(history, [], 0)
+    assert ": failed." in fitted.messages[3]["content"]
+
+
+def test_the_estimate_counts_non_ascii_text_by_its_bytes_and_errs_high_on_english():
+    assert context.text_tokens("abc" * 100) == 100
+    assert context.text_tokens("日本語" * 100) == 300  # 3 bytes each: about a token a character
+    english = "The quarterly figures show growth in every region. " * 20
+    assert context.text_tokens(english) > len(english) / 4
+
+
+def test_the_budget_is_the_smallest_window_less_the_answer_and_a_margin(settings):
+    settings.LLM_CONTEXT_LENGTHS = {"big": 128_000, "small": 8192}
+    settings.LLM_CONTEXT_TOKENS = 32_768
+    assert context.context_budget(models=["big", "small:q4"], max_output_tokens=1000, own_budget=None) == \
+        int(8192 * 0.95) - 1000
+    assert context.context_budget(models=["unknown"], max_output_tokens=None, own_budget=None) == \
+        int(32_768 * 0.95) - settings.LLM_MAX_OUTPUT_TOKENS
+    assert context.context_budget(models=["big"], max_output_tokens=1000, own_budget=5000) == 5000
