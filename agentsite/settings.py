@@ -56,6 +56,7 @@ INSTALLED_APPS = [
     "accounts",
     "toolsapp",
     "runs",
+    "memory",
 ]
 
 MIDDLEWARE = [
@@ -217,6 +218,10 @@ LLM_CONTEXT_LENGTHS = env_json("LLM_CONTEXT_LENGTHS", {
     "o3": 200_000, "o4-mini": 200_000, "demo": 32_768,
 })
 LLM_CONTEXT_TOKENS = env_int("LLM_CONTEXT_TOKENS", 32_768)
+# An agent's long-term memory (the save_memory and search_memory tools): facts one agent may keep
+# per customer (a save beyond is refused), and facts one search returns.
+MEMORY_MAX_FACTS = env_int("MEMORY_MAX_FACTS", 500)
+MEMORY_SEARCH_LIMIT = env_int("MEMORY_SEARCH_LIMIT", 5)
 # Bytes read from a model server for one answer (after decompression); a larger answer is that
 # model's error, so one server cannot make a worker hold an unbounded body.
 LLM_MAX_RESPONSE_BYTES = env_int("LLM_MAX_RESPONSE_BYTES", 8 * 1024 * 1024)

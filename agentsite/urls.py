@@ -13,5 +13,6 @@ urlpatterns = [
     path("metrics", prometheus_metrics, name="prometheus-metrics"),
     path("tools/", include("toolsapp.urls")),
     path("api/", include("runs.web.api.urls")),
+    path("", include("memory.urls")),  # an agent's long-term memory, under its page
     path("", include("runs.web.urls")),
 ]

@@ -5,6 +5,7 @@ from django.db.models import Q
 VIEW = [
     ("runs", "view_run"), ("runs", "view_agent"), ("runs", "view_approval"), ("runs", "view_step"),
     ("runs", "view_toolcall"), ("toolsapp", "view_tool"), ("runs", "view_approvalrule"),
+    ("memory", "view_memory"),
 ]
 OPERATE = VIEW + [("runs", "add_run"), ("runs", "cancel_run"), ("runs", "decide_approval")]
 ADMIN = OPERATE + [
@@ -12,6 +13,7 @@ ADMIN = OPERATE + [
     ("toolsapp", "add_tool"), ("toolsapp", "change_tool"), ("toolsapp", "delete_tool"),
     ("runs", "add_approvalrule"), ("runs", "change_approvalrule"), ("runs", "delete_approvalrule"),
     ("runs", "view_webhook"), ("runs", "add_webhook"), ("runs", "change_webhook"), ("runs", "delete_webhook"),
+    ("memory", "change_memory"), ("memory", "delete_memory"),
 ]
 ROLES = {"viewers": VIEW, "operators": OPERATE, "admins": ADMIN}
 
@@ -39,6 +41,10 @@ PERM_ADD_TOOL = "toolsapp.add_tool"
 PERM_DELETE_TOOL = "toolsapp.delete_tool"
 # The notification receivers: admins list, add, test and remove them.
 PERM_MANAGE_WEBHOOKS = "runs.change_webhook"
+# Agents' long-term memories: everyone who sees runs reads them; admins correct and delete facts.
+PERM_VIEW_MEMORY = "memory.view_memory"
+PERM_CHANGE_MEMORY = "memory.change_memory"
+PERM_DELETE_MEMORY = "memory.delete_memory"
 
 
 def roles_migrate(apps, schema_editor) -> None:

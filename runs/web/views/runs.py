@@ -22,6 +22,9 @@ from runs.web.forms.launch import LaunchForm
 from runs.web.timeline_html import timeline_html
 from runs.web.views.levers import GRANT_ANSWER, answer_at_controls, back_to_controls
 
+# The tools of an agent's long-term memory (the memory app's; runs never imports it).
+MEMORY_TOOLS = ("save_memory", "search_memory")
+
 
 @login_required
 @permission_required(PERM_LAUNCH, raise_exception=True)
@@ -72,6 +75,8 @@ def run_detail(request, pk: int):
         "approval_url": reverse("approval_detail", args=[0]),
         "grants": grants_of_run(run.pk),
         "policy_labels": POLICY_LABELS,
+        # Its agent's long-term memory, when the run called a memory tool (the facts page filters by run).
+        "used_memory": any(f"\n{name}\n" in run.tools_used for name in MEMORY_TOOLS),
     }
     timeline = run_timeline(run=run)
     context["timeline_html"] = timeline_html(run=run, timeline=timeline)
