@@ -159,7 +159,7 @@ def test_admin_creates_an_agent(admin):
     assert (agent.verifier, agent.summarize_on_stop, agent.approval_timeout_seconds) == ("orders_cancelled", True, 600)
 
 
-def test_the_context_budget_and_compaction_are_set_on_the_agent_form_and_frozen_into_runs(admin, launch):
+def test_the_context_budget_and_compaction_are_set_on_the_agent_form_and_frozen_into_runs(launch, admin):
     page = admin.get(reverse("agent_create")).content.decode()
     assert 'name="compact_context"' in page and 'name="context_budget_tokens"' in page
     admin.post(reverse("agent_create"), agent_post(compact_context="on", context_budget_tokens="6000", base_url=""))
