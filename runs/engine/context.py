@@ -34,6 +34,7 @@ MESSAGE_TOKENS = 4  # the role and separators each message costs
 MIN_COMPACTED_CHARS = 300
 TERSE = -1  # a summary's preview length that means: one line, no arguments' hash
 FAILED = re.compile(r'\{\s*"ok"\s*:\s*false')  # how a failed call's result starts (records.set_result)
+MAX_SCALE = 4.0  # of our estimate, at most, when a provider counts more
 SAFETY_MARGIN = 0.05  # of the context window, kept free besides the answer's cap
 
 
@@ -47,6 +48,7 @@ class Effort:
 
 
 NORMAL = Effort(keep_steps=2, preview_chars=300)
+# After a provider refused a request for its length: the budget goes below what it refused.
 HARDER = Effort(keep_steps=1, preview_chars=100, target_share=0.7)
 
 
@@ -92,7 +94,9 @@ def context_budget(*, models: list[str], max_output_tokens: int | None, own_budg
     lengths = settings.LLM_CONTEXT_LENGTHS
     windows = [lengths.get(m) or lengths.get(m.split(":")[0]) or settings.LLM_CONTEXT_TOKENS for m in models or [""]]
     window = min(int(w) for w in windows)
-    answer = max_output_tokens or settings.LLM_MAX_OUTPUT_TOKENS or 0
+    # The answer's cap, but never more than half the window (a cap as large as the window would
+    # leave no room for the conversation at all).
+    answer = min(max_output_tokens or settings.LLM_MAX_OUTPUT_TOKENS or 0, window // 2)
     return max(1, int(window * (1 - SAFETY_MARGIN)) - answer)
 
 
@@ -101,19 +105,42 @@ class Fitted:
     """The messages one request carries and what it took to fit them."""
 
     messages: list[dict]
-    tokens: int  # estimated, tool definitions included
+    tokens: int  # estimated (and scaled to what the provider counts), tool definitions included
     compacted: list[str] = field(default_factory=list)  # call ids whose result is a summary
+    new: int = 0  # results summarised that the previous request carried whole
+
+
+@dataclass(frozen=True)
+class _Result:
+    """What a summary says of one result, from the assistant message that asked for it."""
+
+    call_id: str
+    tool: str
+    arguments: str
+    step: int  # the step that asked for it (the n-th assistant message): call ids may repeat
 
 
 class Window:
     """A run's conversation as the driver sends it, with each message's estimated size kept (the
-    list only grows), so fitting a request costs a pass over the sizes, not over the text."""
+    list only grows), so fitting a request costs a pass over the sizes, not over the text.
 
-    def __init__(self, budget: int):
+    Summaries stick: a result summarised once stays summarised (at the same level) in every later
+    request, so the start of the conversation, which providers cache, changes only when more must
+    be summarised; and then it goes down to HEADROOM of the budget, so that the next requests fit
+    without changing it again."""
+
+    HEADROOM = 0.75
+
+    def __init__(self, budget: int, *, read_back: bool = True):
         self.budget = budget  # 0: no budget (compaction is off)
+        self.read_back = read_back  # the run has the tool that reads a summarised result again
+        self.scale = 1.0  # what the provider counted / what we estimated, when it was more
         self.sizes: list[int] = []
-        self.calls: dict[str, tuple[str, str]] = {}  # call id -> (tool name, arguments)
-        self.compacted_before: set[str] = set()
+        self.results: dict[int, _Result] = {}  # position of a tool message -> what it answers
+        self._steps = 0
+        self._calls: dict[str, tuple[str, str]] = {}  # the latest assistant message's calls
+        self.sticky: dict[int, dict] = {}  # position -> the summary sent there last time
+        self.resumed_ids: set[str] = set()  # summarised before this driver (its first fit adopts them)
 
     def fit(self, history: list[dict], tail: list[dict], definitions_cost: int, effort: Effort = NORMAL,
             refused_at: int | None = None) -> Fitted:
@@ -121,16 +148,38 @@ class Window:
 
         `history`: the conversation so far, a list that only grows (its sizes are kept); `tail`: the
         messages added for this request alone (verification feedback, operator notes), never
-        summarised. `refused_at`: the estimate of a request a provider refused for its length (our
-        estimate was too low for that model: aim well below it)."""
+        summarised. `refused_at`: the estimate of a request a provider refused for its length: our
+        estimate was too low for that model, so the budget is lowered below it for the rest of the
+        run's driver."""
         self._measure(history)
-        total = sum(self.sizes) + sum(message_tokens(m) for m in tail) + definitions_cost
+        raw = sum(self.sizes) + sum(message_tokens(m) for m in tail) + definitions_cost
         if not self.budget:
-            return Fitted(history + tail, total)
-        target = int(min(self.budget, refused_at or self.budget) * effort.target_share)
-        if total <= target:
-            return Fitted(history + tail, total)
-        sent, compacted = list(history), {}
+            return Fitted(history + tail, self._scaled(raw))
+        if refused_at:
+            self.budget = max(1, min(self.budget, int(refused_at * effort.target_share)))
+        if self.resumed_ids:
+            self._adopt(history)
+        sent = list(history)
+        for position, summary in self.sticky.items():
+            raw += message_tokens(summary) - self.sizes[position]
+            sent[position] = summary
+        before = set(self.sticky)
+        if self._scaled(raw) > self.budget:
+            raw = self._compact(history, sent, raw, effort, self.budget * self.HEADROOM / self.scale)
+            if self._scaled(raw) > self.budget:
+                raise ContextFull(self._scaled(raw), self.budget)
+        compacted = sorted(self.sticky)
+        return Fitted(sent + tail, self._scaled(raw), [self.results[p].call_id for p in compacted],
+                      len(set(compacted) - before))
+
+    def observe(self, estimated: int, counted: int) -> None:
+        """The provider counted `counted` input tokens of a request we estimated at `estimated`:
+        when that is more, later estimates are scaled up by as much (at most 4x)."""
+        if estimated > 0 and counted > estimated:
+            self.scale = min(MAX_SCALE, counted / (estimated / self.scale))
+
+    def _compact(self, history, sent, raw: int, effort: Effort, target_raw: float) -> int:
+        """Summarise results in `sent` until the estimate is at most `target_raw`; the new total."""
         # Oldest first, each pass only as far as needed: summaries with a preview; then the oldest
         # without it; then one line each (a long run keeps a line per old result); last, only the
         # latest step's results stay whole.
@@ -139,53 +188,66 @@ class Window:
         for preview_chars, keep_steps in passes:
             protected = self._recent_results(history, keep_steps)
             for position, message in enumerate(history):
-                if total <= target:
-                    break
-                if message.get("role") != "tool" or position in protected:
+                if raw <= target_raw:
+                    return raw
+                if message.get("role") != "tool" or position in protected or position not in self.results:
                     continue
                 content = message.get("content")
                 if not isinstance(content, str) or len(content) < MIN_COMPACTED_CHARS:
                     continue
-                summary = {**message, "content": self.summary(message["tool_call_id"], content, preview_chars)}
-                saved = (message_tokens(sent[position]) if position in compacted else self.sizes[position]) \
-                    - message_tokens(summary)
-                if saved <= 0:  # a short result: its summary would be no shorter
+                summary = {**message, "content": self.summary(self.results[position], content, preview_chars)}
+                saved = message_tokens(sent[position]) - message_tokens(summary)
+                if saved <= 0:  # a short result, or summarised this far already
                     continue
-                total -= saved
-                sent[position] = summary
-                compacted[position] = message["tool_call_id"]
-        if total > target:
-            raise ContextFull(total, target)
-        return Fitted(sent + tail, total, list(compacted.values()))
+                raw -= saved
+                sent[position] = self.sticky[position] = summary
+        return raw
 
-    def newly_compacted(self, fitted: Fitted) -> int:
-        """How many results this request summarised that no earlier one had (0: no new compaction)."""
-        new = set(fitted.compacted) - self.compacted_before
-        self.compacted_before.update(new)
-        return len(new)
-
-    def summary(self, call_id: str, content: str, preview_chars: int) -> str:
-        name, arguments = self.calls.get(call_id, ("a tool", ""))
+    def summary(self, result: _Result, content: str, preview_chars: int) -> str:
         outcome = "failed" if FAILED.match(content) else "succeeded"
+        where = {"call_id": result.call_id, "step": result.step}
+        read_back = (f"Read it whole again: {READ_BACK_TOOL} with {json.dumps(where)}." if self.read_back
+                     else "The whole result is kept in the run's journal.")
         if preview_chars == TERSE:
-            return f"[Result summarised] {name} {call_id} {outcome}; {READ_BACK_TOOL} reads it whole."
-        head = (f"[Result summarised to keep the conversation within the model's context] Tool {name}, call "
-                f"{call_id}, arguments hash {args_hash(arguments, settings.ARGS_HASH_KEY)[:12]}: {outcome}.")
-        read_back = f'Read it whole again: {READ_BACK_TOOL} with {{"call_id": {json.dumps(call_id)}}}.'
+            return (f"[Result summarised] {result.tool} {result.call_id} (step {result.step}) {outcome}"
+                    + (f"; {READ_BACK_TOOL} reads it whole." if self.read_back else "."))
+        head = (f"[Result summarised to keep the conversation within the model's context] Tool {result.tool}, "
+                f"call {result.call_id} of step {result.step}, arguments hash "
+                f"{args_hash(result.arguments, settings.ARGS_HASH_KEY)[:12]}: {outcome}.")
         if not preview_chars:
             return f"{head} {read_back}"
         preview = content[:preview_chars]
         more = len(content) - len(preview)
         return f"{head}\nPreview: {preview}" + (f"… ({more:,} more characters)" if more else "") + f"\n{read_back}"
 
+    def _scaled(self, raw: float) -> int:
+        return math.ceil(raw * self.scale)
+
+    def _adopt(self, history: list[dict]) -> None:
+        """A new driver's first request summarises at least what the last one before it did (by
+        the recorded call ids; the newest result of a repeated id stays whole)."""
+        ids, self.resumed_ids = self.resumed_ids, set()
+        protected = self._recent_results(history, NORMAL.keep_steps)
+        for position, result in self.results.items():
+            content = history[position].get("content")
+            if result.call_id in ids and position not in protected and isinstance(content, str):
+                self.sticky[position] = {**history[position], "content": self.summary(result, content, 0)}
+
     def _measure(self, messages: list[dict]) -> None:
         if len(self.sizes) > len(messages):  # rebuilt from the rows: start again
-            self.sizes, self.calls = [], {}
-        for message in messages[len(self.sizes):]:
+            self.sizes, self.results, self.sticky, self._steps = [], {}, {}, 0
+        for position in range(len(self.sizes), len(messages)):
+            message = messages[position]
             self.sizes.append(message_tokens(message))
-            for call in message.get("tool_calls") or ():
-                function = call.get("function") or {}
-                self.calls[call.get("id")] = (function.get("name") or "", function.get("arguments") or "")
+            if message.get("role") == "assistant":
+                self._steps += 1
+                self._calls = {call.get("id"): ((call.get("function") or {}).get("name") or "",
+                                                (call.get("function") or {}).get("arguments") or "")
+                               for call in message.get("tool_calls") or ()}
+            elif message.get("role") == "tool":
+                call_id = message.get("tool_call_id") or ""
+                tool, arguments = self._calls.get(call_id, ("a tool", ""))
+                self.results[position] = _Result(call_id, tool, arguments, self._steps)
 
     @staticmethod
     def _recent_results(messages: list[dict], keep_steps: int) -> set[int]:

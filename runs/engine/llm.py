@@ -67,6 +67,7 @@ class ModelReply:
     notes: list[str] = field(default_factory=list)  # what reading the answer replaced or left out
     tokens_cached: int = 0  # of tokens_in, read from the provider's prompt cache
     tokens_reasoning: int = 0  # of tokens_out, spent on reasoning
+    usage_estimated: bool = False  # the provider sent no usage: the tokens are our estimate
 
 
 _odd_usage_logged: set[tuple[str, str]] = set()
@@ -263,7 +264,7 @@ def complete(
     timeout: float | None = None,
     redacted: Callable[[], Iterable[str]] = tuple,
     stream_to=None,
-    shrink: Callable[[], list[dict]] | None = None,
+    shrink: Callable[[], tuple[list[dict], list[dict]]] | None = None,
 ) -> ModelReply:
     """Ask each model in order until one answers; raise ModelError with every failure otherwise.
 
@@ -277,9 +278,10 @@ def complete(
     or logged; called only when there is an error to describe (finding them re-reads every call of
     the conversation). The API keys never appear either.
 
-    `shrink`: gives the messages compacted harder, called when a model refuses the request for its
-    length; that model is asked once more with them (and the next models get them too). It may
-    raise runs.engine.context.ContextFull. When every model refused for length, ContextTooLong."""
+    `shrink`: gives the messages compacted harder and the tool definitions to send with them,
+    called when a model refuses the request for its length; that model is asked once more with
+    them (and the next models get them too). It may raise runs.engine.context.ContextFull. When
+    every model refused for length, ContextTooLong."""
 
     def secrets() -> tuple[str, ...]:
         return (settings.LLM_API_KEY, *redacted())  # an endpoint's own key is this one or a placeholder
@@ -345,7 +347,7 @@ def complete(
                     if shrink is not None and not shrunk:
                         shrunk = True
                         try:
-                            messages = shrink()
+                            messages, tools = shrink()
                         except ContextFull as full:
                             errors.append(f"{model}: the conversation is too long for its context "
                                           f"({_describe(exc, secrets())}), and cannot be shortened further ({full})")
@@ -410,6 +412,7 @@ def complete(
                 notes=notes.lines,
                 tokens_cached=cached,
                 tokens_reasoning=reasoning_tokens,
+                usage_estimated=usage_estimated,
             )
     if endpoint.models and too_long == len(endpoint.models):
         raise ContextTooLong("; ".join(errors))

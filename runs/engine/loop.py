@@ -127,7 +127,7 @@ class _Driver:
         self.endpoint = None
         # What each request carries, within the run's context budget (0: everything, always).
         self.request = RequestFit(run_id, self.config.get("context_budget", 0), self.toolbox,
-                                  resumed=run.iterations > 0)
+                                  resumed=run.iterations > 0, read_back=self.config.get("read_back", False))
         if run.iterations == 0:  # no steps and no calls yet (they are committed with the count)
             self.step_count, self.seen, self.open_calls = 0, {}, []
             self.record.approvals_possible = False  # until a call goes through the gate
@@ -192,6 +192,7 @@ class _Driver:
         # E.g. verification feedback, then the notes operators typed since the last request.
         preamble = list(self.run.pending_messages) + self.take_notes()
         reply = self.ask(preamble)
+        self.request.observe(reply)
         planned, errors, arguments = self.read_calls(reply)
         answer = decisions.Answer(reply.finish_reason, reply.refusal, reply.tokens_in + reply.tokens_out,
                                   reply.cost_usd, planned, errors)
@@ -284,8 +285,8 @@ class _Driver:
         request.fit(self.messages, preamble)
         shrink = None
         if request.budget:
-            def shrink() -> list[dict]:  # a provider refused the request for its length
-                return request.fit(self.messages, preamble, context.HARDER, refused_at=request.fitted.tokens).messages
+            def shrink() -> tuple[list[dict], list[dict]]:  # a provider refused the request for its length
+                return request.refit(self.messages, preamble)
         keeper.expect_wait(self.owner, _model_wait_seconds(len(self.config["models"] or [1])))
         stream_to = None
         if self.config.get("stream_answers", True):
@@ -373,7 +374,7 @@ class _Driver:
             iterations=run.iterations + 1, tokens_in=run.tokens_in + reply.tokens_in,
             tokens_out=run.tokens_out + reply.tokens_out, cost_usd=run.cost_usd + reply.cost_usd,
             active_seconds=self.elapsed(), pending_messages=[],
-            **self.token_kinds(reply, self.request.newly_compacted()),
+            **self.token_kinds(reply, self.request.fitted.new),
         )
         return step, calls
 

@@ -52,7 +52,7 @@ def test_a_long_run_keeps_one_line_per_old_result_before_giving_up():
     fitted = context.Window(8000).fit(history, [], 300)
     assert fitted.tokens <= 8000
     oldest = fitted.messages[3]["content"]
-    assert oldest == "[Result summarised] page c0 succeeded; read_tool_result reads it whole."
+    assert oldest == "[Result summarised] page c0 (step 1) succeeded; read_tool_result reads it whole."
 
 
 def test_when_nothing_fits_it_says_so():
@@ -89,3 +89,59 @@ def test_the_budget_is_the_smallest_window_less_the_answer_and_a_margin(settings
     assert context.context_budget(models=["unknown"], max_output_tokens=None, own_budget=None) == \
         int(32_768 * 0.95) - settings.LLM_MAX_OUTPUT_TOKENS
     assert context.context_budget(models=["big"], max_output_tokens=1000, own_budget=5000) == 5000
+
+
+def test_summaries_stick_so_the_start_of_the_conversation_changes_only_when_more_must_go():
+    window = context.Window(6000)
+    history = conversation(6)
+    first = window.fit(history, [], 0)
+    assert first.compacted and first.new == len(first.compacted)
+    assert first.tokens <= 6000 * context.Window.HEADROOM  # down to the headroom, not just under
+    history += conversation(7)[-2:]  # one more step
+    second = window.fit(history, [], 0)
+    assert second.messages[:len(history) - 2] == first.messages[:len(history) - 2]  # the same prefix
+    assert second.new == 0 and second.compacted == first.compacted
+    while second.new == 0:
+        history += [{**m, "tool_call_id": m.get("tool_call_id", "") + "x"} if m["role"] == "tool" else
+                    {**m, "tool_calls": [{**m["tool_calls"][0], "id": m["tool_calls"][0]["id"] + "x"}]}
+                    for m in conversation(7)[-2:]]
+        second = window.fit(history, [], 0)
+    assert set(first.compacted) < set(second.compacted) and second.tokens <= 6000
+
+
+def test_a_provider_that_counts_more_scales_the_estimate_up():
+    window = context.Window(100_000)
+    history = conversation(3)
+    estimated = window.fit(history, [], 0).tokens
+    window.observe(estimated, estimated * 2)
+    assert window.fit(history, [], 0).tokens == pytest.approx(estimated * 2, abs=1)
+    window.observe(10, 10_000)  # never more than MAX_SCALE
+    assert window.scale == context.MAX_SCALE
+    window.observe(estimated, 1)  # counting fewer never lowers it
+    assert window.scale == context.MAX_SCALE
+
+
+def test_repeated_call_ids_are_told_apart_by_their_step():
+    history = conversation(4)
+    for message in history:
+        if message["role"] == "tool":
+            message["tool_call_id"] = "call_0"
+        for tool_call in message.get("tool_calls") or ():
+            tool_call["id"] = "call_0"
+    fitted = context.Window(tokens(history) * 9 // 10).fit(history, [], 0)
+    assert '{"call_id": "call_0", "step": 1}' in fitted.messages[3]["content"]
+    assert '{"call_id": "call_0", "step": 2}' in fitted.messages[5]["content"]
+
+
+def test_without_the_read_back_tool_a_summary_does_not_offer_it():
+    history = conversation(4)
+    fitted = context.Window(tokens(history) * 9 // 10, read_back=False).fit(history, [], 0)
+    assert fitted.compacted
+    assert all("read_tool_result" not in m.get("content", "") for m in fitted.messages)
+    assert "kept in the run's journal" in fitted.messages[3]["content"]
+
+
+def test_a_large_answer_cap_leaves_half_the_window_to_the_conversation(settings):
+    settings.LLM_CONTEXT_LENGTHS, settings.LLM_CONTEXT_TOKENS = {}, 32_768
+    assert context.context_budget(models=["x"], max_output_tokens=32_768, own_budget=None) == \
+        int(32_768 * 0.95) - 16_384

@@ -14,7 +14,10 @@ TOOLS = [
             "Read again the full result of an earlier tool call of this run, by its call id. "
             "Use it when an earlier result was summarised to keep the conversation short."
         ),
-        "parameters": _obj({"call_id": {"type": "string", "minLength": 1, "maxLength": 200}}, ["call_id"]),
+        "parameters": _obj({
+            "call_id": {"type": "string", "minLength": 1, "maxLength": 200},
+            "step": {"type": "integer", "minimum": 1, "description": "The step that made the call, as the summary says."},
+        }, ["call_id"]),
     },
     {
         "name": "save_memory",

@@ -22,10 +22,10 @@ def estimate(request) -> int:
         request.get("tools") or [])
 
 
-def test_a_forty_iteration_run_passes_its_budget_several_times_and_finishes_within_it(launch, script):
+def test_a_forty_iteration_run_passes_its_budget_several_times_and_finishes_within_it(launch, script, client, settings):
     long_agent()
     entries = [calls(call("big", {"n": i}, f"call_big_{i}")) for i in range(40)]
-    entries.append(calls(call("read_tool_result", {"call_id": "call_big_0"}, "call_read")))
+    entries.append(calls(call("read_tool_result", {"call_id": "call_big_0", "step": 1}, "call_read")))
     entries.append({"content": "All forty read."})
     model = script(*entries)
     run = launch("read forty big things", agent="long", models=[model], tools=["big"])
@@ -59,13 +59,17 @@ def test_a_forty_iteration_run_passes_its_budget_several_times_and_finishes_with
     # The model read the first result back, whole.
     read = ToolCall.objects.get(run=run, call_id="call_read")
     assert read.status == ToolCall.Status.SUCCEEDED
-    assert json.loads(read.result_text)["result"] == {"ok": True, "result": {"blob": "x" * 2000}}
+    assert read.result_text == first.result_text  # exactly what the model was first sent
     # The read-back tool was offered from the first request that summarised a result, not before.
     offered = ["read_tool_result" in [t["function"]["name"] for t in r.get("tools", [])] for r in requests]
     first_compacted = next(i for i, s in enumerate(steps) if s.compacted_calls)
     assert offered == [i >= first_compacted for i in range(len(requests))]
     assert run.compactions >= 3
     assert steps[-1].tool_definition_tokens > steps[0].tool_definition_tokens > 0
+    # Counted where Prometheus reads it.
+    settings.METRICS_TOKEN, settings.METRICS_ALLOWED_NETWORKS = "t0k", []
+    text = client.get("/metrics", HTTP_AUTHORIZATION="Bearer t0k").content.decode()
+    assert f'agentsite_context_compactions_total{{agent="long"}} {float(run.compactions)}' in text
 
 
 def test_without_compaction_the_same_run_sends_everything(launch, script):
@@ -80,17 +84,19 @@ def test_without_compaction_the_same_run_sends_everything(launch, script):
     assert run.compactions == 0
 
 
-def test_a_refusal_for_length_is_compacted_harder_and_asked_once_more(launch, script):
+def test_a_refusal_for_length_is_compacted_harder_asked_once_more_and_not_refused_again(launch, script):
     long_agent()
-    # The provider's window is smaller than our budget thinks: it refuses the 8th request.
-    model = script(*[calls(call("big", {"n": i}, f"c{i}")) for i in range(8)], {"content": "fits now"},
+    # The provider's window is smaller than our budget thinks: it refuses a request once the
+    # conversation passes 2,600 of its tokens, well before our budget of 8,000.
+    model = script(*[calls(call("big", {"n": i}, f"c{i}")) for i in range(14)], {"content": "fits now"},
                    context_window=2600)
     run = launch("read", agent="long", models=[model], tools=["big"])
     assert run.stop_reason == Run.StopReason.FINAL_ANSWER, run.stop_detail
     steps = list(Step.objects.filter(run=run).order_by("index"))
     retried = [s for s in steps if any("summarised harder" in e for e in s.model_errors)]
-    assert retried, [s.model_errors for s in steps]
-    assert retried[0].compacted_calls  # the retried request carried summaries
+    assert len(retried) == 1, [s.model_errors for s in steps]  # the budget stays below what was refused
+    assert retried[0].compacted_calls and retried[0].index < len(steps) - 3
+    assert len(script.requests(model)) == len(steps) + 1  # one request refused, asked once more
 
 
 def test_a_conversation_that_fits_nowhere_ends_with_its_own_reason(launch, script):
@@ -119,3 +125,59 @@ def test_without_compaction_a_refusal_for_length_ends_the_run_saying_so(launch, 
     assert run.stop_reason == Run.StopReason.CONTEXT_FULL
     assert "summarising older results is off for this agent" in run.stop_detail
     assert len(script.requests(model)) == 1  # not retried: nothing to summarise
+
+
+def test_a_server_that_numbers_calls_per_answer_gets_the_right_result_back(launch, script):
+    """Some servers call every answer's first call call_0: the summaries and the read-back tool
+    tell them apart by their step."""
+    long_agent()
+    entries = [calls(call("big", {"n": i}, "call_0")) for i in range(14)]
+    entries.append(calls(call("read_tool_result", {"call_id": "call_0", "step": 2}, "call_0")))
+    entries.append({"content": "done"})
+    model = script(*entries)
+    run = launch("read", agent="long", models=[model], tools=["big"])
+    assert run.stop_reason == Run.StopReason.FINAL_ANSWER, run.stop_detail
+    sent = tool_messages(script.requests(model)[-2])
+    assert '{"call_id": "call_0", "step": 2}' in sent[1]["content"]  # step 2's summary says so
+    read = ToolCall.objects.get(run=run, tool_name="read_tool_result")
+    second = ToolCall.objects.get(run=run, step__index=2)
+    assert json.loads(second.arguments) == {"n": 1}
+    assert read.status == ToolCall.Status.SUCCEEDED and read.result_text == second.result_text
+
+
+def test_a_provider_that_counts_more_tokens_than_the_estimate_gets_smaller_requests(launch, script):
+    long_agent()
+    # The provider reports three times the tokens we estimate (a tokenizer that splits finer):
+    # the loop scales its estimates to match, and compacts as the provider counts.
+    entries = [{**calls(call("big", {"n": i})), "usage": {"prompt_tokens": 0, "completion_tokens": 5}}
+               for i in range(10)]
+    model = script(*entries, {"content": "done"})
+    run = launch("read", agent="long", models=[model], tools=["big"])
+    assert run.stop_reason == Run.StopReason.FINAL_ANSWER
+    plain = list(Step.objects.filter(run=run).order_by("index").values_list("context_tokens", flat=True))
+    assert not any(Step.objects.filter(run=run).values_list("compacted_calls", flat=True))  # it all fits
+
+    long_agent("fine")
+    counted = [{**calls(call("big", {"n": i})), "usage": {"prompt_tokens": 3 * plain[i] if i < len(plain) else 0,
+                                                           "completion_tokens": 5}} for i in range(10)]
+    model = script(*counted, {"content": "done"})
+    run = launch("read", agent="fine", models=[model], tools=["big"])
+    assert run.stop_reason == Run.StopReason.FINAL_ANSWER, run.stop_detail
+    steps = list(Step.objects.filter(run=run).order_by("index"))
+    assert steps[1].context_tokens >= 2.9 * plain[1]  # estimated as the provider counts
+    assert all(s.context_tokens <= BUDGET for s in steps)
+    assert any(s.compacted_calls for s in steps)  # what fitted by our count alone did not
+
+
+def test_a_disabled_read_back_tool_is_neither_offered_nor_named(launch, script):
+    from toolsapp.models import Tool
+
+    Tool.objects.filter(name="read_tool_result").update(enabled=False)
+    long_agent()
+    model = script(*[calls(call("big", {"n": i})) for i in range(16)], {"content": "done"})
+    run = launch("read", agent="long", models=[model], tools=["big"])
+    assert run.stop_reason == Run.StopReason.FINAL_ANSWER and run.config["read_back"] is False
+    assert run.compactions > 0
+    requests = script.requests(model)
+    assert not any("read_tool_result" in json.dumps(r) for r in requests)
+    assert any("kept in the run's journal" in m["content"] for m in tool_messages(requests[-1]))
