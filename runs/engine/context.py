@@ -35,6 +35,7 @@ MIN_COMPACTED_CHARS = 300
 TERSE = -1  # a summary's preview length that means: one line, no arguments' hash
 FAILED = re.compile(r'\{\s*"ok"\s*:\s*false')  # how a failed call's result starts (records.set_result)
 MAX_SCALE = 4.0  # of our estimate, at most, when a provider counts more
+CALIBRATING_SHARE = 0.25  # of the budget: the smallest request whose count scales the estimate
 SAFETY_MARGIN = 0.05  # of the context window, kept free besides the answer's cap
 
 
@@ -174,8 +175,10 @@ class Window:
 
     def observe(self, estimated: int, counted: int) -> None:
         """The provider counted `counted` input tokens of a request we estimated at `estimated`:
-        when that is more, later estimates are scaled up by as much (at most 4x)."""
-        if estimated > 0 and counted > estimated:
+        when that is more, later estimates are scaled up by as much (at most 4x). Only a request of
+        a quarter of the budget or more teaches it: in a small one, what a provider adds to every
+        request (its chat template, the tools written out) would pass for a finer tokenizer."""
+        if estimated >= max(1, self.budget * CALIBRATING_SHARE) and counted > estimated:
             self.scale = min(MAX_SCALE, counted / (estimated / self.scale))
 
     def _compact(self, history, sent, raw: int, effort: Effort, target_raw: float) -> int:

@@ -53,3 +53,31 @@ def test_a_compacted_run_shows_its_request_sizes_summaries_and_token_kinds(live,
         expect(page.locator("#step-1 .call-preview")).to_contain_text("Quarterly figures by region")
         screenshot(page, name)
         page.close()
+
+
+def test_the_live_page_draws_the_same_while_the_run_goes_on(live, browser, users, demo_data, script):
+    from runs.engine.loop import run_advance
+    from runs.lifecycle.runs import run_create
+
+    Tool.objects.create(name="report_page", description="A page of the report.", handler="browser_report_page",
+                        parameters={"type": "object", "properties": {"page": {"type": "integer"}}})
+    agent = Agent.objects.create(name="reader", context_budget_tokens=3000, summarize_on_stop=False)
+    agent.tools.set(Tool.objects.filter(name="report_page"))
+    entries = [{"tool_calls": [{"name": "report_page", "arguments": {"page": i}, "id": f"page_{i}"}], "usage": USAGE}
+               for i in range(8)]
+    model = script(*entries, {"content": "Done.", "usage": USAGE})
+    run = run_create(agent=agent, task="Sum up the report", overrides={"models": [model]})
+    page = browser.login(users["operator"])
+    page.goto(f"/runs/{run.pk}/")
+    expect(page.locator("#timeline-empty")).to_be_visible()
+    run_advance(run_id=run.pk)  # here, while the page listens: every step arrives as an event
+    run.refresh_from_db()
+    wait_for_seq(page, run.event_seq)
+    last = Step.objects.filter(run=run).order_by("-index").first()
+    step = page.locator(f"#step-{last.index}")
+    expect(step.locator(".step-tokens")).to_have_text("1200 in (1024 cached) / 40 out (16 reasoning) tokens")
+    expect(step.locator(".step-request")).to_have_text(
+        f"request ~{last.context_tokens} tokens, of which tool definitions ~{last.tool_definition_tokens}")
+    expect(step.locator(".step-compacted")).to_contain_text("page_0")
+    expect(page.locator("#run-compactions")).to_have_text(str(run.compactions))
+    expect(page.locator("#run-tokens-cached")).to_have_text(str(run.tokens_cached))

@@ -110,12 +110,12 @@ def test_summaries_stick_so_the_start_of_the_conversation_changes_only_when_more
 
 
 def test_a_provider_that_counts_more_scales_the_estimate_up():
-    window = context.Window(100_000)
+    window = context.Window(8000)
     history = conversation(3)
     estimated = window.fit(history, [], 0).tokens
     window.observe(estimated, estimated * 2)
     assert window.fit(history, [], 0).tokens == pytest.approx(estimated * 2, abs=1)
-    window.observe(10, 10_000)  # never more than MAX_SCALE
+    window.observe(30_000, 10**6)  # never more than MAX_SCALE
     assert window.scale == context.MAX_SCALE
     window.observe(estimated, 1)  # counting fewer never lowers it
     assert window.scale == context.MAX_SCALE
@@ -145,3 +145,9 @@ def test_a_large_answer_cap_leaves_half_the_window_to_the_conversation(settings)
     settings.LLM_CONTEXT_LENGTHS, settings.LLM_CONTEXT_TOKENS = {}, 32_768
     assert context.context_budget(models=["x"], max_output_tokens=32_768, own_budget=None) == \
         int(32_768 * 0.95) - 16_384
+
+
+def test_a_small_request_counted_larger_teaches_nothing():
+    window = context.Window(100_000)
+    window.observe(100, 1000)  # the provider's template around a tiny request
+    assert window.scale == 1.0
