@@ -1,5 +1,7 @@
 from django.contrib import admin, messages
+from django.db import transaction
 
+from runs.lifecycle.agent_versions import agent_settings, version_record
 from runs.lifecycle.archive import runs_delete
 from runs.models import Agent, Approval, ApprovalRule, ApprovalRuleVersion, ArchivedApproval, Run, Step, ToolCall
 
@@ -20,8 +22,15 @@ class RecordAdmin(admin.ModelAdmin):
 
 @admin.register(Agent)
 class AgentAdmin(admin.ModelAdmin):
-    list_display = ("name", "max_iterations", "verifier", "updated_at")
+    list_display = ("name", "version", "max_iterations", "verifier", "updated_at")
     filter_horizontal = ("tools",)
+
+    def save_related(self, request, form, formsets, change):
+        # A save here is a version too, like one in the dashboard or the API (its tools are set by now).
+        super().save_related(request, form, formsets, change)
+        with transaction.atomic():
+            version_record(agent=form.instance, settings=agent_settings(form.instance), user=request.user,
+                           note="saved in the admin")
 
 
 class StepInline(admin.TabularInline):

@@ -18,7 +18,8 @@ from runs.engine.guards import (
     check_positive_number,
 )
 from runs.engine.text import check_storable_json, storable_text
-from runs.models import Agent
+from runs.lifecycle.agent_versions import agent_settings, agent_version, version_data, version_record
+from runs.models import Agent, AgentVersion
 from toolsapp.verifiers import VERIFIERS
 
 # Every setting of an agent that a person chooses, in the editor's order.
@@ -156,8 +157,9 @@ def agent_errors(*, agent: Agent | None, data: dict) -> dict[str, list[str]]:
     return errors
 
 
-def agent_save(*, agent: Agent | None, data: dict) -> Agent:
-    """Create an agent (agent=None) or change the given settings of one, after every rule above."""
+def agent_save(*, agent: Agent | None, data: dict, user=None, note: str = "") -> Agent:
+    """Create an agent (agent=None) or change the given settings of one, after every rule above:
+    a new version of it (by `user`), its current one."""
     errors = agent_errors(agent=agent, data=data)
     if errors:
         raise InvalidAgent(errors)
@@ -167,10 +169,37 @@ def agent_save(*, agent: Agent | None, data: dict) -> Agent:
         agent.save()
         if "tools" in data:
             agent.tools.set(data["tools"])
+        version_record(agent=agent, settings=agent_settings(agent), user=user, note=note)
     return agent
+
+
+def agent_draft_save(*, agent: Agent, data: dict, user=None, note: str = "") -> AgentVersion:
+    """A draft version of `agent` with these settings changed, after every rule above: the agent
+    and its runs go on with the current version until the draft is made current."""
+    errors = agent_errors(agent=agent, data=data)
+    if errors:
+        raise InvalidAgent(errors)
+    candidate = copy.copy(agent)
+    _assign(candidate, data)
+    tools = [tool.name for tool in data["tools"]] if "tools" in data else list(agent.tools.values_list("name", flat=True))
+    with transaction.atomic():
+        return version_record(agent=agent, settings=agent_settings(candidate, tools=tools), user=user, draft=True,
+                              note=note)
 
 
 def _assign(agent: Agent, data: dict) -> None:
     for name, value in data.items():
         if name != "tools":  # many-to-many: set after saving
             setattr(agent, name, value)
+
+
+def version_make_current(*, agent: Agent, number: int, user=None) -> AgentVersion:
+    """Make version `number` (a draft or an older version) current: a new version with its
+    contents, through every rule of agent_save (a tool disabled since refuses it)."""
+    version = agent_version(agent=agent, number=number)
+    data = version_data(version)
+    missing = sorted(set(version.settings.get("tools", [])) - {tool.name for tool in data["tools"]})
+    with transaction.atomic():
+        agent_save(agent=agent, data=data, user=user, note=f"made current from version {number}"
+                   + (f" (without the deleted tools {', '.join(missing)})" if missing else ""))
+    return AgentVersion.objects.get(agent=agent, number=agent.version)

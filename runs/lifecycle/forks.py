@@ -187,7 +187,7 @@ def _fork_row(parent: Run, steps: list[Step], config: dict, overrides: dict, ste
     counters = copied_counters(steps)
     return Run.objects.create(
         agent=parent.agent, task=parent.task, customer=parent.customer, config=config,
-        overrides=overrides, created_by=_person(user),
+        overrides=overrides, created_by=_person(user), agent_version=parent.agent.version or None,
         forked_from=parent, forked_at_step=step_index, **counters,
         # The same again, kept: what the fork did itself is its counters less these (own_work.py).
         **{f"inherited_{name}": value for name, value in counters.items()},

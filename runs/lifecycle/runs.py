@@ -150,6 +150,7 @@ def run_create(
             overrides=overrides,
             created_by=user if user is not None and user.is_authenticated else None,
             rerun_of=rerun_of,
+            agent_version=agent.version or None,  # 0: an agent saved before versions, outside agent_save
         )
         event_record(run_id=run.pk, kind="run", data=run_summary(run))
     return run

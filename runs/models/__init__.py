@@ -7,9 +7,10 @@ from runs.models.notifications import BudgetAlert, Webhook, WebhookDelivery
 from runs.models.rollups import RollupDay, RunRollup, StepRollup, ToolRollup, UncountedRun
 from runs.models.search import RunSearchText
 from runs.models.supervision import ApprovalRule, ApprovalRuleVersion, ApprovalVote, RunGrant
+from runs.models.versions import AgentVersion
 
 __all__ = [
-    "Agent", "Approval", "ApprovalRule", "ApprovalRuleVersion", "ApprovalVote", "ArchivedApproval", "BudgetAlert",
+    "Agent", "AgentVersion", "Approval", "ApprovalRule", "ApprovalRuleVersion", "ApprovalVote", "ArchivedApproval", "BudgetAlert",
     "OperatorMessage", "PrunedTotals", "RollupDay", "Run", "RunEvent", "RunGrant", "RunRollup", "RunSearchText", "Step", "StepRollup",
     "ToolCall", "ToolChoice", "ToolRollup", "UncountedRun", "Webhook", "WebhookDelivery",
 ]

@@ -62,6 +62,8 @@ class Agent(models.Model):
     daily_cost_alert_usd = models.FloatField(
         null=True, blank=True, help_text="Notify when this agent's runs cost more in a day (UTC)."
     )
+    version = models.PositiveIntegerField(default=0, editable=False,
+                                          help_text="The current version's number (AgentVersion); runs record it.")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -119,6 +121,7 @@ class Run(models.Model):
     forked_from = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="forks")
     forked_at_step = models.PositiveIntegerField(null=True, blank=True, help_text="The parent's step index.")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    agent_version = models.PositiveIntegerField(null=True, blank=True, help_text="The agent's version it ran with.")
 
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
     stop_reason = models.CharField(max_length=24, choices=StopReason.choices, blank=True)

@@ -4,7 +4,7 @@ from datetime import timedelta
 
 from django import forms
 
-from runs.lifecycle.agents import AGENT_FIELDS, agent_errors, agent_save
+from runs.lifecycle.agents import AGENT_FIELDS, agent_draft_save, agent_errors, agent_save
 from runs.models import Agent, Run
 from runs.observability.metrics.page import default_period
 from toolsapp.models import Tool
@@ -178,6 +178,10 @@ class AgentForm(forms.ModelForm):
     def _agent(self) -> Agent | None:
         return self.instance if self.instance.pk is not None else None
 
-    def save(self, commit: bool = True) -> Agent:
-        self.instance = agent_save(agent=self._agent(), data=self.cleaned_data)
+    def save(self, commit: bool = True, *, user=None) -> Agent:
+        self.instance = agent_save(agent=self._agent(), data=self.cleaned_data, user=user)
         return self.instance
+
+    def save_draft(self, *, user=None):
+        """A draft version of the (existing) agent with these settings; the agent is unchanged."""
+        return agent_draft_save(agent=self._agent(), data=self.cleaned_data, user=user)

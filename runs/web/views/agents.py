@@ -3,8 +3,12 @@ import json
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
 from django.db.models import Count
+from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
 
+from runs.lifecycle.agent_versions import VersionNotFound, agent_version, agent_versions, version_differences
+from runs.lifecycle.agents import InvalidAgent, version_make_current
 from runs.lifecycle.run_list import agent_recent_runs
 from runs.models import Agent
 from runs.roles import PERM_ADD_AGENT, PERM_MANAGE_AGENTS, PERM_VIEW_AGENT
@@ -44,7 +48,50 @@ def agent_edit(request, pk: int):
 def _agent_form(request, agent: Agent):
     form = AgentForm(request.POST if request.method == "POST" else None, instance=agent)
     if request.method == "POST" and form.is_valid():
-        agent = form.save()
-        messages.success(request, f"Agent {agent.name} saved.")
+        if "draft" in request.POST and agent.pk is not None:
+            draft = form.save_draft(user=request.user)
+            messages.success(request, f"Draft version {draft.number} of {agent.name} saved; its runs still use "
+                                      f"version {agent.version} until the draft is made current.")
+            return redirect("agent_versions", pk=agent.pk)
+        agent = form.save(user=request.user)
+        messages.success(request, f"Agent {agent.name} saved as version {agent.version}.")
         return redirect("agent_detail", pk=agent.pk)
     return render(request, "runs/agent_form.html", {"form": form, "agent": agent})
+
+
+@login_required
+@permission_required(PERM_VIEW_AGENT, raise_exception=True)
+def agent_version_list(request, pk: int):
+    agent = get_object_or_404(Agent, pk=pk)
+    versions = agent_versions(agent=agent)
+    return render(request, "runs/agent_versions.html", {"agent": agent, "versions": versions})
+
+
+@login_required
+@permission_required(PERM_VIEW_AGENT, raise_exception=True)
+def agent_version_compare(request, pk: int):
+    agent = get_object_or_404(Agent, pk=pk)
+    try:
+        before = agent_version(agent=agent, number=int(request.GET.get("a", "")))
+        after = agent_version(agent=agent, number=int(request.GET.get("b", agent.version)))
+    except (ValueError, VersionNotFound) as exc:
+        raise Http404("No such version of this agent.") from exc
+    return render(request, "runs/agent_version_compare.html", {
+        "agent": agent, "before": before, "after": after, "differences": version_differences(before, after),
+    })
+
+
+@login_required
+@permission_required(PERM_MANAGE_AGENTS, raise_exception=True)
+@require_POST
+def agent_version_make_current(request, pk: int, number: int):
+    agent = get_object_or_404(Agent, pk=pk)
+    try:
+        version = version_make_current(agent=agent, number=number, user=request.user)
+    except VersionNotFound as exc:
+        raise Http404(str(exc)) from exc
+    except InvalidAgent as exc:
+        messages.error(request, f"Version {number} cannot be made current: {exc}")
+        return redirect("agent_versions", pk=agent.pk)
+    messages.success(request, f"Version {number} is current again, as version {version.number}.")
+    return redirect("agent_versions", pk=agent.pk)

@@ -3,7 +3,7 @@ from django.core.validators import URLValidator
 from rest_framework import serializers
 
 from runs.lifecycle.agents import AGENT_FIELDS, MAX_ESCALATION_EMAILS_CHARS, agent_errors, agent_save
-from runs.models import Agent, ToolChoice
+from runs.models import Agent, AgentVersion, ToolChoice
 from runs.web.api.serializers.fields import NameRelatedField, choice, service_errors
 from runs.web.api.strict import KnownFieldsOnly
 from toolsapp.models import Tool
@@ -30,8 +30,8 @@ class AgentSerializer(KnownFieldsOnly, serializers.ModelSerializer):
 
     class Meta:
         model = Agent
-        fields = ["id", *AGENT_FIELDS, "created_at", "updated_at"]
-        read_only_fields = ["created_at", "updated_at"]
+        fields = ["id", *AGENT_FIELDS, "version", "created_at", "updated_at"]
+        read_only_fields = ["version", "created_at", "updated_at"]
         # The name's uniqueness is agent_save's rule (never looked up with text that cannot be stored).
         extra_kwargs = {"name": {"validators": []}}
 
@@ -42,7 +42,24 @@ class AgentSerializer(KnownFieldsOnly, serializers.ModelSerializer):
         return attrs
 
     def create(self, validated_data):
-        return agent_save(agent=None, data=validated_data)
+        return agent_save(agent=None, data=validated_data, user=self._user())
 
     def update(self, instance, validated_data):
-        return agent_save(agent=instance, data=validated_data)
+        return agent_save(agent=instance, data=validated_data, user=self._user())
+
+    def _user(self):
+        request = self.context.get("request")
+        return getattr(request, "user", None)
+
+
+class AgentVersionSerializer(serializers.ModelSerializer):
+    settings = serializers.DictField(help_text="Every setting of the agent at this version, its tools by name.")
+    changed = serializers.ListField(child=serializers.CharField(), help_text="What it changed of the version before.")
+    current = serializers.SerializerMethodField(help_text="Whether it is the agent's current version.")
+
+    class Meta:
+        model = AgentVersion
+        fields = ["number", "current", "draft", "changed", "note", "settings", "created_by_name", "created_at"]
+
+    def get_current(self, version) -> bool:
+        return version.number == version.agent.version
