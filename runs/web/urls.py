@@ -1,6 +1,18 @@
 from django.urls import path
 
-from runs.web.views import agents, approvals, forks, history, levers, metrics, personal_settings, rules, runs, webhooks
+from runs.web.views import (
+    agents,
+    approvals,
+    forks,
+    history,
+    levers,
+    metrics,
+    personal_settings,
+    replay,
+    rules,
+    runs,
+    webhooks,
+)
 
 urlpatterns = [
     path("", history.home, name="home"),
@@ -21,6 +33,7 @@ urlpatterns = [
     path("runs/<int:pk>/message/", levers.run_message_view, name="run_message"),
     path("runs/<int:pk>/stop/", levers.run_stop_view, name="run_stop"),
     path("runs/<int:pk>/fork/", forks.run_fork_view, name="run_fork"),
+    path("runs/<int:pk>/replay/", replay.step_replay_view, name="step_replay"),
     path("runs/<int:pk>/compare/", forks.run_compare, name="run_compare"),
     path("approvals/", approvals.approval_queue, name="approval_queue"),
     path("approvals/pending/", approvals.approval_queue_partial, name="approval_queue_partial"),

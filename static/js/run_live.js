@@ -18,6 +18,7 @@ const renderedSeq = Number(page.dataset.renderedSeq || 0); // the header was ren
 const callResultUrl = page.dataset.callResultUrl; // .../calls/0/result/
 const approvalUrlPattern = page.dataset.approvalUrl; // .../approvals/0/
 const forkUrl = page.dataset.forkUrl; // .../fork/, for operators who may launch
+const replayUrl = page.dataset.replayUrl; // .../replay/, likewise (a replay spends tokens)
 const approvalUrl = (id) => approvalUrlPattern.replace(/\/0\/$/, `/${encodeURIComponent(id)}/`);
 const labels = {
   run: readJson("run-status-labels"),
@@ -236,6 +237,10 @@ function renderStep(data, seq, at) {
   );
   if (forkUrl) {
     head.append(el("a", { class: "step-fork", href: `${forkUrl}?step=${encodeURIComponent(data.index)}` }, "Fork from here"));
+  }
+  if (replayUrl && data.kind !== "summary") {
+    head.append(el("a", { class: "step-replay", href: `${replayUrl}?step=${encodeURIComponent(data.index)}` },
+      "Replay this request"));
   }
   if (data.tool_choice) {
     const text = data.tool_choice_fallback
