@@ -53,7 +53,7 @@ def test_each_model_gets_the_steps_exact_request_and_nothing_is_recorded(launch,
 
 def test_the_run_page_offers_it_and_bad_input_is_refused(launch, script, operator, demo_data):
     run = launch("hi", models=[script({"content": "hello"})])
-    assert 'data-replay-url="/runs/%d/replay/"' % run.pk in operator.get(reverse("run_detail", args=[run.pk])).content.decode()
+    assert f'data-replay-url="/runs/{run.pk}/replay/"' in operator.get(reverse("run_detail", args=[run.pk])).content.decode()
     url = reverse("step_replay", args=[run.pk])
     assert operator.get(url, {"step": 9}).status_code == 404
     assert operator.get(url, {"step": "x"}).status_code == 404
