@@ -2,9 +2,10 @@
 to five models at once, answers only (no tool is run, nothing is recorded in the run). For
 comparing models on a real request before changing an agent.
 
-The request is rebuilt from the run's rows and fitted to the run's context budget as the loop
-fitted it (the loop records no request bodies): the same messages, tools and settings, unless the
-run's tools changed since.
+The request is rebuilt from the run's rows (the loop records no request bodies): the same
+messages, tools and settings, unless the run's tools changed since. In a run that summarised
+results to fit its context budget, the summaries are made again for this one request, so they may
+differ from those the step sent (the loop's keep from request to request).
 """
 import time
 from concurrent.futures import ThreadPoolExecutor
