@@ -3,8 +3,8 @@ import json
 import threading
 
 from runs.models import Run, ToolCall
-from tests.engine.loop_contract.support import REC, call, calls, one_call, result_for
-from toolsapp.models import Order
+from tests.engine.loop_contract.support import PROBE_SCHEMA, REC, call, calls, one_call, result_for
+from toolsapp.models import Order, Tool
 
 # --- 5. errors are data --------------------------------------------------------------------------
 
@@ -66,7 +66,11 @@ def test_unexpected_exception_shows_only_its_type(launch, script):
 
 
 def test_timeout_becomes_an_error_result(launch, script):
-    run, _, result = one_call(launch, script, "stuck", {}, tools=["stuck"])
+    # A second, not the 50 ms of "stuck": on a loaded machine a tool thread may take longer than
+    # 50 ms to start, which ends in the other timeout error (the tool never started).
+    Tool.objects.create(name="stuck_a_second", description="stuck", parameters=PROBE_SCHEMA,
+                        handler="contract_stuck", timeout_seconds=1.0)
+    run, _, result = one_call(launch, script, "stuck_a_second", {}, tools=["stuck_a_second"])
     assert result["ok"] is False and "timed out" in result["error"]
     assert ToolCall.objects.get(run=run).status == ToolCall.Status.FAILED
     assert run.stop_reason == Run.StopReason.FINAL_ANSWER
