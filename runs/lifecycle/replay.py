@@ -18,6 +18,7 @@ from runs.engine.conversation import build_messages
 from runs.engine.run_tools import RunTools
 from runs.lifecycle.archive import masked_arguments
 from runs.models import Run, Step
+from toolsapp.sensitive import sensitive_values_in_messages
 
 MAX_MODELS = 5
 REPLAY_TIMEOUT_SECONDS = 60.0  # each model's answer (a person waits for the page)
@@ -40,21 +41,26 @@ class ReplayAnswer:
     error: str = ""
 
 
-def step_request(*, run: Run, index: int) -> tuple[list[dict], list[dict]]:
-    """(messages, tool definitions) of step `index`'s request, fitted to the run's budget."""
-    if not Step.objects.filter(run=run, index=index, kind=Step.Kind.TURN).exists():
+def step_request(*, run: Run, index: int) -> tuple[list[dict], RunTools, str]:
+    """(messages, the run's tools, tool choice) of step `index`'s request, fitted to the run's budget."""
+    step = Step.objects.filter(run=run, index=index, kind=Step.Kind.TURN).values("tool_choice").first()
+    if step is None:
         raise ReplayRefused(f"run {run.pk} has no step {index} that asked its model with tools")
     config = run.config
     toolbox = RunTools(config.get("tools", []), read_back=config.get("read_back", False))
     history = build_messages(run, before_step=index)
     window = context.Window(config.get("context_budget", 0), read_back=config.get("read_back", False))
     try:
-        fitted = window.fit(history, [], context.definitions_tokens(toolbox.definitions))
-    except context.ContextFull:
-        fitted = window.fit(history, [], context.definitions_tokens(toolbox.definitions), context.HARDER)
+        try:
+            fitted = window.fit(history, [], context.definitions_tokens(toolbox.definitions))
+        except context.ContextFull:
+            fitted = window.fit(history, [], context.definitions_tokens(toolbox.definitions), context.HARDER)
+    except context.ContextFull as exc:
+        raise ReplayRefused(f"step {index}'s request no longer fits the run's context budget: {exc}") from None
     if fitted.compacted:
         toolbox.offer_read_back()
-    return fitted.messages, toolbox.definitions
+    # The choice the step's request was sent with ("auto" when a server refused "required").
+    return fitted.messages, toolbox, step["tool_choice"] or "auto"
 
 
 def models_chosen(text: str) -> list[str]:
@@ -72,12 +78,10 @@ def models_chosen(text: str) -> list[str]:
 
 def step_replay(*, run: Run, index: int, models: list[str]) -> list[ReplayAnswer]:
     """Each model's answer to step `index`'s request, in the order of `models`."""
-    messages, tools = step_request(run=run, index=index)
+    messages, toolbox, tool_choice = step_request(run=run, index=index)
     config = run.config
     # Arguments a model writes for a tool's sensitive fields are masked, as on the run page.
-    sensitive = {name: list(tool.sensitive_fields) for name, tool in
-                 RunTools(config.get("tools", []), read_back=config.get("read_back", False)).tools.items()
-                 if tool.sensitive_fields}
+    sensitive = {name: list(tool.sensitive_fields) for name, tool in toolbox.tools.items() if tool.sensitive_fields}
     endpoint_settings = llm_clients.endpoint_settings(config)
 
     def ask(model: str) -> ReplayAnswer:
@@ -85,11 +89,13 @@ def step_replay(*, run: Run, index: int, models: list[str]) -> list[ReplayAnswer
         try:
             endpoint = llm_clients.resolve_endpoint(**{**endpoint_settings, "models": [model]})
             reply = llm.complete(
-                endpoint=endpoint, messages=messages, tools=tools, tool_choice="auto",
+                endpoint=endpoint, messages=messages, tools=toolbox.definitions, tool_choice=tool_choice,
                 parallel_tool_calls=config.get("parallel_tool_calls", True),
                 provider_options=config.get("provider_options") or {},
                 max_output_tokens=config.get("max_output_tokens") or settings.LLM_MAX_OUTPUT_TOKENS,
                 timeout=REPLAY_TIMEOUT_SECONDS,
+                # A provider's error may echo the request: sensitive arguments never reach the page.
+                redacted=lambda: sensitive_values_in_messages(messages, toolbox.tools),
             )
         except llm.ModelError as exc:
             return ReplayAnswer(model, False, error=str(exc)[:1000],

@@ -20,7 +20,7 @@ def operator(demo_data):
 
 def test_each_model_gets_the_steps_exact_request_and_nothing_is_recorded(launch, script, operator):
     original = script(calls(*WEATHER), {"content": "Lagos 31, London 12."})
-    run = launch("Weather in Lagos and London?", models=[original])
+    run = launch("Weather in Lagos and London?", models=[original], later_tool_choice="required")
     assert run.stop_reason == Run.StopReason.FINAL_ANSWER
     before = (Step.objects.filter(run=run).count(), ToolCall.objects.filter(run=run).count(), run.tokens_in)
     calm = script({"content": "It is sunny in Lagos and rainy in London."})
@@ -45,6 +45,7 @@ def test_each_model_gets_the_steps_exact_request_and_nothing_is_recorded(launch,
     for model in (calm, eager):
         replayed = script.requests(model)[0]
         assert replayed["messages"] == sent["messages"] and replayed["tools"] == sent["tools"]
+        assert replayed["tool_choice"] == sent["tool_choice"] == "required"
     run.refresh_from_db()
     assert (Step.objects.filter(run=run).count(), ToolCall.objects.filter(run=run).count(), run.tokens_in) == before
     from toolsapp.models import Order
@@ -62,6 +63,11 @@ def test_the_run_page_offers_it_and_bad_input_is_refused(launch, script, operato
     assert "at most 5 models at once" in too_many.content.decode() and too_many.context["answers"] is None
     nothing = operator.post(url, {"step": 1, "models": " , \n"})
     assert nothing.context["answers"] is None and nothing.context["form"].errors
+    Run.objects.filter(pk=run.pk).update(config={**run.config, "context_budget": 5})
+    too_long = operator.post(url, {"step": 1, "models": "m"})
+    assert too_long.status_code == 200 and too_long.context["answers"] is None
+    assert any("no longer fits the run's context budget" in e for e in too_long.context["form"].non_field_errors())
+    assert "no longer fits the run&#x27;s context budget" in too_long.content.decode()  # shown on the page
 
 
 def test_who_may_replay(launch, script, demo_data, client):
@@ -75,3 +81,16 @@ def test_who_may_replay(launch, script, demo_data, client):
     csrf = Client(enforce_csrf_checks=True)
     csrf.force_login(make_user("olga_r", "operators"))
     assert csrf.post(url, {"step": 1, "models": "m"}).status_code == 403
+
+
+def test_a_providers_error_never_shows_a_sensitive_argument(launch, script, operator):
+    from toolsapp.models import Tool
+
+    Tool.objects.filter(name="get_weather").update(sensitive_fields=["city"])
+    original = script(calls(call("get_weather", {"city": "Atlantis-7731"}, "w1")), {"content": "done"})
+    run = launch("Weather?", models=[original])
+    echo = script({"status": 400, "error": "bad request near 'Atlantis-7731'", "repeat": True})
+    response = operator.post(reverse("step_replay", args=[run.pk]), {"step": 2, "models": echo})
+    answer = response.context["answers"][0]
+    assert not answer.ok and "bad request near" in answer.error
+    assert "Atlantis-7731" not in answer.error and "Atlantis-7731" not in response.content.decode()
