@@ -7,6 +7,7 @@ runs.lifecycle.agents.AGENT_FIELDS, tools by name), so it can be compared and re
 changed since, tools deleted or renamed included.
 """
 import difflib
+import json
 from dataclasses import dataclass, field
 
 from django.db.models import Max
@@ -46,9 +47,10 @@ def changed_fields(before: dict | None, after: dict) -> list[str]:
 def version_record(*, agent: Agent, settings: dict, user=None, draft: bool = False, note: str = "") -> AgentVersion:
     """A new version of `agent` (in the caller's transaction; the agent's row is locked so two
     saves at once get two numbers). Not a draft: it becomes the agent's current version."""
-    Agent.objects.select_for_update().filter(pk=agent.pk).first()
-    number = (AgentVersion.objects.filter(agent=agent).aggregate(n=Max("number"))["n"] or 0) + 1
-    current = AgentVersion.objects.filter(agent=agent, number=agent.version).values_list("settings", flat=True).first()
+    # The current version as the locked row has it (another save may have made one since `agent` was read).
+    current_number = Agent.objects.select_for_update().filter(pk=agent.pk).values_list("version", flat=True).first()
+    number = next_number(agent)
+    current = AgentVersion.objects.filter(agent=agent, number=current_number).values_list("settings", flat=True).first()
     version = AgentVersion.objects.create(
         agent=agent, number=number, settings=settings, draft=draft, changed=changed_fields(current, settings),
         note=note[:200], created_by=user if getattr(user, "is_authenticated", False) else None,
@@ -60,15 +62,22 @@ def version_record(*, agent: Agent, settings: dict, user=None, draft: bool = Fal
     return version
 
 
+def next_number(agent: Agent) -> int:
+    """The number the agent's next version (or draft) gets."""
+    return (AgentVersion.objects.filter(agent=agent).aggregate(n=Max("number"))["n"] or 0) + 1
+
+
 def label(name: str) -> str:
     return LABELS.get(name, name.replace("_", " "))
 
 
 def agent_versions(*, agent: Agent) -> list[AgentVersion]:
-    """Newest first, each with `changed_labels` (what it changed, in words)."""
+    """Newest first, each with `changed_labels` (what it changed, in words) and `based_on`: the version
+    it was compared with when saved, the current one then (the newest non-draft before it)."""
     versions = list(AgentVersion.objects.filter(agent=agent).order_by("-number"))
-    for version in versions:
+    for position, version in enumerate(versions):
         version.changed_labels = [label(name) for name in version.changed]
+        version.based_on = next((v.number for v in versions[position + 1:] if not v.draft), None)
     return versions
 
 
@@ -94,6 +103,19 @@ class Difference:
     before: object
     after: object
     diff: list[str] = field(default_factory=list)  # a text's lines, unified diff style
+
+    @property
+    def before_text(self) -> str:
+        return _shown(self.before)
+
+    @property
+    def after_text(self) -> str:
+        return _shown(self.after)
+
+
+def _shown(value) -> str:
+    """A setting as a person reads it: text as it is, the rest as JSON (null, true, ["a"])."""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
 def version_differences(before: AgentVersion, after: AgentVersion) -> list[Difference]:

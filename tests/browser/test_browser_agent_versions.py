@@ -45,7 +45,7 @@ def test_admin_saves_a_draft_compares_it_and_makes_it_current(live, browser, use
 
     page.goto(f"/agents/{agent.pk}/versions/")
     page.get_by_role("button", name=f"Make version {first + 1} current").click()
-    expect(page.locator(".messages")).to_contain_text(f"Version {first + 1} is current again, as version {first + 2}.")
+    expect(page.locator(".messages")).to_contain_text(f"Draft version {first + 1} is now current, as version {first + 2}.")
     expect(page.locator(f"#version-{first + 2} .version-badge")).to_have_text("current")
     agent.refresh_from_db()
     assert agent.max_iterations == 6 and agent.version == first + 2

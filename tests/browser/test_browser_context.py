@@ -20,14 +20,20 @@ def _report_page(args, ctx):
     return {"page": args.get("page"), "text": "Quarterly figures by region and month. " * 60}
 
 
-def test_a_compacted_run_shows_its_request_sizes_summaries_and_token_kinds(live, browser, users, launch, script):
+def reader(script) -> tuple[Agent, str]:
+    """An agent with a 3,000-token budget and a tool of long results, and a model that reads eight
+    pages of it, then answers (every answer reports cached and reasoning tokens)."""
     Tool.objects.create(name="report_page", description="A page of the report.", handler="browser_report_page",
                         parameters={"type": "object", "properties": {"page": {"type": "integer"}}})
     agent = Agent.objects.create(name="reader", context_budget_tokens=3000, summarize_on_stop=False)
     agent.tools.set(Tool.objects.filter(name="report_page"))
     entries = [{"tool_calls": [{"name": "report_page", "arguments": {"page": i}, "id": f"page_{i}"}], "usage": USAGE}
                for i in range(8)]
-    model = script(*entries, {"content": "The report shows growth in every region.", "usage": USAGE})
+    return agent, script(*entries, {"content": "The report shows growth in every region.", "usage": USAGE})
+
+
+def test_a_compacted_run_shows_its_request_sizes_summaries_and_token_kinds(live, browser, users, launch, script):
+    _, model = reader(script)
     run = launch("Sum up the report", agent="reader", models=[model])
     assert run.status == Run.Status.SUCCEEDED and run.compactions > 0
     last = Step.objects.filter(run=run).order_by("-index").first()
@@ -59,13 +65,7 @@ def test_the_live_page_draws_the_same_while_the_run_goes_on(live, browser, users
     from runs.engine.loop import run_advance
     from runs.lifecycle.runs import run_create
 
-    Tool.objects.create(name="report_page", description="A page of the report.", handler="browser_report_page",
-                        parameters={"type": "object", "properties": {"page": {"type": "integer"}}})
-    agent = Agent.objects.create(name="reader", context_budget_tokens=3000, summarize_on_stop=False)
-    agent.tools.set(Tool.objects.filter(name="report_page"))
-    entries = [{"tool_calls": [{"name": "report_page", "arguments": {"page": i}, "id": f"page_{i}"}], "usage": USAGE}
-               for i in range(8)]
-    model = script(*entries, {"content": "Done.", "usage": USAGE})
+    agent, model = reader(script)
     run = run_create(agent=agent, task="Sum up the report", overrides={"models": [model]})
     page = browser.login(users["operator"])
     page.goto(f"/runs/{run.pk}/")

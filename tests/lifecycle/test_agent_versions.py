@@ -79,6 +79,7 @@ def test_a_draft_changes_nothing_until_it_is_made_current(people, launch, script
     draft = AgentVersion.objects.get(agent=agent, draft=True)
     assert agent.version == current and agent.system_prompt != "Answer in French." and agent.model_list == []
     assert launch("hi", models=[script({"content": "ok"})]).agent_version == current
+    assert f"Saving makes version {draft.number + 1}:" in admin.get(reverse("agent_edit", args=[agent.pk])).content.decode()
 
     compare = admin.get(reverse("agent_version_compare", args=[agent.pk]), {"a": current, "b": draft.number})
     html = compare.content.decode()
@@ -92,6 +93,11 @@ def test_a_draft_changes_nothing_until_it_is_made_current(people, launch, script
     assert agent.version == draft.number + 1 and agent.system_prompt == "Answer in French."
     assert agent.model_list == ["gpt-x"]
     assert AgentVersion.objects.get(agent=agent, number=agent.version).note == f"made current from version {draft.number}"
+    # What the new version changed is shown against the version current before it, never the draft.
+    listing = admin.get(reverse("agent_versions", args=[agent.pk])).content.decode()
+    assert f"?a={current}&amp;b={agent.version}\">What it changed" in listing
+    compare = admin.get(reverse("agent_version_compare", args=[agent.pk]), {"a": current, "b": agent.version})
+    assert "<pre>[&quot;gpt-x&quot;]</pre>" in compare.content.decode()  # settings as JSON, not Python
 
 
 def test_an_older_version_made_current_brings_its_tools_back(people):

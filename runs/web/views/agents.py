@@ -7,7 +7,13 @@ from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from runs.lifecycle.agent_versions import VersionNotFound, agent_version, agent_versions, version_differences
+from runs.lifecycle.agent_versions import (
+    VersionNotFound,
+    agent_version,
+    agent_versions,
+    next_number,
+    version_differences,
+)
 from runs.lifecycle.agents import InvalidAgent, version_make_current
 from runs.lifecycle.run_list import agent_recent_runs
 from runs.models import Agent
@@ -56,7 +62,9 @@ def _agent_form(request, agent: Agent):
         agent = form.save(user=request.user)
         messages.success(request, f"Agent {agent.name} saved as version {agent.version}.")
         return redirect("agent_detail", pk=agent.pk)
-    return render(request, "runs/agent_form.html", {"form": form, "agent": agent})
+    return render(request, "runs/agent_form.html", {
+        "form": form, "agent": agent, "next_version": next_number(agent) if agent.pk else 1,
+    })
 
 
 @login_required
@@ -93,5 +101,9 @@ def agent_version_make_current(request, pk: int, number: int):
     except InvalidAgent as exc:
         messages.error(request, f"Version {number} cannot be made current: {exc}")
         return redirect("agent_versions", pk=agent.pk)
-    messages.success(request, f"Version {number} is current again, as version {version.number}.")
+    source = agent_version(agent=agent, number=number)
+    what = f"Draft version {number} is now current" if source.draft else f"Version {number} is current again"
+    # The tools a version names that are gone since are left out: say so where the person looks.
+    dropped = f" ({version.note.split('(', 1)[1]}" if "(" in version.note else ""
+    messages.success(request, f"{what}, as version {version.number}.{dropped}")
     return redirect("agent_versions", pk=agent.pk)
