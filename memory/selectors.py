@@ -8,11 +8,11 @@ from django.db.models.functions import RowNumber
 
 from memory.models import Memory, MemoryRead
 from memory.search import memory_search
+from toolsapp.builtin import MEMORY_TOOLS
 
 PAGE_SIZE = 20
 READERS_SHOWN = 10
 CUSTOMERS_LISTED = 200
-MEMORY_TOOLS = ("save_memory", "search_memory")
 
 
 @dataclass

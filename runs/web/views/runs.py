@@ -21,9 +21,7 @@ from runs.supervision.grants import grant_revoke, grants_of_run
 from runs.web.forms.launch import LaunchForm
 from runs.web.timeline_html import timeline_html
 from runs.web.views.levers import GRANT_ANSWER, answer_at_controls, back_to_controls
-
-# The tools of an agent's long-term memory (the memory app's; runs never imports it).
-MEMORY_TOOLS = ("save_memory", "search_memory")
+from toolsapp.builtin import MEMORY_TOOLS
 
 
 @login_required
