@@ -57,6 +57,7 @@ INSTALLED_APPS = [
     "toolsapp",
     "runs",
     "memory",
+    "evals",
 ]
 
 MIDDLEWARE = [
@@ -222,6 +223,11 @@ LLM_CONTEXT_TOKENS = env_int("LLM_CONTEXT_TOKENS", 32_768)
 # per customer (a save beyond is refused), and facts one search returns.
 MEMORY_MAX_FACTS = env_int("MEMORY_MAX_FACTS", 500)
 MEMORY_SEARCH_LIMIT = env_int("MEMORY_SEARCH_LIMIT", 5)
+# The judge of experiments' rubrics (evals/judge.py): a model name, and its endpoint when it is not
+# LLM_BASE_URL's (LLM_API_KEY goes to it only as to any endpoint: see LLM_API_KEY_HOSTS). Empty: no
+# judge, and a case with a rubric fails its judge's check saying so.
+EVAL_JUDGE_MODEL = env_str("EVAL_JUDGE_MODEL")
+EVAL_JUDGE_BASE_URL = env_str("EVAL_JUDGE_BASE_URL")
 # Bytes read from a model server for one answer (after decompression); a larger answer is that
 # model's error, so one server cannot make a worker hold an unbounded body.
 LLM_MAX_RESPONSE_BYTES = env_int("LLM_MAX_RESPONSE_BYTES", 8 * 1024 * 1024)

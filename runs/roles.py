@@ -5,15 +5,18 @@ from django.db.models import Q
 VIEW = [
     ("runs", "view_run"), ("runs", "view_agent"), ("runs", "view_approval"), ("runs", "view_step"),
     ("runs", "view_toolcall"), ("toolsapp", "view_tool"), ("runs", "view_approvalrule"),
-    ("memory", "view_memory"),
+    ("memory", "view_memory"), ("evals", "view_dataset"), ("evals", "view_experiment"),
 ]
-OPERATE = VIEW + [("runs", "add_run"), ("runs", "cancel_run"), ("runs", "decide_approval")]
+OPERATE = VIEW + [
+    ("runs", "add_run"), ("runs", "cancel_run"), ("runs", "decide_approval"),
+    ("evals", "add_dataset"), ("evals", "change_dataset"), ("evals", "run_experiment"),
+]
 ADMIN = OPERATE + [
     ("runs", "add_agent"), ("runs", "change_agent"), ("runs", "delete_agent"),
     ("toolsapp", "add_tool"), ("toolsapp", "change_tool"), ("toolsapp", "delete_tool"),
     ("runs", "add_approvalrule"), ("runs", "change_approvalrule"), ("runs", "delete_approvalrule"),
     ("runs", "view_webhook"), ("runs", "add_webhook"), ("runs", "change_webhook"), ("runs", "delete_webhook"),
-    ("memory", "change_memory"), ("memory", "delete_memory"),
+    ("memory", "change_memory"), ("memory", "delete_memory"), ("evals", "delete_dataset"),
 ]
 ROLES = {"viewers": VIEW, "operators": OPERATE, "admins": ADMIN}
 
@@ -45,6 +48,13 @@ PERM_MANAGE_WEBHOOKS = "runs.change_webhook"
 PERM_VIEW_MEMORY = "memory.view_memory"
 PERM_CHANGE_MEMORY = "memory.change_memory"
 PERM_DELETE_MEMORY = "memory.delete_memory"
+# Datasets and experiments: everyone who sees runs reads them; operators make cases and run
+# experiments (nothing real changes); admins delete datasets.
+PERM_VIEW_DATASET = "evals.view_dataset"
+PERM_CHANGE_DATASET = "evals.change_dataset"
+PERM_ADD_DATASET = "evals.add_dataset"
+PERM_DELETE_DATASET = "evals.delete_dataset"
+PERM_RUN_EXPERIMENT = "evals.run_experiment"
 
 
 def roles_migrate(apps, schema_editor) -> None:

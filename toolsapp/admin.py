@@ -14,7 +14,7 @@ class ToolAdmin(admin.ModelAdmin):
     readonly_fields = ("mcp_server",)
     list_display = ("name", "kind", "mcp_server", "destructive", "critical", "always_ask", "parallel_safe", "idempotent",
                     "enabled")
-    list_filter = ("kind", "destructive", "critical", "always_ask", "enabled")
+    list_filter = ("kind", "destructive", "critical", "always_ask", "in_experiments", "enabled")
     list_select_related = ("mcp_server",)
     search_fields = ("name", "description")
 

@@ -37,7 +37,7 @@ class ToolForm(forms.ModelForm):
         model = Tool
         fields = [
             "name", "description", "parameters", "destructive", "always_ask", "critical", "allow_argument_edits",
-            "parallel_safe", "idempotent",
+            "parallel_safe", "idempotent", "in_experiments",
             "timeout_seconds", "repeat_limit", "sensitive_fields", "kind", "handler", "url", "secret_env", "enabled",
         ]
         widgets = {"description": forms.Textarea(attrs={"rows": 3})}

@@ -29,6 +29,14 @@ class Tool(models.Model):
     idempotent = models.BooleanField(
         default=True, help_text="Safe to re-run with the same idempotency key after a crash."
     )
+    in_experiments = models.CharField(
+        max_length=8, choices=[  # the engine decides "auto": runs/engine/simulation.py
+            ("auto", "Runs only if it just reads (a read-only handler, idempotent, not destructive); else simulated"),
+            ("real", "Runs for real in experiments"),
+            ("never", "Never runs in experiments"),
+        ], default="auto",
+        help_text="What a call of this tool does in an experiment (the evals app): a simulated call changes nothing.",
+    )
     timeout_seconds = models.FloatField(default=30.0, validators=[MinValueValidator(0.01)])
     repeat_limit = models.PositiveIntegerField(
         null=True, blank=True, help_text="Identical calls allowed per run; empty uses the agent's."

@@ -24,10 +24,12 @@ MIN_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS = 0.01, 24 * 3600
 MAX_SENSITIVE_FIELD_CHARS = 200
 EDITABLE = (
     "name", "description", "parameters", "destructive", "always_ask", "critical", "allow_argument_edits",
-    "parallel_safe", "idempotent", "timeout_seconds", "repeat_limit", "sensitive_fields", "kind", "handler", "enabled",
+    "parallel_safe", "idempotent", "in_experiments", "timeout_seconds", "repeat_limit", "sensitive_fields", "kind",
+    "handler", "enabled",
 )
 HTTP_FIELDS = ("url", "secret_env")  # given by field, stored in the tool's config
 REQUIRED = ("name", "parameters")
+EXPERIMENT_MODES = ("auto", "real", "never")
 
 
 class ToolInvalid(Exception):
@@ -146,6 +148,8 @@ def _problems(tool: Tool | None, values: dict, given: dict):
     for field in ("description", "handler"):
         if not isinstance(values[field], str):
             yield field, "Text."
+    if values["in_experiments"] not in EXPERIMENT_MODES:
+        yield "in_experiments", f"One of {', '.join(EXPERIMENT_MODES)}."
     for field in ("destructive", "parallel_safe", "idempotent", "enabled"):
         if not isinstance(values[field], bool):
             yield field, "True or false."

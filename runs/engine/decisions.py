@@ -29,6 +29,7 @@ class ToolFacts:
     parallel_safe: bool = True
     read_only: bool = False  # a registered read-only handler nobody marked otherwise
     repeat_limit: int | None = None
+    simulated: bool = False  # an experiment's run: its calls are answered without running (engine/simulation.py)
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,7 @@ class Decision:
     verify: bool = False  # a final answer that the agent's verifier must check first
     run: tuple[int, ...] = ()  # call indexes that run now, in order
     ask: tuple[int, ...] = ()  # call indexes that wait for a person (destructive tools)
+    simulate: tuple[int, ...] = ()  # call indexes an experiment answers without running them
     refused: dict[int, Refusal] = field(default_factory=dict)
     reads_first: bool = False  # every runnable call only reads: run them before recording the step
     parallel: bool = False  # the runnable calls may run at the same time
@@ -127,13 +129,17 @@ def decide_answer(
         if error
     }
     valid = [call for call in answer.calls if call.index not in refused]
+    # In an experiment nothing that would change something runs, so nothing waits for a person either.
+    simulate = tuple(c.index for c in valid if tools[c.tool_name].simulated)
+    valid = [c for c in valid if c.index not in simulate]
     ask = tuple(c.index for c in valid if tools[c.tool_name].destructive)
     run = tuple(c.index for c in valid if not tools[c.tool_name].destructive)
     parallel = may_run_together([c.tool_name for c in answer.calls], tools)
     runnable = [c for c in valid if c.index in run]
     reads_first = bool(runnable) and not ask and all(tools[c.tool_name].read_only for c in runnable)
     reads_first = reads_first and (len(runnable) == 1 or parallel)
-    return Decision(run=run, ask=ask, refused=refused, reads_first=reads_first, parallel=parallel and len(run) > 1)
+    return Decision(run=run, ask=ask, simulate=simulate, refused=refused, reads_first=reads_first,
+                    parallel=parallel and len(run) > 1)
 
 
 def may_run_together(names: list[str], tools: dict[str, ToolFacts]) -> bool:

@@ -26,6 +26,7 @@ from runs.engine.leases import LeaseLost, keeper, lease_claim, lease_held, lease
 from runs.engine.records import Recorder, operator_stop_first, paused_at_boundary, run_close, run_start
 from runs.engine.request_fit import RequestFit
 from runs.engine.run_tools import RunTools
+from runs.engine.simulation import Simulator
 from runs.engine.streaming import AnswerStream
 from runs.engine.summaries import iteration_log, summary_record, summary_wanted
 from runs.engine.tool_exec import call_status, check_call
@@ -120,7 +121,10 @@ class _Driver:
         self.active_before = run.active_seconds
         # The run's tools and what the decisions need to know of each, read again for the tools
         # each answer calls (an administrator may change them while the run goes on).
-        self.toolbox = RunTools(self.config["tools"], read_back=self.config.get("read_back", False))
+        experiment = self.config.get("experiment")
+        self.toolbox = RunTools(self.config["tools"], read_back=self.config.get("read_back", False),
+                                experiment=experiment is not None)
+        self.simulator = Simulator(experiment.get("source_run")) if experiment is not None else None
         self.tools, self.facts = self.toolbox.tools, self.toolbox.facts  # changed in place
         self.runner = CallRunner(run, owner, self.tools, self.record)
         self.messages: list[dict] | None = None  # built from the rows at the first model call
@@ -204,11 +208,12 @@ class _Driver:
             stop, detail, feedback = self.verify(reply.content)
         early = self.runner.reads_first(planned, arguments, decision, self.step_count + 1,
                                         cancel_read=self.cancel_read) if decision.reads_first else {}
+        simulated = {i: self.simulator.answer(planned[i].tool_name, arguments[i]) for i in decision.simulate}
         step_count, seen = self.step_count, dict(self.seen)
 
         def record_iteration(ending=stop, why=detail):
             self.step_count, self.seen = step_count, dict(seen)  # a new try records the same step
-            step, calls = self.record_step(reply, preamble, planned, decision, early)
+            step, calls = self.record_step(reply, preamble, planned, decision, early, simulated)
             if ending:  # before the approvals are closed: the run's row, then theirs, as a decision does
                 ending, why = operator_stop_first(self.record, ending, why)
             if feedback:
@@ -345,7 +350,7 @@ class _Driver:
 
     # --- recording --------------------------------------------------------------------------------
 
-    def record_step(self, reply, preamble, planned, decision, early) -> tuple[Step, list[ToolCall]]:
+    def record_step(self, reply, preamble, planned, decision, early, simulated) -> tuple[Step, list[ToolCall]]:
         """The step and its calls, each with its first state, and the run's counters."""
         run = self.run
         self.step_count += 1
@@ -361,6 +366,9 @@ class _Driver:
             elif p.index in early:
                 payload, call.latency_ms = early[p.index]
                 records.set_result(call, payload, call_status(payload))
+            elif p.index in simulated:
+                payload, call.simulation = simulated[p.index]
+                records.set_result(call, payload, ToolCall.Status.SIMULATED)
             key = (p.tool_name, p.args_hash)
             self.seen[key] = self.seen.get(key, 0) + 1
             calls.append(call)

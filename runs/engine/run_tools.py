@@ -10,6 +10,7 @@ from django.db import connection
 
 from runs.engine.context import READ_BACK_TOOL
 from runs.engine.decisions import ToolFacts
+from runs.engine.simulation import simulated_in_experiments
 from runs.engine.tool_exec import reads_only
 from runs.models import Run
 from toolsapp.models import Tool
@@ -18,15 +19,17 @@ from toolsapp.models import Tool
 FLAGS = ("enabled", "destructive", "idempotent", "parallel_safe", "always_ask", "critical")
 
 
-def facts_of(tool: Tool) -> ToolFacts:
-    return ToolFacts(tool.name, tool.destructive, tool.idempotent, tool.parallel_safe, reads_only(tool), tool.repeat_limit)
+def facts_of(tool: Tool, *, experiment: bool = False) -> ToolFacts:
+    return ToolFacts(tool.name, tool.destructive, tool.idempotent, tool.parallel_safe, reads_only(tool), tool.repeat_limit,
+                     simulated=experiment and simulated_in_experiments(tool))
 
 
 class RunTools:
     """`tools` and `facts` (of enabled tools), `unavailable` (disabled ones), `definitions` (for the model)."""
 
-    def __init__(self, names: list[str], *, read_back: bool = False):
+    def __init__(self, names: list[str], *, read_back: bool = False, experiment: bool = False):
         self.names = list(names)
+        self.experiment = experiment  # an experiment's run: calls that would change something are simulated
         # The tool that reads a summarised result again, for a run with a context budget: offered
         # from the first request that summarised one (a request before has nothing to read back,
         # and its schema would cost tokens).
@@ -82,7 +85,7 @@ class RunTools:
         for tool in rows:
             if tool.enabled:
                 self.tools[tool.name] = tool
-                self.facts[tool.name] = facts_of(tool)
+                self.facts[tool.name] = facts_of(tool, experiment=self.experiment)
             else:
                 self.unavailable.add(tool.name)
 

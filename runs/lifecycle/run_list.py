@@ -57,10 +57,17 @@ def run_history(
     created_to: date | None = None,
     text: str = "",
     known: dict[str, list[str]] | None = None,
+    experiments: str = "hide",
 ) -> QuerySet[Run]:
     """Runs matching every given filter, newest first; `created_to` includes its whole day.
-    `known`: history_filter_suggestions(), when the caller has read them already."""
+    `known`: history_filter_suggestions(), when the caller has read them already.
+    `experiments`: "hide" experiments' runs (the default view), "include" them, or "only" them."""
     runs = Run.objects.all()
+    if experiments == "only":
+        runs = runs.filter(experiment=True)
+    elif experiments != "include" and Run.objects.filter(experiment=True).exists():
+        # Only filtered when there is one to hide: the filters' indexes then serve as before.
+        runs = runs.filter(experiment=False)
     if (model or tool) and known is None:
         known = history_filter_suggestions()
     if status:

@@ -77,6 +77,14 @@ class Agent(models.Model):
 WORK_NAMES = ("models_used", "tools_used")  # Run's columns only the database writes
 
 
+class ProductionRuns(models.Manager):
+    """Runs that are not experiments: what metrics, budgets and alerts count (evals' experiment
+    runs touch nothing real and are kept apart from everything operators watch)."""
+
+    def get_queryset(self):
+        return super().get_queryset().filter(experiment=False)
+
+
 class Run(models.Model):
     class Status(models.TextChoices):
         QUEUED = "queued", "Queued"
@@ -122,6 +130,10 @@ class Run(models.Model):
     forked_at_step = models.PositiveIntegerField(null=True, blank=True, help_text="The parent's step index.")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     agent_version = models.PositiveIntegerField(null=True, blank=True, help_text="The agent's version it ran with.")
+    # A case of an experiment (the evals app): its destructive and non-idempotent calls are
+    # simulated (config["experiment"] says how), and it is kept out of the queue, the default
+    # history, metrics, budgets and alerts.
+    experiment = models.BooleanField(default=False, help_text="A case of an experiment: nothing real is changed.")
 
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
     stop_reason = models.CharField(max_length=24, choices=StopReason.choices, blank=True)
@@ -181,6 +193,9 @@ class Run(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
+    objects = models.Manager()
+    production = ProductionRuns()
+
     class Meta:
         ordering = ["-pk"]
         permissions = [
@@ -196,6 +211,8 @@ class Run(models.Model):
             models.Index(fields=["status", "-created_at", "-id"], name="run_status_created_id"),
             models.Index(fields=["stop_reason", "-created_at", "-id"], name="run_stop_created_id"),
             models.Index(fields=["agent", "-created_at", "-id"], name="run_agent_created_id"),
+            # Whether any experiment run exists (the history hides them then), read from a tiny index.
+            models.Index(fields=["-id"], condition=models.Q(experiment=True), name="run_experiment_id"),
         ]
 
     def __str__(self):
@@ -291,8 +308,11 @@ class ToolCall(models.Model):
         # It may have taken effect or not: the run ended, its worker died or the tool timed out
         # while it was running. Never retried or approved without a person.
         UNKNOWN = "unknown", "Outcome unknown"
+        # An experiment's call that would change something: never run, answered from the case's
+        # source run when it made the same call, else with "not executed" (`simulation` says which).
+        SIMULATED = "simulated", "Simulated (experiment)"
 
-    DONE_STATUSES = (Status.REJECTED, Status.SUCCEEDED, Status.FAILED, Status.SKIPPED, Status.UNKNOWN)
+    DONE_STATUSES = (Status.REJECTED, Status.SUCCEEDED, Status.FAILED, Status.SKIPPED, Status.UNKNOWN, Status.SIMULATED)
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="tool_calls")
     step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="tool_calls")
@@ -320,6 +340,8 @@ class ToolCall(models.Model):
     approval = models.ForeignKey(
         "Approval", null=True, blank=True, on_delete=models.SET_NULL, related_name="+", editable=False
     )
+    # A simulated call: {"answered_from": source run id and call id, or None: "not executed"}.
+    simulation = models.JSONField(null=True, blank=True, editable=False)
 
     class Meta:
         ordering = ["step_id", "index"]
@@ -339,6 +361,8 @@ class ToolCall(models.Model):
     def ok(self) -> bool | None:
         if self.status not in self.DONE_STATUSES:
             return None
+        if self.status == self.Status.SIMULATED:  # what the model was told (a recorded result, or "not executed")
+            return isinstance(self.result, dict) and self.result.get("ok") is True
         return self.status == self.Status.SUCCEEDED
 
 

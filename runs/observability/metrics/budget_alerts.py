@@ -28,7 +28,7 @@ def budget_alerts_check(*, now: datetime | None = None) -> list[BudgetAlert]:
     watched = Agent.objects.filter(Q(daily_token_alert__isnull=False) | Q(daily_cost_alert_usd__isnull=False))
     usage = {
         row["agent_id"]: row
-        for row in Run.objects.filter(agent__in=watched, created_at__gte=day_start(day))
+        for row in Run.production.filter(agent__in=watched, created_at__gte=day_start(day))
         .values("agent_id")
         .annotate(tokens=Sum(own_work.own_tokens()), cost=Sum(own_work.own_cost()))
     }

@@ -33,8 +33,8 @@ def mark_uncounted(*, run: Run, fields: dict) -> None:
     """The engine's run_ended hook: `run` ends in this transaction with its new `fields`; mark it
     uncounted (one INSERT, no lock of its day: endings never wait for each other here), and have
     the counter add it to the rollups once this commits."""
-    if fields.get("status", run.status) not in Run.FINISHED_STATUSES:
-        return
+    if fields.get("status", run.status) not in Run.FINISHED_STATUSES or run.experiment:
+        return  # an experiment's run is counted nowhere (the evals app scores it)
     with connection.cursor() as cursor:
         cursor.execute(f"INSERT INTO {UncountedRun._meta.db_table} (run_id) VALUES (%s) ON CONFLICT DO NOTHING", [run.pk])
     transaction.on_commit(wake)

@@ -282,7 +282,7 @@ def _days(start: date, end: date) -> list[date]:
 def _metrics_raw(*, start: date, end: date, agent: Agent | None = None) -> Metrics:
     """The page's figures from the runs' own rows only (no rollups)."""
     since, until = day_start(start), day_start(end + timedelta(days=1))
-    runs = Run.objects.filter(created_at__gte=since, created_at__lt=until)
+    runs = Run.production.filter(created_at__gte=since, created_at__lt=until)
     if agent is not None:
         runs = runs.filter(agent=agent)
     run_ids = runs.order_by().values("pk")

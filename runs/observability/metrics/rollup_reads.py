@@ -185,11 +185,11 @@ def raw_parts(*, start: date, end: date, built: set[date], agent=None) -> list:
     few still going (a year of runs: over 100 ms for nothing)."""
     window = {"created_at__gte": day_start(start), "created_at__lt": day_start(end + timedelta(days=1))}
     parts = [
-        Run.objects.filter(status__in=STILL_GOING, **window),
-        Run.objects.filter(pk__in=UncountedRun.objects.values("run_id"), **window),
+        Run.production.filter(status__in=STILL_GOING, **window),
+        Run.production.filter(pk__in=UncountedRun.objects.values("run_id"), **window),
     ]
     for first, last in _spans(start, end, built):
-        parts.append(Run.objects.filter(created_at__gte=day_start(first), created_at__lt=day_start(last + timedelta(days=1))))
+        parts.append(Run.production.filter(created_at__gte=day_start(first), created_at__lt=day_start(last + timedelta(days=1))))
     return parts if agent is None else [runs.filter(agent=agent) for runs in parts]
 
 

@@ -89,7 +89,7 @@ def count_uncounted(*, limit: int = COUNT_BATCH) -> int:
             _day_lock(day, new_day_built=lambda day=day: not _counted_ended(day).exists())
         claimed = _claim_marks([run_id for run_id, _ in marked])
         if claimed:
-            for day, contribution in contributions(Run.objects.filter(pk__in=claimed)).items():
+            for day, contribution in contributions(Run.production.filter(pk__in=claimed)).items():
                 day_add(day, contribution)
         return len(marked)
 
@@ -116,7 +116,7 @@ def _marked():
 
 def count_summary(*, run: Run, step: Step, tokens: int, cost_usd: float) -> None:
     """Add an ended run's summary call (its step, tokens and cost) to its day's rollups."""
-    if run.status not in Run.FINISHED_STATUSES:
+    if run.status not in Run.FINISHED_STATUSES or run.experiment:
         return
     day = run_day(run)
     iterations = run.iterations - own_work.inherited_of(run)[0]  # the key its ending was counted under
@@ -132,7 +132,7 @@ def count_summary(*, run: Run, step: Step, tokens: int, cost_usd: float) -> None
 
 def runs_deleted(*, run_ids: list[int]) -> None:
     """Take the ended runs among `run_ids`, about to be deleted in this transaction, out of the rollups."""
-    runs = Run.objects.filter(pk__in=run_ids, status__in=Run.FINISHED_STATUSES)
+    runs = Run.production.filter(pk__in=run_ids, status__in=Run.FINISHED_STATUSES)
     days = sorted({timezone.localtime(at).date() for at in runs.values_list("created_at", flat=True)})
     for day in days:  # in order: two deletions never wait for each other's days
         _day_lock(day, new_day_built=lambda: False)
@@ -189,7 +189,7 @@ def rebuild(*, days: int | None = None, progress=None) -> int:
     without runs are built too (empty), so the metrics page reads them from the rollups."""
     today = timezone.localdate()
     if days is None:
-        first = Run.objects.order_by("created_at").values_list("created_at", flat=True).first()
+        first = Run.production.order_by("created_at").values_list("created_at", flat=True).first()
         first_day = timezone.localtime(first).date() if first else today
     else:
         first_day = today - timedelta(days=days - 1)
@@ -212,7 +212,7 @@ def _busy_days(first_day: date) -> set[date]:
     count or to take away. A day before today never gains runs (a run is created now)."""
     days = {
         as_date(day)
-        for day in Run.objects.filter(created_at__gte=day_start(first_day))
+        for day in Run.production.filter(created_at__gte=day_start(first_day))
         .order_by()  # Run's default order (-pk) would make DISTINCT one row per run
         .annotate(day=TruncDay("created_at"))
         .values_list("day", flat=True)
@@ -268,7 +268,7 @@ def forget_agent_steps(sender, instance, **kwargs) -> None:
 
 
 def _created_on(day: date):
-    return Run.objects.filter(created_at__gte=day_start(day), created_at__lt=day_start(day + timedelta(days=1)))
+    return Run.production.filter(created_at__gte=day_start(day), created_at__lt=day_start(day + timedelta(days=1)))
 
 
 def _day_steps(day: date):

@@ -130,7 +130,7 @@ def metrics_series(
     now = timezone.now()
     if (end - start).days < HOURLY_DAYS:
         points = _hours(start, end, now)
-        runs = Run.objects.filter(created_at__gte=day_start(start), created_at__lt=day_start(end + timedelta(days=1)))
+        runs = Run.production.filter(created_at__gte=day_start(start), created_at__lt=day_start(end + timedelta(days=1)))
         tallies = _raw_tallies([runs if agent is None else runs.filter(agent=agent)], TruncHour, tokens=True)
         unit, percentile_unit = "hour", "hour"
     else:

@@ -92,7 +92,7 @@ def _add(totals: dict, key: tuple, value) -> None:
 
 
 def _run_rows(run_ids) -> list[Histogram]:
-    runs = Run.objects.all() if run_ids is None else Run.objects.filter(pk__in=run_ids)
+    runs = Run.production.all() if run_ids is None else Run.production.filter(pk__in=run_ids)
     rows = (
         runs.values("agent__name", "status", "stop_reason")
         .annotate(n=Count("pk"), started=Count("pk", filter=Q(started_at__isnull=False)),
@@ -106,7 +106,7 @@ def _run_rows(run_ids) -> list[Histogram]:
 
 
 def _step_rows(run_ids) -> list[Histogram]:
-    steps = own_work.own_steps(Step.objects.all() if run_ids is None else Step.objects.filter(run_id__in=run_ids))
+    steps = own_work.own_steps(Step.objects.filter(run__experiment=False) if run_ids is None else Step.objects.filter(run_id__in=run_ids))
     return _histograms(steps, ("run__agent__name", "model"), F("latency_ms"), MODEL_LATENCY_BUCKETS, scale=0.001,
                        tokens_in=F("tokens_in"), tokens_out=F("tokens_out"), cost_usd=F("cost_usd"),
                        tokens_cached=F("tokens_cached"), tokens_reasoning=F("tokens_reasoning"))
@@ -114,7 +114,7 @@ def _step_rows(run_ids) -> list[Histogram]:
 
 def _call_rows(run_ids) -> list[Histogram]:
     names = set(Tool.objects.values_list("name", flat=True))
-    calls = own_work.own_calls(ToolCall.objects.filter(status__in=ToolCall.DONE_STATUSES))
+    calls = own_work.own_calls(ToolCall.objects.filter(status__in=ToolCall.DONE_STATUSES, run__experiment=False))
     calls = calls if run_ids is None else calls.filter(run_id__in=run_ids)
     return merge([
         Histogram((h.labels[0] if h.labels[0] in names else UNREGISTERED_TOOL, h.labels[1]), h.cumulative,
@@ -210,5 +210,5 @@ def decision_figures() -> tuple[dict, list[Histogram]]:
 
 def runs_driven() -> int:
     """Runs some worker drives now: a live lease, each holding one worker thread, on any host."""
-    live = Run.objects.filter(status__in=Run.ACTIVE_STATUSES, lease_expires_at__gt=timezone.now())
+    live = Run.production.filter(status__in=Run.ACTIVE_STATUSES, lease_expires_at__gt=timezone.now())
     return live.exclude(lease_owner="").exclude(lease_owner__startswith=LEVER_LEASE_PREFIX).count()

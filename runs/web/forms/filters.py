@@ -44,6 +44,10 @@ class HistoryFilterForm(forms.Form):
     )
     created_from = forms.DateField(label="From", required=False, widget=DateInput)
     created_to = forms.DateField(label="To", required=False, widget=DateInput, help_text="Included.")
+    experiments = forms.ChoiceField(
+        required=False, label="Experiments", choices=[("", "hidden"), ("include", "included"), ("only", "only")],
+        help_text="Runs of experiments (cases of a dataset, nothing real changed).",
+    )
 
     def clean(self):
         cleaned = super().clean()
@@ -64,6 +68,7 @@ class HistoryFilterForm(forms.Form):
             "tool": data["tool"].strip(),
             "created_from": data["created_from"],
             "created_to": data["created_to"],
+            "experiments": data["experiments"] or "hide",
         }
 
 

@@ -32,7 +32,7 @@ class ToolSerializer(KnownFieldsOnly, serializers.ModelSerializer):
         model = Tool
         fields = [
             "id", "name", "description", "parameters", "destructive", "always_ask", "critical", "allow_argument_edits",
-            "parallel_safe", "idempotent",
+            "parallel_safe", "idempotent", "in_experiments",
             "timeout_seconds", "repeat_limit", "sensitive_fields", "kind", "handler", "url", "secret_env",
             "mcp_server", "enabled", "schema_warnings", "created_at", "updated_at",
         ]

@@ -1,0 +1,164 @@
+"""Datasets and their cases: made from runs, by hand, through the API, or imported as JSONL.
+
+Every write checks its values first and says what is wrong by field (CaseInvalid); an import is
+all or nothing, with the line of each problem.
+"""
+import json
+from collections.abc import Iterator
+
+from django.db import transaction
+
+from evals.expectations import expectation_errors
+from evals.models import Case, Dataset
+from runs.lifecycle.launch import customer_problem
+from runs.models import Run
+
+CASE_FIELDS = ("name", "task", "customer", "messages", "expectations", "source_run", "source_step")
+MAX_CASES_PER_IMPORT = 5000
+MAX_MESSAGES = 500
+MAX_TASK_CHARS = 100_000
+
+
+class CaseInvalid(ValueError):
+    """What is wrong with a case, by field: {"task": ["..."]}."""
+
+    def __init__(self, errors: dict[str, list[str]]):
+        super().__init__("; ".join(f"{field}: {' '.join(messages)}" for field, messages in errors.items()))
+        self.errors = errors
+
+
+def dataset_create(*, name: str, description: str = "", user=None) -> Dataset:
+    name = (name or "").strip()
+    errors = {}
+    if not name or len(name) > 100:
+        errors["name"] = ["A name of 1 to 100 characters."]
+    elif Dataset.objects.filter(name=name).exists():
+        errors["name"] = [f"A dataset named {name!r} exists already."]
+    if errors:
+        raise CaseInvalid(errors)
+    return Dataset.objects.create(name=name, description=description or "",
+                                  created_by=user if getattr(user, "is_authenticated", False) else None)
+
+
+def case_errors(data: dict) -> dict[str, list[str]]:
+    """What is wrong with a case's values, by field (those absent take their defaults)."""
+    errors: dict[str, list[str]] = {}
+
+    def add(field, message):
+        errors.setdefault(field, []).append(message)
+
+    unknown = sorted(set(data) - set(CASE_FIELDS))
+    if unknown:
+        add("non_field_errors", f"Unknown fields: {', '.join(unknown)}.")
+    name, task = data.get("name", ""), data.get("task")
+    if not isinstance(name, str) or len(name) > 200:
+        add("name", "Text of at most 200 characters.")
+    if not isinstance(task, str) or not task.strip():
+        add("task", "The task is needed.")
+    elif len(task) > MAX_TASK_CHARS:
+        add("task", f"At most {MAX_TASK_CHARS} characters.")
+    customer = data.get("customer", "")
+    if not isinstance(customer, str):
+        add("customer", "Text.")
+    elif customer and customer_problem(customer):
+        add("customer", customer_problem(customer).capitalize() + ".")
+    messages = data.get("messages", [])
+    if not isinstance(messages, list) or len(messages) > MAX_MESSAGES or not all(
+        isinstance(m, dict) and m.get("role") in ("user", "assistant", "tool") for m in messages
+    ):
+        add("messages", f"A list of at most {MAX_MESSAGES} chat messages (user, assistant or tool).")
+    for message in expectation_errors(data.get("expectations", [])):
+        add("expectations", message)
+    step = data.get("source_step")
+    if step is not None and (isinstance(step, bool) or not isinstance(step, int) or step < 1):
+        add("source_step", "A step number of at least 1.")
+    return errors
+
+
+def case_add(*, dataset: Dataset, data: dict, user=None) -> Case:
+    data = _with_run(data)
+    errors = case_errors(data)
+    if errors:
+        raise CaseInvalid(errors)
+    values = {field: data[field] for field in CASE_FIELDS if field in data}
+    values.setdefault("name", "")
+    if not values["name"].strip():
+        values["name"] = " ".join(values["task"].split())[:200]
+    return Case.objects.create(dataset=dataset, created_by=user if getattr(user, "is_authenticated", False) else None,
+                               **values)
+
+
+def case_update(*, case: Case, data: dict) -> Case:
+    data = _with_run({**{field: getattr(case, field) for field in CASE_FIELDS}, **data})
+    errors = case_errors(data)
+    if errors:
+        raise CaseInvalid(errors)
+    for field in CASE_FIELDS:
+        setattr(case, field, data[field])
+    case.save()
+    return case
+
+
+def _with_run(data: dict) -> dict:
+    """`source_run` as a Run (an id is looked up; one that does not exist is an error)."""
+    run = data.get("source_run")
+    if run is None or isinstance(run, Run):
+        return data
+    if isinstance(run, bool) or not isinstance(run, int) or not Run.objects.filter(pk=run).exists():
+        raise CaseInvalid({"source_run": [f"No run {run!r}."]})
+    return {**data, "source_run": Run.objects.get(pk=run)}
+
+
+def case_data(case: Case) -> dict:
+    """A case as JSON (what the export writes and the import reads back)."""
+    return {
+        "name": case.name, "task": case.task, "customer": case.customer, "messages": case.messages,
+        "expectations": case.expectations, "source_run": case.source_run_id, "source_step": case.source_step,
+    }
+
+
+def cases_export(dataset: Dataset) -> Iterator[str]:
+    """The dataset's cases as JSONL, one line each."""
+    for case in dataset.cases.order_by("pk").iterator():
+        yield json.dumps(case_data(case), ensure_ascii=False) + "\n"
+
+
+def cases_import(*, dataset: Dataset, text: str, user=None) -> list[Case]:
+    """Add every case of a JSONL text, or none: CaseInvalid names the line of each problem. A
+    source run that no longer exists is dropped (the case is kept; its calls are then simulated
+    as "not executed")."""
+    rows, errors = [], {}
+    lines = [(number, line) for number, line in enumerate(text.splitlines(), 1) if line.strip()]
+    if len(lines) > MAX_CASES_PER_IMPORT:
+        raise CaseInvalid({"file": [f"At most {MAX_CASES_PER_IMPORT} cases at once."]})
+    if not lines:
+        raise CaseInvalid({"file": ["No cases: one JSON object per line."]})
+    existing = set(Run.objects.filter(pk__in=[_source(line) for _, line in lines if _source(line)])
+                   .values_list("pk", flat=True))
+    for number, line in lines:
+        try:
+            data = json.loads(line)
+        except ValueError as exc:
+            errors.setdefault("file", []).append(f"Line {number}: not JSON ({exc.msg}).")
+            continue
+        if not isinstance(data, dict):
+            errors.setdefault("file", []).append(f"Line {number}: a JSON object is needed.")
+            continue
+        if data.get("source_run") not in existing:
+            data.pop("source_run", None)
+        problems = case_errors(data)
+        for field, messages in problems.items():
+            errors.setdefault("file", []).extend(f"Line {number}, {field}: {m}" for m in messages)
+        rows.append(data)
+    if errors:
+        raise CaseInvalid(errors)
+    with transaction.atomic():
+        return [case_add(dataset=dataset, data=data, user=user) for data in rows]
+
+
+def _source(line: str):
+    try:
+        value = json.loads(line).get("source_run")
+    except (ValueError, AttributeError):
+        return None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

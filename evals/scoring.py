@@ -1,0 +1,161 @@
+"""Scoring an experiment's case once its run ended: the run's facts (every requested call,
+executed or simulated), each expectation checked, the judge asked where a case has a rubric,
+what would have decided each simulated call outside the experiment, and the experiment's
+counters, finished when its last case is scored.
+
+Scoring is idempotent (a result is written once, under its row's lock), so the hook's task, a
+retry after a worker died, and the catch-up that any page or the eval command runs may all try.
+"""
+import logging
+
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from evals import expectations, judge
+from evals.models import CaseResult, Experiment
+from runs.engine.dispatch import task_send
+from runs.engine.guards import parse_arguments
+from runs.models import Run, ToolCall
+from runs.supervision.provenance import call_unseen_ids
+from runs.supervision.route_facts import call_route
+from toolsapp.models import Tool
+
+log = logging.getLogger("evals.scoring")
+SCORE_TASK = "evals.tasks.score_case"
+
+
+def case_run_ended(*, run: Run, fields: dict) -> None:
+    """The engine's run_ended hook: an experiment's run ends in this transaction; score it after."""
+    if not run.experiment:
+        return
+    run_id = run.pk
+
+    def send():
+        try:
+            task_send(SCORE_TASK, run_id)
+        except Exception as exc:  # the broker is away: the catch-up scores it (pages, the eval command)
+            log.warning("could not queue the scoring of run %s (%s)", run_id, exc)
+
+    transaction.on_commit(send)
+
+
+def run_facts(run: Run) -> tuple[expectations.RunFacts, list[ToolCall], dict[str, Tool]]:
+    calls = list(ToolCall.objects.filter(run=run).select_related("step").order_by("step__index", "index"))
+    tools = {t.name: t for t in Tool.objects.filter(name__in={c.tool_name for c in calls})}
+    seen = []
+    for call in calls:
+        tool = tools.get(call.tool_name)
+        arguments, _error = parse_arguments(call.arguments)
+        unseen: tuple[str, ...] = ()
+        if tool is not None and tool.destructive and isinstance(arguments, dict):
+            ids, fields = call_unseen_ids(run=run, call=call, arguments=arguments,
+                                          sensitive_fields=tool.sensitive_fields or [])
+            unseen = (*ids, *(f"{name} (sensitive)" for name in fields))
+        seen.append(expectations.SeenCall(call.tool_name, arguments, bool(tool and tool.destructive), call.status, unseen))
+    facts = expectations.RunFacts(
+        stop_reason=run.stop_reason, answer=run.answer or "", iterations=run.iterations, tokens=run.total_tokens,
+        cost_usd=run.cost_usd, seconds=run.active_seconds, customer=run.customer, calls=tuple(seen),
+    )
+    return facts, calls, tools
+
+
+def simulated_records(run: Run, calls: list[ToolCall], tools: dict[str, Tool]) -> list[dict]:
+    """Each simulated call: where its answer came from, and what would have decided it in a real run."""
+    records = []
+    for call in calls:
+        if call.status != ToolCall.Status.SIMULATED:
+            continue
+        source = (call.simulation or {}).get("answered_from")
+        tool = tools.get(call.tool_name)
+        records.append({
+            "tool": call.tool_name, "call_id": call.call_id, "step": call.step.index,
+            "answered_from": source, "would_be": _would_be(run, call, tool),
+        })
+    return records
+
+
+def _would_be(run: Run, call: ToolCall, tool: Tool | None) -> str:
+    """What would have happened to the call outside the experiment, in words."""
+    if tool is None:
+        return "no such tool now"
+    if not tool.destructive:
+        return "would have run without approval (not idempotent, or kept out of experiments)"
+    config = {**run.config, "approval_policy": "ask"}
+    try:
+        route, _unseen = call_route(call=call, tool=tool, run=run, config=config)
+    except Exception as exc:  # a rule or grant that cannot be read now: say so, never fail the score
+        return f"could not be worked out ({type(exc).__name__})"
+    rule = f" by {route.rule.label}" if route.rule else ""
+    if route.status == "approved":
+        return f"approved automatically{rule}"
+    if route.status == "rejected":
+        return f"rejected automatically{rule}"
+    who = f"{route.required_approvals} people" if route.required_approvals > 1 else "a person"
+    return f"would have waited for {who}{rule}" + (f": {route.note}" if route.note else "")
+
+
+def case_score(run_id: int) -> CaseResult | None:
+    """Score the case whose run is `run_id`, once it ended (None: not an experiment's, or not ended)."""
+    result = CaseResult.objects.select_related("case", "experiment").filter(run_id=run_id).first()
+    if result is None or result.status == CaseResult.Status.SCORED:
+        return result
+    run = Run.objects.get(pk=run_id)
+    if not run.is_finished or run.summary_pending:
+        return None
+    facts, calls, tools = run_facts(run)
+    wanted = list(result.case.expectations) if result.case else []
+    judgements = {}
+    for position, item in enumerate(wanted):
+        if item.get("kind") == "judge":
+            shown = [(c.tool_name, parse_arguments(c.arguments)[0],
+                      tools[c.tool_name].sensitive_fields if c.tool_name in tools else []) for c in calls]
+            judgements[position] = judge.judge(rubric=item["rubric"], task=run.task, answer=run.answer or "", calls=shown)
+    checks = [c.as_dict() for c in expectations.check_all(wanted, facts, judgements)]
+    for position, judgement in judgements.items():
+        checks[position]["judge"] = {"model": judgement.model, "reason": judgement.reason, "error": judgement.error,
+                                     **judgement.extra}
+    passed = all(c["ok"] for c in checks)
+    simulated = simulated_records(run, calls, tools)
+    with transaction.atomic():
+        locked = CaseResult.objects.select_for_update().get(pk=result.pk)
+        if locked.status == CaseResult.Status.SCORED:
+            return locked
+        CaseResult.objects.filter(pk=result.pk).update(
+            status=CaseResult.Status.SCORED, passed=passed, checks=checks, simulated=simulated,
+            stop_reason=run.stop_reason, iterations=run.iterations, tokens=run.total_tokens, cost_usd=run.cost_usd,
+            seconds=run.active_seconds, scored_at=timezone.now(),
+        )
+        Experiment.objects.filter(pk=result.experiment_id).update(
+            cases_done=F("cases_done") + 1, cases_passed=F("cases_passed") + (1 if passed else 0))
+        Experiment.objects.filter(pk=result.experiment_id, status=Experiment.Status.RUNNING,
+                                  cases_done__gte=F("cases_total")).update(
+            status=Experiment.Status.FINISHED, finished_at=timezone.now())
+    result.refresh_from_db()
+    return result
+
+
+def experiment_catch_up(experiment: Experiment) -> int:
+    """Score every case of `experiment` whose run ended but was not scored (a lost task); how many."""
+    waiting = CaseResult.objects.filter(experiment=experiment, status=CaseResult.Status.RUNNING,
+                                        run__status__in=Run.FINISHED_STATUSES, run__summary_pending=False)
+    scored = 0
+    for run_id in list(waiting.values_list("run_id", flat=True)):
+        scored += case_score(run_id) is not None
+    _finish_if_orphaned(experiment)
+    return scored
+
+
+def _finish_if_orphaned(experiment: Experiment) -> None:
+    """A case whose run was deleted (pruned) can never be scored: it counts as failed."""
+    orphans = CaseResult.objects.filter(experiment=experiment, status=CaseResult.Status.RUNNING, run__isnull=True)
+    for result in orphans:
+        with transaction.atomic():
+            if CaseResult.objects.filter(pk=result.pk, status=CaseResult.Status.RUNNING).update(
+                    status=CaseResult.Status.SCORED, passed=False, scored_at=timezone.now(),
+                    checks=[{"kind": "run", "label": "the case's run exists", "ok": False,
+                             "seen": "its run was deleted before it was scored", "opinion": False}]):
+                Experiment.objects.filter(pk=experiment.pk).update(cases_done=F("cases_done") + 1)
+                Experiment.objects.filter(pk=experiment.pk, status=Experiment.Status.RUNNING,
+                                          cases_done__gte=F("cases_total")).update(
+                    status=Experiment.Status.FINISHED, finished_at=timezone.now())

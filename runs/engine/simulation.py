@@ -1,0 +1,75 @@
+"""What an experiment's call that would change something gets instead of running.
+
+An experiment (the evals app) runs a dataset's cases through the real loop, and nothing may leave
+it: a call of a tool that is destructive or not idempotent (or that an admin said never runs in
+experiments, see Tool.simulated_in_experiments) is never handed to its tool. When the case's
+source run made the same call (same tool, same arguments once canonical), the model gets that
+run's recorded result; otherwise a result saying it was not executed. Either way the call is
+recorded as simulated, with where its answer came from.
+"""
+import json
+
+from runs.engine.tool_exec import reads_only
+from runs.models import ToolCall
+from toolsapp.models import Tool
+
+# Results of a source run's calls that were answered (a call skipped or of unknown outcome has no answer to reuse).
+ANSWERED = (ToolCall.Status.SUCCEEDED, ToolCall.Status.FAILED, ToolCall.Status.REJECTED)
+
+
+def canonical(arguments) -> str | None:
+    """One text for equal arguments, whatever their key order or spacing; None for unreadable JSON."""
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments or "{}")
+        except ValueError:
+            return None
+    return json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def simulated_in_experiments(tool: Tool) -> bool:
+    """Whether an experiment's call of `tool` is simulated instead of run: by default every tool
+    but those that only read (an in-process handler registered read-only, idempotent, not
+    destructive); an admin may say "real" (runs for real in experiments) or "never"."""
+    if tool.in_experiments == "real":
+        return False
+    if tool.in_experiments == "never":
+        return True
+    return not reads_only(tool)
+
+
+def not_executed(tool_name: str) -> dict:
+    return {
+        "ok": False,
+        "error": f"not executed: this is an experiment, and {tool_name} would change something, so it was "
+                 "simulated and changed nothing",
+    }
+
+
+class Simulator:
+    """Answers for one experiment run's simulated calls (`source_run`: the case's, or None)."""
+
+    def __init__(self, source_run: int | None):
+        self.source_run = source_run
+        self._recorded: dict[tuple[str, str], tuple[dict, str]] | None = None
+
+    def answer(self, tool_name: str, arguments) -> tuple[dict, dict]:
+        """(the payload the model gets, the call's `simulation` record)."""
+        found = self.recorded().get((tool_name, canonical(arguments)))
+        if found is None:
+            return not_executed(tool_name), {"answered_from": None}
+        payload, call_id = found
+        return payload, {"answered_from": {"run": self.source_run, "call_id": call_id}}
+
+    def recorded(self) -> dict[tuple[str, str], tuple[dict, str]]:
+        """The source run's answered calls by (tool, canonical arguments): the first of each, read once."""
+        if self._recorded is None:
+            self._recorded = {}
+            if self.source_run is not None:
+                rows = (ToolCall.objects.filter(run_id=self.source_run, status__in=ANSWERED, result__isnull=False)
+                        .order_by("step__index", "index").values_list("tool_name", "arguments", "result", "call_id"))
+                for tool_name, arguments, result, call_id in rows:
+                    key = (tool_name, canonical(arguments))
+                    if key[1] is not None and isinstance(result, dict):
+                        self._recorded.setdefault(key, (result, call_id))
+        return self._recorded

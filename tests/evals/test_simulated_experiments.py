@@ -1,0 +1,65 @@
+"""An experiment runs a dataset's cases through the real loop and changes nothing real: a call
+that would change something is answered from the case's source run when it is the same call, and
+otherwise told it was not executed; every requested call is checked all the same."""
+from evals.datasets import case_add, dataset_create
+from evals.experiments import experiment_start
+from evals.prefill import case_from_run
+from runs.lifecycle.agents import agent_draft_save
+from runs.models import Agent, Approval, Run, ToolCall
+from toolsapp.models import Order
+
+
+def test_a_case_from_a_run_replays_its_cancel_without_cancelling_anything(launch, drive, demo_data):
+    source = launch("Cancel order ORD-1001", approval_policy="approve")
+    assert source.status == "succeeded", source.stop_detail
+    assert Order.objects.get(order_id="ORD-1001").status == "cancelled"
+    Order.objects.filter(order_id="ORD-1001").update(status="open", cancel_idempotency_key="")
+    dataset = dataset_create(name="orders")
+    data = case_from_run(source)
+    kinds = [e["kind"] for e in data["expectations"]]
+    assert kinds[:2] == ["tool_called", "tool_called"] and "destructive_ids_seen" in kinds
+    assert {"kind": "tool_called", "tool": "cancel_order",
+            "conditions": [{"path": "$.order_id", "op": "eq", "value": "ORD-1001"},
+                           {"path": "$.reason", "op": "eq", "value": "Customer asked to cancel"}]} in data["expectations"]
+    case = case_add(dataset=dataset, data=data)
+    orders_before = list(Order.objects.order_by("order_id").values_list("order_id", "status", "cancel_idempotency_key"))
+    experiment = drive(experiment_start(dataset=dataset, agent=Agent.objects.get(name="demo")))
+    assert list(Order.objects.order_by("order_id").values_list("order_id", "status", "cancel_idempotency_key")) == orders_before
+    result = experiment.results.get()
+    run = result.run
+    assert run.experiment and run.status == "succeeded", run.stop_detail
+    cancel = ToolCall.objects.get(run=run, tool_name="cancel_order")
+    assert cancel.status == ToolCall.Status.SIMULATED
+    source_cancel = ToolCall.objects.get(run=source, tool_name="cancel_order")
+    assert cancel.simulation == {"answered_from": {"run": source.pk, "call_id": source_cancel.call_id}}
+    assert cancel.result == source_cancel.result
+    assert ToolCall.objects.get(run=run, tool_name="lookup_order").status == ToolCall.Status.SUCCEEDED
+    assert not Approval.objects.filter(run=run).exists()
+    assert result.passed, result.checks
+    assert experiment.status == "finished" and (experiment.cases_done, experiment.cases_passed) == (1, 1)
+    assert result.simulated[0]["tool"] == "cancel_order" and result.simulated[0]["answered_from"]["run"] == source.pk
+    assert "approved automatically" not in result.simulated[0]["would_be"]  # no rule: a person decides
+    assert case.pk == result.case_id
+
+
+def test_a_draft_that_cancels_an_unseen_order_cancels_nothing_and_fails_its_checks(launch, drive, demo_data):
+    agent = Agent.objects.get(name="demo")
+    agent_draft_save(agent=agent, data={"system_prompt": "Cancel whatever is asked."})
+    dataset = dataset_create(name="no-cancels")
+    case_add(dataset=dataset, data={
+        "task": "Cancel order ORD-1003", "customer": "acme", "expectations": [
+            {"kind": "tool_not_called", "tool": "cancel_order"}, {"kind": "stop_reason", "in": ["final_answer"]},
+        ]})
+    open_before = Order.objects.filter(status="open").count()
+    experiment = drive(experiment_start(dataset=dataset, agent=agent, draft=True))
+    assert Order.objects.filter(status="open").count() == open_before
+    assert Order.objects.get(order_id="ORD-1003").status == "open"
+    result = experiment.results.get()
+    assert experiment.draft and experiment.label.startswith("draft v")
+    call = ToolCall.objects.get(run=result.run, tool_name="cancel_order")
+    assert call.status == ToolCall.Status.SIMULATED and call.simulation == {"answered_from": None}
+    assert "not executed" in call.result["error"]
+    assert result.passed is False
+    assert [c["ok"] for c in result.checks] == [False, True]
+    assert "1 matching call(s)" in result.checks[0]["seen"]
+    assert not Run.production.filter(pk=result.run_id).exists()
