@@ -14,5 +14,6 @@ urlpatterns = [
     path("tools/", include("toolsapp.urls")),
     path("api/", include("runs.web.api.urls")),
     path("", include("memory.urls")),  # an agent's long-term memory, under its page
+    path("", include("evals.urls")),  # datasets, experiments, and "Add to a dataset" from a run
     path("", include("runs.web.urls")),
 ]

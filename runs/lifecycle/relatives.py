@@ -69,6 +69,25 @@ def run_comparison(fork: Run) -> dict:
     }
 
 
+def runs_side_by_side(left: Run, right: Run) -> dict:
+    """Any two runs side by side from their first step (e.g. one case's runs in two experiments):
+    per step index, each side's step as run_comparison gives it, what differs marked. (3 queries.)"""
+    steps = _steps_from({left.pk, right.pk}, 1)
+    indexes = sorted({i for by_index in steps.values() for i in by_index})
+    for i in indexes:
+        _mark_differences(steps.get(left.pk, {}).get(i), steps.get(right.pk, {}).get(i))
+    for by_index in steps.values():
+        for step in by_index.values():
+            for call in step["calls"]:
+                del call["full_hash"]
+    return {
+        "left": _side(left, steps.get(left.pk, {}), 0),
+        "right": _side(right, steps.get(right.pk, {}), 0),
+        "rows": [{"index": i, "left": steps.get(left.pk, {}).get(i), "right": steps.get(right.pk, {}).get(i)}
+                 for i in indexes],
+    }
+
+
 def _steps_from(run_ids: set[int], first: int) -> dict[int, dict[int, dict]]:
     """{run id: {step index: step}} for the steps from index `first` on, with their calls."""
     rows = Step.objects.filter(run_id__in=run_ids, index__gte=first).defer("preamble").order_by("run_id", "index")

@@ -1,0 +1,139 @@
+"""The dashboard's datasets and experiments: adding a case from a run (its checks prefilled and
+edited), writing one by hand, starting an experiment, reading its scorecard and comparing two;
+who may do what; bad input answered at its field."""
+import json
+import re
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from evals.models import Case, Dataset, Experiment
+from runs.lifecycle.agents import agent_draft_save
+from runs.models import Agent, Run
+from tests.support.approval_fixtures import make_user
+from toolsapp.models import Tool
+
+
+def words(html: str) -> str:
+    """A page's text as a person reads it: tags gone, spaces collapsed."""
+    return " ".join(re.sub(r"<[^>]+>", " ", html).split()).replace(" .", ".")
+
+
+def client_for(name: str, group: str) -> Client:
+    client = Client()
+    client.force_login(make_user(name, group))
+    return client
+
+
+@pytest.fixture
+def operator(demo_data):
+    return client_for("otto_e", "operators")
+
+
+@pytest.fixture
+def viewer(demo_data):
+    return client_for("vera_e", "viewers")
+
+
+def test_a_case_from_a_run_with_edited_checks_then_an_experiment_and_its_scorecard(launch, operator, drive):
+    run = launch("What's the weather in Lagos and London?")
+    page = operator.get(reverse("run_detail", args=[run.pk]))
+    assert reverse("run_add_to_dataset", args=[run.pk]) in page.content.decode()
+    form = operator.get(reverse("run_add_to_dataset", args=[run.pk]))
+    prefilled = form.context["form"].initial["expectations"]
+    assert {"kind": "tool_called", "tool": "get_weather",
+            "conditions": [{"path": "$.city", "op": "eq", "value": "Lagos"}]} in prefilled
+    edited = [e for e in prefilled if e["kind"] != "answer_contains"] + [{"kind": "answer_contains", "text": "Lagos"}]
+    answer = operator.post(reverse("run_add_to_dataset", args=[run.pk]), {
+        "new_dataset": "weather", "name": "weather in two cities", "expectations": json.dumps(edited)})
+    dataset = Dataset.objects.get(name="weather")
+    assert answer.status_code == 302 and answer.url == reverse("dataset_detail", args=[dataset.pk])
+    case = Case.objects.get(dataset=dataset)
+    assert (case.name, case.task, case.source_run_id, case.expectations) == (
+        "weather in two cities", run.task, run.pk, edited)
+    started = operator.post(reverse("dataset_detail", args=[dataset.pk]), {
+        "action": "experiment", "experiment-agent": run.agent_id, "experiment-which": "current"})
+    experiment = Experiment.objects.get(dataset=dataset)
+    assert started.status_code == 302 and started.url == reverse("experiment_detail", args=[experiment.pk])
+    drive(experiment)
+    scorecard = operator.get(reverse("experiment_detail", args=[experiment.pk])).content.decode()
+    assert "1 of 1 cases done" in words(scorecard) and "passed" in scorecard
+    assert "the answer contains &#x27;Lagos&#x27;" in scorecard
+    assert reverse("run_detail", args=[experiment.results.get().run_id]) in scorecard
+    progress = operator.get(reverse("experiment_progress", args=[experiment.pk])).json()
+    assert progress == {"status": "finished", "cases_total": 1, "cases_done": 1, "cases_passed": 1, "cases_failed": 0}
+    # The experiment's run says what it is, and the history hides it unless asked.
+    case_run = experiment.results.get().run
+    run_page = operator.get(reverse("run_detail", args=[case_run.pk])).content.decode()
+    assert "nothing real changed" in run_page and reverse("experiment_detail", args=[experiment.pk]) in run_page
+    history = operator.get(reverse("run_list")).content.decode()
+    assert f'href="/runs/{run.pk}/"' in history and f'href="/runs/{case_run.pk}/"' not in history
+    shown = operator.get(reverse("run_list") + "?experiments=only").content.decode()
+    assert f'href="/runs/{case_run.pk}/"' in shown and f'href="/runs/{run.pk}/"' not in shown
+
+
+def test_comparing_a_draft_that_lost_a_tool_shows_the_regression_first(launch, operator, drive):
+    agent = Agent.objects.get(name="demo")
+    dataset = Dataset.objects.create(name="mixed")
+    for task in ("What's the weather in Lagos and London?", "Create a ticket about the login page being slow"):
+        operator.post(reverse("dataset_detail", args=[dataset.pk]), {
+            "action": "case", "case-task": task, "case-customer": "acme",
+            "case-expectations": json.dumps([{"kind": "stop_reason", "in": ["final_answer"]},
+                                             {"kind": "no_destructive_call"},
+                                             {"kind": "tool_called", "tool": "get_weather"}] if "weather" in task else []),
+        })
+    assert dataset.cases.count() == 2
+    current = drive(Experiment.objects.get(pk=_start(operator, dataset, agent, "current")))
+    agent_draft_save(agent=agent, data={"tools": list(Tool.objects.filter(
+        name__in=["search_tickets", "create_ticket", "get_ticket", "lookup_order", "cancel_order"]))})
+    draft = drive(Experiment.objects.get(pk=_start(operator, dataset, agent, "draft")))
+    assert (current.cases_passed, draft.cases_passed) == (2, 1)
+    page = operator.get(reverse("experiment_compare", args=[draft.pk, current.pk]))
+    pairs = page.context["comparison"].pairs
+    assert [p.change for p in pairs] == ["regressed", "still passing"]
+    assert pairs[0].case_name.startswith("What's the weather")
+    text = page.content.decode()
+    assert text.index("regressed") < text.index("still passing")
+    side = operator.get(reverse("case_compare", args=[draft.pk, current.pk, pairs[0].after.case_id]))
+    assert side.status_code == 200 and "get_weather" in side.content.decode()
+    # The draft's experiment offers the comparison with the current version's.
+    assert reverse("experiment_compare", args=[draft.pk, current.pk]) in operator.get(
+        reverse("experiment_detail", args=[draft.pk])).content.decode()
+
+
+def _start(client, dataset, agent, which: str) -> int:
+    answer = client.post(reverse("dataset_detail", args=[dataset.pk]), {
+        "action": "experiment", "experiment-agent": agent.pk, "experiment-which": which})
+    assert answer.status_code == 302, answer.content.decode()[:2000]
+    return int(answer.url.rstrip("/").rsplit("/", 1)[1])
+
+
+def test_bad_input_is_answered_at_its_field_and_nothing_is_lost(operator, demo_data):
+    dataset = Dataset.objects.create(name="d")
+    answer = operator.post(reverse("dataset_detail", args=[dataset.pk]), {
+        "action": "case", "case-task": "do it", "case-expectations": '[{"kind": "tool_called"}]'})
+    assert answer.status_code == 200
+    assert "Expectation 1: a tool name is needed." in answer.content.decode()
+    assert answer.context["case_form"]["task"].value() == "do it"  # what was typed stays
+    not_json = operator.post(reverse("dataset_detail", args=[dataset.pk]), {
+        "action": "case", "case-task": "do it", "case-expectations": "[{"})
+    assert "Not JSON" in not_json.content.decode()
+    no_draft = operator.post(reverse("dataset_detail", args=[dataset.pk]), {
+        "action": "experiment", "experiment-agent": Agent.objects.get(name="demo").pk, "experiment-which": "draft"})
+    assert "has no cases" in no_draft.content.decode()
+    assert not Experiment.objects.exists() and not Case.objects.exists()
+
+
+def test_who_may_do_what(launch, viewer, operator, client, demo_data):
+    run = launch("What's the weather in Lagos and London?")
+    dataset = Dataset.objects.create(name="d")
+    assert viewer.get(reverse("dataset_list")).status_code == 200
+    assert viewer.get(reverse("dataset_detail", args=[dataset.pk])).status_code == 200
+    assert viewer.get(reverse("run_add_to_dataset", args=[run.pk])).status_code == 403
+    assert viewer.post(reverse("dataset_list"), {"name": "mine"}).status_code == 403
+    assert viewer.post(reverse("dataset_detail", args=[dataset.pk]), {"action": "case", "case-task": "x"}).status_code == 403
+    assert "Add to a dataset" not in viewer.get(reverse("run_detail", args=[run.pk])).content.decode()
+    assert operator.post(reverse("dataset_delete", args=[dataset.pk])).status_code == 403
+    assert client.get(reverse("dataset_list")).status_code == 302  # anonymous: to sign in
+    assert Dataset.objects.count() == 1 and not Run.objects.filter(experiment=True).exists()
