@@ -63,6 +63,11 @@ class ToolForm(forms.ModelForm):
                 self.fields[name].disabled = True
         else:
             self.fields["kind"].choices = [c for c in Tool.Kind.choices if c[0] != Tool.Kind.MCP]
+        # A form sent without it (a script, an older page) keeps what the tool has.
+        self.fields["in_experiments"].required = False
+
+    def clean_in_experiments(self):
+        return self.cleaned_data["in_experiments"] or (self.stored.in_experiments if self.stored else "auto")
 
     def clean_parameters(self):
         text = self.cleaned_data["parameters"]
