@@ -175,7 +175,12 @@ def check(item: dict, facts: RunFacts, judgement: Judgement | None = None) -> Ch
     if kind in ("tool_called", "tool_not_called"):
         matching = [c for c in facts.calls if c.tool == item["tool"] and _meets(c, item.get("conditions") or [], facts)]
         asked = [c for c in facts.calls if c.tool == item["tool"]]
-        seen = f"{len(matching)} matching call(s) of {len(asked)} call(s) of {item['tool']}"
+        if not asked:
+            seen = f"no call of {item['tool']}"
+        elif not item.get("conditions"):
+            seen = f"{len(asked)} call{'s' if len(asked) != 1 else ''} of {item['tool']}"
+        else:
+            seen = f"{len(matching)} of {len(asked)} call{'s' if len(asked) != 1 else ''} of {item['tool']} matched"
         return CheckResult(kind, label, bool(matching) == (kind == "tool_called"), seen)
     if kind == "no_destructive_call":
         names = sorted({c.tool for c in facts.calls if c.destructive})

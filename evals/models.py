@@ -3,6 +3,8 @@ dataset against one version of an agent, and each case's result there."""
 from django.conf import settings
 from django.db import models
 
+from runs.models import Run
+
 
 class Dataset(models.Model):
     name = models.CharField(max_length=100, unique=True)
@@ -117,3 +119,7 @@ class CaseResult(models.Model):
 
     def __str__(self):
         return f"{self.case_name} in experiment {self.experiment_id}"
+
+    @property
+    def stop_reason_label(self) -> str:
+        return Run.StopReason(self.stop_reason).label if self.stop_reason in Run.StopReason.values else self.stop_reason

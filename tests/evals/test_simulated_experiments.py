@@ -61,5 +61,5 @@ def test_a_draft_that_cancels_an_unseen_order_cancels_nothing_and_fails_its_chec
     assert "not executed" in call.result["error"]
     assert result.passed is False
     assert [c["ok"] for c in result.checks] == [False, True]
-    assert "1 matching call(s)" in result.checks[0]["seen"]
+    assert result.checks[0]["seen"] == "1 call of cancel_order"
     assert not Run.production.filter(pk=result.run_id).exists()
