@@ -63,3 +63,19 @@ def test_a_draft_that_cancels_an_unseen_order_cancels_nothing_and_fails_its_chec
     assert [c["ok"] for c in result.checks] == [False, True]
     assert result.checks[0]["seen"] == "1 call of cancel_order"
     assert not Run.production.filter(pk=result.run_id).exists()
+
+
+def test_the_runs_api_says_which_version_a_run_ran_and_whether_it_was_an_experiment(launch, drive, demo_data):
+    from tests.support.approval_fixtures import make_user
+    from tests.web.api.test_api import api
+
+    source = launch("What's the weather in Lagos and London?")
+    dataset = dataset_create(name="api")
+    case_add(dataset=dataset, data=case_from_run(source))
+    agent = Agent.objects.get(name="demo")
+    experiment = drive(experiment_start(dataset=dataset, agent=agent))
+    client = api(make_user("vic", "viewers"))
+    real = client.get(f"/api/v1/runs/{source.pk}/").json()
+    simulated = client.get(f"/api/v1/runs/{experiment.results.get().run_id}/").json()
+    assert (real["experiment"], real["agent_version"]) == (False, agent.version)
+    assert (simulated["experiment"], simulated["agent_version"]) == (True, experiment.agent_version)

@@ -185,6 +185,9 @@ class RunDetailSerializer(RunSummarySerializer):
     rerun_of = serializers.IntegerField(allow_null=True)
     forked_from = serializers.IntegerField(allow_null=True, help_text="The run this one was forked from.")
     forked_at_step = serializers.IntegerField(allow_null=True, help_text="The parent's step the fork started after.")
+    agent_version = serializers.IntegerField(allow_null=True, help_text="The agent's version the run ran with.")
+    experiment = serializers.BooleanField(
+        help_text="A case of an experiment: every call that would change something was simulated.")
     family = RunFamilySerializer(help_text="Where this run came from, its forks and its re-runs.")
     cancel_requested = serializers.BooleanField()
     levers = LeverStateSerializer(help_text="Operators' pause and stop requests, and notes not sent yet.")

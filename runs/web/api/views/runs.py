@@ -53,6 +53,8 @@ def _run_detail(run: Run) -> dict:
         "rerun_of": run.rerun_of_id,
         "forked_from": run.forked_from_id,
         "forked_at_step": run.forked_at_step,
+        "agent_version": run.agent_version,
+        "experiment": run.experiment,
         "family": run_family(run),
         "cancel_requested": run.cancel_requested,
         "levers": run_lever_state(run),
