@@ -95,3 +95,20 @@ def test_a_viewer_reads_datasets_and_experiments_but_starts_nothing(live, browse
     expect(page.locator("#experiment-form")).to_have_count(0)
     page.goto(f"/runs/{run.pk}/")
     expect(page.locator("#run-add-to-dataset")).to_have_count(0)
+
+
+def test_choosing_a_later_step_prefills_what_the_run_did_from_there(live, browser, users, launch):
+    run = launch(WEATHER)
+    page = browser.login(users["operator"])
+    page.goto(f"/runs/{run.pk}/add-to-dataset/")
+    expect(page.locator("#id_expectations")).to_contain_text('"tool": "get_weather"')
+    page.locator("#id_step").select_option("2")
+    expect(page).to_have_url(f"{browser.base_url}/runs/{run.pk}/add-to-dataset/?step=2")
+    expect(page.locator("#id_expectations")).not_to_contain_text("get_weather")
+    expect(page.locator("#id_step")).to_have_value("2")
+    page.locator("#id_new_dataset").fill("from step two")
+    page.get_by_role("button", name="Add the case").click()
+    expect(page.locator(".messages")).to_contain_text("added to dataset from step two")
+    case = Case.objects.get(dataset__name="from step two")
+    assert case.source_step == 2 and [m["role"] for m in case.messages] == ["assistant", "tool", "tool"]
+    expect(page.locator("#case-table")).to_contain_text("with its conversation")

@@ -79,3 +79,17 @@ def test_the_runs_api_says_which_version_a_run_ran_and_whether_it_was_an_experim
     simulated = client.get(f"/api/v1/runs/{experiment.results.get().run_id}/").json()
     assert (real["experiment"], real["agent_version"]) == (False, agent.version)
     assert (simulated["experiment"], simulated["agent_version"]) == (True, experiment.agent_version)
+
+
+def test_a_case_from_a_later_step_starts_from_the_runs_conversation_before_it(launch, drive, demo_data, script):
+    source = launch("What's the weather in Lagos and London?")
+    data = case_from_run(source, step=2, with_conversation=True)
+    assert [m["role"] for m in data["messages"]] == ["assistant", "tool", "tool"]
+    assert not any(e["kind"] == "tool_called" for e in data["expectations"])  # step 2 called nothing
+    dataset = dataset_create(name="from step 2")
+    case_add(dataset=dataset, data=data)
+    experiment = drive(experiment_start(dataset=dataset, agent=Agent.objects.get(name="demo")))
+    result = experiment.results.get()
+    assert result.passed, result.checks
+    assert result.run.iterations == 1 and not ToolCall.objects.filter(run=result.run).exists()
+    assert "Lagos" in result.run.answer and "London" in result.run.answer
