@@ -135,6 +135,11 @@ def case_score(run_id: int) -> CaseResult | None:
     return result
 
 
+def score_pending(run_id: int) -> bool:
+    """Whether the run is an experiment's case still to be scored (its summary may be on its way)."""
+    return CaseResult.objects.filter(run_id=run_id, status=CaseResult.Status.RUNNING).exists()
+
+
 def experiment_catch_up(experiment: Experiment) -> int:
     """Score every case of `experiment` whose run ended but was not scored (a lost task); how many."""
     waiting = CaseResult.objects.filter(experiment=experiment, status=CaseResult.Status.RUNNING,

@@ -14,6 +14,7 @@ from runs.lifecycle.agents import agent_draft_save
 from runs.lifecycle.housekeeping import runs_sweep
 from runs.lifecycle.runs import run_create
 from runs.models import Agent, Approval, Run, ToolCall
+from tests.conftest import describe_run
 from toolsapp.models import Order
 
 WEATHER = "What's the weather in Lagos and London?"
@@ -91,3 +92,19 @@ def test_an_experiment_outlives_a_killed_worker(celery_worker_proc, demo_data, s
     experiment = wait_finished(experiment, wait_for, timeout=120)
     assert (experiment.status, experiment.cases_done, experiment.cases_total) == ("finished", 3, 3)
     assert experiment.cases_passed == 3
+
+
+def test_a_case_whose_run_ends_with_a_summary_is_scored_on_the_summary(celery_worker_proc, demo_data, script, wait_for):
+    # Each answer takes a while, so the case's scoring comes while the summary is still asked for.
+    again = {"tool_calls": [{"name": "get_weather", "arguments": {"city": "Lagos"}}]}
+    model = script(*[again] * 3, {"content": "Summary: I asked for the weather in Lagos three times."}, latency=1.0)
+    celery_worker_proc()
+    dataset = dataset_create(name="repeats")
+    case_add(dataset=dataset, data={"task": "the weather, again and again", "expectations": [
+        {"kind": "stop_reason", "in": ["repeated_call"]}, {"kind": "answer_contains", "text": "three times"}]})
+    agent = Agent.objects.get(name="demo")
+    assert agent.summarize_on_stop
+    experiment = wait_finished(experiment_start(dataset=dataset, agent=agent, overrides={"models": [model]}), wait_for)
+    result = experiment.results.get()
+    assert result.run.answer == "Summary: I asked for the weather in Lagos three times.", describe_run(result.run_id)
+    assert result.passed, result.checks
