@@ -99,6 +99,8 @@ def baseline_for(experiment: Experiment) -> Experiment | None:
     experiment of the same dataset and agent with the current version."""
     if experiment.baseline_id:
         return experiment.baseline
-    return (Experiment.objects.filter(dataset=experiment.dataset, agent=experiment.agent, pk__lt=experiment.pk,
-                                      status=Experiment.Status.FINISHED, draft=False)
-            .exclude(pk=experiment.pk).order_by("-pk").first())
+    earlier = Experiment.objects.filter(dataset=experiment.dataset, agent=experiment.agent, pk__lt=experiment.pk,
+                                        status=Experiment.Status.FINISHED, draft=False,
+                                        agent_version=experiment.agent.version).order_by("-pk")
+    # The current version as it is, not with other models or limits.
+    return next((e for e in earlier[:50] if not e.overrides), None)

@@ -1,0 +1,61 @@
+"""Whether an experiment passes, for `manage.py eval` and CI: no case regressed against its
+baseline, every case's run ended and was scored, and (when asked) the pass rate is at least a
+minimum. A plain function over the scorecard and the comparison; the command only prints it."""
+from dataclasses import dataclass
+
+from evals.junit import not_ended, regressions
+from evals.scorecard import Comparison, Scorecard
+
+
+@dataclass(frozen=True)
+class Verdict:
+    ok: bool
+    reasons: tuple[str, ...]  # why it failed, in words; empty when it passed
+    passed: int
+    total: int
+
+    @property
+    def pass_rate(self) -> float:
+        return self.passed / self.total if self.total else 0.0
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.ok else 1
+
+    @property
+    def line(self) -> str:
+        """The one line printed last: "FAILED: 2 regressions against experiment 7"."""
+        if not self.ok:
+            return "FAILED: " + "; ".join(self.reasons)
+        return f"PASSED: {self.passed}/{self.total} cases passed"
+
+
+def percent(rate: float, *, other: float | None = None) -> str:
+    """A rate as a percentage, with a decimal when the whole number would hide a difference from `other`."""
+    shown = f"{rate * 100:.0f}%"
+    if other is not None and rate != other and shown == f"{other * 100:.0f}%":
+        shown = f"{rate * 100:.1f}%"
+    return shown
+
+
+def verdict(*, card: Scorecard, comparison: Comparison | None = None, min_pass_rate: float | None = None,
+            timed_out: bool = False, timeout: float | None = None) -> Verdict:
+    """The experiment's verdict: failed on a regression against `comparison`'s baseline, a case
+    that did not end (timed out, cancelled), or a pass rate under `min_pass_rate` (0..1)."""
+    total = len(card.results)
+    passed = sum(1 for r in card.scored if r.passed)
+    ended = sum(1 for r in card.results if not not_ended(r))
+    reasons = []
+    if regressions(comparison):
+        count = len(regressions(comparison))
+        reasons.append(f"{count} regression{'s' if count != 1 else ''} against experiment {comparison.before.pk}")
+    if timed_out:
+        after = f" after {timeout:g} s" if timeout is not None else ""
+        reasons.append(f"timed out{after} with {ended}/{total} cases done (the experiment was cancelled)")
+    elif ended < total:
+        reasons.append(f"{total - ended} of {total} cases did not end (the experiment is {card.experiment.status})")
+    if min_pass_rate is not None:
+        rate = passed / total if total else 0.0
+        if rate < min_pass_rate:
+            reasons.append(f"pass rate {percent(rate, other=min_pass_rate)} is under {percent(min_pass_rate, other=rate)}")
+    return Verdict(not reasons, tuple(reasons), passed, total)
