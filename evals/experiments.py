@@ -6,9 +6,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from evals.models import CaseResult, Dataset, Experiment
-from runs.engine.dispatch import run_dispatch
 from runs.lifecycle.agent_versions import agent_settings
-from runs.lifecycle.experiment_runs import EXPERIMENT_OVERRIDES, experiment_run_create, version_config
+from runs.lifecycle.experiment_runs import EXPERIMENT_OVERRIDES, CaseRun, experiment_runs_create, version_config
 from runs.lifecycle.runs import InvalidRun, run_cancel
 from runs.models import Agent, AgentVersion, Run
 
@@ -69,16 +68,15 @@ def experiment_start(*, dataset: Dataset, agent: Agent, version: int | None = No
             left_out_tools=left_out, baseline=baseline, cases_total=len(cases),
             created_by=user if person else None, created_by_name=user.get_username() if person else "",
         )
-        for case in cases:
-            try:
-                run = experiment_run_create(
-                    agent=agent, config=config, task=case.task, customer=case.customer, messages=case.messages,
-                    source_run_id=case.source_run_id, version=number, user=user,
-                )
-            except InvalidRun as exc:
-                raise ExperimentInvalid(f"case {case.name!r}: {exc}") from exc
-            CaseResult.objects.create(experiment=experiment, case=case, case_name=case.name, run=run)
-            run_dispatch(run_id=run.pk)
+        try:
+            runs = experiment_runs_create(
+                agent=agent, config=config, version=number, user=user,
+                cases=[CaseRun(c.task, c.customer, c.messages, c.source_run_id) for c in cases],
+            )
+        except InvalidRun as exc:
+            raise ExperimentInvalid(str(exc)) from exc
+        CaseResult.objects.bulk_create([CaseResult(experiment=experiment, case=case, case_name=case.name, run=run)
+                                        for case, run in zip(cases, runs, strict=True)])
     return experiment
 
 

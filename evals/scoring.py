@@ -9,10 +9,11 @@ retry after a worker died, and the catch-up that any page or the eval command ru
 import logging
 
 from django.db import transaction
-from django.db.models import F
+from django.db.models import Case, F, Q, Value, When
 from django.utils import timezone
 
-from evals import expectations, judge
+from evals import expectations
+from evals import judge as judges
 from evals.models import CaseResult, Experiment
 from runs.engine.dispatch import task_send
 from runs.engine.guards import parse_arguments
@@ -31,13 +32,21 @@ def case_run_ended(*, run: Run, fields: dict) -> None:
         return
     run_id = run.pk
 
-    def send():
+    def after():
+        # Scored right here, in the thread that ended the run: a task would wait behind the runs
+        # queued meanwhile (seconds, in a large experiment). A judge's model call, a summary still
+        # on its way or any failure goes to the task instead, which may wait and retry.
+        try:
+            if case_score(run_id, judge=False) is not None:
+                return
+        except Exception:
+            log.exception("scoring run %s failed; its task tries again", run_id)
         try:
             task_send(SCORE_TASK, run_id)
         except Exception as exc:  # the broker is away: the catch-up scores it (pages, the eval command)
             log.warning("could not queue the scoring of run %s (%s)", run_id, exc)
 
-    transaction.on_commit(send)
+    transaction.on_commit(after)
 
 
 def run_facts(run: Run) -> tuple[expectations.RunFacts, list[ToolCall], dict[str, Tool]]:
@@ -95,44 +104,54 @@ def _would_be(run: Run, call: ToolCall, tool: Tool | None) -> str:
     return f"would have waited for {who}{rule}" + (f": {route.note}" if route.note else "")
 
 
-def case_score(run_id: int) -> CaseResult | None:
-    """Score the case whose run is `run_id`, once it ended (None: not an experiment's, or not ended)."""
-    result = CaseResult.objects.select_related("case", "experiment").filter(run_id=run_id).first()
+def case_score(run_id: int, *, judge: bool = True) -> CaseResult | None:
+    """Score the case whose run is `run_id`, once it ended (None: not an experiment's, not ended,
+    or `judge` is False and the case has a judge's check: its model call is left to the task)."""
+    found = list(CaseResult.objects.select_related("case", "run").filter(run_id=run_id).order_by()[:1])
+    result = found[0] if found else None
     if result is None or result.status == CaseResult.Status.SCORED:
         return result
-    run = Run.objects.get(pk=run_id)
+    run = result.run
     if not run.is_finished or run.summary_pending:
         return None
-    facts, calls, tools = run_facts(run)
     wanted = list(result.case.expectations) if result.case else []
+    if not judge and any(item.get("kind") == "judge" for item in wanted):
+        return None
+    facts, calls, tools = run_facts(run)
     judgements = {}
     for position, item in enumerate(wanted):
         if item.get("kind") == "judge":
             shown = [(c.tool_name, parse_arguments(c.arguments)[0],
                       tools[c.tool_name].sensitive_fields if c.tool_name in tools else []) for c in calls]
-            judgements[position] = judge.judge(rubric=item["rubric"], task=run.task, answer=run.answer or "", calls=shown)
+            judgements[position] = judges.judge(rubric=item["rubric"], task=run.task, answer=run.answer or "", calls=shown)
     checks = [c.as_dict() for c in expectations.check_all(wanted, facts, judgements)]
     for position, judgement in judgements.items():
         checks[position]["judge"] = {"model": judgement.model, "reason": judgement.reason, "error": judgement.error,
                                      **judgement.extra}
     passed = all(c["ok"] for c in checks)
     simulated = simulated_records(run, calls, tools)
+    values = {"status": CaseResult.Status.SCORED, "passed": passed, "checks": checks, "simulated": simulated,
+              "stop_reason": run.stop_reason, "iterations": run.iterations, "tokens": run.total_tokens,
+              "cost_usd": run.cost_usd, "seconds": run.active_seconds, "scored_at": timezone.now()}
     with transaction.atomic():
-        locked = CaseResult.objects.select_for_update().get(pk=result.pk)
-        if locked.status == CaseResult.Status.SCORED:
-            return locked
-        CaseResult.objects.filter(pk=result.pk).update(
-            status=CaseResult.Status.SCORED, passed=passed, checks=checks, simulated=simulated,
-            stop_reason=run.stop_reason, iterations=run.iterations, tokens=run.total_tokens, cost_usd=run.cost_usd,
-            seconds=run.active_seconds, scored_at=timezone.now(),
-        )
-        Experiment.objects.filter(pk=result.experiment_id).update(
-            cases_done=F("cases_done") + 1, cases_passed=F("cases_passed") + (1 if passed else 0))
-        Experiment.objects.filter(pk=result.experiment_id, status=Experiment.Status.RUNNING,
-                                  cases_done__gte=F("cases_total")).update(
-            status=Experiment.Status.FINISHED, finished_at=timezone.now())
-    result.refresh_from_db()
+        # Written once: whoever scores it first (the hook, its task, a catch-up) counts it.
+        if not CaseResult.objects.filter(pk=result.pk, status=CaseResult.Status.RUNNING).update(**values):
+            return CaseResult.objects.get(pk=result.pk)
+        case_counted(result.experiment_id, passed=passed)
+    for name, value in values.items():
+        setattr(result, name, value)
     return result
+
+
+def case_counted(experiment_id: int, *, passed: bool) -> None:
+    """One more case done in the experiment's counters, which finishes it when it was the last
+    (one statement: every right-hand side reads the row as it was)."""
+    last = Q(status=Experiment.Status.RUNNING, cases_total__lte=F("cases_done") + 1)
+    Experiment.objects.filter(pk=experiment_id).update(
+        cases_done=F("cases_done") + 1, cases_passed=F("cases_passed") + (1 if passed else 0),
+        status=Case(When(last, then=Value(Experiment.Status.FINISHED)), default=F("status")),
+        finished_at=Case(When(last, then=Value(timezone.now())), default=F("finished_at")),
+    )
 
 
 def score_pending(run_id: int) -> bool:
@@ -160,7 +179,4 @@ def _finish_if_orphaned(experiment: Experiment) -> None:
                     status=CaseResult.Status.SCORED, passed=False, scored_at=timezone.now(),
                     checks=[{"kind": "run", "label": "the case's run exists", "ok": False,
                              "seen": "its run was deleted before it was scored", "opinion": False}]):
-                Experiment.objects.filter(pk=experiment.pk).update(cases_done=F("cases_done") + 1)
-                Experiment.objects.filter(pk=experiment.pk, status=Experiment.Status.RUNNING,
-                                          cases_done__gte=F("cases_total")).update(
-                    status=Experiment.Status.FINISHED, finished_at=timezone.now())
+                case_counted(experiment.pk, passed=False)

@@ -25,6 +25,11 @@ def task_send(name: str, *args) -> None:
     current_app.tasks[name].delay(*args)
 
 
+def run_send(run_id: int) -> None:
+    """Hand a run to the workers now (after the commit that made it ready, with its dispatched_at set)."""
+    _send(run_id)
+
+
 def _send(run_id: int) -> None:
     try:
         task_send("runs.tasks.advance_run", run_id)

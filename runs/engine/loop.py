@@ -367,8 +367,9 @@ class _Driver:
                 payload, call.latency_ms = early[p.index]
                 records.set_result(call, payload, call_status(payload))
             elif p.index in simulated:
-                payload, call.simulation = simulated[p.index]
+                payload, call.simulation, text = simulated[p.index]
                 records.set_result(call, payload, ToolCall.Status.SIMULATED)
+                call.result_text = call.result_text if text is None else text
             key = (p.tool_name, p.args_hash)
             self.seen[key] = self.seen.get(key, 0) + 1
             calls.append(call)

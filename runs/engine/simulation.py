@@ -51,25 +51,28 @@ class Simulator:
 
     def __init__(self, source_run: int | None):
         self.source_run = source_run
-        self._recorded: dict[tuple[str, str], tuple[dict, str]] | None = None
+        # PostgreSQL keeps a result as jsonb (its keys reordered): the text the model read is kept too.
+        self._recorded: dict[tuple[str, str], tuple[dict, str, str]] | None = None
 
-    def answer(self, tool_name: str, arguments) -> tuple[dict, dict]:
-        """(the payload the model gets, the call's `simulation` record)."""
+    def answer(self, tool_name: str, arguments) -> tuple[dict, dict, str | None]:
+        """(the payload recorded, the call's `simulation` record, the text the model reads: the
+        source call's own, exactly as that run's model read it, or None to make it from the payload)."""
         found = self.recorded().get((tool_name, canonical(arguments)))
         if found is None:
-            return not_executed(tool_name), {"answered_from": None}
-        payload, call_id = found
-        return payload, {"answered_from": {"run": self.source_run, "call_id": call_id}}
+            return not_executed(tool_name), {"answered_from": None}, None
+        payload, text, call_id = found
+        return payload, {"answered_from": {"run": self.source_run, "call_id": call_id}}, text
 
-    def recorded(self) -> dict[tuple[str, str], tuple[dict, str]]:
+    def recorded(self) -> dict[tuple[str, str], tuple[dict, str, str]]:
         """The source run's answered calls by (tool, canonical arguments): the first of each, read once."""
         if self._recorded is None:
             self._recorded = {}
             if self.source_run is not None:
                 rows = (ToolCall.objects.filter(run_id=self.source_run, status__in=ANSWERED, result__isnull=False)
-                        .order_by("step__index", "index").values_list("tool_name", "arguments", "result", "call_id"))
-                for tool_name, arguments, result, call_id in rows:
+                        .order_by("step__index", "index")
+                        .values_list("tool_name", "arguments", "result", "result_text", "call_id"))
+                for tool_name, arguments, result, text, call_id in rows:
                     key = (tool_name, canonical(arguments))
                     if key[1] is not None and isinstance(result, dict):
-                        self._recorded.setdefault(key, (result, call_id))
+                        self._recorded.setdefault(key, (result, text, call_id))
         return self._recorded

@@ -7,16 +7,18 @@ that was deleted or disabled since is left out, and said so. The launch is the h
 bounds apply): nothing an experiment does leaves it, and who may start one is checked by its caller.
 """
 import copy
+from dataclasses import dataclass
 
 from django.db import transaction
+from django.utils import timezone
 
 from runs.engine.conversation import build_messages
-from runs.engine.events import event_record
+from runs.engine.dispatch import run_send
 from runs.engine.snapshots import run_summary
 from runs.lifecycle.agent_versions import VERSIONED_FIELDS
 from runs.lifecycle.launch import customer_problem
 from runs.lifecycle.runs import InvalidRun, run_config
-from runs.models import Agent, Run
+from runs.models import Agent, Run, RunEvent
 from toolsapp.models import Tool
 
 # What an experiment may change of the version it runs, beside the version itself.
@@ -49,20 +51,39 @@ def conversation_before(run: Run, step: int | None) -> list[dict]:
     return build_messages(run, before_step=step)[2:]
 
 
-def experiment_run_create(*, agent: Agent, config: dict, task: str, customer: str, messages: list[dict],
-                          source_run_id: int | None, version: int | None, user=None) -> Run:
-    """A queued experiment run (its caller dispatches it once its transaction commits)."""
-    task = (task or "").strip()
-    if not task:
-        raise InvalidRun("the task is empty")
-    if customer_problem(customer):
-        raise InvalidRun(customer_problem(customer), "customer")
-    config = {**config, "experiment": {"source_run": source_run_id}}
+@dataclass(frozen=True)
+class CaseRun:
+    """What one experiment run starts from."""
+
+    task: str
+    customer: str
+    messages: list[dict]
+    source_run_id: int | None
+
+
+def experiment_runs_create(*, agent: Agent, config: dict, cases: list[CaseRun], version: int | None,
+                           user=None) -> list[Run]:
+    """Queued experiment runs, one per case, in the caller's transaction and in a few statements
+    whatever their number (an experiment of hundreds of cases starts at once); handed to the
+    workers once it commits. Raises InvalidRun (with the case's position) before writing anything."""
+    for position, case in enumerate(cases, 1):
+        if not (case.task or "").strip():
+            raise InvalidRun(f"case {position}: the task is empty")
+        if customer_problem(case.customer):
+            raise InvalidRun(f"case {position}: {customer_problem(case.customer)}", "customer")
+    person = user if getattr(user, "is_authenticated", False) else None
+    now = timezone.now()
+    runs = [
+        Run(agent=agent, task=case.task.strip(), customer=case.customer, experiment=True,
+            config={**config, "experiment": {"source_run": case.source_run_id}},
+            pending_messages=list(case.messages or []), agent_version=version, created_by=person,
+            event_seq=1, dispatched_at=now)  # its first event, below; handed out at commit
+        for case in cases
+    ]
     with transaction.atomic():
-        run = Run.objects.create(
-            agent=agent, task=task, customer=customer, config=config, experiment=True,
-            pending_messages=list(messages or []), agent_version=version,
-            created_by=user if getattr(user, "is_authenticated", False) else None,
-        )
-        event_record(run_id=run.pk, kind="run", data=run_summary(run))
-    return run
+        Run.objects.bulk_create(runs)
+        # Nobody watches a run that did not exist a moment ago: its first event is stored, not published.
+        RunEvent.objects.bulk_create([RunEvent(run=run, seq=1, kind="run", data=run_summary(run)) for run in runs])
+        ids = [run.pk for run in runs]
+        transaction.on_commit(lambda: [run_send(run_id) for run_id in ids])
+    return runs

@@ -33,9 +33,10 @@ def test_a_case_from_a_run_replays_its_cancel_without_cancelling_anything(launch
     source_cancel = ToolCall.objects.get(run=source, tool_name="cancel_order")
     assert cancel.simulation == {"answered_from": {"run": source.pk, "call_id": source_cancel.call_id}}
     assert cancel.result == source_cancel.result
+    assert cancel.result_text == source_cancel.result_text  # what the model read, to the byte
     assert ToolCall.objects.get(run=run, tool_name="lookup_order").status == ToolCall.Status.SUCCEEDED
     assert not Approval.objects.filter(run=run).exists()
-    assert result.passed, result.checks
+    assert result.passed, [(c["label"], c["seen"]) for c in result.checks if not c["ok"]]
     assert experiment.status == "finished" and (experiment.cases_done, experiment.cases_passed) == (1, 1)
     assert result.simulated[0]["tool"] == "cancel_order" and result.simulated[0]["answered_from"]["run"] == source.pk
     assert "approved automatically" not in result.simulated[0]["would_be"]  # no rule: a person decides
