@@ -67,12 +67,39 @@ def case_errors(data: dict) -> dict[str, list[str]]:
         isinstance(m, dict) and m.get("role") in ("user", "assistant", "tool") for m in messages
     ):
         add("messages", f"A list of at most {MAX_MESSAGES} chat messages (user, assistant or tool).")
+    else:
+        problem = conversation_problem(messages)
+        if problem:
+            add("messages", problem)
     for message in expectation_errors(data.get("expectations", [])):
         add("expectations", message)
     step = data.get("source_step")
     if step is not None and (isinstance(step, bool) or not isinstance(step, int) or step < 1):
         add("source_step", "A step number of at least 1.")
     return errors
+
+
+def conversation_problem(messages: list[dict]) -> str | None:
+    """What a model would refuse in a case's conversation: each tool result must answer a call of
+    the assistant message before it, once (the chat completions API's rule)."""
+    open_ids: set[str] = set()
+    for number, message in enumerate(messages, 1):
+        role = message["role"]
+        if role == "assistant":
+            calls = message.get("tool_calls") or []
+            if not isinstance(calls, list) or not all(isinstance(c, dict) and isinstance(c.get("id"), str) for c in calls):
+                return f"Message {number}: tool_calls must be a list of calls, each with an id."
+            open_ids = {c["id"] for c in calls}
+        elif role == "tool":
+            call_id = message.get("tool_call_id")
+            if call_id not in open_ids:
+                return f"Message {number}: a tool result answers no call of the assistant message before it ({call_id!r})."
+            open_ids.discard(call_id)
+        else:
+            open_ids = set()
+        if role != "assistant" and not isinstance(message.get("content"), str):
+            return f"Message {number}: its content must be text."
+    return None
 
 
 def case_add(*, dataset: Dataset, data: dict, user=None) -> Case:

@@ -94,3 +94,21 @@ def test_a_case_from_a_later_step_starts_from_the_runs_conversation_before_it(la
     assert result.passed, result.checks
     assert result.run.iterations == 1 and not ToolCall.objects.filter(run=result.run).exists()
     assert "Lagos" in result.run.answer and "London" in result.run.answer
+
+
+def test_a_conversation_a_model_would_refuse_is_refused_when_the_case_is_written(demo_data):
+    from evals.datasets import CaseInvalid
+
+    dataset = dataset_create(name="talks")
+    orphan = [{"role": "tool", "tool_call_id": "x1", "content": "{}"}]
+    try:
+        case_add(dataset=dataset, data={"task": "t", "messages": orphan})
+    except CaseInvalid as invalid:
+        assert invalid.errors == {"messages": [
+            "Message 1: a tool result answers no call of the assistant message before it ('x1')."]}
+    else:
+        raise AssertionError("a tool result without its call was accepted")
+    answered = [{"role": "assistant", "content": None, "tool_calls": [
+        {"id": "x1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "x1", "content": "{}"}, {"role": "user", "content": "and now?"}]
+    assert case_add(dataset=dataset, data={"task": "t", "messages": answered}).messages == answered
