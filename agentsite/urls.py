@@ -12,6 +12,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("metrics", prometheus_metrics, name="prometheus-metrics"),
     path("tools/", include("toolsapp.urls")),
+    path("api/v1/", include("evals.api_urls")),
     path("api/", include("runs.web.api.urls")),
     path("", include("memory.urls")),  # an agent's long-term memory, under its page
     path("", include("evals.urls")),  # datasets, experiments, and "Add to a dataset" from a run

@@ -12,11 +12,13 @@ from evals.expectations import expectation_errors
 from evals.models import Case, Dataset
 from runs.lifecycle.launch import customer_problem
 from runs.models import Run
+from toolsapp.text import MAX_JSON_DEPTH, loads, nested_deeper_than, storable_json
 
 CASE_FIELDS = ("name", "task", "customer", "messages", "expectations", "source_run", "source_step")
 MAX_CASES_PER_IMPORT = 5000
 MAX_MESSAGES = 500
 MAX_TASK_CHARS = 100_000
+MAX_STEP = 1_000_000
 
 
 class CaseInvalid(ValueError):
@@ -50,6 +52,12 @@ def case_errors(data: dict) -> dict[str, list[str]]:
     unknown = sorted(set(data) - set(CASE_FIELDS))
     if unknown:
         add("non_field_errors", f"Unknown fields: {', '.join(unknown)}.")
+    if nested_deeper_than(data):
+        add("non_field_errors", f"Nested deeper than {MAX_JSON_DEPTH} levels.")
+        return errors
+    if not storable_json({k: v for k, v in data.items() if k != "source_run"}):
+        add("non_field_errors", "Text must not hold NUL characters or lone surrogates.")
+        return errors
     name, task = data.get("name", ""), data.get("task")
     if not isinstance(name, str) or len(name) > 200:
         add("name", "Text of at most 200 characters.")
@@ -74,8 +82,8 @@ def case_errors(data: dict) -> dict[str, list[str]]:
     for message in expectation_errors(data.get("expectations", [])):
         add("expectations", message)
     step = data.get("source_step")
-    if step is not None and (isinstance(step, bool) or not isinstance(step, int) or step < 1):
-        add("source_step", "A step number of at least 1.")
+    if step is not None and (isinstance(step, bool) or not isinstance(step, int) or not 1 <= step <= MAX_STEP):
+        add("source_step", f"A step number from 1 to {MAX_STEP}.")
     return errors
 
 
@@ -164,14 +172,15 @@ def cases_import(*, dataset: Dataset, text: str, user=None) -> list[Case]:
                    .values_list("pk", flat=True))
     for number, line in lines:
         try:
-            data = json.loads(line)
+            data = loads(line)
         except ValueError as exc:
-            errors.setdefault("file", []).append(f"Line {number}: not JSON ({exc.msg}).")
+            errors.setdefault("file", []).append(f"Line {number}: not JSON ({getattr(exc, 'msg', exc)}).")
             continue
         if not isinstance(data, dict):
             errors.setdefault("file", []).append(f"Line {number}: a JSON object is needed.")
             continue
-        if data.get("source_run") not in existing:
+        source = data.get("source_run")
+        if not isinstance(source, int) or isinstance(source, bool) or source not in existing:
             data.pop("source_run", None)
         problems = case_errors(data)
         for field, messages in problems.items():
@@ -185,7 +194,7 @@ def cases_import(*, dataset: Dataset, text: str, user=None) -> list[Case]:
 
 def _source(line: str):
     try:
-        value = json.loads(line).get("source_run")
+        value = loads(line).get("source_run")
     except (ValueError, AttributeError):
         return None
     return value if isinstance(value, int) and not isinstance(value, bool) else None

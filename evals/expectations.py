@@ -100,7 +100,7 @@ def expectation_errors(expectations: Any) -> list[str]:
     for number, item in enumerate(expectations, 1):
         where = f"Expectation {number}"
         kind = item.get("kind") if isinstance(item, dict) else None
-        if kind not in KINDS:
+        if not isinstance(kind, str) or kind not in KINDS:
             errors.append(f"{where}: kind must be one of {', '.join(KINDS)}.")
             continue
         extra = set(item) - _FIELDS[kind] - {"kind"}
@@ -122,7 +122,7 @@ def _problems(kind: str, item: dict):
             yield f"in must list stop reasons among {', '.join(Run.StopReason.values)}."
     elif kind == "at_most":
         value = item.get("value")
-        if item.get("measure") not in MEASURES:
+        if not isinstance(item.get("measure"), str) or item["measure"] not in MEASURES:
             yield f"measure must be one of {', '.join(MEASURES)}."
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
             yield "value must be a number of at least 0."

@@ -7,6 +7,7 @@ from django import forms
 from evals.expectations import KINDS, expectation_errors
 from evals.models import Dataset
 from runs.models import Agent
+from toolsapp.text import loads
 
 EXPECTATIONS_HELP = (
     "A JSON list of checks, each with a kind: " + ", ".join(KINDS) + ". Example: "
@@ -35,7 +36,7 @@ class ExpectationsField(forms.CharField):
         if not text:
             return []
         try:
-            parsed = json.loads(text)
+            parsed = loads(text)
         except ValueError as exc:
             raise forms.ValidationError(f"Not JSON: {exc}") from exc
         problems = expectation_errors(parsed)

@@ -26,6 +26,7 @@ from runs.roles import (
     PERM_RUN_EXPERIMENT,
     PERM_VIEW,
     PERM_VIEW_DATASET,
+    PERM_VIEW_EXPERIMENT,
 )
 
 MAX_IMPORT_BYTES = 10 * 1024 * 1024
@@ -212,7 +213,7 @@ def _experiment_for_page(pk: int) -> Experiment:
 
 
 @login_required
-@permission_required(PERM_VIEW_DATASET, raise_exception=True)
+@permission_required(PERM_VIEW_EXPERIMENT, raise_exception=True)
 @require_GET
 def experiment_detail(request, pk: int):
     experiment = _experiment_for_page(pk)
@@ -225,7 +226,7 @@ def experiment_detail(request, pk: int):
 
 
 @login_required
-@permission_required(PERM_VIEW_DATASET, raise_exception=True)
+@permission_required(PERM_VIEW_EXPERIMENT, raise_exception=True)
 @require_GET
 def experiment_progress(request, pk: int):
     """What the experiment page polls while it runs: cases done of total, failing so far."""
@@ -247,7 +248,7 @@ def experiment_cancel_view(request, pk: int):
 
 
 @login_required
-@permission_required(PERM_VIEW_DATASET, raise_exception=True)
+@permission_required(PERM_VIEW_EXPERIMENT, raise_exception=True)
 @require_GET
 def experiment_compare(request, pk: int, other: int):
     after = _experiment_for_page(pk)
@@ -259,7 +260,7 @@ def experiment_compare(request, pk: int, other: int):
 
 
 @login_required
-@permission_required((PERM_VIEW_DATASET, PERM_VIEW), raise_exception=True)
+@permission_required((PERM_VIEW_EXPERIMENT, PERM_VIEW), raise_exception=True)
 @require_GET
 def case_compare(request, pk: int, other: int, case_id: int):
     """One case's two runs (in experiment `other`, then in `pk`) side by side."""

@@ -55,6 +55,7 @@ PERM_CHANGE_DATASET = "evals.change_dataset"
 PERM_ADD_DATASET = "evals.add_dataset"
 PERM_DELETE_DATASET = "evals.delete_dataset"
 PERM_RUN_EXPERIMENT = "evals.run_experiment"
+PERM_VIEW_EXPERIMENT = "evals.view_experiment"
 
 
 def roles_migrate(apps, schema_editor) -> None:

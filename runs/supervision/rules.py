@@ -214,7 +214,7 @@ def conditions_errors(conditions: Any) -> list[str]:
                 _path_parts(path)
             except ValueError as exc:
                 errors.append(f"{where}: {exc}.")
-        if op not in OPERATORS:
+        if not isinstance(op, str) or op not in OPERATORS:
             errors.append(f"{where}: op must be one of {', '.join(OPERATORS)}.")
             continue
         if op in ("lt", "gt") and (isinstance(value, bool) or not isinstance(value, (int, float))):

@@ -137,3 +137,44 @@ def test_who_may_do_what(launch, viewer, operator, client, demo_data):
     assert operator.post(reverse("dataset_delete", args=[dataset.pk])).status_code == 403
     assert client.get(reverse("dataset_list")).status_code == 302  # anonymous: to sign in
     assert Dataset.objects.count() == 1 and not Run.objects.filter(experiment=True).exists()
+
+
+@pytest.mark.parametrize("expectations, message", [
+    ('[{"kind": "at_most", "measure": [], "value": 1}]', "measure must be one of"),
+    ('[{"kind": ["tool_called"]}]', "kind must be one of"),
+    ('[{"kind": "tool_called", "tool": "x", "conditions": [{"path": "$.a", "op": {}, "value": 1}]}]', "op must be one of"),
+    ("[" * 5000 + "]" * 5000, "Not JSON"),
+    ('[{"kind": "answer_contains", "text": "a\\u0000b"}]', "NUL"),
+])
+def test_odd_checks_are_refused_at_their_field(operator, expectations, message):
+    dataset = Dataset.objects.create(name="odd")
+    answer = operator.post(reverse("dataset_detail", args=[dataset.pk]), {
+        "action": "case", "case-task": "t", "case-expectations": expectations})
+    assert answer.status_code == 200 and message in answer.content.decode()
+    assert not Case.objects.exists()
+
+
+def test_an_import_with_odd_lines_adds_nothing_and_names_each_line(operator, launch):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    run = launch("What's the weather in Lagos and London?")
+    dataset = Dataset.objects.create(name="imported")
+    lines = [
+        json.dumps({"task": "fine", "source_run": run.pk}),
+        json.dumps({"task": "a list as its run", "source_run": [run.pk]}),
+        "[" * 5000 + "]" * 5000,
+        json.dumps({"task": "far step", "source_step": 2**40}),
+        json.dumps({"task": "nul \u0000 inside"}),
+        "not json",
+    ]
+    upload = SimpleUploadedFile("cases.jsonl", "\n".join(lines).encode(), content_type="application/x-ndjson")
+    answer = operator.post(reverse("dataset_import", args=[dataset.pk]), {"file": upload}, follow=True)
+    text = answer.content.decode()
+    assert "Nothing was imported" in text
+    for number in (3, 4, 5, 6):
+        assert f"Line {number}" in text
+    assert not Case.objects.exists()
+    good = SimpleUploadedFile("cases.jsonl", "\n".join(lines[:2]).encode())
+    operator.post(reverse("dataset_import", args=[dataset.pk]), {"file": good})
+    assert list(Case.objects.order_by("pk").values_list("task", "source_run_id")) == [
+        ("fine", run.pk), ("a list as its run", None)]
