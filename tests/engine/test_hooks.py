@@ -14,7 +14,8 @@ def test_the_approval_gate_and_listeners_are_registered_at_start():
     assert hooks._gate is gate.approval_gate
     assert gate.approvals_close in hooks._listeners["run_ending"]
     # The search text first: the rollups hold the day's lock until the commit.
-    assert [f.__name__ for f in hooks._listeners["run_ended"]] == ["index_ended_run", "mark_uncounted"]
+    # Then what other apps listen to: an experiment's case is scored (evals, in its own AppConfig).
+    assert [f.__name__ for f in hooks._listeners["run_ended"]] == ["index_ended_run", "mark_uncounted", "case_run_ended"]
 
 
 def test_without_a_gate_a_destructive_call_is_never_run(monkeypatch, launch):

@@ -106,8 +106,14 @@ def test_on_postgresql_the_search_reads_the_trigram_indexes_of_tasks_and_texts(l
             sql, params = runs.query.sql_with_params()
         found = list(runs)
         explained = []
+        # Whether any experiment run exists (the history hides them then): read from its partial index.
+        hides = [q["sql"] for q in read.captured_queries if '"runs_run"."experiment"' in q["sql"]]
+        assert len(hides) == 1
         with connection.cursor() as cursor:
-            for statement, args in [(q["sql"], None) for q in read.captured_queries] + [(sql, params)]:
+            cursor.execute("EXPLAIN " + hides[0])
+            assert "run_experiment_id" in "\n".join(row[0] for row in cursor.fetchall())
+            reads = [(q["sql"], None) for q in read.captured_queries if q["sql"] not in hides]
+            for statement, args in reads + [(sql, params)]:
                 cursor.execute("EXPLAIN " + statement, args)
                 explained.append("\n".join(row[0] for row in cursor.fetchall()))
             cursor.execute("SET enable_seqscan = on")
