@@ -32,7 +32,7 @@ class Tool(models.Model):
     in_experiments = models.CharField(
         max_length=8, choices=[  # the engine decides "auto": runs/engine/simulation.py
             ("auto", "Runs only if it just reads (a read-only handler, idempotent, not destructive); else simulated"),
-            ("real", "Runs for real in experiments"),
+            ("real", "Runs for real in experiments (never a destructive tool)"),
             ("never", "Never runs in experiments"),
         ], default="auto",
         help_text="What a call of this tool does in an experiment (the evals app): a simulated call changes nothing.",

@@ -148,8 +148,11 @@ def _problems(tool: Tool | None, values: dict, given: dict):
     for field in ("description", "handler"):
         if not isinstance(values[field], str):
             yield field, "Text."
-    if values["in_experiments"] not in EXPERIMENT_MODES:
+    if not isinstance(values["in_experiments"], str) or values["in_experiments"] not in EXPERIMENT_MODES:
         yield "in_experiments", f"One of {', '.join(EXPERIMENT_MODES)}."
+    elif values["in_experiments"] == "real" and values["destructive"] is True:
+        yield "in_experiments", ("A destructive tool never runs in experiments: each of its calls needs a person, "
+                                 "and an experiment asks no one.")
     for field in ("destructive", "parallel_safe", "idempotent", "enabled"):
         if not isinstance(values[field], bool):
             yield field, "True or false."

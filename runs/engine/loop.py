@@ -26,7 +26,7 @@ from runs.engine.leases import LeaseLost, keeper, lease_claim, lease_held, lease
 from runs.engine.records import Recorder, operator_stop_first, paused_at_boundary, run_close, run_start
 from runs.engine.request_fit import RequestFit
 from runs.engine.run_tools import RunTools
-from runs.engine.simulation import Simulator
+from runs.engine.simulation import Simulator, open_calls_settle
 from runs.engine.streaming import AnswerStream
 from runs.engine.summaries import iteration_log, summary_record, summary_wanted
 from runs.engine.tool_exec import call_status, check_call
@@ -260,6 +260,10 @@ class _Driver:
             return CANCELLED
         if not calls:
             return CONTINUE
+        if self.simulator is not None:  # an experiment's open calls: nothing is asked of anyone
+            calls = open_calls_settle(calls, facts=self.facts, simulator=self.simulator, recorder=self.record)
+            if not calls:
+                return CONTINUE
         runnable, waiting = calls, False
         facts = self.facts
         if not all(c.status == ToolCall.Status.PENDING and c.tool_name in facts and not facts[c.tool_name].destructive

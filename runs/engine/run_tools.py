@@ -15,8 +15,10 @@ from runs.engine.tool_exec import reads_only
 from runs.models import Run
 from toolsapp.models import Tool
 
-# The flags a call's fate depends on, in the order of the query below.
+# The flags a call's fate depends on, in the order of the query below; then the values whether an
+# experiment runs it depends on (runs/engine/simulation.py), compared as they are.
 FLAGS = ("enabled", "destructive", "idempotent", "parallel_safe", "always_ask", "critical")
+VALUES = ("in_experiments", "kind", "handler")
 
 
 def facts_of(tool: Tool, *, experiment: bool = False) -> ToolFacts:
@@ -53,7 +55,7 @@ class RunTools:
         # A plain statement, one per iteration: the ORM's query building would cost more than the
         # query itself, and a second statement for the cancel flag a round trip more.
         marks = ", ".join(["%s"] * len(names))
-        tools = f"SELECT name, {', '.join(FLAGS)} FROM {Tool._meta.db_table} WHERE name IN ({marks})"
+        tools = f"SELECT name, {', '.join(FLAGS + VALUES)} FROM {Tool._meta.db_table} WHERE name IN ({marks})"
         with connection.cursor() as cursor:
             if run is None:
                 cursor.execute(tools, names)
@@ -67,7 +69,8 @@ class RunTools:
                 found = cursor.fetchall()
                 run.cancel_requested = bool(found[0][0])
                 found = [row[1:] for row in found if row[1] is not None]
-            rows = {name: tuple(bool(v) for v in flags) for name, *flags in found}
+            flags = len(FLAGS)
+            rows = {name: (*(bool(v) for v in values[:flags]), *values[flags:]) for name, *values in found}
         changed = [name for name in names if not self._unchanged(name, rows.get(name))]
         if not changed:
             return run is not None
@@ -92,7 +95,8 @@ class RunTools:
     def _unchanged(self, name: str, flags: tuple | None) -> bool:
         """Whether `flags` (None: no such row) are what we hold of tool `name`."""
         if name in self.tools:
-            return flags == tuple(bool(getattr(self.tools[name], flag)) for flag in FLAGS)
+            tool = self.tools[name]
+            return flags == (*(bool(getattr(tool, flag)) for flag in FLAGS), *(getattr(tool, v) for v in VALUES))
         if name in self.unavailable:
             return flags is not None and not flags[0]
         return flags is None

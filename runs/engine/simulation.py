@@ -30,7 +30,10 @@ def canonical(arguments) -> str | None:
 def simulated_in_experiments(tool: Tool) -> bool:
     """Whether an experiment's call of `tool` is simulated instead of run: by default every tool
     but those that only read (an in-process handler registered read-only, idempotent, not
-    destructive); an admin may say "real" (runs for real in experiments) or "never"."""
+    destructive); an admin may say "real" (runs for real in experiments) or "never". A destructive
+    tool is always simulated: each of its calls needs a person, and an experiment asks no one."""
+    if tool.destructive:
+        return True
     if tool.in_experiments == "real":
         return False
     if tool.in_experiments == "never":
@@ -44,6 +47,33 @@ def not_executed(tool_name: str) -> dict:
         "error": f"not executed: this is an experiment, and {tool_name} would change something, so it was "
                  "simulated and changed nothing",
     }
+
+
+def open_calls_settle(calls: list[ToolCall], *, facts: dict, simulator: "Simulator", recorder) -> list[ToolCall]:
+    """An experiment's calls left open by a crash, settled without asking anyone: a call of a tool
+    simulated now is simulated; one that had started may have taken effect (a tool that runs for
+    real) and is recorded as of unknown outcome. The calls left to run as usual are returned."""
+    def runs_as_usual(call) -> bool:
+        tool = facts.get(call.tool_name)
+        return call.status == ToolCall.Status.PENDING and tool is not None and not tool.simulated
+
+    if all(runs_as_usual(call) for call in calls):  # every iteration's case: nothing to write
+        return calls
+    left = []
+    with recorder.transaction():
+        for call in calls:
+            if runs_as_usual(call):
+                left.append(call)
+            elif not call.may_have_taken_effect:
+                payload, call.simulation, text = simulator.answer(call.tool_name, call.arguments)
+                recorder.call_update(call, ToolCall.Status.SIMULATED, payload=payload, simulation=call.simulation)
+                if text is not None:
+                    ToolCall.objects.filter(pk=call.pk).update(result_text=text)
+                    call.result_text = text
+            else:
+                error = "outcome unknown: the experiment's worker stopped while the call ran; an experiment asks no one"
+                recorder.call_update(call, ToolCall.Status.UNKNOWN, payload={"ok": False, "error": error})
+    return left
 
 
 class Simulator:

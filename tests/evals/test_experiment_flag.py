@@ -67,3 +67,27 @@ def test_it_decides_what_runs(drive, demo_data):
     again = drive(experiment_start(dataset=dataset, agent=Agent.objects.get(name="demo")))
     call = ToolCall.objects.get(run__case_result__experiment=again, tool_name="create_ticket")
     assert call.status == ToolCall.Status.SIMULATED and Ticket.objects.count() == tickets + 1
+
+
+def test_a_change_of_the_setting_reaches_runs_already_going(demo_data):
+    from runs.engine.run_tools import RunTools
+
+    Tool.objects.filter(name="create_ticket").update(in_experiments="real")
+    toolbox = RunTools(["create_ticket", "get_weather"], experiment=True)
+    assert not toolbox.facts["create_ticket"].simulated and not toolbox.facts["get_weather"].simulated
+    Tool.objects.filter(name="create_ticket").update(in_experiments="never")
+    Tool.objects.filter(name="get_weather").update(handler="create_ticket")  # now a handler that writes
+    toolbox.refresh(["create_ticket", "get_weather"])
+    assert toolbox.facts["create_ticket"].simulated and toolbox.facts["get_weather"].simulated
+
+
+def test_a_destructive_tool_never_runs_for_real_in_an_experiment(ada, demo_data):
+    cancel = Tool.objects.get(name="cancel_order")
+    post = form_post(name="cancel_order", handler="cancel_order", destructive="on", in_experiments="real")
+    answer = ada.post(reverse("tool_edit", args=[cancel.pk]), post)
+    assert answer.status_code == 200 and "A destructive tool never runs in experiments" in answer.content.decode()
+    assert mode("cancel_order") == "auto"
+    from runs.engine.run_tools import RunTools
+
+    Tool.objects.filter(name="cancel_order").update(in_experiments="real")  # set before it was made destructive
+    assert RunTools(["cancel_order"], experiment=True).facts["cancel_order"].simulated

@@ -112,3 +112,35 @@ def test_a_conversation_a_model_would_refuse_is_refused_when_the_case_is_written
         {"id": "x1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}]},
         {"role": "tool", "tool_call_id": "x1", "content": "{}"}, {"role": "user", "content": "and now?"}]
     assert case_add(dataset=dataset, data={"task": "t", "messages": answered}).messages == answered
+
+
+def test_calls_a_crash_left_open_in_an_experiment_are_settled_without_asking_anyone(demo_data):
+    from django.utils import timezone
+
+    from runs.engine.loop import run_advance
+    from runs.lifecycle.experiment_runs import CaseRun, experiment_runs_create, version_config
+    from runs.models import Step
+    from toolsapp.models import Tool
+
+    Tool.objects.filter(name="create_ticket").update(in_experiments="real", idempotent=False)
+    agent = Agent.objects.get(name="demo")
+    config, _ = version_config(agent=agent, settings={"tools": ["cancel_order", "create_ticket", "lookup_order"]},
+                               overrides={})
+    run = experiment_runs_create(agent=agent, config=config, version=None,
+                                 cases=[CaseRun("Cancel order ORD-1003", "acme", [], None)])[0]
+    calls = [{"id": "c1", "type": "function", "function": {"name": "cancel_order", "arguments": '{"order_id": "ORD-1003", "reason": "r"}'}},
+             {"id": "c2", "type": "function", "function": {"name": "create_ticket", "arguments": '{"title": "t"}'}}]
+    step = Step.objects.create(run=run, index=1, iteration=1, model="demo",
+                               message={"role": "assistant", "content": None, "tool_calls": calls})
+    ToolCall.objects.create(run=run, step=step, index=0, call_id="c1", tool_name="cancel_order",
+                            arguments=calls[0]["function"]["arguments"], args_hash="h1", idempotency_key="k1")
+    ToolCall.objects.create(run=run, step=step, index=1, call_id="c2", tool_name="create_ticket", arguments='{"title": "t"}',
+                            args_hash="h2", idempotency_key="k2", status=ToolCall.Status.STARTED, started_at=timezone.now())
+    Run.objects.filter(pk=run.pk).update(iterations=1, status=Run.Status.RUNNING)
+    run_advance(run_id=run.pk)
+    settled = {c.call_id: c for c in ToolCall.objects.filter(run=run, step=step)}
+    assert settled["c1"].status == ToolCall.Status.SIMULATED and "not executed" in settled["c1"].result["error"]
+    assert settled["c2"].status == ToolCall.Status.UNKNOWN and "asks no one" in settled["c2"].error
+    assert not Approval.objects.filter(run=run).exists()
+    assert Order.objects.get(order_id="ORD-1003").status == "open"
+    assert Run.objects.get(pk=run.pk).is_finished
