@@ -59,6 +59,9 @@ def run_fork(*, run_id: int, step_index: int, user, edit: dict | None = None) ->
         parent = Run.objects.select_related("agent").filter(pk=run_id).first()
         if parent is None:
             raise ForkRefused(f"There is no run {run_id}.")
+        if parent.experiment:
+            raise ForkRefused(f"Run {parent.pk} is an experiment's: a fork of it would run for real from results that "
+                              "were simulated. Run its experiment again instead.")
         steps = list(Step.objects.filter(run=parent, index__lte=min(step_index, MAX_STEP)).order_by("index"))
         if not steps or steps[-1].index != step_index:
             count = Step.objects.filter(run=parent).count()

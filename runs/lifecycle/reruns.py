@@ -13,6 +13,9 @@ def rerun_create(*, original: Run, user=None, approval_policy: str = "ask") -> R
     The caller passes the policy the person re-running chose and may choose (launch_policy)."""
     if not original.is_finished:
         raise InvalidRun("only a finished run can be run again")
+    if original.experiment:
+        raise InvalidRun("an experiment's run is not run again on its own: it would run for real; run its experiment "
+                         "again instead")
     return run_create(
         agent=original.agent,
         task=original.task,

@@ -178,3 +178,29 @@ def test_an_import_with_odd_lines_adds_nothing_and_names_each_line(operator, lau
     operator.post(reverse("dataset_import", args=[dataset.pk]), {"file": good})
     assert list(Case.objects.order_by("pk").values_list("task", "source_run_id")) == [
         ("fine", run.pk), ("a list as its run", None)]
+
+
+def test_an_experiments_run_is_neither_re_run_nor_forked(launch, operator, drive):
+    run = launch("What's the weather in Lagos and London?")
+    dataset = Dataset.objects.create(name="once")
+    Case.objects.create(dataset=dataset, name="w", task=run.task, source_run=run)
+    from evals.experiments import experiment_start
+
+    experiment = drive(experiment_start(dataset=dataset, agent=Agent.objects.get(name="demo")))
+    case_run = experiment.results.get().run
+    page = operator.get(reverse("run_detail", args=[case_run.pk])).content.decode()
+    assert 'id="rerun-form"' not in page and "data-fork-url" not in page
+    assert 'id="rerun-form"' in operator.get(reverse("run_detail", args=[run.pk])).content.decode()
+    before = Run.objects.count()
+    operator.post(reverse("run_rerun", args=[case_run.pk]), {"approval_policy": "ask"})
+    fork = operator.post(reverse("run_fork", args=[case_run.pk]) + "?step=1", {"step": 1, "edit": "none"})
+    assert fork.status_code in (200, 400, 409)
+    assert Run.objects.count() == before
+    from tests.web.api.test_api import api
+
+    client = api(make_user("opal_api", "operators"))
+    rerun = client.post(f"/api/v1/runs/{case_run.pk}/rerun/", {}, format="json")
+    assert rerun.status_code == 400 and "experiment" in str(rerun.json())
+    forked = client.post(f"/api/v1/runs/{case_run.pk}/fork/", {"step": 1}, format="json")
+    assert forked.status_code in (400, 409) and "experiment" in str(forked.json())
+    assert Run.objects.count() == before

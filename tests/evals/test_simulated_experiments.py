@@ -144,3 +144,16 @@ def test_calls_a_crash_left_open_in_an_experiment_are_settled_without_asking_any
     assert not Approval.objects.filter(run=run).exists()
     assert Order.objects.get(order_id="ORD-1003").status == "open"
     assert Run.objects.get(pk=run.pk).is_finished
+
+
+def test_an_experiments_runs_count_nowhere_in_metrics_even_when_pruned(launch, drive, demo_data):
+    from runs.observability.prometheus.counters import figures_of_runs
+    from runs.observability.prometheus.pruned_totals import PRUNED_FAMILIES
+
+    source = launch("What's the weather in Lagos and London?")
+    dataset = dataset_create(name="pruned")
+    case_add(dataset=dataset, data=case_from_run(source))
+    experiment = drive(experiment_start(dataset=dataset, agent=Agent.objects.get(name="demo")))
+    ids = [experiment.results.get().run_id]
+    assert all(not figures_of_runs(family, run_ids=ids) for family in PRUNED_FAMILIES)
+    assert any(figures_of_runs(family, run_ids=[source.pk]) for family in PRUNED_FAMILIES)

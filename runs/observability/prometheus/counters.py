@@ -106,7 +106,8 @@ def _run_rows(run_ids) -> list[Histogram]:
 
 
 def _step_rows(run_ids) -> list[Histogram]:
-    steps = own_work.own_steps(Step.objects.filter(run__experiment=False) if run_ids is None else Step.objects.filter(run_id__in=run_ids))
+    steps = Step.objects.filter(run__experiment=False)  # an experiment's runs count nowhere, pruned or not
+    steps = own_work.own_steps(steps if run_ids is None else steps.filter(run_id__in=run_ids))
     return _histograms(steps, ("run__agent__name", "model"), F("latency_ms"), MODEL_LATENCY_BUCKETS, scale=0.001,
                        tokens_in=F("tokens_in"), tokens_out=F("tokens_out"), cost_usd=F("cost_usd"),
                        tokens_cached=F("tokens_cached"), tokens_reasoning=F("tokens_reasoning"))
