@@ -10,11 +10,13 @@ from django.db import transaction
 
 from evals.expectations import expectation_errors
 from evals.models import Case, Dataset
+from runs.engine.simulation import recorded_answers
 from runs.lifecycle.launch import customer_problem
 from runs.models import Run
 from toolsapp.text import MAX_JSON_DEPTH, loads, nested_deeper_than, storable_json
 
-CASE_FIELDS = ("name", "task", "customer", "messages", "expectations", "source_run", "source_step")
+CASE_FIELDS = ("name", "task", "customer", "messages", "expectations", "source_run", "source_step", "answers")
+MAX_ANSWERS = 500
 MAX_CASES_PER_IMPORT = 5000
 MAX_MESSAGES = 500
 MAX_TASK_CHARS = 100_000
@@ -81,6 +83,13 @@ def case_errors(data: dict) -> dict[str, list[str]]:
             add("messages", problem)
     for message in expectation_errors(data.get("expectations", [])):
         add("expectations", message)
+    answers = data.get("answers", [])
+    if not isinstance(answers, list) or len(answers) > MAX_ANSWERS or not all(
+        isinstance(a, dict) and isinstance(a.get("tool"), str) and isinstance(a.get("arguments"), str)
+        and isinstance(a.get("result"), dict) and isinstance(a.get("text", ""), str) for a in answers
+    ):
+        add("answers", f"A list of at most {MAX_ANSWERS} recorded calls, each with tool, arguments (JSON text), "
+                       "result (an object) and text.")
     step = data.get("source_step")
     if step is not None and (isinstance(step, bool) or not isinstance(step, int) or not 1 <= step <= MAX_STEP):
         add("source_step", f"A step number from 1 to {MAX_STEP}.")
@@ -111,7 +120,7 @@ def conversation_problem(messages: list[dict]) -> str | None:
 
 
 def case_add(*, dataset: Dataset, data: dict, user=None) -> Case:
-    data = _with_run(data)
+    data = _with_answers(_with_run(data))
     errors = case_errors(data)
     if errors:
         raise CaseInvalid(errors)
@@ -124,7 +133,9 @@ def case_add(*, dataset: Dataset, data: dict, user=None) -> Case:
 
 
 def case_update(*, case: Case, data: dict) -> Case:
-    data = _with_run({**{field: getattr(case, field) for field in CASE_FIELDS}, **data})
+    if "source_run" in data and "answers" not in data:
+        data = {**data, "answers": None}  # another source run: its answers are copied again
+    data = _with_answers(_with_run({**{field: getattr(case, field) for field in CASE_FIELDS}, **data}))
     errors = case_errors(data)
     if errors:
         raise CaseInvalid(errors)
@@ -144,11 +155,20 @@ def _with_run(data: dict) -> dict:
     return {**data, "source_run": Run.objects.get(pk=run)}
 
 
+def _with_answers(data: dict) -> dict:
+    """The source run's answered calls, copied (runs.engine.simulation.recorded_answers), unless given."""
+    if data.get("answers") is not None:
+        return data
+    run = data.get("source_run")
+    return {**data, "answers": recorded_answers(run.pk) if isinstance(run, Run) else []}
+
+
 def case_data(case: Case) -> dict:
     """A case as JSON (what the export writes and the import reads back)."""
     return {
         "name": case.name, "task": case.task, "customer": case.customer, "messages": case.messages,
         "expectations": case.expectations, "source_run": case.source_run_id, "source_step": case.source_step,
+        "answers": case.answers,
     }
 
 

@@ -15,7 +15,6 @@ An expectation is a JSON object with a `kind`:
 
 Every requested call counts, executed or simulated: an experiment runs nothing that changes anything.
 """
-import json
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +29,7 @@ from runs.supervision.rules import (
     condition_text,
     conditions_errors,
 )
+from toolsapp.text import loads
 
 MEASURES = {"iterations": "iterations", "tokens": "tokens", "cost_usd": "cost (USD)", "seconds": "seconds"}
 KINDS = ("tool_called", "tool_not_called", "no_destructive_call", "destructive_ids_seen", "stop_reason", "at_most",
@@ -233,7 +233,7 @@ _NOT_JSON = object()
 
 def _json(text: str):
     try:
-        return json.loads(text)
+        return loads(text)  # bounded: an answer nested ten thousand levels deep is "not JSON", not a crash
     except ValueError:
         return _NOT_JSON
 

@@ -71,11 +71,13 @@ def experiment_start(*, dataset: Dataset, agent: Agent, version: int | None = No
         try:
             runs = experiment_runs_create(
                 agent=agent, config=config, version=number, user=user,
-                cases=[CaseRun(c.task, c.customer, c.messages, c.source_run_id) for c in cases],
+                cases=[CaseRun(c.task, c.customer, c.messages, c.source_run_id, c.answers) for c in cases],
             )
         except InvalidRun as exc:
             raise ExperimentInvalid(str(exc)) from exc
-        CaseResult.objects.bulk_create([CaseResult(experiment=experiment, case=case, case_name=case.name, run=run)
+        # Each case's checks as they are now: an edit later changes no result of this experiment.
+        CaseResult.objects.bulk_create([CaseResult(experiment=experiment, case=case, case_name=case.name, run=run,
+                                                   expectations=list(case.expectations))
                                         for case, run in zip(cases, runs, strict=True)])
     return experiment
 

@@ -34,8 +34,11 @@ class Case(models.Model):
         help_text="The conversation after the task that the case starts from (a run's, up to one of its steps).",
     )
     expectations = models.JSONField(default=list, blank=True)
-    # Where it came from: a simulated call is answered from this run's recorded call when it is the same.
+    # Where it came from, and its answered calls copied from there: in an experiment, a simulated
+    # call the same as one of these gets its recorded answer (runs/engine/simulation.py).
     source_run = models.ForeignKey("runs.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    answers = models.JSONField(default=list, blank=True,
+                               help_text="The source run's answered calls (tool, canonical arguments, result, text).")
     source_step = models.PositiveIntegerField(null=True, blank=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
                                    related_name="+")
@@ -103,6 +106,7 @@ class CaseResult(models.Model):
     run = models.OneToOneField("runs.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="case_result")
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.RUNNING)
     passed = models.BooleanField(null=True)
+    expectations = models.JSONField(default=list, blank=True, help_text="The case's checks when the experiment started.")
     checks = models.JSONField(default=list, blank=True, help_text="Each check: what it wanted, what was seen, ok.")
     simulated = models.JSONField(default=list, blank=True,
                                  help_text="Each simulated call: where its answer came from, what would have decided it.")

@@ -7,6 +7,7 @@ Scoring is idempotent (a result is written once, under its row's lock), so the h
 retry after a worker died, and the catch-up that any page or the eval command runs may all try.
 """
 import logging
+from datetime import timedelta
 
 from django.db import transaction
 from django.db.models import Case, F, Q, Value, When
@@ -24,6 +25,10 @@ from toolsapp.models import Tool
 
 log = logging.getLogger("evals.scoring")
 SCORE_TASK = "evals.tasks.score_case"
+# A case is scored by the thread that ended its run, or its task; the catch-up takes those ended
+# longer ago than this (their task was lost), a batch per poll.
+CATCH_UP_AFTER_SECONDS = 30
+CATCH_UP_BATCH = 50
 
 
 def case_run_ended(*, run: Run, fields: dict) -> None:
@@ -114,7 +119,7 @@ def case_score(run_id: int, *, judge: bool = True) -> CaseResult | None:
     run = result.run
     if not run.is_finished or run.summary_pending:
         return None
-    wanted = list(result.case.expectations) if result.case else []
+    wanted = list(result.expectations)
     if not judge and any(item.get("kind") == "judge" for item in wanted):
         return None
     facts, calls, tools = run_facts(run)
@@ -159,15 +164,48 @@ def score_pending(run_id: int) -> bool:
     return CaseResult.objects.filter(run_id=run_id, status=CaseResult.Status.RUNNING).exists()
 
 
-def experiment_catch_up(experiment: Experiment) -> int:
-    """Score every case of `experiment` whose run ended but was not scored (a lost task); how many."""
-    waiting = CaseResult.objects.filter(experiment=experiment, status=CaseResult.Status.RUNNING,
-                                        run__status__in=Run.FINISHED_STATUSES, run__summary_pending=False)
+def experiment_catch_up(experiment: Experiment, *, waited: float = CATCH_UP_AFTER_SECONDS, judge: bool = False) -> int:
+    """Score every case of `experiment` whose run ended `waited` seconds ago or more but was not
+    scored (its task was lost); how many. Pages, the API and `manage.py eval` call it as they poll:
+    then it never asks a judge (that is the task's, queued again here). Whoever drives the runs in
+    its own process (`eval --inline`) scores at once, judge included. One case that cannot be
+    scored fails alone, saying why."""
+    waiting = CaseResult.objects.filter(
+        experiment=experiment, status=CaseResult.Status.RUNNING, run__status__in=Run.FINISHED_STATUSES,
+        run__summary_pending=False, run__finished_at__lte=timezone.now() - timedelta(seconds=waited))
     scored = 0
-    for run_id in list(waiting.values_list("run_id", flat=True)):
-        scored += case_score(run_id) is not None
+    for run_id in list(waiting.values_list("run_id", flat=True)[:CATCH_UP_BATCH]):
+        try:
+            result = case_score(run_id, judge=judge)
+        except Exception as exc:
+            log.exception("scoring run %s failed", run_id)
+            result = _score_failed(run_id, exc)
+        if result is None and not judge:  # a judge's check: its task asks the judge
+            _send_later(run_id)
+        scored += result is not None
     _finish_if_orphaned(experiment)
     return scored
+
+
+def _send_later(run_id: int) -> None:
+    try:
+        task_send(SCORE_TASK, run_id)
+    except Exception as exc:
+        log.warning("could not queue the scoring of run %s (%s)", run_id, exc)
+
+
+def _score_failed(run_id: int, exc: Exception) -> CaseResult | None:
+    """A case whose scoring raised is scored as failed, saying why, so its experiment still ends."""
+    check = {"kind": "score", "label": "the case could be scored", "ok": False, "opinion": False,
+             "seen": f"scoring failed: {type(exc).__name__}: {str(exc)[:200]}"}
+    with transaction.atomic():
+        rows = CaseResult.objects.filter(run_id=run_id, status=CaseResult.Status.RUNNING)
+        experiment_id = rows.values_list("experiment_id", flat=True).first()
+        if experiment_id is None or not rows.update(status=CaseResult.Status.SCORED, passed=False, checks=[check],
+                                                    scored_at=timezone.now()):
+            return None
+        case_counted(experiment_id, passed=False)
+    return CaseResult.objects.get(run_id=run_id)
 
 
 def _finish_if_orphaned(experiment: Experiment) -> None:

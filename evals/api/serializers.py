@@ -4,7 +4,7 @@ come back by field. Output serializers render the rows (and describe them in the
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from evals.datasets import MAX_MESSAGES, MAX_TASK_CHARS
+from evals.datasets import MAX_ANSWERS, MAX_MESSAGES, MAX_TASK_CHARS
 from evals.expectations import KINDS, MAX_EXPECTATIONS, expectation_errors
 from evals.models import Case, CaseResult, Dataset, Experiment
 from evals.scorecard import ORDER
@@ -99,12 +99,17 @@ class CaseSerializer(KnownFieldsOnly, serializers.ModelSerializer):
                        help_text="The run it came from: a simulated call repeating one of its calls gets its result.")
     source_step = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=MAX_STEP,
                                            help_text="The source run's step the case starts at.")
+    answers = serializers.ListField(
+        child=serializers.DictField(), required=False, allow_null=True, max_length=MAX_ANSWERS,
+        help_text="The source run's answered calls (tool, arguments as canonical JSON text, result, text, run, "
+                  "call_id): a simulated call the same as one of them gets its recorded answer. Omitted: copied "
+                  "from the source run.")
     created_by = serializers.CharField(source="created_by.username", read_only=True, allow_null=True)
 
     class Meta:
         model = Case
         fields = ["id", "dataset", "name", "task", "customer", "messages", "expectations", "source_run", "source_step",
-                  "created_by", "created_at", "updated_at"]
+                  "answers", "created_by", "created_at", "updated_at"]
         read_only_fields = ["created_at", "updated_at"]
 
     def validate_messages(self, value):

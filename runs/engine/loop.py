@@ -124,7 +124,7 @@ class _Driver:
         experiment = self.config.get("experiment")
         self.toolbox = RunTools(self.config["tools"], read_back=self.config.get("read_back", False),
                                 experiment=experiment is not None)
-        self.simulator = Simulator(experiment.get("source_run")) if experiment is not None else None
+        self.simulator = Simulator(experiment.get("answers")) if experiment is not None else None
         self.tools, self.facts = self.toolbox.tools, self.toolbox.facts  # changed in place
         self.runner = CallRunner(run, owner, self.tools, self.record)
         self.messages: list[dict] | None = None  # built from the rows at the first model call

@@ -76,33 +76,39 @@ def open_calls_settle(calls: list[ToolCall], *, facts: dict, simulator: "Simulat
     return left
 
 
-class Simulator:
-    """Answers for one experiment run's simulated calls (`source_run`: the case's, or None)."""
+def recorded_answers(run_id: int) -> list[dict]:
+    """A run's answered calls, the first of each (tool, canonical arguments), as a case keeps them:
+    copied when the case is made, so its experiments answer the same whatever becomes of the run
+    (pruned after RUN_RETENTION_DAYS, or on another installation after an export)."""
+    answers, seen = [], set()
+    rows = (ToolCall.objects.filter(run_id=run_id, status__in=ANSWERED, result__isnull=False)
+            .order_by("step__index", "index").values_list("tool_name", "arguments", "result", "result_text", "call_id"))
+    for tool_name, arguments, result, text, call_id in rows:
+        key = (tool_name, canonical(arguments))
+        if key[1] is None or not isinstance(result, dict) or key in seen:
+            continue
+        seen.add(key)
+        answers.append({"tool": tool_name, "arguments": key[1], "result": result, "text": text,
+                        "run": run_id, "call_id": call_id})
+    return answers
 
-    def __init__(self, source_run: int | None):
-        self.source_run = source_run
+
+class Simulator:
+    """Answers for one experiment run's simulated calls: `answers` as recorded_answers gives them
+    (the case's copy of its source run's calls; none for a case written by hand)."""
+
+    def __init__(self, answers: list[dict] | None):
         # PostgreSQL keeps a result as jsonb (its keys reordered): the text the model read is kept too.
-        self._recorded: dict[tuple[str, str], tuple[dict, str, str]] | None = None
+        self.answers = {}
+        for item in answers or ():
+            if isinstance(item, dict):
+                self.answers.setdefault((item.get("tool"), canonical(item.get("arguments") or "{}")), item)
 
     def answer(self, tool_name: str, arguments) -> tuple[dict, dict, str | None]:
         """(the payload recorded, the call's `simulation` record, the text the model reads: the
         source call's own, exactly as that run's model read it, or None to make it from the payload)."""
-        found = self.recorded().get((tool_name, canonical(arguments)))
-        if found is None:
+        found = self.answers.get((tool_name, canonical(arguments)))
+        if found is None or not isinstance(found.get("result"), dict):
             return not_executed(tool_name), {"answered_from": None}, None
-        payload, text, call_id = found
-        return payload, {"answered_from": {"run": self.source_run, "call_id": call_id}}, text
-
-    def recorded(self) -> dict[tuple[str, str], tuple[dict, str, str]]:
-        """The source run's answered calls by (tool, canonical arguments): the first of each, read once."""
-        if self._recorded is None:
-            self._recorded = {}
-            if self.source_run is not None:
-                rows = (ToolCall.objects.filter(run_id=self.source_run, status__in=ANSWERED, result__isnull=False)
-                        .order_by("step__index", "index")
-                        .values_list("tool_name", "arguments", "result", "result_text", "call_id"))
-                for tool_name, arguments, result, text, call_id in rows:
-                    key = (tool_name, canonical(arguments))
-                    if key[1] is not None and isinstance(result, dict):
-                        self._recorded.setdefault(key, (result, text, call_id))
-        return self._recorded
+        text = found.get("text") if isinstance(found.get("text"), str) else None
+        return found["result"], {"answered_from": {"run": found.get("run"), "call_id": found.get("call_id")}}, text

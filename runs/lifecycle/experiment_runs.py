@@ -59,6 +59,7 @@ class CaseRun:
     customer: str
     messages: list[dict]
     source_run_id: int | None
+    answers: list[dict]  # the source run's answered calls (runs.engine.simulation.recorded_answers)
 
 
 def experiment_runs_create(*, agent: Agent, config: dict, cases: list[CaseRun], version: int | None,
@@ -75,7 +76,7 @@ def experiment_runs_create(*, agent: Agent, config: dict, cases: list[CaseRun], 
     now = timezone.now()
     runs = [
         Run(agent=agent, task=case.task.strip(), customer=case.customer, experiment=True,
-            config={**config, "experiment": {"source_run": case.source_run_id}},
+            config={**config, "experiment": {"source_run": case.source_run_id, "answers": list(case.answers or [])}},
             pending_messages=list(case.messages or []), agent_version=version, created_by=person,
             event_seq=1, dispatched_at=now)  # its first event, below; handed out at commit
         for case in cases

@@ -13,7 +13,7 @@ def drive():
     def go(experiment):
         for run_id in Run.objects.filter(case_result__experiment=experiment).order_by("pk").values_list("pk", flat=True):
             run_advance(run_id=run_id)
-        experiment_catch_up(experiment)
+        experiment_catch_up(experiment, waited=0, judge=True)
         experiment.refresh_from_db()
         return experiment
 

@@ -127,7 +127,7 @@ def test_calls_a_crash_left_open_in_an_experiment_are_settled_without_asking_any
     config, _ = version_config(agent=agent, settings={"tools": ["cancel_order", "create_ticket", "lookup_order"]},
                                overrides={})
     run = experiment_runs_create(agent=agent, config=config, version=None,
-                                 cases=[CaseRun("Cancel order ORD-1003", "acme", [], None)])[0]
+                                 cases=[CaseRun("Cancel order ORD-1003", "acme", [], None, [])])[0]
     calls = [{"id": "c1", "type": "function", "function": {"name": "cancel_order", "arguments": '{"order_id": "ORD-1003", "reason": "r"}'}},
              {"id": "c2", "type": "function", "function": {"name": "create_ticket", "arguments": '{"title": "t"}'}}]
     step = Step.objects.create(run=run, index=1, iteration=1, model="demo",
@@ -157,3 +157,34 @@ def test_an_experiments_runs_count_nowhere_in_metrics_even_when_pruned(launch, d
     ids = [experiment.results.get().run_id]
     assert all(not figures_of_runs(family, run_ids=ids) for family in PRUNED_FAMILIES)
     assert any(figures_of_runs(family, run_ids=[source.pk]) for family in PRUNED_FAMILIES)
+
+
+def test_a_case_keeps_its_source_runs_answers_and_an_experiment_its_checks(launch, drive, demo_data):
+    source = launch("Cancel order ORD-1001", approval_policy="approve")
+    recorded = ToolCall.objects.get(run=source, tool_name="cancel_order")
+    dataset = dataset_create(name="kept")
+    case = case_add(dataset=dataset, data=case_from_run(source))
+    assert [a["tool"] for a in case.answers] == ["lookup_order", "cancel_order"]
+    source_id = source.pk
+    source.delete()  # pruned after its retention, say
+    experiment = experiment_start(dataset=dataset, agent=Agent.objects.get(name="demo"))
+    edited = [{"kind": "stop_reason", "in": ["iteration_limit"]}]  # edited after the start
+    type(case).objects.filter(pk=case.pk).update(expectations=edited)
+    drive(experiment)
+    result = experiment.results.get()
+    cancel = ToolCall.objects.get(run=result.run, tool_name="cancel_order")
+    assert cancel.simulation == {"answered_from": {"run": source_id, "call_id": recorded.call_id}}
+    assert cancel.result_text == recorded.result_text
+    assert result.passed and len(result.checks) == len(result.expectations) > 1  # the checks as they were
+
+
+def test_an_answer_nested_too_deep_fails_its_json_check_and_breaks_nothing(drive, demo_data, script):
+    deep = script({"content": "[" * 20000 + "]" * 20000})
+    dataset = dataset_create(name="deep")
+    case_add(dataset=dataset, data={"task": "answer in JSON", "expectations": [
+        {"kind": "answer_json", "path": "$.ok", "op": "eq", "value": True}]})
+    experiment = drive(experiment_start(dataset=dataset, agent=Agent.objects.get(name="demo"),
+                                        overrides={"models": [deep]}))
+    result = experiment.results.get()
+    assert experiment.status == "finished" and result.passed is False
+    assert result.checks[0]["seen"] == "the answer is not JSON"

@@ -116,7 +116,8 @@ class Command(BaseCommand):
             while True:
                 if pool is not None:
                     self._drive_waiting(experiment, pool, driving, errors)
-                experiment_catch_up(experiment)
+                # Inline, this process ended the runs: it scores them at once, judge included.
+                experiment_catch_up(experiment, **({"waited": 0, "judge": True} if inline else {}))
                 experiment.refresh_from_db()
                 progress = (experiment.cases_done, experiment.cases_failed)
                 if progress != shown:
@@ -128,7 +129,7 @@ class Command(BaseCommand):
                 now = time.monotonic()
                 if now >= deadline:
                     experiment_cancel(experiment=experiment)
-                    experiment_catch_up(experiment)
+                    experiment_catch_up(experiment, waited=0, judge=inline)
                     return False
                 if not hinted and now - started >= NO_WORKER_HINT_SECONDS:
                     hinted = True
