@@ -85,11 +85,12 @@ def case_errors(data: dict) -> dict[str, list[str]]:
         add("expectations", message)
     answers = data.get("answers", [])
     if not isinstance(answers, list) or len(answers) > MAX_ANSWERS or not all(
-        isinstance(a, dict) and isinstance(a.get("tool"), str) and isinstance(a.get("arguments"), str)
-        and isinstance(a.get("result"), dict) and isinstance(a.get("text", ""), str) for a in answers
+        isinstance(a, dict) and isinstance(a.get("tool"), str) and isinstance(a.get("result"), dict)
+        and (isinstance(a.get("args_hash"), str) or isinstance(a.get("arguments"), str))
+        and isinstance(a.get("text", ""), str) for a in answers
     ):
-        add("answers", f"A list of at most {MAX_ANSWERS} recorded calls, each with tool, arguments (JSON text), "
-                       "result (an object) and text.")
+        add("answers", f"A list of at most {MAX_ANSWERS} recorded calls, each with tool, args_hash (or arguments as "
+                       "JSON text), result (an object) and text.")
     step = data.get("source_step")
     if step is not None and (isinstance(step, bool) or not isinstance(step, int) or not 1 <= step <= MAX_STEP):
         add("source_step", f"A step number from 1 to {MAX_STEP}.")

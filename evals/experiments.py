@@ -55,7 +55,7 @@ def experiment_start(*, dataset: Dataset, agent: Agent, version: int | None = No
         raise ExperimentInvalid(f"dataset {dataset.name} has no cases")
     number, settings, is_draft = version_chosen(agent=agent, version=version, draft=draft)
     try:
-        config, left_out = version_config(agent=agent, settings=settings, overrides=overrides)
+        config, left_out = version_config(agent=agent, settings=settings, overrides=overrides, user=user)
     except InvalidRun as exc:
         raise ExperimentInvalid(str(exc)) from exc
     if baseline is not None and baseline.dataset_id != dataset.pk:

@@ -208,7 +208,7 @@ class _Driver:
             stop, detail, feedback = self.verify(reply.content)
         early = self.runner.reads_first(planned, arguments, decision, self.step_count + 1,
                                         cancel_read=self.cancel_read) if decision.reads_first else {}
-        simulated = {i: self.simulator.answer(planned[i].tool_name, arguments[i]) for i in decision.simulate}
+        simulated = {i: self.simulator.answer(planned[i].tool_name, planned[i].args_hash) for i in decision.simulate}
         step_count, seen = self.step_count, dict(self.seen)
 
         def record_iteration(ending=stop, why=detail):

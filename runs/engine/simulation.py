@@ -9,9 +9,13 @@ recorded as simulated, with where its answer came from.
 """
 import json
 
+from django.conf import settings
+
+from runs.engine.guards import args_hash, parse_arguments
 from runs.engine.tool_exec import reads_only
 from runs.models import ToolCall
 from toolsapp.models import Tool
+from toolsapp.sensitive import masked
 
 # Results of a source run's calls that were answered (a call skipped or of unknown outcome has no answer to reuse).
 ANSWERED = (ToolCall.Status.SUCCEEDED, ToolCall.Status.FAILED, ToolCall.Status.REJECTED)
@@ -65,7 +69,7 @@ def open_calls_settle(calls: list[ToolCall], *, facts: dict, simulator: "Simulat
             if runs_as_usual(call):
                 left.append(call)
             elif not call.may_have_taken_effect:
-                payload, call.simulation, text = simulator.answer(call.tool_name, call.arguments)
+                payload, call.simulation, text = simulator.answer(call.tool_name, call.args_hash)
                 recorder.call_update(call, ToolCall.Status.SIMULATED, payload=payload, simulation=call.simulation)
                 if text is not None:
                     ToolCall.objects.filter(pk=call.pk).update(result_text=text)
@@ -77,37 +81,46 @@ def open_calls_settle(calls: list[ToolCall], *, facts: dict, simulator: "Simulat
 
 
 def recorded_answers(run_id: int) -> list[dict]:
-    """A run's answered calls, the first of each (tool, canonical arguments), as a case keeps them:
-    copied when the case is made, so its experiments answer the same whatever becomes of the run
-    (pruned after RUN_RETENTION_DAYS, or on another installation after an export)."""
+    """A run's answered calls, the first of each (tool, arguments), as a case keeps them: copied
+    when the case is made, so its experiments answer the same whatever becomes of the run (pruned
+    after RUN_RETENTION_DAYS). Matched by the arguments' keyed hash; the arguments kept for people
+    to read have their sensitive fields masked."""
+    rows = list(ToolCall.objects.filter(run_id=run_id, status__in=ANSWERED, result__isnull=False)
+                .order_by("step__index", "index")
+                .values_list("tool_name", "args_hash", "arguments", "result", "result_text", "call_id"))
+    sensitive = dict(Tool.objects.filter(name__in={row[0] for row in rows}).values_list("name", "sensitive_fields"))
     answers, seen = [], set()
-    rows = (ToolCall.objects.filter(run_id=run_id, status__in=ANSWERED, result__isnull=False)
-            .order_by("step__index", "index").values_list("tool_name", "arguments", "result", "result_text", "call_id"))
-    for tool_name, arguments, result, text, call_id in rows:
-        key = (tool_name, canonical(arguments))
-        if key[1] is None or not isinstance(result, dict) or key in seen:
+    for tool_name, hashed, arguments, result, text, call_id in rows:
+        parsed, _error = parse_arguments(arguments)
+        if parsed is None or not isinstance(result, dict) or (tool_name, hashed) in seen:
             continue
-        seen.add(key)
-        answers.append({"tool": tool_name, "arguments": key[1], "result": result, "text": text,
+        seen.add((tool_name, hashed))
+        shown = canonical(masked(parsed, sensitive.get(tool_name) or []))
+        answers.append({"tool": tool_name, "args_hash": hashed, "arguments": shown, "result": result, "text": text,
                         "run": run_id, "call_id": call_id})
     return answers
 
 
 class Simulator:
     """Answers for one experiment run's simulated calls: `answers` as recorded_answers gives them
-    (the case's copy of its source run's calls; none for a case written by hand)."""
+    (the case's copy of its source run's calls; none for a case written by hand). An answer written
+    by hand may give its `arguments` instead of their `args_hash`."""
 
     def __init__(self, answers: list[dict] | None):
-        # PostgreSQL keeps a result as jsonb (its keys reordered): the text the model read is kept too.
         self.answers = {}
         for item in answers or ():
-            if isinstance(item, dict):
-                self.answers.setdefault((item.get("tool"), canonical(item.get("arguments") or "{}")), item)
+            if not isinstance(item, dict):
+                continue
+            key = item.get("args_hash")
+            if not isinstance(key, str) and isinstance(item.get("arguments"), str):
+                key = args_hash(item["arguments"], settings.ARGS_HASH_KEY)
+            self.answers.setdefault((item.get("tool"), key), item)
 
-    def answer(self, tool_name: str, arguments) -> tuple[dict, dict, str | None]:
+    def answer(self, tool_name: str, arguments_hash: str) -> tuple[dict, dict, str | None]:
         """(the payload recorded, the call's `simulation` record, the text the model reads: the
-        source call's own, exactly as that run's model read it, or None to make it from the payload)."""
-        found = self.answers.get((tool_name, canonical(arguments)))
+        source call's own, exactly as that run's model read it, or None to make it from the payload;
+        PostgreSQL keeps a result as jsonb, its keys reordered, so the text is kept too)."""
+        found = self.answers.get((tool_name, arguments_hash))
         if found is None or not isinstance(found.get("result"), dict):
             return not_executed(tool_name), {"answered_from": None}, None
         text = found.get("text") if isinstance(found.get("text"), str) else None

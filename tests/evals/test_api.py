@@ -290,3 +290,19 @@ def test_cancelling_an_experiment_stops_its_runs(operator):
     assert operator.get(f"/api/v1/experiments/{experiment['id']}/").json()["status"] == "cancelled"
     again = operator.post(url)
     assert again.status_code == 409 and again.json()["detail"] == f"Experiment {experiment['id']} is cancelled already."
+
+
+def test_an_operator_cannot_raise_the_versions_limits_for_an_experiment(demo_data):
+    from evals.datasets import case_add, dataset_create
+
+    dataset = dataset_create(name="limits")
+    case_add(dataset=dataset, data={"task": "hello"})
+    agent = Agent.objects.get(name="demo")
+    client = client_for("ollie_limits", "operators")
+    answer = client.post("/api/v1/experiments/", {"dataset": dataset.pk, "agent": agent.pk,
+                                                  "max_cost_usd": agent.max_cost_usd * 100}, format="json")
+    assert answer.status_code == 400 and "The experiment's max_cost_usd may be at most the version's 1;" in str(answer.json())
+    lower = client.post("/api/v1/experiments/", {"dataset": dataset.pk, "agent": agent.pk, "max_iterations": 2},
+                        format="json")
+    assert lower.status_code == 201, lower.json()
+    assert Experiment.objects.count() == 1

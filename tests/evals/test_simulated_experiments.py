@@ -188,3 +188,24 @@ def test_an_answer_nested_too_deep_fails_its_json_check_and_breaks_nothing(drive
     result = experiment.results.get()
     assert experiment.status == "finished" and result.passed is False
     assert result.checks[0]["seen"] == "the answer is not JSON"
+
+
+def test_a_cases_copies_mask_sensitive_values_and_still_answer_the_same_call(launch, drive, demo_data):
+    from toolsapp.models import Tool
+
+    Tool.objects.filter(name="cancel_order").update(sensitive_fields=["reason"])
+    Tool.objects.filter(name="get_weather").update(sensitive_fields=["city"])
+    cancel = launch("Cancel order ORD-1001", approval_policy="approve")
+    weather = launch("What's the weather in Lagos and London?")
+    dataset = dataset_create(name="secrets")
+    case = case_add(dataset=dataset, data=case_from_run(cancel))
+    recorded = {a["tool"]: a for a in case.answers}
+    assert "Customer asked to cancel" not in str(case.answers) and '"reason":"••••"' in recorded["cancel_order"]["arguments"]
+    from_step = case_add(dataset=dataset, data=case_from_run(weather, step=2, with_conversation=True))
+    assert "Lagos" not in str(from_step.messages[0]["tool_calls"]) and "••••" in str(from_step.messages[0]["tool_calls"])
+    assert {"path": "$.reason", "op": "present", "value": None} in next(
+        e["conditions"] for e in case.expectations if e.get("tool") == "cancel_order")
+    experiment = drive(experiment_start(dataset=dataset, agent=Agent.objects.get(name="demo")))
+    replayed = ToolCall.objects.get(run__case_result__case=case, tool_name="cancel_order")
+    assert replayed.simulation["answered_from"]["run"] == cancel.pk  # matched by the arguments' keyed hash
+    assert experiment.results.get(case=case).passed
