@@ -73,11 +73,12 @@ def memory_save(*, run_id: int, customer: str, text: str, idempotency_key: str) 
 
 def memory_recall(*, run_id: int, customer: str, query: str, call_key: str = "") -> list[Memory]:
     """The facts of the run's agent and `customer` that match `query` (best first, at most
-    limits.search_limit()), each read recorded against the run."""
-    agent_id = Run.objects.values_list("agent_id", flat=True).get(pk=run_id)
+    limits.search_limit()), each read recorded against the run (not an experiment's: its reads
+    would list it among a fact's readers, and an experiment leaves no trace outside itself)."""
+    agent_id, experiment = Run.objects.values_list("agent_id", "experiment").get(pk=run_id)
     found = list(memory_search(memories=Memory.objects.filter(agent_id=agent_id, customer=customer), query=query)
                  [: limits.search_limit()])
-    if found:
+    if found and not experiment:
         call_id = ToolCall.objects.filter(run_id=run_id, idempotency_key=call_key).values_list("pk", flat=True).first() \
             if call_key else None
         MemoryRead.objects.bulk_create(

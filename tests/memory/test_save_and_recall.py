@@ -88,6 +88,15 @@ def test_search_returns_the_scopes_facts_best_first_and_records_each_read(settin
     assert set(reads.values_list("call_key", flat=True)) == {"read-key"}
 
 
+def test_an_experiments_search_finds_facts_and_records_no_read(run_for, save):
+    save("Acme ships by rail", customer="acme")
+    reader = run_for("acme")
+    type(reader).objects.filter(pk=reader.pk).update(experiment=True)
+    found = search_memory({"query": "rail"}, context(reader, "read-key"))["facts"]
+    assert [fact["text"] for fact in found] == ["Acme ships by rail"]
+    assert not MemoryRead.objects.exists()
+
+
 def test_a_search_that_finds_nothing_records_no_read(run_for, save):
     save("Acme ships by rail", customer="acme")
     assert memory_recall(run_id=run_for("").pk, customer="", query="rail") == []
