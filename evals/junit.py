@@ -7,6 +7,7 @@ A plain function over the scorecard and the comparison (evals.scorecard); xml.et
 import re
 import xml.etree.ElementTree as ET
 
+from django.conf import settings
 from django.urls import reverse
 
 from evals.models import CaseResult
@@ -60,7 +61,7 @@ def junit_xml(card: Scorecard, comparison: Comparison | None = None) -> bytes:
     properties = ET.SubElement(suite, "properties")
     for name, value in (("experiment", experiment.pk), ("agent", experiment.agent.name),
                         ("agent_version", experiment.agent_version), ("draft", str(experiment.draft).lower()),
-                        ("status", experiment.status), ("url", reverse("experiment_detail", args=[experiment.pk])),
+                        ("status", experiment.status), ("url", settings.SITE_URL.rstrip("/") + reverse("experiment_detail", args=[experiment.pk])),
                         ("baseline", comparison.before.pk if comparison else "")):
         ET.SubElement(properties, "property", name=name, value=_xml(str(value)))
     for result in card.results:

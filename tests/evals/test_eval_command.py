@@ -5,6 +5,7 @@ timeout; bad arguments start nothing."""
 import io
 
 import pytest
+from django.conf import settings
 from django.core.management import CommandError, call_command
 from junitparser import Error, Failure, JUnitXml
 
@@ -67,7 +68,7 @@ def test_a_draft_that_lost_a_tool_regresses_through_a_worker_and_fails_ci(celery
         assert any(line.strip().startswith(measure) and "median" in line and "p90" in line and "max" in line
                    for line in out.splitlines()), measure
     assert "Failing cases" not in out and "No baseline to compare with" in out
-    assert f"Dashboard: /experiments/{first.pk}/" in out
+    assert f"Dashboard: {settings.SITE_URL.rstrip('/')}/experiments/{first.pk}/" in out
     assert last_line(out) == "PASSED: 3/3 cases passed"
 
     draft_without_weather()

@@ -7,6 +7,7 @@ import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connection
 from django.db.models import Q
@@ -230,7 +231,8 @@ def _against(pk: int | None, dataset: Dataset) -> Experiment | None:
 
 
 def _link(experiment: Experiment) -> str:
-    return reverse("experiment_detail", args=[experiment.pk])
+    # An address to open from a CI log: the site's (SITE_URL), as in notifications.
+    return settings.SITE_URL.rstrip("/") + reverse("experiment_detail", args=[experiment.pk])
 
 
 def _value(distribution: Distribution, value: float) -> str:
