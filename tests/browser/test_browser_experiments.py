@@ -90,6 +90,7 @@ def test_a_viewer_reads_datasets_and_experiments_but_starts_nothing(live, browse
     page.goto("/datasets/")
     expect(page.locator("#dataset-table")).to_contain_text("read only")
     expect(page.locator("#dataset-form")).to_have_count(0)
+    shots(page, "datasets")
     page.goto(f"/datasets/{dataset.pk}/")
     expect(page.locator("#case-table")).to_contain_text("weather")
     expect(page.locator("#experiment-form")).to_have_count(0)
