@@ -7,9 +7,11 @@ import json
 from collections.abc import Iterator
 
 from django.db import transaction
+from django.db.models import Count, IntegerField, OuterRef, Subquery
+from django.db.models.functions import Coalesce
 
 from evals.expectations import expectation_errors
-from evals.models import Case, Dataset
+from evals.models import Case, Dataset, Experiment
 from runs.engine.simulation import recorded_answers
 from runs.lifecycle.launch import customer_problem
 from runs.models import Run
@@ -29,6 +31,18 @@ class CaseInvalid(ValueError):
     def __init__(self, errors: dict[str, list[str]]):
         super().__init__("; ".join(f"{field}: {' '.join(messages)}" for field, messages in errors.items()))
         self.errors = errors
+
+
+def datasets_counted():
+    """Datasets with `case_count`, `experiment_count` and `last_experiment_id`, in one statement
+    (the datasets page and the API list them)."""
+    def count(model):
+        rows = model.objects.filter(dataset=OuterRef("pk")).order_by().values("dataset").annotate(n=Count("pk"))
+        return Coalesce(Subquery(rows.values("n"), output_field=IntegerField()), 0)
+
+    newest = Experiment.objects.filter(dataset=OuterRef("pk")).order_by("-pk").values("pk")[:1]
+    return Dataset.objects.select_related("created_by").annotate(
+        case_count=count(Case), experiment_count=count(Experiment), last_experiment_id=Subquery(newest))
 
 
 def dataset_create(*, name: str, description: str = "", user=None) -> Dataset:

@@ -93,10 +93,6 @@ class Comparison:
     def fixed(self) -> list[CasePair]:
         return [p for p in self.pairs if p.change == "fixed"]
 
-    def total(self, experiment: Experiment, name: str) -> float:
-        results = self.before_results if experiment is self.before else self.after_results
-        return sum(getattr(r, name) for r in results)
-
     @property
     def before_results(self):
         return [p.before for p in self.pairs if p.before is not None and p.before.status == CaseResult.Status.SCORED]

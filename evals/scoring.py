@@ -124,10 +124,10 @@ def case_score(run_id: int, *, judge: bool = True) -> CaseResult | None:
         return None
     facts, calls, tools = run_facts(run)
     judgements = {}
+    shown = [(c.tool_name, parse_arguments(c.arguments)[0], tools[c.tool_name].sensitive_fields if c.tool_name in tools
+              else []) for c in calls] if any(item.get("kind") == "judge" for item in wanted) else []
     for position, item in enumerate(wanted):
         if item.get("kind") == "judge":
-            shown = [(c.tool_name, parse_arguments(c.arguments)[0],
-                      tools[c.tool_name].sensitive_fields if c.tool_name in tools else []) for c in calls]
             judgements[position] = judges.judge(rubric=item["rubric"], task=run.task, answer=run.answer or "", calls=shown)
     checks = [c.as_dict() for c in expectations.check_all(wanted, facts, judgements)]
     for position, judgement in judgements.items():

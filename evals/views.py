@@ -46,10 +46,10 @@ def dataset_list(request):
             else:
                 messages.success(request, f"Dataset {dataset.name} made: add cases from runs or by hand.")
                 return redirect("dataset_detail", pk=dataset.pk)
-    rows = list(Dataset.objects.order_by("name"))
+    rows = list(data.datasets_counted().order_by("name"))
+    last = Experiment.objects.in_bulk([d.last_experiment_id for d in rows if d.last_experiment_id])
     for dataset in rows:
-        dataset.case_count = dataset.cases.count()
-        dataset.last_experiment = dataset.experiments.order_by("-pk").first()
+        dataset.last_experiment = last.get(dataset.last_experiment_id)
     return render(request, "evals/dataset_list.html", {"datasets": rows, "form": form})
 
 

@@ -35,7 +35,7 @@ class Tool(models.Model):
             ("real", "Runs for real in experiments (never a destructive tool)"),
             ("never", "Never runs in experiments"),
         ], default="auto",
-        help_text="What a call of this tool does in an experiment (the evals app): a simulated call changes nothing.",
+        help_text="What a call of this tool does when a dataset's cases run in an experiment: a simulated call changes nothing.",
     )
     timeout_seconds = models.FloatField(default=30.0, validators=[MinValueValidator(0.01)])
     repeat_limit = models.PositiveIntegerField(

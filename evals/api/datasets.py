@@ -2,8 +2,7 @@
 evals.datasets, like the dashboard's. Everyone who sees runs reads them; operators add and change
 cases; admins delete datasets."""
 from django.db import IntegrityError, transaction
-from django.db.models import Count, IntegerField, OuterRef, ProtectedError, Subquery
-from django.db.models.functions import Coalesce
+from django.db.models import ProtectedError
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
@@ -15,7 +14,7 @@ from rest_framework.reverse import reverse
 
 from evals import datasets as services
 from evals.api import serializers as api
-from evals.models import Case, Dataset, Experiment
+from evals.models import Case, Dataset
 from evals.prefill import case_from_run
 from runs.engine.text import check_storable_json
 from runs.lifecycle.forks import MAX_STEP
@@ -46,12 +45,7 @@ class ApiListView(ApiMixin, generics.GenericAPIView):
 
 
 def _datasets():
-    def count(model):
-        rows = model.objects.filter(dataset=OuterRef("pk")).order_by().values("dataset").annotate(n=Count("pk"))
-        return Coalesce(Subquery(rows.values("n"), output_field=IntegerField()), 0)
-
-    return Dataset.objects.select_related("created_by").annotate(case_count=count(Case),
-                                                                  experiment_count=count(Experiment))
+    return services.datasets_counted()
 
 
 def _dataset(pk: int) -> Dataset:

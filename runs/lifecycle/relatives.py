@@ -49,14 +49,7 @@ def run_comparison(fork: Run) -> dict:
         raise NotAFork(f"Run {fork.pk} is not a fork: it has no parent to compare with.")
     parent = Run.objects.get(pk=fork.forked_from_id)
     at = fork.forked_at_step
-    steps = _steps_from({parent.pk, fork.pk}, at)
-    indexes = sorted({i for by_index in steps.values() for i in by_index})
-    for i in indexes:
-        _mark_differences(steps.get(parent.pk, {}).get(i), steps.get(fork.pk, {}).get(i))
-    for by_index in steps.values():
-        for step in by_index.values():
-            for call in step["calls"]:
-                del call["full_hash"]  # compared above; the page and the API show the short one
+    steps, indexes = _steps_compared(parent.pk, fork.pk, at)
     return {
         "fork_step": at,
         "edit": _edit(fork),
@@ -72,20 +65,27 @@ def run_comparison(fork: Run) -> dict:
 def runs_side_by_side(left: Run, right: Run) -> dict:
     """Any two runs side by side from their first step (e.g. one case's runs in two experiments):
     per step index, each side's step as run_comparison gives it, what differs marked. (3 queries.)"""
-    steps = _steps_from({left.pk, right.pk}, 1)
-    indexes = sorted({i for by_index in steps.values() for i in by_index})
-    for i in indexes:
-        _mark_differences(steps.get(left.pk, {}).get(i), steps.get(right.pk, {}).get(i))
-    for by_index in steps.values():
-        for step in by_index.values():
-            for call in step["calls"]:
-                del call["full_hash"]
+    steps, indexes = _steps_compared(left.pk, right.pk, 1)
     return {
         "left": _side(left, steps.get(left.pk, {}), 0),
         "right": _side(right, steps.get(right.pk, {}), 0),
         "rows": [{"index": i, "left": steps.get(left.pk, {}).get(i), "right": steps.get(right.pk, {}).get(i)}
                  for i in indexes],
     }
+
+
+def _steps_compared(left_id: int, right_id: int, first: int) -> tuple[dict[int, dict[int, dict]], list[int]]:
+    """Both runs' steps from index `first` on, what differs between the two of each index marked,
+    and every step index either has."""
+    steps = _steps_from({left_id, right_id}, first)
+    indexes = sorted({i for by_index in steps.values() for i in by_index})
+    for i in indexes:
+        _mark_differences(steps.get(left_id, {}).get(i), steps.get(right_id, {}).get(i))
+    for by_index in steps.values():
+        for step in by_index.values():
+            for call in step["calls"]:
+                del call["full_hash"]  # compared above; the page and the API show the short one
+    return steps, indexes
 
 
 def _steps_from(run_ids: set[int], first: int) -> dict[int, dict[int, dict]]:

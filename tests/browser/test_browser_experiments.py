@@ -54,6 +54,13 @@ def test_operator_adds_a_case_runs_experiments_and_reads_the_regression(live, br
     expect(result.locator(".verdict")).to_have_text("failed")
     expect(result.locator(".check-bad").first).to_contain_text("get_weather was requested")
     shots(page, "experiment")
+    result.get_by_role("link", name="run").first.click()
+    expect(page.locator("#run-experiment")).to_contain_text("nothing real changed")
+    expect(page.locator("#rerun-form")).to_have_count(0)
+    shots(page, "experiment-run")
+    page.goto(f"/datasets/{dataset.pk}/cases/{case.pk}/")
+    expect(page.locator("#id_expectations")).to_contain_text('"kind": "stop_reason"')
+    shots(page, "case-edit")
 
     # The current version (the demo model) passes; a draft without get_weather regresses.
     page.goto(f"/datasets/{dataset.pk}/")
@@ -113,3 +120,19 @@ def test_choosing_a_later_step_prefills_what_the_run_did_from_there(live, browse
     case = Case.objects.get(dataset__name="from step two")
     assert case.source_step == 2 and [m["role"] for m in case.messages] == ["assistant", "tool", "tool"]
     expect(page.locator("#case-table")).to_contain_text("with its conversation")
+
+
+def test_admin_says_what_a_tool_does_in_experiments(live, browser, users):
+    tool = Tool.objects.get(name="create_ticket")
+    page = browser.login(users["admin"])
+    page.goto(f"/tools/{tool.pk}/")
+    expect(page.locator("#tool-in-experiments")).to_have_text(
+        "Runs only if it just reads (a read-only handler, idempotent, not destructive); else simulated")
+    page.locator("#tool-edit").click()
+    page.locator("#id_in_experiments").select_option("real")
+    shots(page, "tool-form-experiments")
+    page.locator("#tool-form button[type=submit]").click()
+    expect(page.locator("#tool-in-experiments")).to_have_text("Runs for real in experiments (never a destructive tool)")
+    shots(page, "tool-experiments")
+    tool.refresh_from_db()
+    assert tool.in_experiments == "real"

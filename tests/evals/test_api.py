@@ -6,12 +6,12 @@ import json
 import pytest
 from rest_framework.test import APIClient
 
-from accounts.services import api_token_create
 from evals.models import Case, Dataset, Experiment
 from runs.lifecycle.agents import agent_draft_save
 from runs.models import Agent, Run
 from runs.web.api.strict import UNKNOWN_FIELD
 from tests.support.approval_fixtures import make_user
+from tests.web.api.test_api import api
 from toolsapp.models import Tool
 
 WEATHER = "What's the weather in Lagos and London?"
@@ -21,9 +21,7 @@ WEATHER_CHECKS = [{"kind": "stop_reason", "in": ["final_answer"]}, {"kind": "no_
 
 
 def client_for(name: str, group: str) -> APIClient:
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {api_token_create(user=make_user(name, group))[1]}")
-    return client
+    return api(make_user(name, group))
 
 
 @pytest.fixture
