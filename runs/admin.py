@@ -112,8 +112,8 @@ class ApprovalRuleVersionInline(admin.TabularInline):
 class ApprovalRuleAdmin(RecordAdmin):
     # Read-only: the dashboard's editor (Rules) versions every change and records who made it;
     # a write here would bypass the audit trail.
-    list_display = ("name", "position", "agent", "tool_pattern", "action", "version", "enabled", "updated_by_name")
-    list_filter = ("action", "enabled", "agent")
+    list_display = ("name", "position", "agent", "tool_pattern", "action", "version", "enabled", "shadow", "updated_by_name")
+    list_filter = ("action", "enabled", "shadow", "agent")
     search_fields = ("name", "tool_pattern")
     inlines = [ApprovalRuleVersionInline]
 

@@ -27,6 +27,11 @@ class ApprovalRule(models.Model):
     )
     position = models.IntegerField(default=100, help_text="Lower is tried first.")
     enabled = models.BooleanField(default=True)
+    shadow = models.BooleanField(
+        default=False, verbose_name="In shadow",
+        help_text="Tried on every live destructive call, and what it would have decided is recorded, "
+        "but people decide as if it did not exist.",
+    )
     tool_pattern = models.CharField(
         max_length=200, default="*", help_text="Tool name, or a pattern with * and ? (refund_*)."
     )
@@ -91,6 +96,36 @@ class ApprovalRuleVersion(models.Model):
 
     def __str__(self):
         return f"rule {self.rule_key} v{self.version} {self.change}"
+
+
+class ShadowDecision(models.Model):
+    """What a rule in shadow would have decided about one live destructive call, recorded when the
+    call was asked about; the call's own approval says what really happened. Kept by rule_key and
+    name, like decisions, so the record outlives an edit or a deletion of the rule."""
+
+    class Outcome(models.TextChoices):
+        APPROVE = "approve", "Approve automatically"
+        REJECT = "reject", "Reject automatically"
+        BLOCKED = "blocked", "Approve, but a safeguard sends it to a person"
+        ASK = "ask", "Ask people"
+
+    approval = models.ForeignKey(Approval, on_delete=models.CASCADE, related_name="shadow_decisions")
+    # No foreign key to the rule: a rule deleted while the call was asked about must not fail the
+    # loop's commit (the acting rule is held for that; a rule in shadow is not worth a lock).
+    rule_key = models.BigIntegerField(help_text="The rule's id, kept after it is deleted.")
+    rule_version = models.PositiveIntegerField()
+    rule_name = models.CharField(max_length=200)
+    outcome = models.CharField(max_length=10, choices=Outcome.choices)
+    detail = models.TextField(blank=True, help_text="Its words: the reason it would give, or who it would ask.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        indexes = [models.Index(fields=["rule_key", "-created_at"], name="shadow_by_rule")]
+        constraints = [models.UniqueConstraint(fields=["approval", "rule_key"], name="one_shadow_per_rule_and_call")]
+
+    def __str__(self):
+        return f"rule {self.rule_key} v{self.rule_version} would {self.outcome} approval {self.approval_id}"
 
 
 class ApprovalVote(models.Model):

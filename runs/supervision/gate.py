@@ -15,7 +15,8 @@ from runs.engine import hooks
 from runs.engine.events import approvals_changed, event_record
 from runs.engine.snapshots import approval_brief
 from runs.models import Approval, ToolCall
-from runs.supervision.route_facts import call_route
+from runs.supervision.route_facts import call_routes
+from runs.supervision.shadow import shadow_decisions_record
 from runs.webhooks import approval_pending_data, notify
 
 EXPIRED = "approval expired"
@@ -81,7 +82,7 @@ def approval_request(
     A call whose outcome is unknown (it may have taken effect) always waits for a person,
     whatever the policy: approving it again is a decision about a possible second effect."""
     run = recorder.run
-    route, unseen = call_route(call=call, tool=tool, run=run, config=config, outcome_unknown=outcome_unknown)
+    route, unseen, shadowed = call_routes(call=call, tool=tool, run=run, config=config, outcome_unknown=outcome_unknown)
     timeout = config.get("approval_timeout_seconds")
     now = timezone.now()
     approval = Approval(
@@ -98,6 +99,7 @@ def approval_request(
         escalate_after = (route.rule and route.rule.escalate_after_seconds) or config.get("escalate_after_seconds")
         approval.escalate_at = now + timedelta(seconds=escalate_after) if escalate_after else None
     approval.save()
+    shadow_decisions_record(approval, shadowed)
     call.approval = approval
     if approval.status != Approval.Status.PENDING:
         return _apply(call, approval, recorder)

@@ -7,20 +7,32 @@ from runs.engine.guards import parse_arguments
 from runs.models import ApprovalRule, RunGrant
 from runs.supervision.provenance import call_unseen_ids
 from runs.supervision.routes import GrantFacts, Route, route_call
-from runs.supervision.rules import CallFacts, RuleSpec, first_match, rules_in_force
+from runs.supervision.rules import CallFacts, RuleSpec, first_match, rules_enabled
+from runs.supervision.shadow import shadow_routes
 from toolsapp.sensitive import MASK
 
 
 def call_route(*, call, tool, run, config: dict, outcome_unknown: bool = False) -> tuple[Route, tuple[str, ...]]:
     """(the route of `call`, the identifiers of its arguments the run had not seen, a sensitive
-    one as "field: ••••").
+    one as "field: ••••")."""
+    route, unseen, _shadows = call_routes(call=call, tool=tool, run=run, config=config, outcome_unknown=outcome_unknown)
+    return route, unseen
+
+
+def call_routes(
+    *, call, tool, run, config: dict, outcome_unknown: bool = False
+) -> tuple[Route, tuple[str, ...], list[tuple[RuleSpec, Route]]]:
+    """`call_route`, and what each rule in shadow would have decided instead (shadow.shadow_routes;
+    none for a call asked about again after a crash: its first asking was recorded).
 
     Reads the rules in force now (a rule changed since the last call counts with its new version),
     the run's active grants for the tool and, for the arguments, what the run had been shown."""
     policy = config.get("approval_policy", "ask")
     arguments, _error = parse_arguments(call.arguments)  # a call that got here has valid arguments
     arguments = arguments or {}
-    rule = _matching_rule(run=run, call=call, arguments=arguments)
+    facts = CallFacts(call.tool_name, arguments, run.agent_id, customer=run.customer or "",
+                      launched_by_id=run.created_by_id)
+    rule, acting, shadows = _matching_rule(run=run, facts=facts)
     grants = tuple(
         GrantFacts(pk, args_hash)
         for pk, args_hash in RunGrant.objects.filter(
@@ -32,18 +44,24 @@ def call_route(*, call, tool, run, config: dict, outcome_unknown: bool = False) 
         unseen, unseen_fields = call_unseen_ids(
             run=run, call=call, arguments=arguments, sensitive_fields=tool.sensitive_fields or []
         )
-    route = route_call(
-        tool_name=call.tool_name, args_hash=call.args_hash, policy=policy, rule=rule,
-        always_ask=tool.always_ask, critical=tool.critical, unseen_ids=tuple(unseen),
-        unseen_sensitive=tuple(unseen_fields), outcome_unknown=outcome_unknown, grants=grants,
+
+    def route_under(rule: RuleSpec | None) -> Route:
+        return route_call(
+            tool_name=call.tool_name, args_hash=call.args_hash, policy=policy, rule=rule,
+            always_ask=tool.always_ask, critical=tool.critical, unseen_ids=tuple(unseen),
+            unseen_sensitive=tuple(unseen_fields), outcome_unknown=outcome_unknown, grants=grants,
+        )
+
+    shadowed = [] if outcome_unknown or not shadows else shadow_routes(
+        acting=acting, shadows=shadows, facts=facts, route_for=route_under
     )
     # What the approval records: the ids, and each sensitive field that held one by its name only.
-    return route, (*unseen, *(f"{name}: {MASK}" for name in unseen_fields))
+    return route_under(rule), (*unseen, *(f"{name}: {MASK}" for name in unseen_fields)), shadowed
 
 
-def _matching_rule(*, run, call, arguments) -> RuleSpec | None:
-    """The first rule in force that matches the call, its row held as read until the loop's
-    transaction commits the approval that names it.
+def _matching_rule(*, run, facts: CallFacts) -> tuple[RuleSpec | None, list[RuleSpec], list[RuleSpec]]:
+    """(The first acting rule that matches the call, the acting rules, the rules in shadow), the
+    first one's row held as read until the loop's transaction commits the approval that names it.
 
     Held (FOR KEY SHARE: what the approval's foreign key check takes at commit anyway, so runs do
     not wait for each other), the rule cannot be saved or deleted before the decision commits: a
@@ -52,12 +70,11 @@ def _matching_rule(*, run, call, arguments) -> RuleSpec | None:
     whole step (the run ended with an internal error). A rule saved or deleted after it was read
     and before it was held is read again, as it is now."""
     while True:
-        rules = rules_in_force(run.agent_id)
-        facts = CallFacts(call.tool_name, arguments, run.agent_id, customer=run.customer or "",
-                          launched_by_id=run.created_by_id)
-        rule = first_match(rules, facts)
+        rules = rules_enabled(run.agent_id)
+        acting = [r for r in rules if not r.shadow]
+        rule = first_match(acting, facts)
         if rule is None or _rule_held(rule):
-            return rule
+            return rule, acting, [r for r in rules if r.shadow]
 
 
 def _rule_held(rule: RuleSpec) -> bool:

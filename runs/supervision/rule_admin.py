@@ -16,7 +16,7 @@ from runs.supervision.rules import conditions_errors
 
 # Every field of a rule that a person chooses, in the editor's order.
 RULE_FIELDS = (
-    "name", "agent", "position", "enabled", "tool_pattern", "conditions", "customer", "launched_by",
+    "name", "agent", "position", "enabled", "shadow", "tool_pattern", "conditions", "customer", "launched_by",
     "action", "group", "reason", "escalate_after_seconds",
 )
 DEFAULT_REJECT_REASON = "An approval rule does not allow this call."
@@ -81,7 +81,7 @@ def rule_snapshot(rule: ApprovalRule) -> dict:
     """Every field of the rule as plain data: what one version of it said."""
     return {
         "name": rule.name, "agent_id": rule.agent_id, "agent": rule.agent.name if rule.agent_id else None,
-        "position": rule.position, "enabled": rule.enabled, "tool_pattern": rule.tool_pattern,
+        "position": rule.position, "enabled": rule.enabled, "shadow": rule.shadow, "tool_pattern": rule.tool_pattern,
         "conditions": rule.conditions, "customer": rule.customer, "launched_by_id": rule.launched_by_id,
         "launched_by": rule.launched_by.get_username() if rule.launched_by_id else None,
         "launched_by_unresolved": rule.launched_by_unresolved,

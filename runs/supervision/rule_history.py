@@ -12,7 +12,7 @@ from runs.supervision.rules import condition_text
 
 HISTORY_LIMIT = 50
 _FIELD_NAMES = {
-    "agent": "agent", "position": "position", "enabled": "enabled", "tool_pattern": "tool",
+    "agent": "agent", "position": "position", "enabled": "enabled", "shadow": "shadow", "tool_pattern": "tool",
     "conditions": "conditions", "customer": "customer", "launched_by_id": "launched by",
     "launched_by_unresolved": "launched by", "action": "action",
     "group": "group", "reason": "reason", "escalate_after_seconds": "escalation", "name": "name",
@@ -74,9 +74,14 @@ def _launcher(snapshot: dict, usernames: dict[int, str]) -> str:
     return usernames.get(account, f"account #{account}, since deleted")
 
 
+# Fields added after versions were first recorded: what a snapshot without them meant.
+_SNAPSHOT_DEFAULTS = {"shadow": False}
+
+
 def _changed_fields(before: dict, after: dict) -> list[str]:
     names = []
     for key, label in _FIELD_NAMES.items():
-        if before.get(key) != after.get(key) and label not in names:
+        default = _SNAPSHOT_DEFAULTS.get(key)
+        if before.get(key, default) != after.get(key, default) and label not in names:
             names.append(label)
     return names

@@ -62,6 +62,8 @@ class RuleSpec:
     group_id: int | None = None
     reason: str = ""
     escalate_after_seconds: int | None = None
+    position: int = 100
+    shadow: bool = False  # records what it would decide; never decides
 
     @property
     def label(self) -> str:
@@ -84,12 +86,19 @@ def rule_spec(rule: ApprovalRule) -> RuleSpec:
         id=rule.pk, name=rule.name, version=rule.version, action=rule.action, agent_id=rule.agent_id,
         tool_pattern=rule.tool_pattern or "*", conditions=tuple(rule.conditions or ()), customer=rule.customer,
         launched_by_id=rule.launched_by_id, launcher_unresolved=rule.launched_by_unresolved, group_id=rule.group_id, reason=rule.reason,
-        escalate_after_seconds=rule.escalate_after_seconds,
+        escalate_after_seconds=rule.escalate_after_seconds, position=rule.position, shadow=rule.shadow,
     )
 
 
 def rules_in_force(agent_id: int | None) -> list[RuleSpec]:
-    """The enabled rules that can apply to a run of this agent, in the order they are tried."""
+    """The enabled rules that decide calls of a run of this agent, in the order they are tried
+    (a rule in shadow decides nothing)."""
+    return [rule for rule in rules_enabled(agent_id) if not rule.shadow]
+
+
+def rules_enabled(agent_id: int | None) -> list[RuleSpec]:
+    """The enabled rules that can apply to a run of this agent, in shadow or not, in the order
+    they are tried. One query."""
     rows = ApprovalRule.objects.filter(enabled=True).order_by("position", "pk")
     return [rule_spec(r) for r in rows if r.agent_id is None or r.agent_id == agent_id]
 

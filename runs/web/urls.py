@@ -55,4 +55,5 @@ urlpatterns = [
     path("rules/new/", rules.rule_create_view, name="rule_create"),
     path("rules/<int:pk>/", rules.rule_edit_view, name="rule_edit"),
     path("rules/<int:pk>/delete/", rules.rule_delete_view, name="rule_delete"),
+    path("rules/<int:pk>/shadow/", rules.rule_shadow_view, name="rule_shadow"),
 ]

@@ -67,6 +67,11 @@ class RuleForm(forms.Form):
     )
     position = forms.IntegerField(initial=100, min_value=-MAX_INT - 1, max_value=MAX_INT, help_text="Rules are tried from the lowest position; the first that matches decides.")
     enabled = forms.BooleanField(required=False, initial=True)
+    shadow = forms.BooleanField(
+        required=False, label="In shadow",
+        help_text="Decides nothing: records what it would have decided about every live call, for comparison with "
+        "what people decided (shown on this page once saved).",
+    )
     tool_pattern = forms.CharField(
         max_length=200, initial="*", label="Tool", help_text="A tool name, or a pattern with * and ? (refund_*).",
         widget=forms.TextInput(attrs={"list": "rule-tool-suggestions", "autocomplete": "off"}),

@@ -11,6 +11,7 @@ from runs.supervision.rule_admin import SAFEGUARDS_TEXT, rule_create, rule_delet
 from runs.supervision.rule_history import rule_conditions_text, rule_history, rule_list
 from runs.supervision.rule_preview import PREVIEW_CALLS, draft_spec, rule_preview
 from runs.supervision.rules import condition_text, condition_warnings
+from runs.supervision.shadow_report import shadow_report
 from runs.web.forms.rules import RuleForm
 
 
@@ -49,6 +50,24 @@ def rule_delete_view(request, pk: int):
     return redirect("rule_list")
 
 
+@login_required
+@permission_required(PERM_MANAGE_RULES, raise_exception=True)
+@require_POST
+def rule_shadow_view(request, pk: int):
+    """One click: put the rule in shadow, or let it decide again. Versioned like any edit."""
+    rule = get_object_or_404(ApprovalRule, pk=pk)
+    shadow = request.POST.get("shadow") == "on"
+    saved = rule_update(rule=rule, data={"shadow": shadow}, user=request.user)
+    if shadow:
+        messages.success(request, f"Rule {saved.name!r} is in shadow (version {saved.version}): it records what it "
+                         "would decide on every live call, and people decide as if it did not exist.")
+    else:
+        messages.success(request, f"Rule {saved.name!r} decides calls again (version {saved.version}).")
+    if request.POST.get("next") == "edit":  # from the rule's own page: stay there
+        return redirect("rule_edit", saved.pk)
+    return redirect("rule_list")
+
+
 def _rule_form(request, rule: ApprovalRule | None):
     initial = None
     if rule is None and request.GET.get("agent", "").isdigit():
@@ -71,7 +90,8 @@ def _rule_form(request, rule: ApprovalRule | None):
             return redirect("rule_list")
     if request.method == "GET" and rule is not None:
         preview["condition_warnings"] = condition_warnings(rule.conditions)
+    report = shadow_report(rule.pk) if rule is not None else None
     return render(request, "runs/rule_form.html", {
-        "form": form, "rule": rule, **preview, "preview_calls": PREVIEW_CALLS,
+        "form": form, "rule": rule, **preview, "preview_calls": PREVIEW_CALLS, "shadow": report,
         "safeguards": SAFEGUARDS_TEXT, "history": rule_history(rule_key=rule.pk, limit=20) if rule else [],
     })

@@ -109,3 +109,34 @@ class RulePreviewSerializer(serializers.Serializer):
     not_matched = serializers.IntegerField()
     unreadable = serializers.IntegerField(help_text="Calls whose arguments are not JSON (never matched).")
     examples = PreviewExampleSerializer(many=True)
+
+
+class ShadowVersionSerializer(serializers.Serializer):
+    version = serializers.IntegerField()
+    seen = serializers.IntegerField(help_text="Live calls this version would have decided.")
+    agreed = serializers.IntegerField()
+    disagreed = serializers.IntegerField()
+    agreement_percent = serializers.IntegerField(allow_null=True, help_text="Of the calls both it and a person decided.")
+    left_to_people = serializers.IntegerField(help_text="It would have asked people, or a safeguard would have.")
+    decided_otherwise = serializers.IntegerField(help_text="Decided automatically by something else.")
+    undecided = serializers.IntegerField(help_text="Still waiting, expired, or closed with their run.")
+    outcomes = serializers.DictField(child=serializers.IntegerField())
+
+
+class ShadowDisagreementSerializer(serializers.Serializer):
+    approval = serializers.IntegerField()
+    run = serializers.IntegerField()
+    tool = serializers.CharField()
+    args_hash = serializers.CharField()
+    rule_version = serializers.IntegerField()
+    would = serializers.CharField()
+    would_words = serializers.CharField()
+    detail = serializers.CharField()
+    people = serializers.CharField()
+    decided_by = serializers.CharField()
+    decided_at = serializers.DateTimeField(allow_null=True)
+
+
+class ShadowReportSerializer(serializers.Serializer):
+    versions = ShadowVersionSerializer(many=True)
+    disagreements = ShadowDisagreementSerializer(many=True, help_text="The newest 50.")

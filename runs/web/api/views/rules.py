@@ -8,12 +8,14 @@ from runs.models import ApprovalRule, ApprovalRuleVersion
 from runs.roles import PERM_ADD_RULES, PERM_DELETE_RULES, PERM_MANAGE_RULES, PERM_VIEW_RULES
 from runs.supervision.rule_admin import rule_delete
 from runs.supervision.rule_preview import draft_spec, rule_preview
+from runs.supervision.shadow_report import shadow_report
 from runs.web.api.schema import errors
 from runs.web.api.serializers.rules import (
     RuleDraftSerializer,
     RulePreviewSerializer,
     RuleSerializer,
     RuleVersionSerializer,
+    ShadowReportSerializer,
 )
 from runs.web.api.views.base import CrudViewSet, _crud_schema
 
@@ -46,3 +48,10 @@ class RuleViewSet(CrudViewSet):
         rule = self.get_object()
         rows = ApprovalRuleVersion.objects.filter(rule_key=rule.pk).order_by("-version")
         return self.get_paginated_response(RuleVersionSerializer(self.paginate_queryset(rows), many=True).data)
+
+    @extend_schema(summary="What the rule decided in shadow against what people decided, per version",
+                   responses={200: ShadowReportSerializer, **errors(404)})
+    @action(detail=True, methods=["get"])
+    def shadow(self, request, pk=None):
+        rule = self.get_object()
+        return Response(shadow_report(rule.pk).as_dict())
