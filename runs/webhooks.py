@@ -2,7 +2,8 @@
 
 Events: "approval.pending" (a destructive call waits for a person), "approval.escalated" (it has
 waited past its escalation threshold; sent once, by runs/supervision/escalation.py, alongside an
-e-mail) and "budget.alert" (an agent crossed its daily threshold). Each URL's delivery is a row (WebhookDelivery) written in the
+e-mail), "approval.expiring" (it will expire soon; sent once, by runs/supervision/expiry_warnings.py,
+alongside an e-mail) and "budget.alert" (an agent crossed its daily threshold). Each URL's delivery is a row (WebhookDelivery) written in the
 transaction that makes the event, so a lost broker loses nothing: its task is queued after commit,
 sends it and marks it delivered, or failed after WEBHOOK_MAX_ATTEMPTS with backoff; the periodic
 sweep queues again a delivery whose task never came (`webhooks_resend`). Delivery is at least

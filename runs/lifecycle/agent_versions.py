@@ -21,7 +21,8 @@ VERSIONED_FIELDS = (
     "max_iterations", "repeat_limit", "max_wall_seconds", "max_tokens", "max_cost_usd", "max_output_tokens",
     "context_budget_tokens", "compact_context",
     "first_tool_choice", "later_tool_choice", "parallel_tool_calls", "stream_answers", "provider_options",
-    "verifier", "summarize_on_stop", "approval_timeout_seconds", "escalate_after_seconds", "escalation_emails",
+    "verifier", "summarize_on_stop", "approval_timeout_seconds", "escalate_after_seconds", "expiry_warning_seconds",
+    "escalation_emails",
     "daily_token_alert", "daily_cost_alert_usd",
 )
 LABELS = {"model_list": "models", "system_prompt": "system prompt", "base_url": "endpoint"}

@@ -28,7 +28,8 @@ AGENT_FIELDS = (
     "max_iterations", "repeat_limit", "max_wall_seconds", "max_tokens", "max_cost_usd", "max_output_tokens",
     "context_budget_tokens", "compact_context",
     "first_tool_choice", "later_tool_choice", "parallel_tool_calls", "stream_answers", "provider_options",
-    "verifier", "summarize_on_stop", "approval_timeout_seconds", "escalate_after_seconds", "escalation_emails",
+    "verifier", "summarize_on_stop", "approval_timeout_seconds", "escalate_after_seconds", "expiry_warning_seconds",
+    "escalation_emails",
     "daily_token_alert", "daily_cost_alert_usd",
 )
 MAX_MODEL_NAME = 200
@@ -127,7 +128,7 @@ _RULES: dict[str, Callable] = {
     **{name: _limit(check_positive_number, name) for name in POSITIVE_NUMBER_LIMITS},
     **{name: _limit(check_positive_int, name, optional=True)
        for name in ("max_output_tokens", "context_budget_tokens", "approval_timeout_seconds", "escalate_after_seconds",
-                    "daily_token_alert")},
+                    "expiry_warning_seconds", "daily_token_alert")},
     "daily_cost_alert_usd": _limit(check_positive_number, "daily_cost_alert_usd", optional=True),
 }
 

@@ -20,7 +20,7 @@ from runs.models import Run
 
 # The settings named by what differs, in the order a person reads them (others follow, by name).
 ORDER = ("tools", "models", "base_url", *LIMIT_SETTINGS, "max_output_tokens", "system_prompt", "provider_options",
-         "verifier", "approval_timeout_seconds", "escalate_after_seconds", "approval_policy")
+         "verifier", "approval_timeout_seconds", "escalate_after_seconds", "expiry_warning_seconds", "approval_policy")
 # Said without their values: long text, or options that may hold a provider's keys.
 CHANGED_ONLY = {"system_prompt": "the system prompt changed", "provider_options": "provider options changed"}
 NOT_SETTINGS = {TRUSTED_BASE_URL_KEY}  # a mark of who launched the parent, not a setting

@@ -18,6 +18,7 @@ from runs.models import Approval, Run
 from runs.observability.metrics import counter
 from runs.supervision.decide import approvals_expire
 from runs.supervision.escalation import approvals_escalate
+from runs.supervision.expiry_warnings import approvals_warn
 from runs.webhooks import webhooks_resend
 
 log = logging.getLogger("runs.services.housekeeping")  # its name from before the move: operators filter on it
@@ -51,13 +52,15 @@ def runs_sweep() -> dict:
     summaries_abandoned(lease_free)
     expired = approvals_expire()
     escalated = approvals_escalate()  # after expiry: an expired approval needs nobody any more
+    warned = approvals_warn()
     webhooks = webhooks_resend()
     counted = counter.count_left_over()  # ended runs whose process died before counting them
-    if stranded or expired or escalated or webhooks or counted:
+    if stranded or expired or escalated or warned or webhooks or counted:
         log.info(json.dumps({"event": "sweep", "redispatched": stranded, "approvals_expired": expired,
-                             "approvals_escalated": escalated, "webhooks_resent": webhooks,
+                             "approvals_escalated": escalated, "approvals_warned": warned, "webhooks_resent": webhooks,
                              "runs_counted": counted}))
     return {"redispatched": stranded, "approvals_expired": expired, "approvals_escalated": escalated,
+            "approvals_warned": warned,
             "webhooks_resent": webhooks, "runs_counted": counted}
 
 

@@ -83,6 +83,7 @@ def _config(*, agent: Agent, overrides: dict, approval_policy: str = "ask") -> d
         "verifier": agent.verifier,
         "approval_timeout_seconds": agent.approval_timeout_seconds or settings.APPROVAL_TIMEOUT_SECONDS or None,
         "escalate_after_seconds": agent.escalate_after_seconds,  # a matching rule's own threshold wins
+        "expiry_warning_seconds": agent.expiry_warning_seconds,  # the same
         "approval_policy": approval_policy,
         **overrides,
     }

@@ -53,6 +53,11 @@ class Agent(models.Model):
     escalate_after_seconds = models.PositiveIntegerField(
         null=True, blank=True, help_text="Notify the escalation target when an approval waits longer; empty: never."
     )
+    expiry_warning_seconds = models.PositiveIntegerField(
+        null=True, blank=True, verbose_name="Warn before expiry (seconds)",
+        help_text="Warn people (webhook, e-mail, the queue's badge) this long before a waiting call expires; "
+        "empty: when a fifth of the approval timeout is left.",
+    )
     escalation_emails = models.TextField(
         blank=True, help_text="Who is e-mailed on escalation (comma separated); empty uses APPROVAL_ESCALATION_EMAILS."
     )
@@ -404,11 +409,16 @@ class Approval(models.Model):
     unseen_ids = models.JSONField(default=list, blank=True, help_text="Identifiers the run had not seen when asked.")
     escalate_at = models.DateTimeField(null=True, blank=True)
     escalated_at = models.DateTimeField(null=True, blank=True)
+    # When people are warned that it will expire (expires_at less the agent's or rule's warning),
+    # and when they were: claimed once by the sweep, like an escalation.
+    warn_at = models.DateTimeField(null=True, blank=True)
+    warned_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["requested_at", "pk"]
         permissions = [("decide_approval", "Can approve or reject destructive calls")]
-        indexes = [models.Index(fields=["status", "requested_at"]), models.Index(fields=["status", "escalate_at"])]
+        indexes = [models.Index(fields=["status", "requested_at"]), models.Index(fields=["status", "escalate_at"]),
+                   models.Index(fields=["status", "warn_at"], name="approval_warn_due")]
 
     def __str__(self):
         return f"Approval of {self.tool_call}"

@@ -62,6 +62,9 @@ class ApprovalRule(models.Model):
     escalate_after_seconds = models.PositiveIntegerField(
         null=True, blank=True, help_text="Escalate calls it sends to people after this long; empty: the agent's."
     )
+    expiry_warning_seconds = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Calls it sends to people warn this long before they expire; empty: the agent's."
+    )
     version = models.PositiveIntegerField(default=1, editable=False)
     updated_by_name = models.CharField(max_length=150, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)

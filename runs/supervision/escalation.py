@@ -86,6 +86,19 @@ def _one_line(text: str, limit: int = 100) -> str:
 
 def escalation_email(approval: Approval, *, now: datetime, sensitive_fields: list[str]) -> EmailMessage | None:
     """The e-mail for one escalated approval; None when nobody is to be told."""
+    waited = age_text((now - approval.requested_at).total_seconds())
+    return approval_email(
+        approval, now=now, sensitive_fields=sensitive_fields,
+        headline=f"A destructive call has waited {waited} for a decision.",
+        subject=f"Waiting {waited}: {_one_line(approval.tool_call.tool_name)} in run #{approval.run_id}",
+    )
+
+
+def approval_email(
+    approval: Approval, *, now: datetime, sensitive_fields: list[str], headline: str, subject: str,
+) -> EmailMessage | None:
+    """An e-mail about one waiting approval to its agent's escalation addresses: `headline`, then
+    the call's facts and masked arguments, then its link; None when nobody is to be told."""
     recipients = escalation_recipients(approval.run.agent)
     if not recipients:
         return None
@@ -99,6 +112,7 @@ def escalation_email(approval: Approval, *, now: datetime, sensitive_fields: lis
         ("Run", f"#{run.pk}, agent {run.agent.name}" + (f", customer {run.customer}" if run.customer else "")),
         ("Requested", f"{approval.requested_at:%Y-%m-%d %H:%M:%S} UTC"),
         ("Waiting", waited),
+        *([("Expires", f"{approval.expires_at:%Y-%m-%d %H:%M:%S} UTC")] if approval.expires_at else []),
         ("Needs", needs + (f", members of {approval.group.name}" if approval.group_id else "")),
     ]
     if approval.rule_name:
@@ -107,7 +121,7 @@ def escalation_email(approval: Approval, *, now: datetime, sensitive_fields: lis
         facts.append(("Note", approval.note))
     facts.append(("Argument hash", call.args_hash))
     body = "\n".join([
-        f"A destructive call has waited {waited} for a decision.",
+        headline,
         "",
         *(f"{label + ':':<15}{value}" for label, value in facts),
         "",
@@ -118,7 +132,7 @@ def escalation_email(approval: Approval, *, now: datetime, sensitive_fields: lis
         approval_link(approval.pk),
     ])
     return EmailMessage(
-        subject=f"[Agentsite] Waiting {waited}: {tool} in run #{run.pk}",
+        subject=f"[Agentsite] {subject}",
         body=body,
         to=recipients,
         headers={"X-Agentsite-Approval": str(approval.pk)},
@@ -164,15 +178,16 @@ def approvals_escalate(*, limit: int = ESCALATIONS_PER_SWEEP) -> list[int]:
     return [approval.pk for approval in escalated]
 
 
-def escalation_emails_send(approvals: list[Approval], *, now: datetime) -> int:
-    """Send each approval's e-mail over one connection; returns how many were sent. Failures are
-    logged (ids and the error, never arguments) and not retried; they never fail the sweep."""
+def escalation_emails_send(approvals: list[Approval], *, now: datetime, build=escalation_email) -> int:
+    """Send each approval's e-mail (made by `build`) over one connection; returns how many were
+    sent. Failures are logged (ids and the error, never arguments) and not retried; they never
+    fail the sweep."""
     sensitive = dict(
         Tool.objects.filter(name__in={a.tool_call.tool_name for a in approvals}).values_list("name", "sensitive_fields")
     )
     messages = []
     for approval in approvals:
-        message = escalation_email(approval, now=now, sensitive_fields=sensitive.get(approval.tool_call.tool_name) or [])
+        message = build(approval, now=now, sensitive_fields=sensitive.get(approval.tool_call.tool_name) or [])
         if message is not None:
             messages.append((approval, message))
     if not messages:

@@ -15,6 +15,7 @@ from runs.engine import hooks
 from runs.engine.events import approvals_changed, event_record
 from runs.engine.snapshots import approval_brief
 from runs.models import Approval, ToolCall
+from runs.supervision.expiry_warnings import warning_due_at
 from runs.supervision.route_facts import call_routes
 from runs.supervision.shadow import shadow_decisions_record
 from runs.webhooks import approval_pending_data, notify
@@ -98,6 +99,8 @@ def approval_request(
     else:
         escalate_after = (route.rule and route.rule.escalate_after_seconds) or config.get("escalate_after_seconds")
         approval.escalate_at = now + timedelta(seconds=escalate_after) if escalate_after else None
+        warning = (route.rule and route.rule.expiry_warning_seconds) or config.get("expiry_warning_seconds")
+        approval.warn_at = warning_due_at(requested_at=now, expires_at=approval.expires_at, warning_seconds=warning)
     approval.save()
     shadow_decisions_record(approval, shadowed)
     call.approval = approval

@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from django.core.paginator import Page, Paginator
-from django.db.models import Count, Min
+from django.db.models import Count, Min, Q
 from django.utils import timezone
 
 from runs.models import Approval, ArchivedApproval, Run, ToolCall
@@ -182,11 +182,15 @@ class Waiting:
     count: int
     oldest_requested_at: datetime | None  # None when nothing waits
     oldest_waited_seconds: float | None
+    expiring: int = 0  # of them, warned that they will expire soon
 
 
 def approvals_waiting() -> Waiting:
-    """How many approvals wait, and since when the oldest has: one indexed query (status, requested_at)."""
-    found = Approval.objects.filter(status=Approval.Status.PENDING).aggregate(n=Count("pk"), oldest=Min("requested_at"))
+    """How many approvals wait, since when the oldest has, and how many were warned that they
+    expire soon: one query over the pending rows (status, requested_at)."""
+    found = Approval.objects.filter(status=Approval.Status.PENDING).aggregate(
+        n=Count("pk"), oldest=Min("requested_at"), expiring=Count("pk", filter=Q(warned_at__isnull=False)),
+    )
     oldest = found["oldest"] if found["n"] else None
     waited = max(0.0, (timezone.now() - oldest).total_seconds()) if oldest else None
-    return Waiting(found["n"], oldest, waited)
+    return Waiting(found["n"], oldest, waited, found["expiring"])

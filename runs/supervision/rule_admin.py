@@ -17,7 +17,7 @@ from runs.supervision.rules import conditions_errors
 # Every field of a rule that a person chooses, in the editor's order.
 RULE_FIELDS = (
     "name", "agent", "position", "enabled", "shadow", "tool_pattern", "conditions", "customer", "launched_by",
-    "action", "group", "reason", "escalate_after_seconds",
+    "action", "group", "reason", "escalate_after_seconds", "expiry_warning_seconds",
 )
 DEFAULT_REJECT_REASON = "An approval rule does not allow this call."
 SAFEGUARDS_TEXT = (
@@ -26,7 +26,8 @@ SAFEGUARDS_TEXT = (
 )
 _TEXT_FIELDS = ("name", "tool_pattern", "customer", "reason")
 MAX_INT = 2**31 - 1  # what an integer column holds on every database (SQLite would not say)
-_INT_RANGES = {"position": (-MAX_INT - 1, MAX_INT), "escalate_after_seconds": (1, MAX_INT)}
+_INT_RANGES = {"position": (-MAX_INT - 1, MAX_INT), "escalate_after_seconds": (1, MAX_INT),
+               "expiry_warning_seconds": (1, MAX_INT)}
 
 
 class InvalidRule(ValueError):
@@ -86,7 +87,8 @@ def rule_snapshot(rule: ApprovalRule) -> dict:
         "launched_by": rule.launched_by.get_username() if rule.launched_by_id else None,
         "launched_by_unresolved": rule.launched_by_unresolved,
         "action": rule.action, "group_id": rule.group_id, "group": rule.group.name if rule.group_id else None,
-        "reason": rule.reason, "escalate_after_seconds": rule.escalate_after_seconds, "version": rule.version,
+        "reason": rule.reason, "escalate_after_seconds": rule.escalate_after_seconds,
+        "expiry_warning_seconds": rule.expiry_warning_seconds, "version": rule.version,
     }
 
 

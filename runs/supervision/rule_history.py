@@ -15,7 +15,8 @@ _FIELD_NAMES = {
     "agent": "agent", "position": "position", "enabled": "enabled", "shadow": "shadow", "tool_pattern": "tool",
     "conditions": "conditions", "customer": "customer", "launched_by_id": "launched by",
     "launched_by_unresolved": "launched by", "action": "action",
-    "group": "group", "reason": "reason", "escalate_after_seconds": "escalation", "name": "name",
+    "group": "group", "reason": "reason", "escalate_after_seconds": "escalation",
+    "expiry_warning_seconds": "expiry warning", "name": "name",
 }
 
 
@@ -75,7 +76,7 @@ def _launcher(snapshot: dict, usernames: dict[int, str]) -> str:
 
 
 # Fields added after versions were first recorded: what a snapshot without them meant.
-_SNAPSHOT_DEFAULTS = {"shadow": False}
+_SNAPSHOT_DEFAULTS = {"shadow": False, "expiry_warning_seconds": None}
 
 
 def _changed_fields(before: dict, after: dict) -> list[str]:

@@ -62,6 +62,7 @@ class RuleSpec:
     group_id: int | None = None
     reason: str = ""
     escalate_after_seconds: int | None = None
+    expiry_warning_seconds: int | None = None
     position: int = 100
     shadow: bool = False  # records what it would decide; never decides
 
@@ -86,7 +87,8 @@ def rule_spec(rule: ApprovalRule) -> RuleSpec:
         id=rule.pk, name=rule.name, version=rule.version, action=rule.action, agent_id=rule.agent_id,
         tool_pattern=rule.tool_pattern or "*", conditions=tuple(rule.conditions or ()), customer=rule.customer,
         launched_by_id=rule.launched_by_id, launcher_unresolved=rule.launched_by_unresolved, group_id=rule.group_id, reason=rule.reason,
-        escalate_after_seconds=rule.escalate_after_seconds, position=rule.position, shadow=rule.shadow,
+        escalate_after_seconds=rule.escalate_after_seconds,
+        expiry_warning_seconds=rule.expiry_warning_seconds, position=rule.position, shadow=rule.shadow,
     )
 
 

@@ -14,6 +14,7 @@ def pending_approvals(request):
     if user.has_perm("runs.view_approval"):
         waiting = approvals_waiting()
         context["pending_approvals"] = waiting.count
+        context["expiring_approvals"] = waiting.expiring
         if waiting.oldest_requested_at:
             # Written into the page, so the header has its final width at the first paint: added
             # by the badge's script after loading, it widened the menu, which could wrap and push

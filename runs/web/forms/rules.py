@@ -96,6 +96,11 @@ class RuleForm(forms.Form):
         required=False, min_value=1, max_value=MAX_INT, label="Escalate after (seconds)",
         help_text="Calls this rule sends to people escalate after this long; empty: the agent's setting.",
     )
+    expiry_warning_seconds = forms.IntegerField(
+        required=False, min_value=1, max_value=MAX_INT, label="Warn before expiry (seconds)",
+        help_text="Calls this rule sends to people warn this long before they expire (webhook, e-mail, the queue's "
+        "badge); empty: the agent's setting.",
+    )
 
     def __init__(self, *args, rule: ApprovalRule | None = None, **kwargs):
         self.rule = rule

@@ -121,6 +121,7 @@ def approval_count(request):
     oldest = waiting.oldest_requested_at
     return JsonResponse({
         "pending": waiting.count,
+        "expiring": waiting.expiring,
         "oldest_requested_at": oldest.isoformat() if oldest else None,
         "oldest_waiting_seconds": round(waiting.oldest_waited_seconds, 1) if oldest else None,
     })
