@@ -6,11 +6,18 @@ from runs.models.metrics import PrunedTotals
 from runs.models.notifications import BudgetAlert, Webhook, WebhookDelivery
 from runs.models.rollups import RollupDay, RunRollup, StepRollup, ToolRollup, UncountedRun
 from runs.models.search import RunSearchText
-from runs.models.supervision import ApprovalRule, ApprovalRuleVersion, ApprovalVote, RunGrant, ShadowDecision
+from runs.models.supervision import (
+    ApprovalRule,
+    ApprovalRuleVersion,
+    ApprovalVote,
+    RuleQuorumGroup,
+    RunGrant,
+    ShadowDecision,
+)
 from runs.models.versions import AgentVersion
 
 __all__ = [
     "Agent", "AgentVersion", "Approval", "ApprovalRule", "ApprovalRuleVersion", "ApprovalVote", "ArchivedApproval", "BudgetAlert",
-    "OperatorMessage", "PrunedTotals", "RollupDay", "Run", "RunEvent", "RunGrant", "RunRollup", "RunSearchText", "ShadowDecision", "Step", "StepRollup",
+    "OperatorMessage", "PrunedTotals", "RollupDay", "Run", "RunEvent", "RuleQuorumGroup", "RunGrant", "RunRollup", "RunSearchText", "ShadowDecision", "Step", "StepRollup",
     "ToolCall", "ToolChoice", "ToolRollup", "UncountedRun", "Webhook", "WebhookDelivery",
 ]

@@ -402,6 +402,9 @@ class Approval(models.Model):
     required_approvals = models.PositiveSmallIntegerField(default=1)
     approvals_given = models.PositiveSmallIntegerField(default=0)
     group = models.ForeignKey("auth.Group", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    # A quorum: the groups (ids, as the rule named them when the call was asked about) that must
+    # each give one of the approvals, each from a different person.
+    quorum_groups = models.JSONField(default=list, blank=True)
     # An approval with edited arguments: what the call runs with instead, and its keyed hash.
     edited_arguments = models.TextField(blank=True)
     edited_args_hash = models.CharField(max_length=64, blank=True)

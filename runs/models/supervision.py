@@ -19,6 +19,7 @@ class ApprovalRule(models.Model):
         ASK = "ask", "Ask one person"
         ASK_TWO = "ask_two", "Ask two people"
         ASK_GROUP = "ask_group", "Ask a named group"
+        ASK_QUORUM = "ask_quorum", "Ask several people (a quorum)"
 
     name = models.CharField(max_length=200)
     agent = models.ForeignKey(
@@ -58,6 +59,14 @@ class ApprovalRule(models.Model):
         "auth.Group", null=True, blank=True, on_delete=models.PROTECT, related_name="+",
         help_text="Ask a named group: only its members decide.",
     )
+    approvals_needed = models.PositiveSmallIntegerField(
+        null=True, blank=True, help_text="With 'Ask several people': how many different people must approve (2 to 10).",
+    )
+    quorum_groups = models.ManyToManyField(
+        "auth.Group", through="RuleQuorumGroup", blank=True, related_name="+",
+        help_text="With 'Ask several people': each of these groups must give at least one of the approvals, "
+        "each from a different person.",
+    )
     reason = models.TextField(blank=True, help_text="Reject: the reason the model is told.")
     escalate_after_seconds = models.PositiveIntegerField(
         null=True, blank=True, help_text="Escalate calls it sends to people after this long; empty: the agent's."
@@ -75,6 +84,17 @@ class ApprovalRule(models.Model):
 
     def __str__(self):
         return f"{self.name} v{self.version}"
+
+
+class RuleQuorumGroup(models.Model):
+    """A group a quorum rule needs an approval from. PROTECT, as the rule's own group: a deleted
+    group must not turn "one from Finance" into "anyone"."""
+
+    rule = models.ForeignKey(ApprovalRule, on_delete=models.CASCADE, related_name="+")
+    group = models.ForeignKey("auth.Group", on_delete=models.PROTECT, related_name="+")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["rule", "group"], name="unique_rule_quorum_group")]
 
 
 class ApprovalRuleVersion(models.Model):

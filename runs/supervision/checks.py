@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass
 
 from django.conf import settings
+from django.contrib.auth.models import Group
 from django.db.models import Q
 
 from runs.engine.guards import args_hash, parse_arguments
@@ -29,6 +30,13 @@ LAUNCHER_MAY_NOT_APPROVE = "You launched this run: two other people must approve
 
 def only_members(group: str | None) -> str:
     return f"Only members of {group or 'the named group'} may decide this call."
+
+
+def quorum_names(group_ids: list[int]) -> str:
+    """ "Finance or Support": the groups of a quorum, in the rule's order."""
+    names = dict(Group.objects.filter(pk__in=group_ids).values_list("pk", "name"))
+    listed = [names.get(pk, f"group #{pk}") for pk in group_ids]
+    return " or ".join(listed)
 
 
 class NotAllowed(Exception):
@@ -56,6 +64,9 @@ def check_decider(*, approval: Approval, user, approve: bool) -> None:
     only stop a call. Approving a two-person call needs people other than the launcher."""
     if approval.group_id and not user.is_superuser and not user.groups.filter(pk=approval.group_id).exists():
         raise NotAllowed(only_members(approval.group.name if approval.group else None))
+    quorum = approval.quorum_groups
+    if quorum and not user.is_superuser and not user.groups.filter(pk__in=quorum).exists():
+        raise NotAllowed(only_members(quorum_names(quorum)))
     if not approve or approval.required_approvals < 2:
         return
     if approval.run.created_by_id == user.pk:

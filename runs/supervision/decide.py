@@ -26,6 +26,7 @@ from runs.supervision.checks import (
 )
 from runs.supervision.gate import EXPIRED, _expire
 from runs.supervision.grants import grant_create
+from runs.supervision.quorum import quorum_met, quorum_voters
 from toolsapp.models import Tool
 
 __all__ = ["AlreadyDecided", "EditRefused", "NotAllowed", "approval_decide", "approval_expire", "approvals_expire"]
@@ -84,6 +85,11 @@ def _decide_read(
     stale: on PostgreSQL reading takes no lock, so another decision may commit between the read
     and the UPDATE; only the UPDATE's own conditions (from pending) keep that decision."""
     approval_id = approval.pk
+    if approval.quorum_groups and approve:
+        # A quorum is decided from the votes themselves (who covers which group), not only from
+        # the count the UPDATE computes: its row is locked first, so votes arriving at once are
+        # counted one after the other and each sees the ones before it.
+        approval = Approval.objects.select_for_update(of=("self",)).select_related("run", "tool_call").get(pk=approval_id)
     if approval.status != Approval.Status.PENDING:
         raise AlreadyDecided(approval)
     paused = approval.run.status == Run.Status.PAUSED  # decided meanwhile: it waits for its resume
@@ -105,11 +111,17 @@ def _decide_read(
             target = approved_arguments(approval=approval, edit=edit, text=arguments, seen_hash=args_hash)
             restart = target.hash != (approval.edited_args_hash or approval.tool_call.args_hash)
         check_vote(approval=approval, user=person, approve=approve, restart=restart)
-        fields = _decision_fields(approve=approve, person=person, reason=reason, guidance=guidance, now=now, restart=restart)
-        if restart:  # the model's arguments sent back clear the edit
-            fields.update(edited_arguments=target.text, edited_args_hash=target.hash if target.text else "")
+        met = None
         if approve and approval.required_approvals > 1 and not restart:
             _vote(approval=approval, user=person, reason=reason, args_hash=target.hash)
+            if approval.quorum_groups:
+                voters = quorum_voters(approval_id=approval_id, group_ids=approval.quorum_groups)
+                met = quorum_met(required=approval.required_approvals, group_ids=approval.quorum_groups, voters=voters)
+        fields = _decision_fields(
+            approve=approve, person=person, reason=reason, guidance=guidance, now=now, restart=restart, met=met
+        )
+        if restart:  # the model's arguments sent back clear the edit
+            fields.update(edited_arguments=target.text, edited_args_hash=target.hash if target.text else "")
     changed = Approval.objects.filter(only_if, pk=approval_id, status=Approval.Status.PENDING).update(**fields)
     approval = Approval.objects.select_related("tool_call").get(pk=approval_id)
     if not changed:
@@ -132,11 +144,14 @@ def _decide_read(
     return approval
 
 
-def _decision_fields(*, approve: bool, person, reason: str, guidance: str, now, restart: bool = False) -> dict:
+def _decision_fields(
+    *, approve: bool, person, reason: str, guidance: str, now, restart: bool = False, met: bool | None = None
+) -> dict:
     """The columns the deciding UPDATE sets. An approval counts one more; it decides (status,
     decider, reason) only when the count reaches what the call needs, which the database
     computes from the row it locked (in an UPDATE every column reads the row before it).
-    An edit (`restart`) sets the count to its one vote: it decides only a call that needs one."""
+    An edit (`restart`) sets the count to its one vote: it decides only a call that needs one.
+    A quorum's votes were read under its row's lock: `met` says whether they decide it."""
     name = person.get_username()
     if not approve:
         return {
@@ -144,6 +159,8 @@ def _decision_fields(*, approve: bool, person, reason: str, guidance: str, now, 
             "reason": reason.strip() or "no reason given", "guidance": guidance.strip(),
         }
     deciding = Q(required_approvals__lte=1) if restart else Q(approvals_given__gte=F("required_approvals") - 1)
+    if met is not None:
+        deciding = Q(pk__isnull=not met)  # always true or always false
 
     def once_decided(value, meanwhile, field):
         return Case(When(deciding, then=Value(value)), default=Value(meanwhile), output_field=field)

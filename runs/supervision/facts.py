@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from django.contrib.auth.models import Group
 
 from runs.models import Approval, ApprovalVote
+from runs.supervision.quorum import groups_uncovered, quorum_voters
 from toolsapp.models import Tool
 
 
@@ -16,6 +17,8 @@ from toolsapp.models import Tool
 class Supervision:
     voters: list[str] = field(default_factory=list)  # who approved the arguments as they stand, in order
     group: str | None = None  # only its members decide
+    quorum: tuple[str, ...] = ()  # groups that must each give one approval, in the rule's order
+    quorum_missing: tuple[str, ...] = ()  # of them, those still without one
     tool_found: bool = False  # the tool is still there (edits and its flags need it)
     allow_edits: bool = False  # the tool (still there) allows edited arguments
     parameters: dict = field(default_factory=dict)  # the tool's JSON schema, which an edit must satisfy
@@ -38,8 +41,9 @@ def approvals_supervision(approvals: list[Approval]) -> dict[int, Supervision]:
             "approval_id", "user_name"
         ):
             voters[approval_id].append(name)
-    group_ids = {a.group_id for a in approvals if a.group_id}
+    group_ids = {a.group_id for a in approvals if a.group_id} | {g for a in approvals for g in a.quorum_groups}
     groups = dict(Group.objects.filter(pk__in=group_ids).values_list("pk", "name")) if group_ids else {}
+    quorums = {a.pk: _quorum(a, groups) for a in approvals if a.quorum_groups}  # rare: two queries each
     tools = {
         t["name"]: t
         for t in Tool.objects.filter(name__in={a.tool_call.tool_name for a in approvals}).values(
@@ -51,9 +55,20 @@ def approvals_supervision(approvals: list[Approval]) -> dict[int, Supervision]:
         tool = tools.get(approval.tool_call.tool_name)
         result[approval.pk] = Supervision(
             voters=voters.get(approval.pk, []), group=groups.get(approval.group_id), tool_found=tool is not None,
-            **_tool_facts(tool),
+            **quorums.get(approval.pk, {}), **_tool_facts(tool),
         )
     return result
+
+
+def _quorum(approval: Approval, groups: dict[int, str]) -> dict:
+    def name(pk):
+        return groups.get(pk, f"group #{pk}")
+
+    missing = []
+    if approval.status == Approval.Status.PENDING:
+        voters = quorum_voters(approval_id=approval.pk, group_ids=approval.quorum_groups)
+        missing = groups_uncovered(approval.quorum_groups, voters)
+    return {"quorum": tuple(name(pk) for pk in approval.quorum_groups), "quorum_missing": tuple(name(pk) for pk in missing)}
 
 
 def _tool_facts(tool: dict | None) -> dict:

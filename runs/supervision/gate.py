@@ -90,6 +90,7 @@ def approval_request(
         tool_call=call, run=run, note=" ".join(n for n in (note, route.note) if n),
         expires_at=now + timedelta(seconds=timeout) if timeout else None,
         required_approvals=route.required_approvals, group_id=route.group_id, grant_id=route.grant_id,
+        quorum_groups=list(route.quorum_group_ids),
         unseen_ids=list(unseen),
     )
     if route.rule is not None:

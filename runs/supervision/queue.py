@@ -64,6 +64,8 @@ class PendingApproval:
     # asked, the rule that routed the call, and which controls the operator is offered.
     voters: list[str] = field(default_factory=list)
     group_name: str = ""
+    quorum: tuple[str, ...] = ()  # groups that must each give one approval
+    quorum_missing: tuple[str, ...] = ()
     routed_by: str = ""
     edit_json: str = ""  # the arguments to edit; "" when editing is not offered
     edit_refusal: str = ""  # why there is no edit control

@@ -39,6 +39,7 @@ def pending_supervision(items: list[PendingApproval]) -> None:
         approval, facts = item.approval, item.supervision
         item.voters = facts.voters
         item.group_name = facts.group or ""
+        item.quorum, item.quorum_missing = facts.quorum, facts.quorum_missing
         item.routed_by = f"rule {approval.rule_name!r} v{approval.rule_version}" if approval.rule_name else ""
         item.schema = facts.parameters
         item.edit_json, item.edit_refusal = edit_offer(item, facts)
@@ -56,11 +57,14 @@ def decision_refusals(items: list[PendingApproval], user) -> None:
         item.decide_refusal = item.approve_refusal = ""
         if approval.status != Approval.Status.PENDING:
             continue
-        if approval.group_id and not user.is_superuser:
+        if (approval.group_id or approval.quorum_groups) and not user.is_superuser:
             if group_ids is None:
                 group_ids = set(user.groups.values_list("pk", flat=True))
-            if approval.group_id not in group_ids:
+            if approval.group_id and approval.group_id not in group_ids:
                 item.decide_refusal = only_members(item.group_name)
+                continue
+            if approval.quorum_groups and not group_ids & set(approval.quorum_groups):
+                item.decide_refusal = only_members(" or ".join(item.quorum))
                 continue
         if approval.required_approvals > 1:
             if approval.run.created_by_id == user.pk:

@@ -8,7 +8,8 @@ The order (the shared design of issue 14):
 2. a reject-all policy rejects;
 3. the first matching rule: reject rejects with its reason; approve approves unless a safeguard
    holds (tool marked always-ask, an identifier the run never saw, outcome unknown); ask_two asks
-   two people, ask_group a named group; ask is the default (as if no rule matched);
+   two people, ask_group a named group, ask_quorum N people with one from each of its groups;
+   ask is the default (as if no rule matched);
 4. a critical tool needs two people, whatever approves it;
 5. a grant of the run approves an identical call (same tool and arguments hash) or any call of
    its tool, never a call that needs two people or a group, a tool grant never an unseen id;
@@ -43,6 +44,7 @@ class Route:
     grant_id: int | None = None  # the grant that approved it
     required_approvals: int = 1
     group_id: int | None = None
+    quorum_group_ids: tuple[int, ...] = ()  # each gives one of the approvals, from different people
 
     @property
     def automatic(self) -> bool:
@@ -72,14 +74,19 @@ def route_call(
             return Route(REJECTED, reason="automatic: reject-all policy of this run")
         if action == "reject":
             return Route(REJECTED, reason=rule.reason.strip() or "no reason given", rule=rule)
-    two = critical or action == "ask_two"
+    two = critical or action in ("ask_two", "ask_quorum")
     group_id = rule.group_id if action == "ask_group" else None
+    required = 2 if two else 1
+    quorum = ()
+    if action == "ask_quorum":
+        required = max(required, rule.approvals_needed or 2)
+        quorum = rule.quorum_group_ids
     would, grant = _would_approve(action, rule, policy, grants, args_hash, two=two)
     if outcome_unknown:
         # One person, whatever anything else says: approving is a decision about a second effect.
         note = _held_back(would, ["the outcome of this call is unknown after a crash"]) if would else ""
         return Route(PENDING, note=note)
-    people = {"rule": rule, "required_approvals": 2 if two else 1, "group_id": group_id}
+    people = {"rule": rule, "required_approvals": required, "group_id": group_id, "quorum_group_ids": quorum}
     if not would:
         return Route(PENDING, **people)
     # An identical grant was given by a person who read these very arguments: its ids were seen.

@@ -7,17 +7,19 @@ be traced to what v3 said, even after the rule was changed again or deleted.
 """
 import copy
 
+from django.contrib.auth.models import Group
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from runs.engine.text import check_storable_json, storable_text
 from runs.models import ApprovalRule, ApprovalRuleVersion
-from runs.supervision.rules import conditions_errors
+from runs.supervision.quorum import MAX_APPROVALS
+from runs.supervision.rules import conditions_errors, rule_quorum_group_ids
 
 # Every field of a rule that a person chooses, in the editor's order.
 RULE_FIELDS = (
     "name", "agent", "position", "enabled", "shadow", "tool_pattern", "conditions", "customer", "launched_by",
-    "action", "group", "reason", "escalate_after_seconds", "expiry_warning_seconds",
+    "action", "group", "approvals_needed", "quorum_groups", "reason", "escalate_after_seconds", "expiry_warning_seconds",
 )
 DEFAULT_REJECT_REASON = "An approval rule does not allow this call."
 SAFEGUARDS_TEXT = (
@@ -27,7 +29,7 @@ SAFEGUARDS_TEXT = (
 _TEXT_FIELDS = ("name", "tool_pattern", "customer", "reason")
 MAX_INT = 2**31 - 1  # what an integer column holds on every database (SQLite would not say)
 _INT_RANGES = {"position": (-MAX_INT - 1, MAX_INT), "escalate_after_seconds": (1, MAX_INT),
-               "expiry_warning_seconds": (1, MAX_INT)}
+               "expiry_warning_seconds": (1, MAX_INT), "approvals_needed": (2, MAX_APPROVALS)}
 
 
 class InvalidRule(ValueError):
@@ -70,6 +72,14 @@ def rule_errors(*, rule: ApprovalRule | None, data: dict) -> dict[str, list[str]
     rule_assign(candidate, {name: value for name, value in data.items() if name not in errors})
     if candidate.action == ApprovalRule.Action.ASK_GROUP and candidate.group_id is None and "group" not in errors:
         errors["group"] = ["'Ask a named group' needs the group whose members decide."]
+    if candidate.action == ApprovalRule.Action.ASK_QUORUM:
+        needed = candidate.approvals_needed
+        if needed is None and "approvals_needed" not in errors:
+            errors["approvals_needed"] = [f"'Ask several people' needs how many must approve (2 to {MAX_APPROVALS})."]
+        groups = rule_quorum_group_ids(candidate)
+        if needed is not None and len(groups) > needed and "quorum_groups" not in errors:
+            errors["quorum_groups"] = [f"Each group gives one of the {needed} approvals from a different person: "
+                                       f"at most {needed} groups."]
     try:
         candidate.full_clean(exclude=[*errors, "conditions"])  # conditions: checked above, in words
     except ValidationError as exc:
@@ -87,9 +97,24 @@ def rule_snapshot(rule: ApprovalRule) -> dict:
         "launched_by": rule.launched_by.get_username() if rule.launched_by_id else None,
         "launched_by_unresolved": rule.launched_by_unresolved,
         "action": rule.action, "group_id": rule.group_id, "group": rule.group.name if rule.group_id else None,
+        "approvals_needed": rule.approvals_needed, **_quorum_snapshot(rule),
         "reason": rule.reason, "escalate_after_seconds": rule.escalate_after_seconds,
         "expiry_warning_seconds": rule.expiry_warning_seconds, "version": rule.version,
     }
+
+
+def _quorum_snapshot(rule: ApprovalRule) -> dict:
+    ids = list(rule_quorum_group_ids(rule))
+    names = dict(Group.objects.filter(pk__in=ids).values_list("pk", "name")) if ids else {}
+    return {"quorum_group_ids": ids, "quorum_groups": [names.get(pk, f"group #{pk}") for pk in ids]}
+
+
+def _quorum_save(rule: ApprovalRule) -> None:
+    """Write the quorum's groups an edit chose (after the rule's row exists)."""
+    pending = getattr(rule, "pending_quorum_groups", None)
+    if pending is not None:
+        rule.quorum_groups.set(pending)
+        del rule.pending_quorum_groups
 
 
 def rule_create(*, data: dict, user) -> ApprovalRule:
@@ -103,6 +128,7 @@ def rule_create(*, data: dict, user) -> ApprovalRule:
         rule.version = 1
         rule.updated_by_name = _name(user)
         rule.save()
+        _quorum_save(rule)
         _record(rule, ApprovalRuleVersion.Change.CREATED, user)
     return rule
 
@@ -123,6 +149,7 @@ def rule_update(*, rule: ApprovalRule, data: dict, user) -> ApprovalRule:
         current.version += 1
         current.updated_by_name = _name(user)
         current.save()
+        _quorum_save(current)
         _record(current, ApprovalRuleVersion.Change.UPDATED, user)
     return current
 
@@ -152,6 +179,9 @@ def _normalize(rule: ApprovalRule) -> None:
     rule.customer = rule.customer.strip()
     if rule.action != ApprovalRule.Action.ASK_GROUP:
         rule.group = None  # only "ask a named group" uses one; kept, it would read as if it mattered
+    if rule.action != ApprovalRule.Action.ASK_QUORUM:
+        rule.approvals_needed = None  # the same for a quorum's count and groups
+        rule.pending_quorum_groups = []
     if rule.action == ApprovalRule.Action.REJECT and not rule.reason.strip():
         rule.reason = DEFAULT_REJECT_REASON  # the model is always told why
 
@@ -160,6 +190,9 @@ def rule_assign(rule: ApprovalRule, data: dict) -> None:
     """Set the given fields (nothing is saved). Choosing the launcher, an account or anyone (None),
     replaces a launcher name that matched no account; leaving it out keeps the rule matching nobody."""
     for name, value in data.items():
+        if name == "quorum_groups":  # many-to-many: written once the rule is saved (_quorum_save)
+            rule.pending_quorum_groups = list(value or ())
+            continue
         setattr(rule, name, value)
     if "launched_by" in data:
         rule.launched_by_unresolved = ""

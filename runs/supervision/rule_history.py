@@ -15,7 +15,7 @@ _FIELD_NAMES = {
     "agent": "agent", "position": "position", "enabled": "enabled", "shadow": "shadow", "tool_pattern": "tool",
     "conditions": "conditions", "customer": "customer", "launched_by_id": "launched by",
     "launched_by_unresolved": "launched by", "action": "action",
-    "group": "group", "reason": "reason", "escalate_after_seconds": "escalation",
+    "group": "group", "approvals_needed": "quorum", "quorum_group_ids": "quorum", "reason": "reason", "escalate_after_seconds": "escalation",
     "expiry_warning_seconds": "expiry warning", "name": "name",
 }
 
@@ -30,7 +30,8 @@ class RuleChange:
 def rule_list(*, agent: Agent | None = None) -> list[ApprovalRule]:
     """Every rule in the order they are tried (global and per agent); with `agent`, those that can
     apply to its runs."""
-    rules = ApprovalRule.objects.select_related("agent", "group", "launched_by").order_by("position", "pk")
+    rules = (ApprovalRule.objects.select_related("agent", "group", "launched_by").prefetch_related("quorum_groups")
+             .order_by("position", "pk"))
     if agent is not None:
         rules = rules.filter(Q(agent=None) | Q(agent=agent))
     return list(rules)
@@ -76,7 +77,8 @@ def _launcher(snapshot: dict, usernames: dict[int, str]) -> str:
 
 
 # Fields added after versions were first recorded: what a snapshot without them meant.
-_SNAPSHOT_DEFAULTS = {"shadow": False, "expiry_warning_seconds": None}
+_SNAPSHOT_DEFAULTS = {"shadow": False, "expiry_warning_seconds": None, "approvals_needed": None,
+                      "quorum_group_ids": []}
 
 
 def _changed_fields(before: dict, after: dict) -> list[str]:

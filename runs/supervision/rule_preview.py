@@ -40,6 +40,7 @@ OUTCOMES = {
     "reject": "rejected automatically",
     "ask_two": "sent to two people",
     "ask_group": "sent to a named group",
+    "ask_quorum": "sent to several people (a quorum)",
     "ask": "sent to one person",
 }
 
@@ -53,6 +54,7 @@ class RulePreview:
     reject: int = 0
     ask_two: int = 0
     ask_group: int = 0
+    ask_quorum: int = 0
     ask: int = 0
     not_matched: int = 0
     unreadable: int = 0  # arguments that are not JSON: no rule can match them
@@ -62,7 +64,7 @@ class RulePreview:
         return {
             "considered": self.considered, "matched": self.matched, "approve": self.approve,
             "blocked_by_safeguards": self.blocked, "reject": self.reject, "ask_two": self.ask_two,
-            "ask_group": self.ask_group, "ask": self.ask, "not_matched": self.not_matched,
+            "ask_group": self.ask_group, "ask_quorum": self.ask_quorum, "ask": self.ask, "not_matched": self.not_matched,
             "unreadable": self.unreadable,
             "examples": [{"tool": e.tool, "args_hash": e.args_hash, "run_id": e.run_id, "arguments": e.arguments,
                           "outcome": e.outcome} for e in self.examples],
@@ -150,6 +152,8 @@ def _count(preview: RulePreview, action: str, *, blocked: bool) -> str:
         name = "ask_two"
     elif action == Action.ASK_GROUP:
         name = "ask_group"
+    elif action == Action.ASK_QUORUM:
+        name = "ask_quorum"
     else:
         name = "ask"
     setattr(preview, name, getattr(preview, name) + 1)

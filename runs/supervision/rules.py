@@ -20,7 +20,7 @@ from typing import Any
 
 import re2
 
-from runs.models import ApprovalRule
+from runs.models import ApprovalRule, RuleQuorumGroup
 
 OPERATORS = {
     "eq": "equals",
@@ -63,6 +63,8 @@ class RuleSpec:
     reason: str = ""
     escalate_after_seconds: int | None = None
     expiry_warning_seconds: int | None = None
+    approvals_needed: int | None = None  # ask_quorum: how many people
+    quorum_group_ids: tuple[int, ...] = ()  # ask_quorum: each gives one approval
     position: int = 100
     shadow: bool = False  # records what it would decide; never decides
 
@@ -82,13 +84,18 @@ class CallFacts:
     launched_by_id: int | None = None  # the account that launched the run; None when nobody (CLI, schedule)
 
 
-def rule_spec(rule: ApprovalRule) -> RuleSpec:
+def rule_spec(rule: ApprovalRule, *, quorum_group_ids: tuple[int, ...] | None = None) -> RuleSpec:
+    """The rule as plain data. `quorum_group_ids` when read with many rules at once; else its
+    quorum's groups are read here (a rule being edited keeps the ones chosen: rule_admin)."""
+    if quorum_group_ids is None:
+        quorum_group_ids = rule_quorum_group_ids(rule)
     return RuleSpec(
         id=rule.pk, name=rule.name, version=rule.version, action=rule.action, agent_id=rule.agent_id,
         tool_pattern=rule.tool_pattern or "*", conditions=tuple(rule.conditions or ()), customer=rule.customer,
         launched_by_id=rule.launched_by_id, launcher_unresolved=rule.launched_by_unresolved, group_id=rule.group_id, reason=rule.reason,
         escalate_after_seconds=rule.escalate_after_seconds,
-        expiry_warning_seconds=rule.expiry_warning_seconds, position=rule.position, shadow=rule.shadow,
+        expiry_warning_seconds=rule.expiry_warning_seconds, approvals_needed=rule.approvals_needed,
+        quorum_group_ids=quorum_group_ids, position=rule.position, shadow=rule.shadow,
     )
 
 
@@ -101,8 +108,24 @@ def rules_in_force(agent_id: int | None) -> list[RuleSpec]:
 def rules_enabled(agent_id: int | None) -> list[RuleSpec]:
     """The enabled rules that can apply to a run of this agent, in shadow or not, in the order
     they are tried. One query."""
-    rows = ApprovalRule.objects.filter(enabled=True).order_by("position", "pk")
-    return [rule_spec(r) for r in rows if r.agent_id is None or r.agent_id == agent_id]
+    rows = [r for r in ApprovalRule.objects.filter(enabled=True).order_by("position", "pk")
+            if r.agent_id is None or r.agent_id == agent_id]
+    quorums = [r.pk for r in rows if r.action == ApprovalRule.Action.ASK_QUORUM]
+    groups: dict[int, list[int]] = {}
+    if quorums:  # a second query only when a quorum rule can apply
+        for rule_id, group_id in RuleQuorumGroup.objects.filter(rule_id__in=quorums).order_by("pk").values_list(
+                "rule_id", "group_id"):
+            groups.setdefault(rule_id, []).append(group_id)
+    return [rule_spec(r, quorum_group_ids=tuple(groups.get(r.pk, ()))) for r in rows]
+
+
+def rule_quorum_group_ids(rule: ApprovalRule) -> tuple[int, ...]:
+    pending = getattr(rule, "pending_quorum_groups", None)  # chosen in an edit, not saved yet
+    if pending is not None:
+        return tuple(group.pk for group in pending)
+    if rule.pk is None or rule.action != ApprovalRule.Action.ASK_QUORUM:
+        return ()
+    return tuple(RuleQuorumGroup.objects.filter(rule_id=rule.pk).order_by("pk").values_list("group_id", flat=True))
 
 
 def first_match(rules: Iterable[RuleSpec], facts: CallFacts) -> RuleSpec | None:

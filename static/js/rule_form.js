@@ -139,7 +139,12 @@ if (conditions !== null) {
 
 // The group and the reason only mean something with some actions: shown with those only.
 const action = document.getElementById("id_action");
-const RELEVANT = { "field-group": ["ask_group"], "field-reason": ["reject"] };
+const RELEVANT = {
+  "field-group": ["ask_group"],
+  "field-reason": ["reject"],
+  "field-approvals_needed": ["ask_quorum"],
+  "field-quorum_groups": ["ask_quorum"],
+};
 
 function showRelevant() {
   for (const [id, actions] of Object.entries(RELEVANT)) {

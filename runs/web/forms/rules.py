@@ -8,6 +8,7 @@ from django.contrib.auth.models import Group
 from django.forms.models import ModelChoiceIterator
 
 from runs.models import Agent, ApprovalRule
+from runs.supervision.quorum import MAX_APPROVALS
 from runs.supervision.rule_admin import MAX_INT, RULE_FIELDS, rule_errors
 from runs.supervision.rules import OPERATORS
 from toolsapp.models import Tool
@@ -88,6 +89,16 @@ class RuleForm(forms.Form):
         required=False, queryset=Group.objects.order_by("name"), empty_label="—",
         help_text="With 'Ask a named group': only its members decide.",
     )
+    approvals_needed = forms.IntegerField(
+        required=False, min_value=2, max_value=MAX_APPROVALS, label="Approvals needed",
+        help_text="With 'Ask several people': how many different people must approve (one rejection ends it).",
+    )
+    quorum_groups = forms.ModelMultipleChoiceField(
+        required=False, queryset=Group.objects.order_by("name"), label="One approval from each of",
+        widget=forms.CheckboxSelectMultiple,
+        help_text="With 'Ask several people': each chosen group must give one of the approvals, each from a different "
+        "person; only their members decide. None chosen: any people who may decide.",
+    )
     reason = forms.CharField(
         required=False, max_length=2000, widget=forms.Textarea(attrs={"rows": 2}),
         help_text="With 'Reject automatically': what the model is told.",
@@ -146,7 +157,8 @@ class RuleForm(forms.Form):
 
 
 def rule_initial(rule: ApprovalRule) -> dict:
-    initial = {name: getattr(rule, name) for name in RULE_FIELDS}
+    initial = {name: getattr(rule, name) for name in RULE_FIELDS if name != "quorum_groups"}
+    initial["quorum_groups"] = list(rule.quorum_groups.all()) if rule.pk else []
     initial["launched_by"] = KEEP_UNRESOLVED if rule.launched_by_unresolved else rule.launched_by_id
     initial["conditions"] = json.dumps(rule.conditions, ensure_ascii=False, indent=1) if rule.conditions else ""
     return initial

@@ -62,7 +62,7 @@ def test_counts_approvals_and_the_calls_a_safeguard_keeps_from_the_rule(calls):
 
     assert preview.as_dict() == {
         "considered": 7, "matched": 4, "approve": 1, "blocked_by_safeguards": 3, "reject": 0, "ask_two": 0,
-        "ask_group": 0, "ask": 0, "not_matched": 2, "unreadable": 1,
+        "ask_group": 0, "ask_quorum": 0, "ask": 0, "not_matched": 2, "unreadable": 1,
         "examples": [
             {"tool": "cancel_order", "args_hash": again.args_hash[:12], "run_id": calls.run.pk,
              "arguments": '{"order_id": "ORD-5"}', "outcome": BLOCKED},

@@ -47,6 +47,10 @@ class RuleSerializer(KnownFieldsOnly, serializers.ModelSerializer):
         help_text="The username of the account whose runs this rule covers (read back as its current username). "
         "Null: any launcher.",
     )
+    quorum_groups = NameRelatedField(
+        slug_field="name", queryset=Group.objects.all(), many=True, required=False,
+        help_text="With ask_quorum: the groups (by name) that must each give one of the approvals, from different people.",
+    )
     conditions = ConditionsField(required=False, help_text="All must hold.")
     action = choice(ApprovalRule.Action.choices, "RuleAction", required=False)
 
@@ -105,6 +109,7 @@ class RulePreviewSerializer(serializers.Serializer):
     reject = serializers.IntegerField()
     ask_two = serializers.IntegerField()
     ask_group = serializers.IntegerField()
+    ask_quorum = serializers.IntegerField()
     ask = serializers.IntegerField()
     not_matched = serializers.IntegerField()
     unreadable = serializers.IntegerField(help_text="Calls whose arguments are not JSON (never matched).")
