@@ -4,6 +4,8 @@ from rest_framework.authentication import BaseAuthentication, get_authorization_
 from rest_framework.exceptions import AuthenticationFailed
 
 from accounts.services import TokenRefused, api_token_check
+from audit.context import actor_set, request_address
+from audit.tokens import token_used
 
 KEYWORD = "Token"  # the header scripts already send (it was DRF's authtoken before)
 
@@ -21,6 +23,8 @@ class ApiTokenAuthentication(BaseAuthentication):
             raise AuthenticationFailed("Invalid token.") from None
         except TokenRefused as exc:
             raise AuthenticationFailed(str(exc)) from None
+        actor_set(user=token.user, via="api", request=request)
+        token_used(token_id=token.pk, token_repr=str(token), user=token.user, address=request_address(request))
         return token.user, token
 
     def authenticate_header(self, request) -> str:

@@ -14,24 +14,13 @@ import time
 from django.conf import settings
 from django.core.cache import cache
 
+from audit.context import client_ip  # noqa: F401 (the sign-in views import it from here)
+
 log = logging.getLogger(__name__)
 
 
 def _now() -> float:
     return time.time()
-
-
-def client_ip(request) -> str:
-    """The client's address: the connection's, or behind TRUSTED_PROXY_COUNT proxies the one the
-    outermost trusted proxy saw. With no trusted proxy a client's X-Forwarded-For is ignored: it
-    would let anyone choose the address a limit counts against (DRF's get_ident uses it then).
-    So is a header with fewer hops than trusted proxies: every trusted proxy appends one, so its
-    first hop would be the client's own claim (DRF's get_ident takes it then)."""
-    proxies = settings.REST_FRAMEWORK.get("NUM_PROXIES") or 0
-    hops = [hop.strip() for hop in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",") if hop.strip()]
-    if proxies and len(hops) >= proxies:
-        return hops[-proxies]
-    return request.META.get("REMOTE_ADDR", "")
 
 
 def _counters(*, username: str, ip: str) -> list[tuple[str, int]]:

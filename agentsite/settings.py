@@ -53,6 +53,7 @@ INSTALLED_APPS = [
     "channels",
     "rest_framework",
     "drf_spectacular",
+    "audit",
     "accounts",
     "toolsapp",
     "runs",
@@ -67,6 +68,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "audit.context.AuditActorMiddleware",  # who changes what, for the audit log
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "runs.web.middleware.DatabaseConnectionLostMiddleware",  # last: it sees a view's exception first
@@ -402,4 +404,21 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
+}
+
+
+# The audit log (audit/): the models whose every change is recorded, with who, when and from where.
+# "secret": fields shown only as masked (and whether they changed); "url": kept as scheme and host
+# (URLs carry tokens); "ignore": fields that change on their own (timestamps, counters); "many":
+# many-to-many fields whose additions and removals are recorded (a person's roles, an agent's tools).
+AUDITED_MODELS = {
+    "runs.Agent": {"kind": "agent", "secret": ["provider_options"], "ignore": ["updated_at"], "many": ["tools"]},
+    "runs.ApprovalRule": {"kind": "approval rule", "ignore": ["updated_at"]},
+    "toolsapp.Tool": {"kind": "tool", "ignore": ["updated_at"]},
+    "toolsapp.McpServer": {"kind": "MCP server", "url": ["url"],
+                           "ignore": ["updated_at", "last_discovered_at", "last_error"]},
+    "runs.Webhook": {"kind": "webhook", "url": ["url"]},
+    "accounts.ApiToken": {"kind": "api token", "secret": ["key_hash"], "ignore": ["last_used_at"]},
+    "auth.User": {"kind": "person", "secret": ["password"], "ignore": ["last_login"], "many": ["groups"]},
+    "auth.Group": {"kind": "group"},
 }

@@ -17,6 +17,7 @@ ADMIN = OPERATE + [
     ("runs", "add_approvalrule"), ("runs", "change_approvalrule"), ("runs", "delete_approvalrule"),
     ("runs", "view_webhook"), ("runs", "add_webhook"), ("runs", "change_webhook"), ("runs", "delete_webhook"),
     ("memory", "change_memory"), ("memory", "delete_memory"), ("evals", "delete_dataset"),
+    ("audit", "view_auditentry"),
 ]
 ROLES = {"viewers": VIEW, "operators": OPERATE, "admins": ADMIN}
 

@@ -113,19 +113,22 @@ def rules_enabled(agent_id: int | None) -> list[RuleSpec]:
     quorums = [r.pk for r in rows if r.action == ApprovalRule.Action.ASK_QUORUM]
     groups: dict[int, list[int]] = {}
     if quorums:  # a second query only when a quorum rule can apply
-        for rule_id, group_id in RuleQuorumGroup.objects.filter(rule_id__in=quorums).order_by("pk").values_list(
-                "rule_id", "group_id"):
+        rows_of_groups = RuleQuorumGroup.objects.filter(rule_id__in=quorums).order_by("group__name", "group_id")
+        for rule_id, group_id in rows_of_groups.values_list("rule_id", "group_id"):
             groups.setdefault(rule_id, []).append(group_id)
     return [rule_spec(r, quorum_group_ids=tuple(groups.get(r.pk, ()))) for r in rows]
 
 
 def rule_quorum_group_ids(rule: ApprovalRule) -> tuple[int, ...]:
+    # A quorum's groups are in the order of their names everywhere (the queue, the e-mails, the
+    # audit trail), whatever order they were chosen in.
     pending = getattr(rule, "pending_quorum_groups", None)  # chosen in an edit, not saved yet
     if pending is not None:
-        return tuple(group.pk for group in pending)
+        return tuple(group.pk for group in sorted(pending, key=lambda group: (group.name, group.pk)))
     if rule.pk is None or rule.action != ApprovalRule.Action.ASK_QUORUM:
         return ()
-    return tuple(RuleQuorumGroup.objects.filter(rule_id=rule.pk).order_by("pk").values_list("group_id", flat=True))
+    rows = RuleQuorumGroup.objects.filter(rule_id=rule.pk).order_by("group__name", "group_id")
+    return tuple(rows.values_list("group_id", flat=True))
 
 
 def first_match(rules: Iterable[RuleSpec], facts: CallFacts) -> RuleSpec | None:

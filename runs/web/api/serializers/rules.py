@@ -61,6 +61,11 @@ class RuleSerializer(KnownFieldsOnly, serializers.ModelSerializer):
         # Blank text reaches rule_errors, which says what the field is for.
         extra_kwargs = {"name": {"allow_blank": True}, "tool_pattern": {"allow_blank": True}}
 
+    def to_representation(self, instance):
+        data = super().to_representation(instance)
+        data["quorum_groups"] = sorted(data.get("quorum_groups") or [])  # by name, as everywhere
+        return data
+
     def validate(self, attrs):
         errors = rule_errors(rule=self.instance, data=attrs)
         if errors:
