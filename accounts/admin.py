@@ -1,6 +1,6 @@
 from django.contrib import admin, messages
 
-from accounts.models import ApiToken, SsoIdentity
+from accounts.models import ApiToken, ChatIdentity, SsoIdentity
 from accounts.services import api_tokens_revoke
 
 
@@ -46,3 +46,12 @@ class SsoIdentityAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request, obj=None):
         return False
+
+
+@admin.register(ChatIdentity)
+class ChatIdentityAdmin(admin.ModelAdmin):
+    """Which Slack member acts as which account when they click Approve or Reject in the channel."""
+
+    list_display = ("member_id", "user", "created_at")
+    search_fields = ("member_id", "user__username")
+    autocomplete_fields = ()

@@ -45,3 +45,20 @@ class SsoIdentity(models.Model):
 
     def __str__(self) -> str:
         return f"{self.subject} at {self.issuer}"
+
+
+class ChatIdentity(models.Model):
+    """A person of the chat workspace (a Slack member ID) and the account their clicks act as.
+    Set by administrators (the admin): never claimed by the person, never matched by name or
+    e-mail, which can change hands."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="chat_identities")
+    member_id = models.CharField(max_length=64, unique=True, help_text="The Slack member ID, e.g. U024BE7LH.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name = "chat identity"
+        verbose_name_plural = "chat identities"
+
+    def __str__(self) -> str:
+        return f"{self.member_id} → {self.user}"

@@ -422,3 +422,16 @@ AUDITED_MODELS = {
     "auth.User": {"kind": "person", "secret": ["password"], "ignore": ["last_login"], "many": ["groups"]},
     "auth.Group": {"kind": "group"},
 }
+
+
+# Decisions from chat (runs/supervision/chat.py): a Slack-compatible channel. With a bot token
+# (chat:write) and a channel, each waiting call is posted with Approve / Reject buttons and the
+# message is updated with its outcome; with only an incoming webhook it is posted, and updated when
+# decided from the message. Clicks come back to /chat/slack/interactions, signed with the app's
+# signing secret (Slack's v0 scheme; older than SLACK_MAX_AGE_SECONDS is refused).
+SLACK_API_URL = (env_str("SLACK_API_URL") or "https://slack.com/api").rstrip("/")
+SLACK_BOT_TOKEN = env_str("SLACK_BOT_TOKEN")
+SLACK_CHANNEL = env_str("SLACK_CHANNEL")
+SLACK_WEBHOOK_URL = env_str("SLACK_WEBHOOK_URL")
+SLACK_SIGNING_SECRET = env_str("SLACK_SIGNING_SECRET")
+SLACK_MAX_AGE_SECONDS = env_int("SLACK_MAX_AGE_SECONDS", 300)

@@ -24,6 +24,7 @@ class AuditEntry(models.Model):
         SIGNED_IN = "signed_in", "Signed in"
         SIGN_IN_FAILED = "sign_in_failed", "Sign-in failed"
         TOKEN_NEW_ADDRESS = "token_new_address", "Token used from a new address"
+        CHAT_REFUSED = "chat_refused", "Chat decision refused"
 
     at = models.DateTimeField(auto_now_add=True, db_index=True)
     # Who, as they were named then: a plain id, no foreign key, so deleting an account changes

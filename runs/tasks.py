@@ -26,6 +26,13 @@ def sweep_runs() -> None:
     runs_sweep()
 
 
+@shared_task(ignore_result=True, acks_late=True)
+def chat_post(message_id: int) -> None:
+    from runs.supervision.chat_messages import chat_post as post
+
+    post(message_id=message_id)
+
+
 @shared_task(ignore_result=True)
 def prune_runs() -> None:
     from django.conf import settings

@@ -16,6 +16,7 @@ from runs.engine.snapshots import run_data, run_summary
 from runs.lifecycle.archive import runs_delete
 from runs.models import Approval, Run
 from runs.observability.metrics import counter
+from runs.supervision.chat_messages import chat_sync
 from runs.supervision.decide import approvals_expire
 from runs.supervision.escalation import approvals_escalate
 from runs.supervision.expiry_warnings import approvals_warn
@@ -53,6 +54,7 @@ def runs_sweep() -> dict:
     expired = approvals_expire()
     escalated = approvals_escalate()  # after expiry: an expired approval needs nobody any more
     warned = approvals_warn()
+    chat_sync()  # messages in the chat channel: posted, and showing their outcome
     webhooks = webhooks_resend()
     counted = counter.count_left_over()  # ended runs whose process died before counting them
     if stranded or expired or escalated or warned or webhooks or counted:

@@ -3,7 +3,7 @@ from runs.models.archive import ArchivedApproval
 from runs.models.core import Agent, Approval, Run, RunEvent, Step, ToolCall, ToolChoice
 from runs.models.levers import OperatorMessage
 from runs.models.metrics import PrunedTotals
-from runs.models.notifications import BudgetAlert, Webhook, WebhookDelivery
+from runs.models.notifications import BudgetAlert, ChatMessage, Webhook, WebhookDelivery
 from runs.models.rollups import RollupDay, RunRollup, StepRollup, ToolRollup, UncountedRun
 from runs.models.search import RunSearchText
 from runs.models.supervision import (
@@ -17,7 +17,7 @@ from runs.models.supervision import (
 from runs.models.versions import AgentVersion
 
 __all__ = [
-    "Agent", "AgentVersion", "Approval", "ApprovalRule", "ApprovalRuleVersion", "ApprovalVote", "ArchivedApproval", "BudgetAlert",
+    "Agent", "AgentVersion", "Approval", "ApprovalRule", "ApprovalRuleVersion", "ApprovalVote", "ArchivedApproval", "BudgetAlert", "ChatMessage",
     "OperatorMessage", "PrunedTotals", "RollupDay", "Run", "RunEvent", "RuleQuorumGroup", "RunGrant", "RunRollup", "RunSearchText", "ShadowDecision", "Step", "StepRollup",
     "ToolCall", "ToolChoice", "ToolRollup", "UncountedRun", "Webhook", "WebhookDelivery",
 ]

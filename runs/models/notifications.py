@@ -1,7 +1,7 @@
 from django.conf import settings
 from django.db import models
 
-from runs.models.core import Agent
+from runs.models.core import Agent, Approval
 
 
 class Webhook(models.Model):
@@ -70,3 +70,28 @@ class WebhookDelivery(models.Model):
 
     def __str__(self):
         return f"{self.event} to {self.url} ({self.status})"
+
+
+class ChatMessage(models.Model):
+    """An approval's message in the chat channel (runs/supervision/chat.py): posted when the call
+    waits, updated with its outcome however it is decided."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Not posted yet"
+        POSTED = "posted", "Posted"
+        FAILED = "failed", "Could not be posted"
+
+    approval = models.OneToOneField(Approval, on_delete=models.CASCADE, related_name="chat_message")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    channel = models.CharField(max_length=64, blank=True)
+    ts = models.CharField(max_length=64, blank=True, help_text="Slack's id of the message (bot token only).")
+    outcome_shown = models.CharField(max_length=300, blank=True, help_text="The outcome the message shows; empty: it asks.")
+    attempts = models.PositiveSmallIntegerField(default=0)
+    last_error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["status", "outcome_shown"], name="chat_to_sync")]
+
+    def __str__(self):
+        return f"chat message of approval {self.approval_id} ({self.status})"

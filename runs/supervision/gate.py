@@ -15,6 +15,7 @@ from runs.engine import hooks
 from runs.engine.events import approvals_changed, event_record
 from runs.engine.snapshots import approval_brief
 from runs.models import Approval, ToolCall
+from runs.supervision.chat_messages import chat_request
 from runs.supervision.expiry_warnings import warning_due_at
 from runs.supervision.route_facts import call_routes
 from runs.supervision.shadow import shadow_decisions_record
@@ -108,6 +109,7 @@ def approval_request(
     if approval.status != Approval.Status.PENDING:
         return _apply(call, approval, recorder)
     recorder.call_update(call, ToolCall.Status.AWAITING_APPROVAL, approval=approval)
+    chat_request(approval)
     approvals_changed(run_id=run.pk)
     notify("approval.pending", lambda: approval_pending_data(approval))
     return WAIT

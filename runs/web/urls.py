@@ -3,6 +3,7 @@ from django.urls import path
 from runs.web.views import (
     agents,
     approvals,
+    chat,
     forks,
     history,
     levers,
@@ -56,4 +57,5 @@ urlpatterns = [
     path("rules/<int:pk>/", rules.rule_edit_view, name="rule_edit"),
     path("rules/<int:pk>/delete/", rules.rule_delete_view, name="rule_delete"),
     path("rules/<int:pk>/shadow/", rules.rule_shadow_view, name="rule_shadow"),
+    path("chat/slack/interactions", chat.slack_interactions, name="slack_interactions"),
 ]

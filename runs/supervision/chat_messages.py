@@ -1,0 +1,184 @@
+"""Decisions from chat, the channel's side: an approval's message posted when its call waits,
+and updated with the outcome however it is decided (runs/supervision/chat.py has the clicks).
+
+With a bot token the message's id (`ts`) is kept, so it can be updated later; with only an
+incoming webhook it cannot. The sweep's `chat_sync`, every few seconds, posts messages whose task
+was lost and shows the outcome of calls decided since ("Approved by alice in the dashboard")."""
+import json
+import logging
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.urls import reverse
+from django.utils import timezone
+
+from runs.engine.dispatch import task_send
+from runs.models import Approval, ChatMessage
+from runs.supervision.escalation import masked_arguments_text
+from toolsapp import net
+from toolsapp.models import Tool
+
+log = logging.getLogger("runs.chat")
+POST_TASK = "runs.tasks.chat_post"
+ARGUMENTS_CHARS = 2500  # of the masked arguments in one message; the dashboard shows all
+RESEND_AFTER = timedelta(seconds=30)
+SYNC_PER_SWEEP = 100
+APPROVE, REJECT = "approve", "reject"
+
+
+def chat_configured() -> bool:
+    return bool((settings.SLACK_BOT_TOKEN and settings.SLACK_CHANNEL) or settings.SLACK_WEBHOOK_URL)
+
+
+# --- posting and updating -------------------------------------------------------------------------
+
+
+def chat_request(approval: Approval) -> None:
+    """In the transaction that asks about the call: its message, posted once that commits."""
+    if not chat_configured():
+        return
+    message = ChatMessage.objects.create(approval=approval, channel=settings.SLACK_CHANNEL)
+    transaction.on_commit(lambda: _send_later(message.pk))
+
+
+def _send_later(message_id: int) -> None:
+    try:
+        task_send(POST_TASK, message_id)
+    except Exception:  # the broker is away: the sweep posts it (chat_sync)
+        log.warning(json.dumps({"event": "chat_post_not_queued", "message": message_id}))
+
+
+def chat_post(*, message_id: int) -> None:
+    """Post one waiting call's message (a task; at most once per message, by its status)."""
+    message = ChatMessage.objects.select_related("approval__run__agent", "approval__tool_call").filter(
+        pk=message_id, status=ChatMessage.Status.PENDING).first()
+    if message is None:
+        return
+    approval = message.approval
+    payload = {"text": _summary(approval), "blocks": message_blocks(approval)}
+    ChatMessage.objects.filter(pk=message.pk).update(attempts=message.attempts + 1)
+    try:
+        if settings.SLACK_BOT_TOKEN and settings.SLACK_CHANNEL:
+            answer = slack_api("chat.postMessage", {"channel": settings.SLACK_CHANNEL, **payload})
+            fields = {"channel": answer.get("channel", settings.SLACK_CHANNEL), "ts": answer.get("ts", "")}
+        else:
+            _post(settings.SLACK_WEBHOOK_URL, payload)
+            fields = {}
+    except (net.OutboundError, net.Blocked, ChatError) as exc:
+        failed = message.attempts + 1 >= 5
+        ChatMessage.objects.filter(pk=message.pk).update(
+            last_error=str(exc)[:500], status=ChatMessage.Status.FAILED if failed else ChatMessage.Status.PENDING)
+        log.warning(json.dumps({"event": "chat_post_failed", "message": message.pk, "error": str(exc)[:300]}))
+        return
+    ChatMessage.objects.filter(pk=message.pk, status=ChatMessage.Status.PENDING).update(
+        status=ChatMessage.Status.POSTED, last_error="", **fields)
+
+
+def chat_sync(*, limit: int = SYNC_PER_SWEEP) -> int:
+    """The sweep's part: post messages whose task was lost, and show the outcome on the messages
+    of calls decided since (wherever they were decided). Returns how many messages changed."""
+    if not chat_configured():
+        return 0
+    stale = ChatMessage.objects.filter(status=ChatMessage.Status.PENDING,
+                                       created_at__lte=timezone.now() - RESEND_AFTER).values_list("pk", flat=True)[:limit]
+    for message_id in stale:
+        chat_post(message_id=message_id)
+    decided = (ChatMessage.objects.filter(status=ChatMessage.Status.POSTED, outcome_shown="")
+               .exclude(approval__status=Approval.Status.PENDING).exclude(ts="")
+               .select_related("approval__run__agent", "approval__tool_call")[:limit])
+    changed = 0
+    for message in decided:
+        changed += outcome_show(message, outcome_words(message.approval, where="in the dashboard"))
+    return changed + len(stale)
+
+
+def outcome_show(message: ChatMessage, words: str) -> int:
+    """Replace the buttons by the outcome (bot token only: a webhook's message has no id)."""
+    if not (settings.SLACK_BOT_TOKEN and message.ts):
+        return 0
+    if not ChatMessage.objects.filter(pk=message.pk, outcome_shown="").update(outcome_shown=words[:300]):
+        return 0  # shown already (by the click, or another sweep)
+    try:
+        slack_api("chat.update", {"channel": message.channel, "ts": message.ts, "text": words,
+                             "blocks": message_blocks(message.approval, outcome=words)})
+    except (net.OutboundError, net.Blocked, ChatError) as exc:
+        ChatMessage.objects.filter(pk=message.pk).update(outcome_shown="", last_error=str(exc)[:500])
+        return 0
+    return 1
+
+
+def outcome_words(approval: Approval, *, where: str) -> str:
+    """ "Approved by alice in Slack at 12:03 UTC", "Expired at …", "Closed: the run ended"."""
+    when = f" at {approval.decided_at:%Y-%m-%d %H:%M} UTC" if approval.decided_at else ""
+    if approval.status == Approval.Status.EXPIRED:
+        return f"Expired{when}: nobody decided in time (counts as a rejection)"
+    if approval.status == Approval.Status.CLOSED:
+        return f"Closed{when}: the run ended before anyone decided"
+    verb = "Approved" if approval.status == Approval.Status.APPROVED else "Rejected"
+    by = approval.decider
+    place = f" {where}" if approval.decided_by_name else ""
+    reason = f": {approval.reason}" if approval.status == Approval.Status.REJECTED and approval.reason else ""
+    return f"{verb} by {by}{place}{when}{reason}"
+
+
+def _summary(approval: Approval) -> str:
+    return f"{approval.tool_call.tool_name} in run #{approval.run_id} waits for a decision"
+
+
+def message_blocks(approval: Approval, *, outcome: str = "") -> list[dict]:
+    """The message: what is asked, with masked arguments and their hash; the buttons while it waits."""
+    call, run = approval.tool_call, approval.run
+    tool = Tool.objects.filter(name=call.tool_name).values_list("sensitive_fields", flat=True).first() or []
+    arguments = masked_arguments_text(call.arguments, list(tool))
+    if len(arguments) > ARGUMENTS_CHARS:
+        arguments = arguments[:ARGUMENTS_CHARS] + "\n…"
+    link = settings.SITE_URL.rstrip("/") + reverse("approval_detail", args=[approval.pk])
+    needs = f"{approval.required_approvals} approvals from different people" if approval.required_approvals > 1 else ""
+    blocks = [
+        {"type": "section", "text": {"type": "mrkdwn", "text": (
+            f"*{_plain(call.tool_name)}* waits for a decision in run #{run.pk} (agent {_plain(run.agent.name)})"
+            + (f"\nNeeds {needs}" if needs else "") + f"\n```{_plain(arguments)}```")}},
+        {"type": "context", "elements": [{"type": "mrkdwn", "text": (
+            f"Argument hash `{call.args_hash[:16]}` · <{link}|Open it in the dashboard>")}]},
+    ]
+    if outcome:
+        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": f"*{_plain(outcome)}*"}})
+        return blocks
+    blocks.append({"type": "actions", "block_id": f"approval-{approval.pk}", "elements": [
+        {"type": "button", "action_id": APPROVE, "style": "primary", "value": str(approval.pk),
+         "text": {"type": "plain_text", "text": "Approve"}},
+        {"type": "button", "action_id": REJECT, "style": "danger", "value": str(approval.pk),
+         "text": {"type": "plain_text", "text": "Reject"}},
+    ]})
+    return blocks
+
+
+def _plain(text: str) -> str:
+    """Text shown as itself in Slack's markup (its three control characters escaped)."""
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+class ChatError(Exception):
+    """Slack answered, but with ok: false."""
+
+
+def slack_api(method: str, body: dict) -> dict:
+    response = net.post_bytes(
+        f"{settings.SLACK_API_URL}/{method}", net.encode_json(body), timeout=settings.WEBHOOK_TIMEOUT_SECONDS,
+        headers={"Authorization": f"Bearer {settings.SLACK_BOT_TOKEN}", "Content-Type": "application/json; charset=utf-8"},
+        max_bytes=256 * 1024, secrets=(settings.SLACK_BOT_TOKEN,),
+    )
+    if response.status >= 400:
+        raise net.OutboundError(f"{method}: HTTP {response.status}")
+    answer = response.json()
+    if not isinstance(answer, dict) or not answer.get("ok"):
+        raise ChatError(f"{method}: {(answer or {}).get('error', 'not ok') if isinstance(answer, dict) else 'not ok'}")
+    return answer
+
+
+def _post(url: str, body: dict) -> None:
+    response = net.post_bytes(url, net.encode_json(body), timeout=settings.WEBHOOK_TIMEOUT_SECONDS,
+                              max_bytes=64 * 1024, secrets=(url,))
+    if response.status >= 400:
+        raise net.OutboundError(f"the incoming webhook answered HTTP {response.status}")
