@@ -13,6 +13,8 @@ from django.conf import settings
 from django.utils import timezone
 
 from accounts.models import ApiToken
+from audit.models import AuditEntry
+from audit.record import entry_write
 
 KEY_START = "ags_"
 PREFIX_LENGTH = len(KEY_START) + 8
@@ -65,5 +67,13 @@ def api_token_check(key: str) -> ApiToken:
 
 
 def api_tokens_revoke(*, tokens) -> int:
-    """Revoke the tokens of this queryset that are not revoked yet; how many were."""
-    return tokens.filter(revoked_at=None).update(revoked_at=timezone.now())
+    """Revoke the tokens of this queryset that are not revoked yet; how many were. Each is an
+    audit entry (an UPDATE sends no signal the audit log would hear)."""
+    now = timezone.now()
+    revoking = list(tokens.filter(revoked_at=None).select_related("user"))
+    count = tokens.filter(revoked_at=None, pk__in=[t.pk for t in revoking]).update(revoked_at=now)
+    for token in revoking:
+        entry_write(action=AuditEntry.Action.UPDATED, kind="api token", object_id=token.pk,
+                    object_repr=f"{token} of {token.user.get_username()}",
+                    before={"revoked_at": None}, after={"revoked_at": now.isoformat()})
+    return count

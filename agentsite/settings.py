@@ -412,15 +412,18 @@ SPECTACULAR_SETTINGS = {
 # (URLs carry tokens); "ignore": fields that change on their own (timestamps, counters); "many":
 # many-to-many fields whose additions and removals are recorded (a person's roles, an agent's tools).
 AUDITED_MODELS = {
-    "runs.Agent": {"kind": "agent", "secret": ["provider_options"], "ignore": ["updated_at"], "many": ["tools"]},
-    "runs.ApprovalRule": {"kind": "approval rule", "ignore": ["updated_at"]},
+    "runs.Agent": {"kind": "agent", "secret": ["provider_options"], "url": ["base_url"], "ignore": ["updated_at"],
+                   "many": ["tools"]},
+    "runs.ApprovalRule": {"kind": "approval rule", "ignore": ["updated_at"], "many": ["quorum_groups"]},
     "toolsapp.Tool": {"kind": "tool", "ignore": ["updated_at"]},
     "toolsapp.McpServer": {"kind": "MCP server", "url": ["url"],
                            "ignore": ["updated_at", "last_discovered_at", "last_error"]},
     "runs.Webhook": {"kind": "webhook", "url": ["url"]},
     "accounts.ApiToken": {"kind": "api token", "secret": ["key_hash"], "ignore": ["last_used_at"]},
-    "auth.User": {"kind": "person", "secret": ["password"], "ignore": ["last_login"], "many": ["groups"]},
-    "auth.Group": {"kind": "group"},
+    "auth.User": {"kind": "person", "secret": ["password"], "ignore": ["last_login"],
+                  "many": ["groups", "user_permissions"]},
+    "auth.Group": {"kind": "group", "many": ["permissions"]},
+    "accounts.ChatIdentity": {"kind": "chat identity"},
 }
 
 

@@ -31,6 +31,12 @@ def current_actor() -> Actor | None:
     return None
 
 
+def current_door() -> str:
+    """Where an action without a signed-in person came from: "page" while a request is served
+    (single sign-on creating an account, a sign-in failing), else "command"."""
+    return "page" if _request.get() is not None else "command"
+
+
 def actor_set(*, user, via: str, request=None) -> None:
     """The person a token authenticated (DRF authenticates inside the view, after middleware)."""
     _current.set(Actor(user.pk, user.get_username(), via, request_address(request) if request is not None else None))

@@ -8,7 +8,7 @@ from django.db.models.signals import m2m_changed, post_delete, post_save, pre_sa
 
 from audit.context import request_address
 from audit.models import AuditEntry
-from audit.record import audited, entry_write, masked, snapshot
+from audit.record import audited, entry_write, masked, shown_repr, snapshot
 
 Action = AuditEntry.Action
 _BEFORE = "_audit_before"
@@ -51,7 +51,7 @@ def _after_save(sender, instance, created, raw=False, **kwargs):
     if hasattr(instance, _BEFORE):
         delattr(instance, _BEFORE)
     if created or before is None:
-        entry_write(action=Action.CREATED, kind=_kind(sender, spec), object_id=instance.pk, object_repr=str(instance),
+        entry_write(action=Action.CREATED, kind=_kind(sender, spec), object_id=instance.pk, object_repr=shown_repr(instance, spec),
                     after=masked(after, spec))
         return
     changed = sorted(name for name in after if before.get(name) != after.get(name))
@@ -59,7 +59,7 @@ def _after_save(sender, instance, created, raw=False, **kwargs):
         return  # a save that changed nothing the log keeps (a timestamp, a counter)
     old = {name: before.get(name) for name in changed}
     new = {name: after[name] for name in changed}
-    entry_write(action=Action.UPDATED, kind=_kind(sender, spec), object_id=instance.pk, object_repr=str(instance),
+    entry_write(action=Action.UPDATED, kind=_kind(sender, spec), object_id=instance.pk, object_repr=shown_repr(instance, spec),
                 before=masked(old, spec, other=new), after=masked(new, spec, other=old))
 
 
@@ -67,7 +67,7 @@ def _after_delete(sender, instance, **kwargs):
     spec = audited(sender)
     if spec is None:
         return
-    entry_write(action=Action.DELETED, kind=_kind(sender, spec), object_id=instance.pk, object_repr=str(instance),
+    entry_write(action=Action.DELETED, kind=_kind(sender, spec), object_id=instance.pk, object_repr=shown_repr(instance, spec),
                 before=masked(snapshot(instance, spec), spec))
 
 
@@ -91,7 +91,7 @@ def _many_changed(sender, instance, action, reverse, model, pk_set, **kwargs):
             return
         key = "added" if action == "post_add" else "removed"
         before, after = {}, {f"{field.name} {key}": names}
-    entry_write(action=Action.UPDATED, kind=_kind(owner, spec), object_id=instance.pk, object_repr=str(instance),
+    entry_write(action=Action.UPDATED, kind=_kind(owner, spec), object_id=instance.pk, object_repr=shown_repr(instance, spec),
                 before=before, after=after)
 
 

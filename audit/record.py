@@ -1,12 +1,13 @@
 """Writing audit entries: what an object was before and after a change, as plain data, with its
 secrets masked (settings.AUDITED_MODELS says which fields are secret and which are noise)."""
+import ipaddress
 import json
 from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 
-from audit.context import current_actor
+from audit.context import current_actor, current_door
 from audit.models import AuditEntry
 
 MASK = "••••"
@@ -56,12 +57,33 @@ def masked(values: dict, spec: dict, *, other: dict | None = None) -> dict:
     return shown
 
 
+def _address(value) -> str | None:
+    """An address the column can hold, or None (a proxy's "unknown", a port appended...)."""
+    try:
+        return str(ipaddress.ip_address(str(value).strip())) if value else None
+    except ValueError:
+        return None
+
+
+def shown_repr(instance, spec: dict) -> str:
+    """The object's name for the log, with any secret or URL field's value in it masked as in
+    the entry's values (a webhook is named by its URL, which can be a credential)."""
+    text = str(instance)
+    values = {name: getattr(instance, name, None) for name in (*spec.get("secret", ()), *spec.get("url", ()))}
+    shown = masked(values, spec)
+    for name, value in values.items():
+        if isinstance(value, str) and len(value) >= 4 and value in text:
+            text = text.replace(value, str(shown.get(name) or MASK))
+    return text
+
+
 def entry_write(*, action: str, kind: str, object_id="", object_repr: str = "", before: dict | None = None,
-                after: dict | None = None, detail: str = "", actor=None, address: str | None = None) -> AuditEntry:
+                after: dict | None = None, detail: str = "", actor=None, address: str | None = None,
+                via: str = "") -> AuditEntry:
     actor = actor or current_actor()
     return AuditEntry.objects.create(
         actor_id=actor.user_id if actor else None, actor_name=actor.name if actor else "",
-        via=actor.via if actor else "command", address=address or (actor.address if actor else None),
+        via=via or (actor.via if actor else current_door()), address=_address(address or (actor.address if actor else None)),
         action=action, kind=kind, object_id=str(object_id or "")[:64], object_repr=str(object_repr)[:300],
         before=before or {}, after=after or {}, detail=detail,
     )

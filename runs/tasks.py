@@ -26,7 +26,7 @@ def sweep_runs() -> None:
     runs_sweep()
 
 
-@shared_task(ignore_result=True, acks_late=True)
+@shared_task(acks_late=False, ignore_result=True)  # a lost message is posted by the sweep
 def chat_post(message_id: int) -> None:
     from runs.supervision.chat_messages import chat_post as post
 

@@ -24,6 +24,8 @@ from django.db.models import F
 from django.urls import reverse
 from django.utils import timezone
 
+from audit.models import AuditEntry
+from audit.record import audited, entry_write, shown_repr
 from runs.engine.dispatch import task_send
 from runs.models import Webhook, WebhookDelivery
 from toolsapp import net
@@ -69,8 +71,13 @@ def webhook_add(*, url: str, description: str, user) -> Webhook:
 def webhook_switch(*, webhook: Webhook, enabled: bool) -> Webhook:
     """Turn a receiver on or off: an off one gets no new notifications (and keeps its URL,
     description and deliveries, unlike removing it). Its deliveries already recorded still go."""
+    was = webhook.enabled
     Webhook.objects.filter(pk=webhook.pk).update(enabled=enabled)
     webhook.enabled = enabled
+    if was != enabled:  # an UPDATE sends no signal: the audit entry is written here
+        entry_write(action=AuditEntry.Action.UPDATED, kind="webhook", object_id=webhook.pk,
+                    object_repr=shown_repr(webhook, audited(Webhook) or {}),
+                    before={"enabled": was}, after={"enabled": enabled})
     return webhook
 
 

@@ -78,6 +78,7 @@ class ChatMessage(models.Model):
 
     class Status(models.TextChoices):
         PENDING = "pending", "Not posted yet"
+        POSTING = "posting", "Being posted"
         POSTED = "posted", "Posted"
         FAILED = "failed", "Could not be posted"
 
@@ -87,6 +88,7 @@ class ChatMessage(models.Model):
     ts = models.CharField(max_length=64, blank=True, help_text="Slack's id of the message (bot token only).")
     outcome_shown = models.CharField(max_length=300, blank=True, help_text="The outcome the message shows; empty: it asks.")
     attempts = models.PositiveSmallIntegerField(default=0)
+    claimed_at = models.DateTimeField(null=True, blank=True, help_text="When a process took it to post it.")
     last_error = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -24,6 +24,7 @@ import time
 from urllib.parse import parse_qs
 
 from django.conf import settings
+from django.core.cache import cache
 
 from accounts.models import ChatIdentity
 from audit.models import AuditEntry
@@ -36,6 +37,7 @@ from runs.supervision.decide import AlreadyDecided, approval_decide
 from toolsapp import net
 
 log = logging.getLogger("runs.chat")
+UNSIGNED_RECORD_SECONDS = 60
 
 
 class Refused(Exception):
@@ -74,8 +76,12 @@ def interaction_handle(*, body: bytes, timestamp: str, signature: str, address: 
         except Approval.DoesNotExist:
             raise Refused(f"approval {approval_id} does not exist") from None
     except Refused as exc:
-        entry_write(action=AuditEntry.Action.CHAT_REFUSED, kind="chat decision", detail=str(exc), address=address)
-        log.warning(json.dumps({"event": "chat_click_refused", "why": str(exc)[:300]}))
+        log.warning(json.dumps({"event": "chat_click_refused", "why": str(exc)[:300], "address": address}))
+        # The endpoint is public: a request that is not Slack's is recorded once a minute per
+        # address, so junk cannot fill the append-only log (the log line counts every one).
+        if not exc.unsigned or cache.add(f"chat-unsigned:{address}", 1, UNSIGNED_RECORD_SECONDS):
+            entry_write(action=AuditEntry.Action.CHAT_REFUSED, kind="chat decision", detail=str(exc), address=address,
+                        via="chat")
         if exc.unsigned:
             return 401, str(exc)
         _tell_refused(body, str(exc))

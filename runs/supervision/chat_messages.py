@@ -10,6 +10,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import F, Q
 from django.urls import reverse
 from django.utils import timezone
 
@@ -23,7 +24,9 @@ log = logging.getLogger("runs.chat")
 POST_TASK = "runs.tasks.chat_post"
 ARGUMENTS_CHARS = 2500  # of the masked arguments in one message; the dashboard shows all
 RESEND_AFTER = timedelta(seconds=30)
-SYNC_PER_SWEEP = 100
+CLAIM_TIMEOUT = timedelta(seconds=60)  # a claim older than this was its process's last act
+MAX_ATTEMPTS = 5
+SYNC_PER_SWEEP = 20  # Slack requests in one sweep at most twice this: the sweep has other work
 APPROVE, REJECT = "approve", "reject"
 
 
@@ -50,14 +53,18 @@ def _send_later(message_id: int) -> None:
 
 
 def chat_post(*, message_id: int) -> None:
-    """Post one waiting call's message (a task; at most once per message, by its status)."""
-    message = ChatMessage.objects.select_related("approval__run__agent", "approval__tool_call").filter(
-        pk=message_id, status=ChatMessage.Status.PENDING).first()
-    if message is None:
+    """Post one waiting call's message (a task, or the sweep for a lost one). Claimed first by a
+    conditional UPDATE, so the task and a sweep, or two sweeps, never both post it; a claim whose
+    process died is taken again after CLAIM_TIMEOUT."""
+    now = timezone.now()
+    Status = ChatMessage.Status
+    claimable = Q(status=Status.PENDING) | Q(status=Status.POSTING, claimed_at__lte=now - CLAIM_TIMEOUT)
+    if not ChatMessage.objects.filter(claimable, pk=message_id).update(
+            status=Status.POSTING, claimed_at=now, attempts=F("attempts") + 1):
         return
+    message = ChatMessage.objects.select_related("approval__run__agent", "approval__tool_call").get(pk=message_id)
     approval = message.approval
     payload = {"text": _summary(approval), "blocks": message_blocks(approval)}
-    ChatMessage.objects.filter(pk=message.pk).update(attempts=message.attempts + 1)
     try:
         if settings.SLACK_BOT_TOKEN and settings.SLACK_CHANNEL:
             answer = slack_api("chat.postMessage", {"channel": settings.SLACK_CHANNEL, **payload})
@@ -66,13 +73,13 @@ def chat_post(*, message_id: int) -> None:
             _post(settings.SLACK_WEBHOOK_URL, payload)
             fields = {}
     except (net.OutboundError, net.Blocked, ChatError) as exc:
-        failed = message.attempts + 1 >= 5
-        ChatMessage.objects.filter(pk=message.pk).update(
-            last_error=str(exc)[:500], status=ChatMessage.Status.FAILED if failed else ChatMessage.Status.PENDING)
+        failed = message.attempts >= MAX_ATTEMPTS
+        ChatMessage.objects.filter(pk=message.pk, status=Status.POSTING, claimed_at=now).update(
+            last_error=str(exc)[:500], status=Status.FAILED if failed else Status.PENDING)
         log.warning(json.dumps({"event": "chat_post_failed", "message": message.pk, "error": str(exc)[:300]}))
         return
-    ChatMessage.objects.filter(pk=message.pk, status=ChatMessage.Status.PENDING).update(
-        status=ChatMessage.Status.POSTED, last_error="", **fields)
+    ChatMessage.objects.filter(pk=message.pk, status=Status.POSTING, claimed_at=now).update(
+        status=Status.POSTED, last_error="", attempts=0, **fields)
 
 
 def chat_sync(*, limit: int = SYNC_PER_SWEEP) -> int:
@@ -80,12 +87,16 @@ def chat_sync(*, limit: int = SYNC_PER_SWEEP) -> int:
     of calls decided since (wherever they were decided). Returns how many messages changed."""
     if not chat_configured():
         return 0
-    stale = ChatMessage.objects.filter(status=ChatMessage.Status.PENDING,
-                                       created_at__lte=timezone.now() - RESEND_AFTER).values_list("pk", flat=True)[:limit]
+    now = timezone.now()
+    Status = ChatMessage.Status
+    stale = list(ChatMessage.objects.filter(
+        Q(status=Status.PENDING, created_at__lte=now - RESEND_AFTER)
+        | Q(status=Status.POSTING, claimed_at__lte=now - CLAIM_TIMEOUT)
+    ).order_by("pk").values_list("pk", flat=True)[:limit])
     for message_id in stale:
         chat_post(message_id=message_id)
-    decided = (ChatMessage.objects.filter(status=ChatMessage.Status.POSTED, outcome_shown="")
-               .exclude(approval__status=Approval.Status.PENDING).exclude(ts="")
+    decided = (ChatMessage.objects.filter(status=Status.POSTED, outcome_shown="")
+               .exclude(approval__status=Approval.Status.PENDING).exclude(ts="").order_by("pk")
                .select_related("approval__run__agent", "approval__tool_call")[:limit])
     changed = 0
     for message in decided:
@@ -103,7 +114,12 @@ def outcome_show(message: ChatMessage, words: str) -> int:
         slack_api("chat.update", {"channel": message.channel, "ts": message.ts, "text": words,
                              "blocks": message_blocks(message.approval, outcome=words)})
     except (net.OutboundError, net.Blocked, ChatError) as exc:
-        ChatMessage.objects.filter(pk=message.pk).update(outcome_shown="", last_error=str(exc)[:500])
+        # Tried again by the next sweeps, MAX_ATTEMPTS times: a message deleted in Slack, or a bot
+        # removed from the channel, would otherwise be tried every few seconds for ever.
+        given_up = message.attempts + 1 >= MAX_ATTEMPTS
+        ChatMessage.objects.filter(pk=message.pk).update(
+            outcome_shown=f"(not shown: {exc})"[:300] if given_up else "", attempts=F("attempts") + 1,
+            last_error=str(exc)[:500])
         return 0
     return 1
 

@@ -132,3 +132,37 @@ def test_a_deleted_account_keeps_its_entries(ada):
     kept = AuditEntry.objects.get(pk=made.pk)
     assert (kept.actor_name, kept.actor_id, kept.after) == ("ada", made.actor_id, {"max_iterations": 5})
     assert newest(kind="person", action="deleted").object_repr == "ada"
+
+
+def test_secrets_in_names_revocations_switches_and_chat_mappings_are_recorded(ada, settings):
+    from django.contrib.auth.models import Permission
+
+    from accounts.models import ChatIdentity
+    from accounts.services import api_token_create, api_tokens_revoke
+    from runs.webhooks import webhook_switch
+
+    settings.OUTBOUND_ALLOWLIST = ["127.0.0.1:9"]
+    admin = Client()
+    admin.force_login(ada)
+    admin.post(reverse("webhook_settings"), {"url": "http://127.0.0.1:9/services/T0/B0/XXXXSECRET", "description": ""})
+    hook = Webhook.objects.get()
+    webhook_switch(webhook=hook, enabled=False)
+    assert newest(kind="webhook", action="updated").after == {"enabled": False}
+    assert "XXXXSECRET" not in json.dumps(list(AuditEntry.objects.values("object_repr", "before", "after")))
+
+    token, _key = api_token_create(user=ada, name="ci")
+    api_tokens_revoke(tokens=type(token).objects.filter(pk=token.pk))
+    revoked = newest(kind="api token", action="updated")
+    assert revoked.object_repr.endswith("of ada") and revoked.after["revoked_at"]
+
+    ChatIdentity.objects.create(user=ada, member_id="U0ADA")
+    assert newest(kind="chat identity", action="created").object_repr == "U0ADA → ada"
+    ada.user_permissions.add(Permission.objects.get(codename="decide_approval"))
+    assert "Can approve or reject destructive calls" in json.dumps(newest(kind="person", object_repr="ada").after)
+
+
+def test_an_address_the_column_cannot_hold_is_left_out_not_an_error(ada):
+    client = Client(REMOTE_ADDR="unknown")
+    response = client.post("/login/", {"username": "ada", "password": "pw-ada"})
+    assert response.status_code == 302
+    assert newest(action="signed_in").address is None

@@ -82,14 +82,15 @@ def waiting(launch, slack):
     return pending_approval(launch(TASK))
 
 
-def click(approval_id, member, action="approve", *, age=0, secret=SECRET, body=None):
+def click(approval_id, member, action="approve", *, age=0, secret=SECRET, body=None, address="127.0.0.1"):
     payload = {"type": "block_actions", "user": {"id": member}, "channel": {"id": CHANNEL},
                "actions": [{"action_id": action, "value": str(approval_id)}]}
     raw = body or urlencode({"payload": json.dumps(payload)}).encode()
     timestamp = str(int(time.time()) - age)
     signature = "v0=" + hmac.new(secret.encode(), f"v0:{timestamp}:".encode() + raw, hashlib.sha256).hexdigest()
     return Client().post("/chat/slack/interactions", raw, content_type="application/x-www-form-urlencoded",
-                         HTTP_X_SLACK_REQUEST_TIMESTAMP=timestamp, HTTP_X_SLACK_SIGNATURE=signature)
+                         HTTP_X_SLACK_REQUEST_TIMESTAMP=timestamp, HTTP_X_SLACK_SIGNATURE=signature,
+                         REMOTE_ADDR=address)
 
 
 def mapped(name, group, member):
@@ -143,14 +144,17 @@ def test_bad_clicks_are_refused_recorded_and_decide_nothing(waiting, slack):
     mapped("alice", "operators", "U0ALICE")
     mapped("victor", "viewers", "U0VICTOR")
 
-    assert click(waiting.pk, "U0ALICE", secret="not-the-secret").status_code == 401
-    assert click(waiting.pk, "U0ALICE", age=301).status_code == 401
+    assert click(waiting.pk, "U0ALICE", secret="not-the-secret", address="192.0.2.1").status_code == 401
+    assert click(waiting.pk, "U0ALICE", age=301, address="192.0.2.2").status_code == 401
     garbled = click(waiting.pk, "U0ALICE", body=b"payload=%7Bnot+json")
     assert garbled.status_code == 200
     assert click(waiting.pk, "U0STRANGER").status_code == 200
     assert click(waiting.pk, "U0VICTOR").status_code == 200
-    response = Client().post("/chat/slack/interactions", b"payload=x", content_type="application/x-www-form-urlencoded")
+    response = Client().post("/chat/slack/interactions", b"payload=x", content_type="application/x-www-form-urlencoded",
+                             REMOTE_ADDR="192.0.2.3")
     assert response.status_code == 401
+    for _ in range(20):  # junk from one address: refused every time, recorded once a minute
+        assert click(waiting.pk, "U0ALICE", secret="junk", address="192.0.2.3").status_code == 401
 
     waiting.refresh_from_db()
     assert waiting.status == Approval.Status.PENDING
@@ -160,7 +164,8 @@ def test_bad_clicks_are_refused_recorded_and_decide_nothing(waiting, slack):
     assert refused[2] == "not a block action of an approval message"
     assert refused[3] == "Slack member U0STRANGER is not mapped to an active account here"
     assert refused[4] == "victor may not decide destructive calls"
-    assert refused[5].startswith("bad timestamp")
+    assert refused[5].startswith("bad timestamp") and len(refused) == 6
+    assert AuditEntry.objects.filter(action="chat_refused", address="192.0.2.3").count() == 1
     told = [body["text"] for body in slack.of("chat.postEphemeral")]
     assert told == ["Not decided: Slack member U0STRANGER is not mapped to an active account here.",
                     "Not decided: victor may not decide destructive calls."]
@@ -196,3 +201,25 @@ def test_an_incoming_webhook_gets_the_message(launch, settings, slack):
 def test_without_a_channel_nothing_is_posted(launch, demo_data):
     pending_approval(launch(TASK))
     assert not ChatMessage.objects.exists()
+
+
+def test_a_message_is_posted_once_however_often_it_is_sent(waiting, slack):
+    from runs.supervision.chat_messages import chat_post
+
+    message = ChatMessage.objects.get(approval=waiting)
+    chat_post(message_id=message.pk)
+    chat_post(message_id=message.pk)
+    ChatMessage.objects.filter(pk=message.pk).update(status="posting")  # a claim still fresh: someone is posting
+    chat_post(message_id=message.pk)
+    assert len(slack.of("chat.postMessage")) == 1
+
+
+def test_an_outcome_that_cannot_be_shown_is_given_up_after_a_few_sweeps(waiting, slack, settings, no_dispatch):
+    bob = make_user("bob", "operators")
+    approval_decide(approval_id=waiting.pk, user=bob, approve=True)
+    settings.SLACK_BOT_TOKEN = "xoxb-revoked"  # every chat.update now fails (invalid_auth)
+    for _ in range(8):
+        runs_sweep()
+    message = ChatMessage.objects.get(approval=waiting)
+    assert message.outcome_shown == "(not shown: chat.update: invalid_auth)"
+    assert len(slack.of("chat.update")) == 5
