@@ -71,7 +71,9 @@ def test_a_draft_that_cancels_orders_cancels_none_and_a_judge_gives_its_verdict(
 
 
 def test_an_experiment_outlives_a_killed_worker(celery_worker_proc, demo_data, script, wait_for):
-    slow = script(*[{"tool_calls": [{"name": "get_weather", "arguments": {"city": "Lagos"}}]}] * 6, latency=0.7)
+    # The three cases share the script: a request the killed worker made and the next worker makes
+    # again takes an entry too, so there are more than 3 cases x 2 requests (6 ran out under load).
+    slow = script(*[{"tool_calls": [{"name": "get_weather", "arguments": {"city": "Lagos"}}]}] * 24, latency=0.7)
     first = celery_worker_proc()
     dataset = dataset_create(name="slow")
     for n in range(3):
