@@ -194,7 +194,7 @@ def _id_parameter(request, name: str) -> int | None:
     raw = request.query_params.get(name)
     if raw is None or raw == "":
         return None
-    if not raw.isdigit() or len(raw) > 18:
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 18:  # "²" is a digit to isdigit, not to int
         raise ValidationError({name: ["A non-negative integer."]})
     return int(raw)
 
