@@ -104,3 +104,13 @@ def test_a_field_an_endpoint_reads_back_is_not_unknown(ada):
     response = client.put(f"/api/v1/tools/{tool['id']}/", {**tool, "timeout_seconds": 11}, format="json")
     assert response.status_code == 200, response.json()
     assert Tool.objects.get(name="get_weather").timeout_seconds == 11
+
+
+@pytest.mark.parametrize("path", ["/api/v1/runs/", "/api/v1/approvals/archived/", "/api/v1/agents/"])
+def test_an_unknown_format_query_parameter_is_ignored_not_a_404(ada, path):
+    """A stray `?format=` (a proxy's, a script's) does not turn a list into "Not found."."""
+    client = APIClient()
+    client.force_authenticate(ada)
+    response = client.get(path, {"format": "{'x': 1}"})
+    assert response.status_code == 200, response.content
+    assert response["Content-Type"].startswith("application/json")
