@@ -82,6 +82,17 @@ def _fast_password_hasher(request, settings):
 
 
 @pytest.fixture(autouse=True)
+def _budgets_read_afresh():
+    # Budgets are read once every 2 s per process; a test's database is emptied without signals,
+    # so the next test must not see the last one's budgets.
+    from runs.supervision.budgets import budgets_forget
+
+    budgets_forget()
+    yield
+    budgets_forget()
+
+
+@pytest.fixture(autouse=True)
 def _own_cache(settings):
     # Each test starts with an empty cache (sign-in failure counts above all) without flushing
     # the Redis database the broker shares: its keys get a prefix of their own.

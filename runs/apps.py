@@ -15,11 +15,12 @@ class RunsConfig(AppConfig):
         from runs.lifecycle import run_search
         from runs.observability.metrics import counter, rollups
         from runs.observability.tracing import run_spans
-        from runs.supervision import gate
+        from runs.supervision import budgets, gate
 
         # The engine imports neither supervision nor observability: they plug in here
         # (runs/engine/hooks.py says when each is called). A later listener subscribes here too.
         hooks.register_gate(gate.approval_gate)
+        hooks.register_budgets(budgets.Budgets)
         hooks.subscribe("run_ending", gate.approvals_close)
         hooks.subscribe("run_ended", run_search.index_ended_run)
         hooks.subscribe("run_ended", counter.mark_uncounted)

@@ -5,7 +5,7 @@ from django.db.models import Q
 VIEW = [
     ("runs", "view_run"), ("runs", "view_agent"), ("runs", "view_approval"), ("runs", "view_step"),
     ("runs", "view_toolcall"), ("toolsapp", "view_tool"), ("runs", "view_approvalrule"),
-    ("memory", "view_memory"), ("evals", "view_dataset"), ("evals", "view_experiment"),
+    ("memory", "view_memory"), ("evals", "view_dataset"), ("evals", "view_experiment"), ("runs", "view_budget"),
 ]
 OPERATE = VIEW + [
     ("runs", "add_run"), ("runs", "cancel_run"), ("runs", "decide_approval"),
@@ -18,6 +18,7 @@ ADMIN = OPERATE + [
     ("runs", "view_webhook"), ("runs", "add_webhook"), ("runs", "change_webhook"), ("runs", "delete_webhook"),
     ("memory", "change_memory"), ("memory", "delete_memory"), ("evals", "delete_dataset"),
     ("audit", "view_auditentry"),
+    ("runs", "add_budget"), ("runs", "change_budget"), ("runs", "delete_budget"),
 ]
 ROLES = {"viewers": VIEW, "operators": OPERATE, "admins": ADMIN}
 
@@ -57,6 +58,10 @@ PERM_ADD_DATASET = "evals.add_dataset"
 PERM_DELETE_DATASET = "evals.delete_dataset"
 PERM_RUN_EXPERIMENT = "evals.run_experiment"
 PERM_VIEW_EXPERIMENT = "evals.view_experiment"
+# Budgets: everyone who sees runs sees them and what they used; admins write them and raise them
+# (from the queue, where a run waits on a spent one); an operator may stop such a run.
+PERM_VIEW_BUDGET = "runs.view_budget"
+PERM_CHANGE_BUDGET = "runs.change_budget"
 
 
 def roles_migrate(apps, schema_editor) -> None:

@@ -16,6 +16,7 @@ from django.core.exceptions import ImproperlyConfigured
 RUN, WAIT, DONE = "run", "wait", "done"
 
 _gate: Callable[..., str] | None = None
+_budgets = None  # supervision's budgets (runs/supervision/budgets.py): none, no budget holds a run
 _listeners: dict[str, list[Callable]] = {"run_ending": [], "run_ended": [], "records_committed": [], "summary_added": []}
 
 
@@ -23,6 +24,17 @@ def register_gate(gate: Callable[..., str]) -> None:
     """gate(*, call, tool, config, recorder) -> RUN, WAIT or DONE, for a call that may not simply run."""
     global _gate
     _gate = gate
+
+
+def register_budgets(budgets) -> None:
+    """`budgets` has reached(run, *, starting, lock) -> a Reached or None, and hold(run, reached) and
+    admitted(run), which write inside the caller's transaction."""
+    global _budgets
+    _budgets = budgets
+
+
+def budgets():
+    return _budgets
 
 
 def subscribe(point: str, listener: Callable) -> None:

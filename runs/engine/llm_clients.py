@@ -159,3 +159,11 @@ def _ssl_context():
 
                 _shared_ssl_context = httpx2.create_ssl_context()
     return _shared_ssl_context
+
+
+def model_wait_seconds(models: int) -> float:
+    """How long one model request may legitimately take, every fallback and retry included: per
+    model, each attempt's timeout plus the client's wait before the next (it honours Retry-After
+    up to 60 s), and one more request without a forced tool choice."""
+    per_model = (settings.LLM_MAX_RETRIES + 1) * (settings.LLM_TIMEOUT_SECONDS + 60) + settings.LLM_TIMEOUT_SECONDS
+    return models * per_model + 30

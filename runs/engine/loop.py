@@ -18,12 +18,13 @@ from django.conf import settings
 from django.db.models import Count, Q
 
 from runs.engine import context, decisions, guards, hooks, llm, llm_clients, records, throttle
+from runs.engine.budget_checks import pause_on_budget, reached_before_request, start_or_wait
 from runs.engine.call_runner import CallRunner
 from runs.engine.conversation import build_messages, step_messages
 from runs.engine.db import connection_lost, loop_connections, on_fresh_connection, release_db_connection
 from runs.engine.decisions import StopReason
 from runs.engine.leases import LeaseLost, keeper, lease_claim, lease_held, lease_release
-from runs.engine.records import Recorder, operator_stop_first, paused_at_boundary, run_close, run_start
+from runs.engine.records import Recorder, operator_stop_first, paused_at_boundary, run_close
 from runs.engine.request_fit import RequestFit
 from runs.engine.run_tools import RunTools
 from runs.engine.simulation import Simulator, open_calls_settle
@@ -96,14 +97,6 @@ def run_end(*, run_id: int, owner: str, reason: str, detail: str = "") -> Run:
     return run
 
 
-def _model_wait_seconds(models: int) -> float:
-    """How long one model request may legitimately take, every fallback and retry included: per
-    model, each attempt's timeout plus the client's wait before the next (it honours Retry-After
-    up to 60 s), and one more request without a forced tool choice."""
-    per_model = (settings.LLM_MAX_RETRIES + 1) * (settings.LLM_TIMEOUT_SECONDS + 60) + settings.LLM_TIMEOUT_SECONDS
-    return models * per_model + 30
-
-
 class _Driver:
     """Drives one run while holding its lease.
 
@@ -159,7 +152,8 @@ class _Driver:
                 return self.end(StopReason.WORKER_LOST, detail=f"Taken over {run.takeovers} times after workers died.")
             if run.status == Run.Status.PAUSED or self.at_boundary():
                 return self.run  # only a resume hands a paused run out again (a decision meanwhile does not)
-            self.record.commit(lambda: run_start(self.record))
+            if not self.record.commit(lambda: start_or_wait(self.record)):
+                return run  # it waits queued on a spent budget, holding no worker
             outcome = self.settle(self.open_calls)  # what a crash or a decision left open
             while outcome == CONTINUE:
                 stop = decisions.stop_before_request(
@@ -170,6 +164,8 @@ class _Driver:
                     return self.end(stop)
                 if run.pause_requested:
                     return self.pause()
+                if (spent := reached_before_request(run)) is not None:
+                    return self.pause(spent)
                 outcome = self.iterate()
             if outcome == PARKED:
                 return self.park()
@@ -296,7 +292,7 @@ class _Driver:
         if request.budget:
             def shrink() -> tuple[list[dict], list[dict]]:  # a provider refused the request for its length
                 return request.refit(self.messages, preamble)
-        keeper.expect_wait(self.owner, _model_wait_seconds(len(self.config["models"] or [1])))
+        keeper.expect_wait(self.owner, llm_clients.model_wait_seconds(len(self.config["models"] or [1])))
         stream_to = None
         if self.config.get("stream_answers", True):
             stream_to = AnswerStream(
@@ -399,8 +395,12 @@ class _Driver:
         self.record.commit(lambda: self.record.run_update(status=Run.Status.AWAITING_APPROVAL, active_seconds=self.elapsed()))
         return self.run
 
-    def pause(self) -> Run:
-        self.record.commit(lambda: paused_at_boundary(self.record, elapsed=self.elapsed()))
+    def pause(self, spent=None) -> Run:
+        """At this boundary: asked by an operator, or a budget that covers the run is spent."""
+        if spent is not None:
+            self.record.commit(lambda: pause_on_budget(self.record, spent, elapsed=self.elapsed()))
+        else:
+            self.record.commit(lambda: paused_at_boundary(self.record, elapsed=self.elapsed()))
         return self.run
 
     def end(self, reason: str, *, detail: str = "") -> Run:

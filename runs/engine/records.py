@@ -236,14 +236,14 @@ def run_start(recorder: Recorder) -> None:
         recorder.run_update(status=Run.Status.RUNNING, started_at=run.started_at or timezone.now())
 
 
-def paused_at_boundary(recorder: Recorder, *, elapsed: float) -> None:
+def paused_at_boundary(recorder: Recorder, *, elapsed: float, text: str | None = None) -> None:
     """Pause the run at a boundary: it holds no worker until resumed, and its clock stops here."""
     now = timezone.now()
     # The lease goes in the same write: nobody sees a paused run that still holds a worker, and a
     # resume sent at once finds the run free for the next driver.
     recorder.run_update(status=Run.Status.PAUSED, pause_requested=False, paused_at=now, active_seconds=elapsed,
                         lease_owner="")
-    recorder.event("lever", lever_data("paused", recorder.run.paused_by_name, now))
+    recorder.event("lever", lever_data("paused", recorder.run.paused_by_name, now, text))
 
 
 def operator_stop_first(recorder: Recorder, reason: str, detail: str) -> tuple[str, str]:

@@ -14,8 +14,9 @@ from runs.engine.dispatch import run_dispatch
 from runs.engine.events import event_record
 from runs.engine.snapshots import run_data, run_summary
 from runs.lifecycle.archive import runs_delete
-from runs.models import Approval, Run
+from runs.models import Approval, BudgetHold, Run
 from runs.observability.metrics import counter
+from runs.supervision.budgets import holds_check
 from runs.supervision.chat_messages import chat_sync
 from runs.supervision.decide import approvals_expire
 from runs.supervision.escalation import approvals_escalate
@@ -38,12 +39,14 @@ def runs_sweep() -> dict:
     lease_free = Q(lease_owner="") | Q(lease_expires_at__lt=now)
     waited = Q(last_sent__lt=now - timedelta(seconds=settings.RUN_REQUEUE_AFTER_SECONDS))
     pending = Approval.objects.filter(run=OuterRef("pk"), status=Approval.Status.PENDING)
+    held = BudgetHold.objects.filter(run=OuterRef("pk"))
     stranded = list(
         Run.objects.alias(last_sent=Coalesce("dispatched_at", "created_at")).filter(
             # Its worker died (the lease ran out), or its task message was lost.
             (Q(status=Run.Status.RUNNING) & lease_free)
             | (Q(status=Run.Status.QUEUED) & Q(lease_expires_at__lt=now))
-            | (Q(status=Run.Status.QUEUED, lease_owner="") & waited)
+            # (One a spent budget holds waits for holds_check below.)
+            | (Q(status=Run.Status.QUEUED, lease_owner="") & waited & ~Exists(held))
             # Every decision is in, but the task that should resume it never arrived.
             | (Q(status=Run.Status.AWAITING_APPROVAL) & lease_free & ~Exists(pending))
         ).values_list("pk", flat=True)[:1000]
@@ -51,17 +54,18 @@ def runs_sweep() -> dict:
     for run_id in stranded:
         run_dispatch(run_id=run_id)
     summaries_abandoned(lease_free)
+    released = holds_check()  # runs a budget held, whose budget was raised or whose period turned
     expired = approvals_expire()
     escalated = approvals_escalate()  # after expiry: an expired approval needs nobody any more
     warned = approvals_warn()
     chat_sync()  # messages in the chat channel: posted, and showing their outcome
     webhooks = webhooks_resend()
     counted = counter.count_left_over()  # ended runs whose process died before counting them
-    if stranded or expired or escalated or warned or webhooks or counted:
-        log.info(json.dumps({"event": "sweep", "redispatched": stranded, "approvals_expired": expired,
+    if stranded or released or expired or escalated or warned or webhooks or counted:
+        log.info(json.dumps({"event": "sweep", "redispatched": stranded, "budget_released": released, "approvals_expired": expired,
                              "approvals_escalated": escalated, "approvals_warned": warned, "webhooks_resent": webhooks,
                              "runs_counted": counted}))
-    return {"redispatched": stranded, "approvals_expired": expired, "approvals_escalated": escalated,
+    return {"redispatched": stranded, "budget_released": released, "approvals_expired": expired, "approvals_escalated": escalated,
             "approvals_warned": warned,
             "webhooks_resent": webhooks, "runs_counted": counted}
 

@@ -1,5 +1,6 @@
 """The runs app's tables, one module per concern; everything is importable from `runs.models`."""
 from runs.models.archive import ArchivedApproval
+from runs.models.budgets import Budget, BudgetHold, BudgetNotice, BudgetRaise
 from runs.models.core import Agent, Approval, Run, RunEvent, Step, ToolCall, ToolChoice
 from runs.models.levers import OperatorMessage
 from runs.models.metrics import PrunedTotals
@@ -17,7 +18,7 @@ from runs.models.supervision import (
 from runs.models.versions import AgentVersion
 
 __all__ = [
-    "Agent", "AgentVersion", "Approval", "ApprovalRule", "ApprovalRuleVersion", "ApprovalVote", "ArchivedApproval", "BudgetAlert", "ChatMessage",
+    "Agent", "AgentVersion", "Approval", "ApprovalRule", "ApprovalRuleVersion", "ApprovalVote", "ArchivedApproval", "BudgetAlert", "Budget", "BudgetHold", "BudgetNotice", "BudgetRaise", "ChatMessage",
     "OperatorMessage", "PrunedTotals", "RollupDay", "Run", "RunEvent", "RuleQuorumGroup", "RunGrant", "RunRollup", "RunSearchText", "ShadowDecision", "Step", "StepRollup",
     "ToolCall", "ToolChoice", "ToolRollup", "UncountedRun", "Webhook", "WebhookDelivery",
 ]

@@ -49,19 +49,33 @@ def run_pause(*, run_id: int, user) -> Run:
 def run_resume(*, run_id: int, user) -> Run:
     """A paused run goes on exactly where it stopped: queued for a worker, or still awaiting the
     decisions that are pending."""
-    name = operator_name(user)
+    if not _resume(run_id, operator_name(user)):
+        raise _refused(run_id, "resume")
+    return Run.objects.get(pk=run_id)
+
+
+def budget_resume(*, run_id: int) -> None:
+    """A run a budget held goes on (the budget was raised, or its period turned): a paused one as
+    the resume lever does it, a queued one handed to the workers again. It checks its budgets
+    again at its next boundary."""
+    if not _resume(run_id, "its budget"):
+        with write_transaction():
+            if Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).exists():
+                run_dispatch(run_id=run_id)
+
+
+def _resume(run_id: int, name: str) -> bool:
     with write_transaction():
         waiting = Approval.objects.filter(run_id=run_id, status=Approval.Status.PENDING).exists()
         status = Run.Status.AWAITING_APPROVAL if waiting else Run.Status.QUEUED
         # A decision made between the read above and this UPDATE did not dispatch the paused run:
         # the sweep hands out an awaiting run whose decisions are all in.
         if not _lever(run_id, Q(status=Run.Status.PAUSED), "resume", name, status=status, pause_requested=False):
-            raise _refused(run_id, "resume")
-        run = Run.objects.get(pk=run_id)
-        event_record(run_id=run_id, kind="run", data=run_summary(run))
+            return False
+        event_record(run_id=run_id, kind="run", data=run_summary(Run.objects.get(pk=run_id)))
         if status == Run.Status.QUEUED:
             run_dispatch(run_id=run_id)
-    return run
+    return True
 
 
 def run_message(*, run_id: int, user, text: str) -> OperatorMessage:

@@ -10,6 +10,7 @@ const LINES = {
   pause: "Pause requested by",
   paused: "Paused by",
   resume: "Resumed by",
+  held: "Held before its start by",
   stop: "Stop with a summary requested by",
 };
 
@@ -25,6 +26,7 @@ function leverNode(data) {
   }
   const node = el("div", { class: `lever lever-${data.lever}`, dataset: { lever: data.lever, by } });
   node.append(`${LINES[data.lever] || `${data.lever} by`} ${by} at `, timeNode(data.at) || "an unknown time");
+  if (data.text) node.append(`: ${data.text}`); // a budget's sentence
   return node;
 }
 
@@ -49,10 +51,15 @@ function leverState(data) {
     setPausedBy(data); // a run nobody drives is paused at once, with this name
     show("run-pause-requested", true);
     show("pause-form", false);
-  } else if (data.lever === "paused") {
-    setPausedBy(data);
+  } else if (data.lever === "paused" || data.lever === "held") {
+    if (data.lever === "paused") setPausedBy(data);
     show("run-pause-requested", false);
-    show("run-paused", true);
+    show("run-paused", data.lever === "paused");
+    const sentence = byId("run-budget-sentence");
+    if (sentence && data.text) sentence.textContent = data.text;
+    show("run-budget", Boolean(data.text));
+  } else if (data.lever === "resume") {
+    show("run-budget", false);
   } else if (data.lever === "stop") {
     const by = byId("stop-requested-by");
     if (by) by.textContent = data.by || "an operator";

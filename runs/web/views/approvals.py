@@ -9,7 +9,8 @@ from django.views.decorators.http import require_GET, require_POST
 
 from runs.engine.snapshots import approval_brief
 from runs.models import Approval
-from runs.roles import PERM_DECIDE, PERM_VIEW_APPROVAL
+from runs.roles import PERM_DECIDE, PERM_VIEW_APPROVAL, PERM_VIEW_BUDGET
+from runs.supervision.budgets import budget_requests
 from runs.supervision.bulk_decisions import approvals_decide_many
 from runs.supervision.decide import AlreadyDecided, EditRefused, NotAllowed, approval_decide
 from runs.supervision.queue import (
@@ -19,6 +20,7 @@ from runs.supervision.queue import (
     approvals_waiting,
 )
 from runs.supervision.queue_controls import approval_for_page, approvals_queue_page, decision_refusals
+from runs.web.forms.budgets import BudgetRaiseForm
 
 # The buttons of a card: approve alone, approve with a grant for the rest of the run, reject.
 DECISIONS = {
@@ -68,6 +70,8 @@ def _queue_context(request) -> dict:
         "page_obj": page,
         "decisions": approvals_recent_decisions(),
         "oldest_pending_at": oldest,
+        "budget_requests": budget_requests() if request.user.has_perm(PERM_VIEW_BUDGET) else [],
+        "raise_form": BudgetRaiseForm(),
     }
 
 

@@ -15,7 +15,7 @@ from runs.lifecycle.relatives import run_family
 from runs.lifecycle.reruns import rerun_create
 from runs.lifecycle.run_reads import agent_defaults, call_in_run, run_for_page
 from runs.lifecycle.runs import InvalidRun, run_cancel, run_create
-from runs.models import Run, RunGrant, ToolCall
+from runs.models import BudgetHold, Run, RunGrant, ToolCall
 from runs.roles import PERM_CANCEL, PERM_DECIDE, PERM_LAUNCH, PERM_VIEW
 from runs.supervision.grants import grant_revoke, grants_of_run
 from runs.web.forms.launch import LaunchForm
@@ -77,6 +77,7 @@ def run_detail(request, pk: int):
         "used_memory": any(f"\n{name}\n" in run.tools_used for name in MEMORY_TOOLS),
     }
     timeline = run_timeline(run=run)
+    context["budget_hold"] = BudgetHold.objects.filter(run=run).first() if not run.is_finished else None
     context["timeline_html"] = timeline_html(run=run, timeline=timeline)
     context["timeline_arguments"] = timeline["arguments"]
     return render(request, "runs/run_detail.html", context)
