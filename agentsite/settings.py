@@ -427,6 +427,8 @@ AUDITED_MODELS = {
                   "many": ["groups", "user_permissions"]},
     "auth.Group": {"kind": "group", "many": ["permissions"]},
     "accounts.ChatIdentity": {"kind": "chat identity"},
+    "runs.Budget": {"kind": "budget", "ignore": ["updated_at"]},
+    "runs.BudgetRaise": {"kind": "budget raise", "ignore": ["created_at"]},
 }
 
 

@@ -3,7 +3,19 @@ from django.db import transaction
 
 from runs.lifecycle.agent_versions import agent_settings, version_record
 from runs.lifecycle.archive import runs_delete
-from runs.models import Agent, Approval, ApprovalRule, ApprovalRuleVersion, ArchivedApproval, Run, Step, ToolCall
+from runs.models import (
+    Agent,
+    Approval,
+    ApprovalRule,
+    ApprovalRuleVersion,
+    ArchivedApproval,
+    Budget,
+    BudgetHold,
+    BudgetRaise,
+    Run,
+    Step,
+    ToolCall,
+)
 
 
 class RecordAdmin(admin.ModelAdmin):
@@ -122,3 +134,22 @@ class ApprovalRuleAdmin(RecordAdmin):
 class ApprovalRuleVersionAdmin(RecordAdmin):
     list_display = ("rule_key", "version", "change", "changed_by_name", "changed_at")
     list_filter = ("change",)
+
+
+@admin.register(Budget)
+class BudgetAdmin(admin.ModelAdmin):
+    # Editable here as on the Budgets page; a change reaches the loop within a few seconds.
+    list_display = ("name", "scope", "agent", "person", "measure", "period", "limit", "alert_share", "enabled")
+    list_filter = ("scope", "measure", "period", "enabled")
+    search_fields = ("name",)
+
+
+@admin.register(BudgetRaise)
+class BudgetRaiseAdmin(RecordAdmin):
+    # Read-only: raises are made from the queue, which lets the runs they cover go on at once.
+    list_display = ("budget", "run", "limit", "until", "by_name", "created_at")
+
+
+@admin.register(BudgetHold)
+class BudgetHoldAdmin(RecordAdmin):
+    list_display = ("run", "budget", "sentence", "since")

@@ -144,6 +144,23 @@ def budget_text(budget: Budget, limit: float | None = None) -> str:
     return f"{budget.name}, {amount_text(budget.measure, budget.limit if limit is None else limit)} {budget.get_period_display()}"
 
 
+def budget_problems(*, scope, agent, person, measure, limit, alert_share) -> dict[str, str]:
+    """What is wrong with a budget's fields, by field, in words (the page's form and the API)."""
+    problems = {}
+    if scope == Budget.Scope.AGENT and agent is None:
+        problems["agent"] = "Choose the agent whose runs this budget covers."
+    if scope == Budget.Scope.PERSON and person is None:
+        problems["person"] = "Choose the person whose runs this budget covers."
+    if limit is not None:
+        if not math.isfinite(limit) or limit < 0:
+            problems["limit"] = "A number, 0 or more."
+        elif measure == Budget.Measure.RUNS and not float(limit).is_integer():
+            problems["limit"] = "A whole number of runs."
+    if alert_share is not None and (not math.isfinite(alert_share) or not 0 < alert_share <= 1):
+        problems["alert_share"] = "A share above 0, at most 1 (0.8 is 80 %)."
+    return problems
+
+
 # --- what the loop asks (through runs/engine/hooks.py) ------------------------------------------
 
 def reached(run: Run, *, starting: bool, lock: bool = False, now: datetime | None = None) -> Reached | None:

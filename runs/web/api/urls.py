@@ -7,13 +7,15 @@ from rest_framework.routers import SimpleRouter
 
 from runs.web.api import views
 from runs.web.api.views import levers, tokens
+from runs.web.api.views.budgets import BudgetViewSet
 from runs.web.api.views.forks import RunCompareView, RunForkView
 from runs.web.api.views.rules import RuleViewSet
 
 router = SimpleRouter()
 router.register("agents", views.AgentViewSet, basename="api-agent")
 router.register("tools", views.ToolViewSet, basename="api-tool")
-router.register("rules", RuleViewSet, basename="api-rule")  # approval rules (+ preview/, <id>/versions/)
+router.register("rules", RuleViewSet, basename="api-rule")
+router.register("budgets", BudgetViewSet, basename="api-budget")  # (+ <id>/raise/, requests/)  # approval rules (+ preview/, <id>/versions/)
 
 
 @csrf_exempt  # an unknown path is a 404 whatever the method, never a CSRF page

@@ -8,6 +8,7 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from runs.models import Agent, Budget
+from runs.supervision.budgets import budget_problems
 
 
 class BudgetForm(forms.ModelForm):
@@ -28,32 +29,18 @@ class BudgetForm(forms.ModelForm):
         self.fields["limit"].widget.attrs.update(min="0", step="any")
         self.fields["alert_share"].widget.attrs.update(min="0.01", max="1", step="0.01")
 
-    def clean_limit(self):
-        limit = self.cleaned_data["limit"]
-        if not math.isfinite(limit) or limit < 0:
-            raise forms.ValidationError("A number, 0 or more.")
-        return limit
-
-    def clean_alert_share(self):
-        share = self.cleaned_data["alert_share"]
-        if not math.isfinite(share) or not 0 < share <= 1:
-            raise forms.ValidationError("A share above 0, at most 1 (0.8 is 80 %).")
-        return share
-
     def clean(self):
         data = super().clean()
-        scope = data.get("scope")
-        if scope == Budget.Scope.AGENT and not data.get("agent"):
-            self.add_error("agent", "Choose the agent whose runs this budget covers.")
-        if scope == Budget.Scope.PERSON and not data.get("person"):
-            self.add_error("person", "Choose the person whose runs this budget covers.")
-        if scope != Budget.Scope.AGENT:
+        problems = budget_problems(scope=data.get("scope"), agent=data.get("agent"), person=data.get("person"),
+                                   measure=data.get("measure"), limit=data.get("limit"),
+                                   alert_share=data.get("alert_share"))
+        for field, text in problems.items():
+            if field in data or field in ("agent", "person"):
+                self.add_error(field, text)
+        if data.get("scope") != Budget.Scope.AGENT:
             data["agent"] = None
-        if scope != Budget.Scope.PERSON:
+        if data.get("scope") != Budget.Scope.PERSON:
             data["person"] = None
-        limit = data.get("limit")
-        if data.get("measure") == Budget.Measure.RUNS and limit is not None and not float(limit).is_integer():
-            self.add_error("limit", "A whole number of runs.")
         return data
 
 

@@ -1,0 +1,72 @@
+"""Budgets in the API: the same fields and checks as the Budgets page (budget_problems), what the
+period used so far, and a raise."""
+from django.contrib.auth import get_user_model
+from django.utils import timezone
+from rest_framework import serializers
+
+from runs.models import Agent, Budget
+from runs.supervision.budgets import budget_problems, budgets_used, period_end
+from runs.web.api.serializers.fields import NameRelatedField, choice, service_errors
+from runs.web.api.strict import KnownFieldsOnly
+
+
+class BudgetSerializer(KnownFieldsOnly, serializers.ModelSerializer):
+    agent = NameRelatedField(slug_field="name", queryset=Agent.objects.all(), required=False, allow_null=True,
+                             help_text='The agent\'s name, for the scope "agent".')
+    person = NameRelatedField(slug_field="username", queryset=get_user_model().objects.all(), required=False,
+                              allow_null=True, help_text='The username of who launches, for the scope "person".')
+    scope = choice(Budget.Scope.choices, "BudgetScope", required=False)
+    measure = choice(Budget.Measure.choices, "BudgetMeasure", required=False)
+    period = choice(Budget.Period.choices, "BudgetPeriod", required=False)
+    used = serializers.SerializerMethodField(help_text="What the current period has used so far.")
+    period_ends = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Budget
+        fields = ["id", "name", "scope", "agent", "person", "measure", "period", "limit", "alert_share", "enabled",
+                  "used", "period_ends", "created_at", "updated_at"]
+        read_only_fields = ["id", "created_at", "updated_at"]
+
+    def get_used(self, budget) -> float:
+        return budgets_used([budget])[budget.pk]
+
+    def get_period_ends(self, budget) -> str:
+        return period_end(budget.period, timezone.now()).isoformat()
+
+    def validate(self, attrs):
+        current = self.instance
+        merged = {name: attrs.get(name, getattr(current, name, None) if current else None)
+                  for name in ("scope", "agent", "person", "measure", "limit", "alert_share")}
+        merged["scope"] = merged["scope"] or Budget.Scope.SITE
+        merged["measure"] = merged["measure"] or Budget.Measure.COST
+        problems = budget_problems(**merged)
+        if problems:
+            raise service_errors({field: [text] for field, text in problems.items()})
+        if merged["scope"] != Budget.Scope.AGENT:
+            attrs["agent"] = None
+        if merged["scope"] != Budget.Scope.PERSON:
+            attrs["person"] = None
+        return attrs
+
+
+class BudgetRaiseSerializer(KnownFieldsOnly, serializers.Serializer):
+    limit = serializers.FloatField(help_text="The new limit, above the budget's own.")
+    until = serializers.DateTimeField(help_text="Until when (at most a year).")
+    run_id = serializers.IntegerField(required=False, allow_null=True, min_value=1,
+                                      help_text="Only this run; empty: every run the budget covers.")
+
+
+class BudgetRaisedSerializer(serializers.Serializer):
+    released = serializers.ListField(child=serializers.IntegerField(), help_text="The runs that went on.")
+
+
+class WaitingOnBudgetSerializer(serializers.Serializer):
+    run_id = serializers.IntegerField(source="run.pk")
+    run_status = serializers.CharField(source="run.status")
+    agent = serializers.CharField(source="run.agent.name")
+    budget_id = serializers.IntegerField(source="hold.budget_id", allow_null=True)
+    sentence = serializers.CharField(source="hold.sentence")
+    since = serializers.DateTimeField(source="hold.since")
+    used = serializers.FloatField(allow_null=True)
+    limit = serializers.FloatField(allow_null=True)
+    period_ends = serializers.DateTimeField(allow_null=True)

@@ -1,0 +1,55 @@
+"""Budgets: CRUD (admins write, everyone who sees runs reads), a raise, and the runs waiting on one."""
+from drf_spectacular.utils import extend_schema
+from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
+from rest_framework.response import Response
+
+from runs.models import Budget
+from runs.roles import PERM_CHANGE_BUDGET, PERM_VIEW_BUDGET
+from runs.supervision.budgets import RaiseRefused, budget_raise, budget_requests
+from runs.web.api.schema import errors
+from runs.web.api.serializers.budgets import (
+    BudgetRaisedSerializer,
+    BudgetRaiseSerializer,
+    BudgetSerializer,
+    WaitingOnBudgetSerializer,
+)
+from runs.web.api.views.base import CrudViewSet, _crud_schema
+
+
+@_crud_schema("Budget", BudgetSerializer)
+class BudgetViewSet(CrudViewSet):
+    queryset = Budget.objects.select_related("agent", "person").order_by("name", "pk")
+    serializer_class = BudgetSerializer
+    lookup_value_regex = r"\d+"
+    view_perm, manage_perm, add_perm, delete_perm = (PERM_VIEW_BUDGET, PERM_CHANGE_BUDGET, "runs.add_budget",
+                                                     "runs.delete_budget")
+
+    @property
+    def required_perms(self):
+        perms = dict(super().required_perms)
+        if self.action == "raise_budget":
+            perms["POST"] = (PERM_CHANGE_BUDGET,)
+        return perms
+
+    @extend_schema(summary="Raise a budget until a time, for one run or every run (admins); "
+                           "the runs it held go on where it now allows them",
+                   request=BudgetRaiseSerializer, responses={200: BudgetRaisedSerializer, **errors(400, 404)})
+    @action(detail=True, methods=["post"], url_path="raise", url_name="raise")
+    def raise_budget(self, request, pk=None):
+        budget = self.get_object()
+        serializer = BudgetRaiseSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        try:
+            released = budget_raise(budget_id=budget.pk, user=request.user, limit=data["limit"],
+                                    until=data["until"], run_id=data.get("run_id"))
+        except RaiseRefused as exc:
+            raise ValidationError({"limit" if "limit" in str(exc) else "non_field_errors": [str(exc)]}) from exc
+        return Response({"released": released})
+
+    @extend_schema(summary="The runs waiting on a spent budget, oldest first (the queue's budget requests)",
+                   responses={200: WaitingOnBudgetSerializer(many=True), **errors()})
+    @action(detail=False, methods=["get"], pagination_class=None)  # at most 100, the queue's own
+    def requests(self, request):
+        return Response(WaitingOnBudgetSerializer(budget_requests(), many=True).data)
