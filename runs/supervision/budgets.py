@@ -191,8 +191,12 @@ def hold(run: Run, found: Reached) -> None:
 
 
 def admitted(run: Run) -> None:
-    """In the caller's transaction: `run` starts (again), so it waits on no budget any more."""
-    BudgetHold.objects.filter(run=run).delete()
+    """In the caller's transaction: `run` starts, so it waits on no budget any more. Without a
+    budget covering it there is no hold to forget (the sweep forgets those of deleted budgets):
+    no statement."""
+    budgets, _ = _enabled()
+    if any(covers(b, run) for b in budgets):
+        BudgetHold.objects.filter(run=run).delete()
 
 
 class Budgets:

@@ -18,7 +18,7 @@ from runs.engine.loop import run_levers_apply
 from runs.engine.records import lever_data
 from runs.engine.snapshots import run_summary
 from runs.engine.text import storable_text
-from runs.models import Approval, OperatorMessage, Run
+from runs.models import Approval, BudgetHold, OperatorMessage, Run
 from runs.models.levers import NOTE_MAX_CHARS
 
 MESSAGE_MAX_CHARS = NOTE_MAX_CHARS
@@ -72,6 +72,7 @@ def _resume(run_id: int, name: str) -> bool:
         # the sweep hands out an awaiting run whose decisions are all in.
         if not _lever(run_id, Q(status=Run.Status.PAUSED), "resume", name, status=status, pause_requested=False):
             return False
+        BudgetHold.objects.filter(run_id=run_id).delete()  # it checks its budgets again at its next boundary
         event_record(run_id=run_id, kind="run", data=run_summary(Run.objects.get(pk=run_id)))
         if status == Run.Status.QUEUED:
             run_dispatch(run_id=run_id)
