@@ -1,6 +1,7 @@
 from django.contrib import admin, messages
 from django.db import transaction
 
+from audit.admin import RecordAdmin
 from runs.lifecycle.agent_versions import agent_settings, version_record
 from runs.lifecycle.archive import runs_delete
 from runs.models import (
@@ -16,20 +17,6 @@ from runs.models import (
     Step,
     ToolCall,
 )
-
-
-class RecordAdmin(admin.ModelAdmin):
-    """A record nobody edits: viewable by who may view it, never added, changed or deleted here,
-    superusers included (its own service writes it; the admin would bypass the rules)."""
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(Agent)
