@@ -60,6 +60,25 @@ def new_run(model: str, user=None, **overrides) -> Run:
     return run_create(agent=Agent.objects.get(name="demo"), task="check the weather", user=user, overrides=overrides)
 
 
+def drive_together(runs: list[Run]) -> None:
+    """Drive the runs in threads of their own, let go at the same moment."""
+    start = threading.Barrier(len(runs))
+
+    def drive(run_id):
+        try:
+            start.wait(10)
+            run_advance(run_id=run_id)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=drive, args=(r.pk,)) for r in runs]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not any(thread.is_alive() for thread in threads), "a driver did not return"
+
+
 def levers(run: Run) -> list[tuple]:
     return [(d["lever"], d["by"], d.get("text")) for d in
             RunEvent.objects.filter(run=run, kind="lever").order_by("seq").values_list("data", flat=True)]
@@ -203,20 +222,7 @@ def test_two_runs_starting_at_once_on_a_budget_with_one_run_left_start_exactly_o
 
     monkeypatch.setattr(budgets, "budgets_used", slowly)
     runs = [new_run(script(answer(f"run {i}")), user=people["olga"]) for i in range(2)]
-    start = threading.Barrier(2)
-
-    def drive(run_id):
-        try:
-            start.wait(10)
-            run_advance(run_id=run_id)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=drive, args=(r.pk,)) for r in runs]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
+    drive_together(runs)
     statuses = sorted(Run.objects.filter(pk__in=[r.pk for r in runs]).values_list("status", flat=True))
     assert statuses == [Run.Status.QUEUED, Run.Status.SUCCEEDED]
     assert BudgetHold.objects.count() == 1
@@ -240,18 +246,7 @@ def test_two_runs_reaching_a_budget_at_once_both_pause_and_new_runs_wait(script,
     Budget.objects.create(name="Shared", measure="tokens", period="day", limit=1000)
     models = [script(tool_call("meet", "{}", "c1", 600), answer("done")) for _ in range(2)]
     runs = [new_run(model, user=people["olga"], tools=["meet"]) for model in models]
-
-    def drive(run_id):
-        try:
-            run_advance(run_id=run_id)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=drive, args=(r.pk,)) for r in runs]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
+    drive_together(runs)
     assert [Run.objects.get(pk=r.pk).status for r in runs] == [Run.Status.PAUSED, Run.Status.PAUSED]
     assert all(len(script.requests(model)) == 1 for model in models)
     # A new run of a spent budget waits queued, before its first request.
