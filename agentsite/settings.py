@@ -397,9 +397,8 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
-    # No "?format=": DRF answers an unknown format with a 404, which reads as "no such object".
-    # The Accept header chooses between JSON and the browsable API.
-    "URL_FORMAT_OVERRIDE": None,
+    # "?format=" with a format nobody renders is ignored (DRF answers it with a 404).
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "runs.web.api.negotiation.UnknownFormatIgnored",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Agentsite API",

@@ -114,3 +114,6 @@ def test_an_unknown_format_query_parameter_is_ignored_not_a_404(ada, path):
     response = client.get(path, {"format": "{'x': 1}"})
     assert response.status_code == 200, response.content
     assert response["Content-Type"].startswith("application/json")
+    # A format it renders still chooses: the schema as JSON.
+    schema = client.get("/api/schema/", {"format": "json"})
+    assert schema.status_code == 200 and "openapi" in schema.json()
