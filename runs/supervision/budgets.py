@@ -17,7 +17,8 @@ committed figures; the cost of the request it is about to make is unknown, so a 
 passed by at most the one request each run in flight makes after the last check.
 
 The enabled budgets and active raises are read once every CACHE_SECONDS per process (and at once
-after a change in this process): with no budget, a boundary costs no query.
+after a change in this process): with no budget, a boundary costs no query. A budget that seems
+used up is read again before it holds a run, so a raise made elsewhere counts at once.
 """
 import logging
 import math
@@ -166,14 +167,26 @@ def budget_problems(*, scope, agent, person, measure, limit, alert_share) -> dic
 def reached(run: Run, *, starting: bool, lock: bool = False, now: datetime | None = None) -> Reached | None:
     """The first budget covering `run` that is used up, or None. `starting`: the run has not
     started yet, so runs budgets count too. `lock`: inside the transaction that starts the run,
-    the budgets' rows are locked first, so starts are counted one after the other."""
+    the budgets' rows are locked first, so starts are counted one after the other.
+
+    A budget found used up is confirmed against budgets and raises read afresh: a raise made a
+    moment ago in another process (the queue's Raise) must not pause again the run it released."""
     budgets, raises = _enabled()
     if not budgets or run.experiment:
         return None
+    now = now or timezone.now()
+    found = _first_spent(run, budgets, raises, starting=starting, lock=lock, now=now)
+    if found is not None:
+        budgets_forget()
+        budgets, raises = _enabled()
+        found = _first_spent(run, budgets, raises, starting=starting, lock=False, now=now)
+    return found
+
+
+def _first_spent(run, budgets, raises, *, starting: bool, lock: bool, now: datetime) -> Reached | None:
     mine = [b for b in budgets if covers(b, run) and (starting or b.measure != Budget.Measure.RUNS)]
     if not mine:
         return None
-    now = now or timezone.now()
     if lock:
         list(Budget.objects.select_for_update().filter(pk__in=[b.pk for b in mine]).order_by("pk").values_list("pk"))
     used = budgets_used(mine, now=now)
@@ -209,7 +222,7 @@ class Budgets:
 
 # --- letting held runs go on ---------------------------------------------------------------------
 
-def hold_release(hold_row: BudgetHold) -> bool:
+def hold_release(hold_row: BudgetHold, *, by: str = "its budget (no longer reached)") -> bool:
     """Let a held run go on: a paused one is resumed (queued, or awaiting its pending decisions),
     a queued one is handed to the workers; it checks its budgets again when it next asks. False
     when someone released it first."""
@@ -218,7 +231,7 @@ def hold_release(hold_row: BudgetHold) -> bool:
     with transaction.atomic():
         if not BudgetHold.objects.filter(pk=hold_row.pk).delete()[0]:
             return False
-        budget_resume(run_id=hold_row.run_id)
+        budget_resume(run_id=hold_row.run_id, by=by)
         approvals_changed(run_id=hold_row.run_id)
     return True
 
@@ -352,8 +365,19 @@ class BudgetRequest:
         return math.ceil(wanted) if self.budget.measure != Budget.Measure.COST else math.ceil(wanted * 100) / 100
 
 
+def budget_requests_count() -> int:
+    """How many runs wait on a budget (the header's badge). 0 without an enabled budget (no
+    statement: the runs a deleted or disabled budget held go on at the next sweep)."""
+    if not _enabled()[0]:
+        return 0
+    return BudgetHold.objects.filter(run__status__in=(Run.Status.QUEUED, Run.Status.PAUSED)).count()
+
+
 def budget_requests(*, limit: int = 100) -> list[BudgetRequest]:
-    """The runs waiting on a budget, oldest first, with what their budget has used now."""
+    """The runs waiting on a budget, oldest first, with what their budget has used now (none
+    without an enabled budget, as budget_requests_count)."""
+    if not _enabled()[0]:
+        return []
     holds = list(BudgetHold.objects.filter(run__status__in=(Run.Status.QUEUED, Run.Status.PAUSED))
                  .select_related("run", "run__agent", "budget")[:limit])
     budgets = list({h.budget.pk: h.budget for h in holds if h.budget is not None}.values())
@@ -392,6 +416,7 @@ def budget_raise(*, budget_id: int, user, limit: float, until: datetime, run_id:
         holds = holds.filter(run_id=run_id)
     for row in holds:
         if row.run.status in (Run.Status.QUEUED, Run.Status.PAUSED) \
-                and not reached(row.run, starting=row.run.started_at is None, now=now) and hold_release(row):
+                and not reached(row.run, starting=row.run.started_at is None, now=now) \
+                and hold_release(row, by=f"{name}, who raised its budget"):
             released.append(row.run_id)
     return released

@@ -20,6 +20,7 @@ from runs.engine.snapshots import run_summary
 from runs.engine.text import storable_text
 from runs.models import Approval, BudgetHold, OperatorMessage, Run
 from runs.models.levers import NOTE_MAX_CHARS
+from runs.supervision.budgets import reached
 
 MESSAGE_MAX_CHARS = NOTE_MAX_CHARS
 # Pausing a run that is already paused, or ending anyway, means nothing.
@@ -49,16 +50,20 @@ def run_pause(*, run_id: int, user) -> Run:
 def run_resume(*, run_id: int, user) -> Run:
     """A paused run goes on exactly where it stopped: queued for a worker, or still awaiting the
     decisions that are pending."""
+    held = BudgetHold.objects.filter(run_id=run_id, run__status=Run.Status.PAUSED).select_related("run").first()
+    if held is not None and reached(held.run, starting=False) is not None:
+        raise LeverRefused(f"{held.sentence}: an administrator raises the budget in the approvals queue, "
+                           "or stop the run with a summary.")
     if not _resume(run_id, operator_name(user)):
         raise _refused(run_id, "resume")
     return Run.objects.get(pk=run_id)
 
 
-def budget_resume(*, run_id: int) -> None:
+def budget_resume(*, run_id: int, by: str) -> None:
     """A run a budget held goes on (the budget was raised, or its period turned): a paused one as
     the resume lever does it, a queued one handed to the workers again. It checks its budgets
     again at its next boundary."""
-    if not _resume(run_id, "its budget"):
+    if not _resume(run_id, by):
         with write_transaction():
             if Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).exists():
                 run_dispatch(run_id=run_id)

@@ -1,5 +1,6 @@
 from django.conf import settings
 
+from runs.supervision.budgets import budget_requests_count
 from runs.supervision.escalation import age_text
 from runs.supervision.queue import approvals_waiting
 
@@ -15,6 +16,7 @@ def pending_approvals(request):
         waiting = approvals_waiting()
         context["pending_approvals"] = waiting.count
         context["expiring_approvals"] = waiting.expiring
+        context["budget_waiting"] = budget_requests_count() if user.has_perm("runs.view_budget") else 0
         if waiting.oldest_requested_at:
             # Written into the page, so the header has its final width at the first paint: added
             # by the badge's script after loading, it widened the menu, which could wrap and push

@@ -122,7 +122,7 @@ async function updateBadge() {
   });
   // A later request may have answered first: only the newest count is shown.
   if (request !== latestRequest || !response.ok || response.redirected) return;
-  const { pending, expiring, oldest_waiting_seconds: seconds } = await response.json();
+  const { pending, expiring, budget_waiting: onBudget, oldest_waiting_seconds: seconds } = await response.json();
   if (request !== latestRequest || typeof pending !== "number") return;
   badge.textContent = String(pending);
   const warned = document.getElementById("approval-expiring");
@@ -130,6 +130,12 @@ async function updateBadge() {
     // Approvals warned that they expire soon: beside the count, only while there are some.
     warned.textContent = `${expiring} expiring`;
     warned.hidden = expiring === 0;
+  }
+  const budget = document.getElementById("approval-budget");
+  if (budget && typeof onBudget === "number") {
+    // Runs waiting on a spent budget: their requests head the queue.
+    budget.textContent = `${onBudget} on budget`;
+    budget.hidden = onBudget === 0;
   }
   badge.classList.toggle("badge-zero", pending === 0);
   oldest = pending > 0 && typeof seconds === "number" ? { pending, seconds, heardAt: performance.now() } : null;

@@ -14,10 +14,10 @@ from django.utils import timezone
 from runs.engine.loop import run_advance
 from runs.lifecycle.housekeeping import runs_sweep
 from runs.lifecycle.runs import run_create
-from runs.models import Agent, Budget, BudgetHold, BudgetNotice, Run, RunEvent, ToolCall, WebhookDelivery
+from runs.models import Agent, Budget, BudgetHold, BudgetNotice, BudgetRaise, Run, RunEvent, ToolCall, WebhookDelivery
 from runs.supervision import budgets
 from runs.supervision.budgets import RaiseRefused, budget_notices_send, budget_raise, budget_requests
-from runs.supervision.levers import run_stop
+from runs.supervision.levers import LeverRefused, run_resume, run_stop
 from tests.support.approval_fixtures import make_user
 from tests.support.timeline_replay import mismatches
 from toolsapp.executors.python import python_handler
@@ -111,6 +111,7 @@ def test_a_run_pauses_before_the_request_that_would_pass_a_token_budget_and_a_ra
     released = budget_raise(budget_id=hold.budget_id, user=people["ada"], limit=5000,
                             until=timezone.now() + timedelta(hours=1), run_id=run.pk)
     assert released == [run.pk] and dispatched == [run.pk]
+    assert levers(run)[-1][:2] == ("resume", "ada, who raised its budget")
     assert Run.objects.get(pk=run.pk).status == Run.Status.QUEUED
     run_advance(run_id=run.pk)
 
@@ -255,3 +256,26 @@ def test_two_runs_reaching_a_budget_at_once_both_pause_and_new_runs_wait(script,
     run_advance(run_id=later.pk)
     assert Run.objects.get(pk=later.pk).status == Run.Status.QUEUED and script.requests(model) == []
     assert BudgetHold.objects.count() == 3
+
+
+def test_a_raise_made_in_another_process_counts_at_once_and_resume_waits_for_one(script, people, dispatched):
+    """This process has the budget cached as it was (2 s); the raise arrives without telling it,
+    as a raise made in the web server reaches a worker. The released run must not pause again."""
+    budget = Budget.objects.create(name="Support", measure="tokens", period="day", limit=1000)
+    model = script(tool_call("get_weather", '{"city": "Lagos"}', "c1", 1500), answer("Sunny in Lagos."))
+    run = new_run(model, user=people["olga"])
+    run_advance(run_id=run.pk)
+    assert Run.objects.get(pk=run.pk).status == Run.Status.PAUSED
+
+    # Resume is refused while the budget is reached: it would only pause again.
+    with pytest.raises(LeverRefused, match="Budget reached: Support, 1,000 tokens a day: an administrator raises"):
+        run_resume(run_id=run.pk, user=people["otto"])
+    assert Run.objects.get(pk=run.pk).status == Run.Status.PAUSED
+
+    BudgetRaise.objects.bulk_create([BudgetRaise(budget=budget, limit=5000, until=timezone.now() + timedelta(hours=1),
+                                                 by_name="ada")])  # no signal: this process is not told
+    run_resume(run_id=run.pk, user=people["otto"])  # allowed now
+    run_advance(run_id=run.pk)
+    run.refresh_from_db()
+    assert run.status == Run.Status.SUCCEEDED and run.answer == "Sunny in Lagos."
+    assert [lever for lever, _, _ in levers(run)] == ["paused", "resume"]

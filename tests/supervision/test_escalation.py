@@ -263,7 +263,8 @@ def test_the_agent_api_reads_and_checks_the_escalation_settings(demo_data, clien
 def test_the_badge_count_says_how_long_the_oldest_call_has_waited(waiting, client, alice):
     count_url = reverse("approval_count")
     client.force_login(alice)
-    assert client.get(count_url).json() == {"pending": 0, "expiring": 0, "oldest_requested_at": None, "oldest_waiting_seconds": None}
+    assert client.get(count_url).json() == {"pending": 0, "expiring": 0, "budget_waiting": 0, "oldest_requested_at": None,
+                                              "oldest_waiting_seconds": None}
     older, newer = waiting(), waiting()
     Approval.objects.filter(pk=newer.pk).update(requested_at=timezone.now() - timedelta(minutes=2))
     data = client.get(count_url).json()

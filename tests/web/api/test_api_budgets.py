@@ -125,6 +125,8 @@ def test_the_pages_list_budgets_with_their_use_and_the_queue_offers_a_raise(peop
     operators_queue = page(people["olga"]).get("/approvals/").content.decode()
     assert 'class="budget-raise"' not in operators_queue and "Stop with a summary" in operators_queue
     assert "Budget reached: Support, 1,000 tokens a day" in page(people["olga"]).get(f"/runs/{run.pk}/").content.decode()
+    assert page(people["olga"]).get("/approvals/count/").json()["budget_waiting"] == 1  # the header's "1 on budget"
+    assert "1 on budget" in operators_queue
 
     admin = page(people["ada"])
     refused = admin.post(f"/budgets/{budget.pk}/raise/", {"limit": "lots", "until": "2099-01-01T00:00",
