@@ -58,7 +58,7 @@ def send_webhook(self, delivery_id: int) -> None:
 @shared_task(ignore_result=True)
 def check_budget_alerts() -> None:
     from runs.observability.metrics.budget_alerts import budget_alerts_check
-    from runs.supervision.budgets import budget_notices_send
+    from runs.supervision.budget_warnings import budget_notices_send
 
     budget_alerts_check()
     budget_notices_send()

@@ -16,7 +16,7 @@ from runs.engine.snapshots import run_data, run_summary
 from runs.lifecycle.archive import runs_delete
 from runs.models import Approval, BudgetHold, Run
 from runs.observability.metrics import counter
-from runs.supervision.budgets import holds_check
+from runs.supervision.budget_requests import holds_check
 from runs.supervision.chat_messages import chat_sync
 from runs.supervision.decide import approvals_expire
 from runs.supervision.escalation import approvals_escalate

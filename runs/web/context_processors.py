@@ -1,6 +1,6 @@
 from django.conf import settings
 
-from runs.supervision.budgets import budget_requests_count
+from runs.supervision.budget_requests import budget_requests_count
 from runs.supervision.escalation import age_text
 from runs.supervision.queue import approvals_waiting
 

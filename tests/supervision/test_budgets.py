@@ -16,7 +16,8 @@ from runs.lifecycle.housekeeping import runs_sweep
 from runs.lifecycle.runs import run_create
 from runs.models import Agent, Budget, BudgetHold, BudgetNotice, BudgetRaise, Run, RunEvent, ToolCall, WebhookDelivery
 from runs.supervision import budgets
-from runs.supervision.budgets import RaiseRefused, budget_notices_send, budget_raise, budget_requests
+from runs.supervision.budget_requests import RaiseRefused, budget_raise, budget_requests
+from runs.supervision.budget_warnings import budget_notices_send
 from runs.supervision.levers import LeverRefused, run_resume, run_stop
 from tests.support.approval_fixtures import make_user
 from tests.support.timeline_replay import mismatches

@@ -10,7 +10,7 @@ from django.views.decorators.http import require_GET, require_POST
 from runs.engine.snapshots import approval_brief
 from runs.models import Approval
 from runs.roles import PERM_DECIDE, PERM_VIEW_APPROVAL, PERM_VIEW_BUDGET
-from runs.supervision.budgets import budget_requests, budget_requests_count
+from runs.supervision.budget_requests import budget_requests, budget_requests_count
 from runs.supervision.bulk_decisions import approvals_decide_many
 from runs.supervision.decide import AlreadyDecided, EditRefused, NotAllowed, approval_decide
 from runs.supervision.queue import (

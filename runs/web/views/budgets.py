@@ -8,15 +8,8 @@ from django.views.decorators.http import require_POST
 
 from runs.models import Budget, BudgetHold, BudgetRaise
 from runs.roles import PERM_CHANGE_BUDGET, PERM_VIEW_BUDGET
-from runs.supervision.budgets import (
-    RaiseRefused,
-    amount_text,
-    budget_raise,
-    budget_text,
-    budgets_used,
-    limit_for,
-    period_end,
-)
+from runs.supervision.budget_requests import RaiseRefused, budget_raise
+from runs.supervision.budgets import amount_text, budget_text, budgets_used, limit_for, period_end
 from runs.web.forms.budgets import BudgetForm, BudgetRaiseForm
 from runs.web.views.approvals import _back
 

@@ -6,7 +6,7 @@ from rest_framework.response import Response
 
 from runs.models import Budget
 from runs.roles import PERM_CHANGE_BUDGET, PERM_VIEW_BUDGET
-from runs.supervision.budgets import RaiseRefused, budget_raise, budget_requests
+from runs.supervision.budget_requests import RaiseRefused, budget_raise, budget_requests
 from runs.web.api.schema import errors
 from runs.web.api.serializers.budgets import (
     BudgetRaisedSerializer,
