@@ -84,3 +84,22 @@ def assert_no_violations(found: dict[str, list[str]]) -> None:
     """`found`: {where: axe_violations(page) there}; fails naming every violation and where it was."""
     problems = {where: lines for where, lines in found.items() if lines}
     assert not problems, "\n".join(f"{where}: {line}" for where, lines in problems.items() for line in lines)
+
+
+def open_edit_box(card) -> None:
+    """Open an approval card's edit box. A live refresh can replace the card between Playwright
+    finding the summary and clicking it (the click then lands on the card it replaced, gone):
+    open it again until it is open."""
+    from playwright.sync_api import expect
+
+    box = card.locator("textarea.edit-arguments")
+    for _ in range(5):
+        if not box.is_visible():
+            card.locator("details.edit-args summary").click()
+        try:
+            expect(box).to_be_visible(timeout=3000)
+            expect(box).to_be_enabled(timeout=3000)
+            return
+        except AssertionError:
+            continue
+    expect(box).to_be_visible()

@@ -10,7 +10,15 @@ from runs.engine.loop import run_advance
 from runs.lifecycle.forks import run_fork
 from runs.models import Agent, Approval, ApprovalRule
 from runs.supervision.decide import approval_decide
-from tests.browser import PASSWORD, assert_no_violations, axe_violations, requires_chromium, screenshot, wait_for_seq
+from tests.browser import (
+    PASSWORD,
+    assert_no_violations,
+    axe_violations,
+    open_edit_box,
+    requires_chromium,
+    screenshot,
+    wait_for_seq,
+)
 from tests.conftest import wait_for_status, wait_until
 from toolsapp.models import Tool
 
@@ -458,7 +466,7 @@ def test_the_queue_has_a_compact_view_and_the_edit_box_checks_the_schema_as_one_
     expect(cards.first.locator("input[name=reason]")).to_be_visible()
 
     card = cards.first
-    card.locator("details.edit-args > summary").click()
+    open_edit_box(card)
     area = card.locator("textarea.edit-arguments")
     area.fill('{"order_id": "ORDER-1", "reason": "Customer asked to cancel"}')
     error = card.locator(".edit-error")

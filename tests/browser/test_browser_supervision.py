@@ -9,7 +9,7 @@ import pytest
 from playwright.sync_api import expect
 
 from runs.models import Approval, ApprovalRule, ApprovalVote, Run, RunGrant, ToolCall
-from tests.browser import CANCEL_ORDER, requires_chromium, screenshot
+from tests.browser import CANCEL_ORDER, open_edit_box, requires_chromium, screenshot
 from tests.conftest import wait_for_status, wait_until
 from toolsapp.models import Order, Tool
 
@@ -161,22 +161,6 @@ def test_a_critical_call_needs_two_operators_and_a_third_context_sees_one_of_two
     assert approval.status == Approval.Status.APPROVED
     assert sorted(ApprovalVote.objects.filter(approval=approval).values_list("user_name", flat=True)) == ["operator", "operator2"]
     assert Order.objects.get(order_id="ORD-1001").status == Order.Status.CANCELLED
-
-
-def open_edit_box(card) -> None:
-    """Open a card's edit box. Under load the first operator's approval can reach this page just
-    after it loaded, and the live refresh that follows draws the card again, closed: open it again."""
-    box = card.locator("textarea.edit-arguments")
-    for _ in range(5):
-        if not box.is_visible():
-            card.locator("details.edit-args summary").click()
-        try:
-            expect(box).to_be_visible(timeout=3000)
-            expect(box).to_be_enabled(timeout=3000)
-            return
-        except AssertionError:
-            continue
-    expect(box).to_be_visible()
 
 
 def test_an_edit_by_the_second_of_two_operators_runs_only_once_another_approves_the_edit(

@@ -155,9 +155,11 @@ TEST_TOOLS = {
     # Effects that must not happen twice: a timeout or a crash leaves their outcome unknown.
     "probe_once": {"handler": "contract_probe", "idempotent": False},
     "purge_once": {"handler": "contract_probe", "idempotent": False, "destructive": True},
-    "stuck_effect": {"handler": "contract_stuck", "timeout_seconds": 0.05, "idempotent": False},
-    "stuck_destructive": {"handler": "contract_stuck", "timeout_seconds": 0.05, "destructive": True},
-    "hang": {"handler": "contract_hang", "timeout_seconds": 0.05, "idempotent": False},
+    # Half a second: under a loaded ./test a handler's thread took longer than 0.05 s to start,
+    # and a call that never started is rightly a failed call, not an unknown outcome.
+    "stuck_effect": {"handler": "contract_stuck", "timeout_seconds": 0.5, "idempotent": False},
+    "stuck_destructive": {"handler": "contract_stuck", "timeout_seconds": 0.5, "destructive": True},
+    "hang": {"handler": "contract_hang", "timeout_seconds": 0.5, "idempotent": False},
     "probe_quick": {"handler": "contract_probe", "timeout_seconds": 5},
     "flip": {"handler": "contract_flip"},
 }
