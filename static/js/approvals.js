@@ -113,7 +113,42 @@ function restoreCard(card, state) {
   if (state.editError) showEditError(card, state.editError);
 }
 
+// A budget request's raise form (the run's card at the top of the list): what was typed or chosen.
+function budgetFormsState() {
+  const kept = new Map();
+  for (const card of live.querySelectorAll(".budget-request[data-run-id]")) {
+    const state = {};
+    for (const field of card.querySelectorAll("input.budget-limit, input.budget-until")) {
+      if (field.value !== field.defaultValue) state[field.name] = field.value;
+    }
+    const chosen = card.querySelector("input[name=applies_to]:checked");
+    if (chosen && !chosen.defaultChecked) state.applies_to = chosen.value;
+    kept.set(card.dataset.runId, state);
+  }
+  return kept;
+}
+
+function restoreBudgetForms(kept) {
+  for (const card of live.querySelectorAll(".budget-request[data-run-id]")) {
+    const state = kept.get(card.dataset.runId);
+    if (!state) continue;
+    for (const [name, value] of Object.entries(state)) {
+      if (name === "applies_to") {
+        const radio = card.querySelector(`input[name=applies_to][value="${CSS.escape(value)}"]`);
+        if (radio) radio.checked = true;
+      } else {
+        const field = card.querySelector(`input[name="${CSS.escape(name)}"]`);
+        if (field) field.value = value;
+      }
+    }
+  }
+}
+
 function replaceList(html) {
+  const budgetForms = budgetFormsState();
+  const budgetFocus = document.activeElement?.closest?.(".budget-request[data-run-id]")
+    ? { run: document.activeElement.closest(".budget-request").dataset.runId, name: document.activeElement.name }
+    : null;
   const kept = new Map();
   for (const card of live.querySelectorAll(".approval[data-approval-id]")) kept.set(card.dataset.approvalId, cardState(card));
   const active = document.activeElement;
@@ -122,6 +157,10 @@ function replaceList(html) {
     : null;
   const cardHadFocus = keys.hasFocus();
   live.innerHTML = html;
+  restoreBudgetForms(budgetForms);
+  if (budgetFocus) {
+    live.querySelector(`.budget-request[data-run-id="${CSS.escape(budgetFocus.run)}"] [name="${CSS.escape(budgetFocus.name)}"]`)?.focus();
+  }
 
   for (const card of live.querySelectorAll(".approval[data-approval-id]")) {
     const id = card.dataset.approvalId;

@@ -130,6 +130,16 @@ def test_an_admin_adds_a_budget_a_run_pauses_on_it_and_is_raised_from_the_queue_
     expect(card.get_by_label("this run only")).to_be_checked()
     expect(card.get_by_role("button", name="Stop with a summary")).to_be_visible()
     card.locator(".budget-limit").fill("5000")
+    # A live refresh of the queue while the limit is typed keeps it: a second run of the spent
+    # budget, handed to the worker now, waits queued, and its request joins the list live.
+    card.evaluate("node => { node.dataset.before = 'refresh'; }")
+    second = run_create(agent=Agent.objects.get(name="demo"), task="And in London?", user=users["admin"],
+                        overrides={"models": [script({"content": "unused"})], "summarize_on_stop": False})
+    run_dispatch(run_id=second.pk)
+    expect(admin.locator("#budget-requests h2")).to_have_text("Budget requests (2)")
+    expect(admin.locator(f".budget-request[data-run-id='{run_id}'][data-before]")).to_have_count(0)  # redrawn
+    expect(card.locator(".budget-limit")).to_have_value("5000")
+    expect(admin.locator(f".budget-request[data-run-id='{second.pk}'] .status")).to_have_text("Waiting to start")
     shots(admin, "budget-request-queue")
 
     with admin.expect_navigation():
@@ -142,9 +152,10 @@ def test_an_admin_adds_a_budget_a_run_pauses_on_it_and_is_raised_from_the_queue_
 
     # No sweep runs here: the worker, whose budgets were cached before the raise, sees it at once.
     run = wait_for_status(run_id, Run.Status.SUCCEEDED)
-    assert len(script.requests(model)) == 2 and not BudgetHold.objects.exists()
+    assert len(script.requests(model)) == 2 and not BudgetHold.objects.filter(run_id=run_id).exists()
     admin.reload()
-    expect(admin.locator(".budget-request")).to_have_count(0)
+    expect(admin.locator(".budget-request")).to_have_count(1)  # the second run: the raise was for the first only
+    assert Run.objects.get(pk=second.pk).status == Run.Status.QUEUED
     admin.goto(f"/runs/{run_id}/")
     expect(admin.locator("#run-status")).to_have_attribute("data-status", Run.Status.SUCCEEDED)
     expect(admin.locator("#run-answer")).to_have_text("Sunny in Lagos.")
