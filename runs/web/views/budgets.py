@@ -2,11 +2,12 @@
 administrators add, change and delete them, and raise one from the queue's budget requests."""
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
+from django.db.models import Count
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from runs.models import Budget, BudgetHold, BudgetRaise
+from runs.models import Budget, BudgetHold, BudgetRaise, Run
 from runs.roles import PERM_CHANGE_BUDGET, PERM_VIEW_BUDGET
 from runs.supervision.budget_requests import RaiseRefused, budget_raise
 from runs.supervision.budgets import amount_text, budget_text, budgets_used, limit_for, period_end
@@ -17,14 +18,14 @@ from runs.web.views.approvals import _back
 def _rows() -> list[dict]:
     budgets = list(Budget.objects.select_related("agent", "person"))
     now = timezone.now()
-    used = budgets_used([b for b in budgets], now=now)
+    used = budgets_used(budgets, now=now)
     raises = list(BudgetRaise.objects.filter(until__gt=now, run=None).order_by("until"))
-    holding = {}
-    for budget_id in BudgetHold.objects.filter(budget__in=budgets).values_list("budget_id", flat=True):
-        holding[budget_id] = holding.get(budget_id, 0) + 1
+    # The runs each budget holds now (a hold of an ended run is forgotten by the next sweep).
+    holding = dict(BudgetHold.objects.filter(budget__in=budgets, run__status__in=(Run.Status.QUEUED, Run.Status.PAUSED))
+                   .values("budget_id").annotate(n=Count("pk")).values_list("budget_id", "n"))
     rows = []
     for budget in budgets:
-        limit = limit_for(budget, [r for r in raises if r.run_id is None], None, now)
+        limit = limit_for(budget, raises, None, now)  # raises for every run: those of one run are not listed
         share = used[budget.pk] / limit if limit else (1.0 if used[budget.pk] else 0.0)
         rows.append({
             "budget": budget, "text": budget_text(budget), "used": amount_text(budget.measure, used[budget.pk]),
@@ -98,8 +99,12 @@ def budget_raise_view(request, pk: int):
         return _back(request)
     until = timezone.localtime(data["until"]).strftime("%Y-%m-%d %H:%M")
     who = f"for run {run_id}" if run_id else "for every run it covers"
-    went_on = f" Run{'s' if len(released) > 1 else ''} {', '.join(map(str, released))} went on." if released \
-        else " No run it held can go on yet (another budget, or the new limit, still holds it)."
+    if released:
+        went_on = f" Run{'s' if len(released) > 1 else ''} {', '.join(map(str, released))} went on."
+    elif run_id:
+        went_on = " It cannot go on yet: another budget, or the new limit, still holds it."
+    else:
+        went_on = ""
     messages.success(request, f"Budget {budget.name} raised to {amount_text(budget.measure, data['limit'])} {who} "
-                              f"until {until}.{went_on if run_id or released or budget.holds.exists() else ''}")
+                              f"until {until}.{went_on}")
     return _back(request)

@@ -156,3 +156,22 @@ def test_an_admin_adds_a_budget_through_the_form_and_a_bad_one_is_explained(peop
     assert good.status_code == 302
     assert "Billing" in admin.get("/budgets/").content.decode()
     assert Budget.objects.get().agent == agent
+
+
+def test_the_budget_list_reads_what_each_period_used_in_one_query(people):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    admin = api(people["ada"])
+
+    def queries_for_list() -> int:
+        with CaptureQueriesContext(connection) as seen:
+            assert admin.get("/api/v1/budgets/").status_code == 200
+        return len(seen)
+
+    Budget.objects.create(name="one", measure="tokens", limit=10)
+    queries_for_list()  # the token's first use from this address is recorded once
+    one = queries_for_list()
+    Budget.objects.bulk_create([Budget(name=f"b{n}", measure="cost", limit=5) for n in range(4)])
+    assert queries_for_list() == one
+    assert [b["used"] for b in admin.get("/api/v1/budgets/").json()["results"]] == [0.0] * 5
