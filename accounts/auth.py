@@ -23,6 +23,7 @@ class ApiTokenAuthentication(BaseAuthentication):
             raise AuthenticationFailed("Invalid token.") from None
         except TokenRefused as exc:
             raise AuthenticationFailed(str(exc)) from None
+        token.user.token_project_id = token.project_id  # projects/access.py cuts to it
         actor_set(user=token.user, via="api", request=request)
         token_used(token_id=token.pk, token_repr=str(token), user=token.user, address=request_address(request))
         return token.user, token

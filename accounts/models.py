@@ -8,6 +8,11 @@ class ApiToken(models.Model):
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
     name = models.CharField(max_length=100, blank=True)
+    # A token limited to one project sees that project only, with its person's role there.
+    project = models.ForeignKey(
+        "projects.Project", null=True, blank=True, on_delete=models.CASCADE, related_name="+",
+        help_text="Empty: every project its person sees.",
+    )
     # The key's first characters: enough to tell tokens apart in a list, useless to sign in.
     prefix = models.CharField(max_length=16)
     key_hash = models.CharField(max_length=64, unique=True)

@@ -37,8 +37,9 @@ def token_expiry(*, days: int | None, now=None):
     return None if days == 0 else (now or timezone.now()) + timedelta(days=days)
 
 
-def api_token_create(*, user, name: str = "", days: int | None = None) -> tuple[ApiToken, str]:
-    """A new token and its plain key; the key is not kept anywhere, so show it now or never."""
+def api_token_create(*, user, name: str = "", days: int | None = None, project=None) -> tuple[ApiToken, str]:
+    """A new token and its plain key; the key is not kept anywhere, so show it now or never.
+    With `project`, the token sees that project only (with its person's role there)."""
     key = KEY_START + secrets.token_urlsafe(32)
     token = ApiToken.objects.create(
         user=user,
@@ -46,6 +47,7 @@ def api_token_create(*, user, name: str = "", days: int | None = None) -> tuple[
         prefix=key[:PREFIX_LENGTH],
         key_hash=token_hash(key),
         expires_at=token_expiry(days=days),
+        project=project,
     )
     return token, key
 

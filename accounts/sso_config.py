@@ -44,7 +44,9 @@ class SsoConfigError(ValueError):
 
 
 def parse_role_map(text: str) -> dict[str, str]:
-    """ "agentsite-admins=admin,agentsite-operators=operator" -> {group claim value: role}."""
+    """ "agentsite-admins=admin,agentsite-operators=operator" -> {group claim value: role}. A role
+    may name a project by its slug, "billing-operators=operator@billing": a role in that project
+    only; without one, the role holds in every project (the platform team)."""
     role_map: dict[str, str] = {}
     for entry in (part.strip() for part in text.split(",")):
         if not entry:
@@ -52,8 +54,12 @@ def parse_role_map(text: str) -> dict[str, str]:
         value, sep, role = (piece.strip() for piece in entry.rpartition("="))
         if not sep or not value:
             raise SsoConfigError(f"OIDC_ROLE_MAP: {entry!r} is not group=role")
-        if role not in ROLE_GROUPS:
-            raise SsoConfigError(f"OIDC_ROLE_MAP: {entry!r} names no role; roles are {', '.join(ROLE_GROUPS)}")
+        base, at, project = role.partition("@")
+        if base not in ROLE_GROUPS:
+            raise SsoConfigError(f"OIDC_ROLE_MAP: {entry!r} names no role; roles are {', '.join(ROLE_GROUPS)}"
+                                 " (optionally @project-slug)")
+        if at and not project:
+            raise SsoConfigError(f"OIDC_ROLE_MAP: {entry!r} names no project after @")
         if role_map.get(value, role) != role:
             raise SsoConfigError(f"OIDC_ROLE_MAP: {value!r} is mapped to both {role_map[value]} and {role}")
         role_map[value] = role

@@ -25,6 +25,9 @@ from accounts.models import SsoIdentity
 from accounts.sso_config import ROLE_GROUPS
 from accounts.sso_roles import roles_from_claims
 from accounts.username_skeleton import username_skeleton
+from projects.models import Membership, Project
+
+_WIDTH = ["admins", "operators", "viewers"]  # the widest first
 
 NO_ROLE = (
     "You signed in at the identity provider, but none of your groups there gives a role here: ask an administrator."
@@ -92,11 +95,29 @@ def _identity(*, issuer: str, subject: str, claims: Mapping, found: SsoIdentity 
     raise SignInRefused("Your account could not be created just now: try again.")
 
 
-def _set_role_groups(user, roles: frozenset[str]) -> None:
-    wanted = {ROLE_GROUPS[role] for role in roles}
+def _set_role_groups(user, roles: frozenset[str], role_map: Mapping[str, str]) -> None:
+    """The person's site roles (role groups) and project roles (memberships of the projects the
+    map names) as the claims give them now; a person with several roles in one place keeps the
+    widest. Memberships of projects the map does not name are an administrator's, and stay."""
+    site = {ROLE_GROUPS[role] for role in roles if "@" not in role}
     groups = list(Group.objects.filter(name__in=ROLE_GROUPS.values()))
-    user.groups.remove(*[group for group in groups if group.name not in wanted])
-    user.groups.add(*[group for group in groups if group.name in wanted])
+    user.groups.remove(*[group for group in groups if group.name not in site])
+    user.groups.add(*[group for group in groups if group.name in site])
+    by_name = {group.name: group for group in groups}
+    wanted: dict[str, str] = {}
+    for role in roles:
+        base, _, slug = role.partition("@")
+        if slug:
+            group = ROLE_GROUPS[base]
+            if slug not in wanted or _WIDTH.index(group) < _WIDTH.index(wanted[slug]):
+                wanted[slug] = group
+    mapped = {value.partition("@")[2] for value in role_map.values() if "@" in value}
+    for project in Project.objects.filter(slug__in=mapped):
+        if project.slug in wanted and wanted[project.slug] in by_name:
+            Membership.objects.update_or_create(project=project, user=user,
+                                                defaults={"role": by_name[wanted[project.slug]]})
+        else:
+            Membership.objects.filter(project=project, user=user).delete()
 
 
 def sso_user_sign_in(*, issuer: str, claims: Mapping, claim: str, role_map: Mapping[str, str]):
@@ -112,7 +133,7 @@ def sso_user_sign_in(*, issuer: str, claims: Mapping, claim: str, role_map: Mapp
     with transaction.atomic():
         identity = _identity(issuer=issuer, subject=subject, claims=claims, found=found)
         user = identity.user
-        _set_role_groups(user, roles)
+        _set_role_groups(user, roles, role_map)
         email = _claim_text(claims, "email")
         if email and user.email != email:
             user.email = email  # for display and notifications only: never used to match a person

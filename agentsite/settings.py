@@ -54,6 +54,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "audit",
+    "projects",
     "accounts",
     "toolsapp",
     "runs",
@@ -69,6 +70,7 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "audit.context.AuditActorMiddleware",  # who changes what, for the audit log
+    "projects.routes.ProjectScopeMiddleware",  # a thing of a project the person does not see: 404
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "runs.web.middleware.DatabaseConnectionLostMiddleware",  # last: it sees a view's exception first
@@ -133,6 +135,9 @@ try:
 except SsoConfigError as exc:
     raise ImproperlyConfigured(str(exc)) from None
 # --- end of single sign-on ---------------------------------------------------------------------
+# Roles per project first (projects/backends.py: signs nobody in; reads site roles too), then sign-in.
+AUTHENTICATION_BACKENDS = ["projects.backends.ProjectRoleBackend",
+                           *globals().get("AUTHENTICATION_BACKENDS", ["django.contrib.auth.backends.ModelBackend"])]
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
@@ -428,6 +433,7 @@ AUDITED_MODELS = {
     "accounts.ChatIdentity": {"kind": "chat identity"},
     "runs.Budget": {"kind": "budget", "ignore": ["updated_at"]},
     "runs.BudgetRaise": {"kind": "budget raise", "ignore": ["created_at"]},
+    "projects.Project": {"kind": "project"}, "projects.Membership": {"kind": "project role"},
 }
 
 

@@ -14,6 +14,7 @@ urlpatterns = [
     path("tools/", include("toolsapp.urls")),
     path("api/v1/", include("evals.api_urls")),
     path("api/", include("runs.web.api.urls")),
+    path("", include("projects.urls")),  # the projects a person sees, and their role in each
     path("", include("audit.urls")),  # the audit log of administration (administrators)
     path("", include("memory.urls")),  # an agent's long-term memory, under its page
     path("", include("evals.urls")),  # datasets, experiments, and "Add to a dataset" from a run

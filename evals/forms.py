@@ -4,8 +4,10 @@ import json
 
 from django import forms
 
+from evals import services_projects as scope
 from evals.expectations import KINDS, expectation_errors
 from evals.models import Dataset
+from projects.models import Project
 from runs.models import Agent
 from toolsapp.text import loads
 
@@ -47,7 +49,16 @@ class ExpectationsField(forms.CharField):
 
 class DatasetForm(forms.Form):
     name = forms.CharField(max_length=100)
+    project = forms.ModelChoiceField(
+        queryset=Project.objects.none(), required=False, empty_label="Choose a project",
+        help_text="The team whose dataset it is: its cases come from its runs, its experiments run its agents.")
     description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+
+    def __init__(self, *args, user, **kwargs):
+        super().__init__(*args, **kwargs)
+        # The projects where the person may make a dataset; their default one chosen.
+        self.fields["project"].queryset = scope.dataset_projects(user)
+        self.fields["project"].initial = scope.dataset_project_default(user)
 
 
 class CaseForm(forms.Form):
@@ -58,7 +69,7 @@ class CaseForm(forms.Form):
 
 
 class CaseFromRunForm(forms.Form):
-    dataset = forms.ModelChoiceField(queryset=Dataset.objects.all(), required=False, empty_label="a new dataset")
+    dataset = forms.ModelChoiceField(queryset=Dataset.objects.none(), required=False, empty_label="a new dataset")
     new_dataset = forms.CharField(max_length=100, required=False, label="New dataset's name",
                                   help_text="When adding to a new dataset.")
     step = forms.TypedChoiceField(coerce=int, label="From step", required=False, empty_value=None,
@@ -69,8 +80,9 @@ class CaseFromRunForm(forms.Form):
     name = forms.CharField(max_length=200, required=False)
     expectations = ExpectationsField(help_text="Prefilled from what the run did: edit them. " + EXPECTATIONS_HELP)
 
-    def __init__(self, *args, steps: int = 0, **kwargs):
+    def __init__(self, *args, datasets, steps: int = 0, **kwargs):
         super().__init__(*args, **kwargs)
+        self.fields["dataset"].queryset = datasets  # the run's project's (evals.services_projects.datasets_for)
         self.fields["step"].choices = [("", "the start (the task only)")] + [
             (str(n), f"step {n}") for n in range(2, steps + 1)]
 
@@ -85,12 +97,16 @@ VERSION_CHOICES = [("current", "The current version"), ("draft", "The newest dra
 
 
 class ExperimentForm(forms.Form):
-    agent = forms.ModelChoiceField(queryset=Agent.objects.all())
+    agent = forms.ModelChoiceField(queryset=Agent.objects.none())
     which = forms.ChoiceField(choices=VERSION_CHOICES, initial="current", label="Version")
     version = forms.IntegerField(required=False, min_value=1, label="Version number",
                                  help_text="With \"Version number…\".")
     models = forms.CharField(required=False, max_length=1000, label="Models instead of the version's",
                              help_text="Comma separated, in fallback order; empty: the version's own.")
+
+    def __init__(self, *args, agents, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["agent"].queryset = agents  # the dataset's project's (evals.services_projects.agents_for)
 
     def clean(self):
         cleaned = super().clean()

@@ -3,11 +3,16 @@ dataset against one version of an agent, and each case's result there."""
 from django.conf import settings
 from django.db import models
 
+from projects.models import InProject
 from runs.models import Run
 
 
-class Dataset(models.Model):
+class Dataset(InProject, models.Model):
     name = models.CharField(max_length=100, unique=True)
+    project = models.ForeignKey(
+        "projects.Project", on_delete=models.PROTECT, related_name="+",
+        help_text="The team whose cases these are; its experiments run this project's agents.",
+    )
     description = models.TextField(blank=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
                                    related_name="+")

@@ -11,6 +11,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from evals import datasets as data
+from evals import services_projects as scope
 from evals.experiments import ExperimentInvalid, baseline_for, experiment_cancel, experiment_start
 from evals.forms import CaseForm, CaseFromRunForm, DatasetForm, ExperimentForm, ImportForm
 from evals.models import Case, Dataset, Experiment
@@ -35,19 +36,19 @@ MAX_IMPORT_BYTES = 10 * 1024 * 1024
 @login_required
 @permission_required(PERM_VIEW_DATASET, raise_exception=True)
 def dataset_list(request):
-    form = DatasetForm(request.POST if request.method == "POST" else None)
+    form = DatasetForm(request.POST if request.method == "POST" else None, user=request.user)
     if request.method == "POST":
         _need(request, PERM_ADD_DATASET)
         if form.is_valid():
             try:
-                dataset = data.dataset_create(**form.cleaned_data, user=request.user)
+                dataset = scope.dataset_create(**form.cleaned_data, user=request.user)
             except data.CaseInvalid as invalid:
                 _errors_to_form(form, invalid)
             else:
                 messages.success(request, f"Dataset {dataset.name} made: add cases from runs or by hand.")
                 return redirect("dataset_detail", pk=dataset.pk)
-    rows = list(data.datasets_counted().order_by("name"))
-    last = Experiment.objects.in_bulk([d.last_experiment_id for d in rows if d.last_experiment_id])
+    rows = list(scope.datasets_seen(request.user).order_by("name"))
+    last = scope.experiments_seen(request.user).in_bulk([d.last_experiment_id for d in rows if d.last_experiment_id])
     for dataset in rows:
         dataset.last_experiment = last.get(dataset.last_experiment_id)
     return render(request, "evals/dataset_list.html", {"datasets": rows, "form": form})
@@ -56,9 +57,10 @@ def dataset_list(request):
 @login_required
 @permission_required(PERM_VIEW_DATASET, raise_exception=True)
 def dataset_detail(request, pk: int):
-    dataset = get_object_or_404(Dataset, pk=pk)
+    dataset = get_object_or_404(Dataset.objects.select_related("project"), pk=pk)
     case_form = CaseForm(prefix="case")
-    experiment_form = ExperimentForm(prefix="experiment")
+    agents = scope.agents_for(dataset)  # an experiment runs an agent of the dataset's project
+    experiment_form = ExperimentForm(prefix="experiment", agents=agents)
     if request.method == "POST":
         action = request.POST.get("action")
         if action == "case":
@@ -74,7 +76,7 @@ def dataset_detail(request, pk: int):
                     return redirect("dataset_detail", pk=dataset.pk)
         elif action == "experiment":
             _need(request, PERM_RUN_EXPERIMENT)
-            experiment_form = ExperimentForm(request.POST, prefix="experiment")
+            experiment_form = ExperimentForm(request.POST, prefix="experiment", agents=agents)
             if experiment_form.is_valid():
                 chosen = experiment_form.cleaned_data
                 models = experiment_form.model_list()
@@ -92,7 +94,8 @@ def dataset_detail(request, pk: int):
     return render(request, "evals/dataset_detail.html", {
         "dataset": dataset,
         "cases": list(dataset.cases.order_by("pk")),
-        "experiments": list(dataset.experiments.select_related("agent").order_by("-pk")[:50]),
+        "experiments": list(scope.experiments_seen(request.user, dataset.experiments.select_related("agent"))
+                            .order_by("-pk")[:50]),
         "case_form": case_form, "experiment_form": experiment_form, "import_form": ImportForm(),
     })
 
@@ -122,12 +125,13 @@ def case_edit(request, dataset_id: int, pk: int):
 @permission_required((PERM_CHANGE_DATASET, PERM_VIEW), raise_exception=True)
 def run_add_to_dataset(request, pk: int):
     """From a run (or a step of it): a case with its task, customer, conversation and prefilled checks."""
-    run = get_object_or_404(Run, pk=pk)
+    run = get_object_or_404(Run.objects.select_related("agent__project"), pk=pk)
+    datasets = scope.datasets_for(run)  # a case goes to a dataset of the run's project
     steps = Step.objects.filter(run=run, kind=Step.Kind.TURN).count()
     step = _int(request.POST.get("step") if request.method == "POST" else request.GET.get("step"))
     step = step if step and 2 <= step <= steps else None
     if request.method == "POST":
-        form = CaseFromRunForm(request.POST, steps=steps)
+        form = CaseFromRunForm(request.POST, steps=steps, datasets=datasets)
         if form.is_valid():
             chosen = form.cleaned_data
             case = case_from_run(run, step=chosen["step"], with_conversation=chosen["with_conversation"])
@@ -139,19 +143,22 @@ def run_add_to_dataset(request, pk: int):
                     dataset = chosen["dataset"]
                     if dataset is None:
                         _need(request, PERM_ADD_DATASET)
-                        dataset = data.dataset_create(name=chosen["new_dataset"], user=request.user)
+                        dataset = scope.dataset_create(project=run.agent.project, name=chosen["new_dataset"],
+                                                       user=request.user)
                     added = data.case_add(dataset=dataset, data=case, user=request.user)
             except data.CaseInvalid as invalid:
-                _errors_to_form(form, invalid, rename={"name": "new_dataset"} if chosen["dataset"] is None else None)
+                _errors_to_form(form, invalid, rename={"name": "new_dataset", "project": "new_dataset"}
+                                if chosen["dataset"] is None else None)
             else:
                 messages.success(request, f"Case {added.name!r} added to dataset {dataset.name}.")
                 return redirect("dataset_detail", pk=dataset.pk)
     else:
         prefilled = case_from_run(run, step=step)
-        form = CaseFromRunForm(steps=steps, initial={
+        form = CaseFromRunForm(steps=steps, datasets=datasets, initial={
             "step": step, "expectations": prefilled["expectations"], "name": prefilled["name"],
-            "dataset": Dataset.objects.order_by("-updated_at").first()})
-    return render(request, "evals/add_to_dataset.html", {"run": run, "form": form, "steps": steps})
+            "dataset": datasets.order_by("-updated_at").first()})
+    return render(request, "evals/add_to_dataset.html", {"run": run, "form": form, "steps": steps,
+                                                         "project": run.agent.project})
 
 
 @login_required
@@ -169,6 +176,8 @@ def dataset_import(request, pk: int):
         return redirect("dataset_detail", pk=pk)
     try:
         text = upload.read().decode("utf-8")
+        # A source run of another project (or not seen) is left out, as one that no longer exists.
+        text = scope.import_text_scoped(request.user, dataset, text)
         added = data.cases_import(dataset=dataset, text=text, user=request.user)
     except UnicodeDecodeError:
         messages.error(request, "The file is not UTF-8 text.")
@@ -221,7 +230,8 @@ def experiment_detail(request, pk: int):
     baseline = baseline_for(experiment)
     return render(request, "evals/experiment_detail.html", {
         "experiment": experiment, "card": card, "baseline": baseline,
-        "earlier": list(Experiment.objects.filter(dataset=experiment.dataset).exclude(pk=pk).order_by("-pk")[:20]),
+        "earlier": list(scope.experiments_seen(request.user).filter(dataset=experiment.dataset).exclude(pk=pk)
+                        .order_by("-pk")[:20]),
     })
 
 

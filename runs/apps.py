@@ -8,6 +8,9 @@ class RunsConfig(AppConfig):
     verbose_name = "Runs"
 
     def ready(self):
+        from runs.web.project_routes import register_routes
+
+        register_routes()  # which project each route is about (projects/routes.py)
         # Services queue tasks by name (runs.engine.dispatch); Celery only discovers task
         # modules on its own when a worker starts, so web processes register them here.
         from runs import tasks  # noqa: F401

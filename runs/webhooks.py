@@ -27,28 +27,36 @@ from django.utils import timezone
 from audit.models import AuditEntry
 from audit.record import audited, entry_write, shown_repr
 from runs.engine.dispatch import task_send
-from runs.models import Webhook, WebhookDelivery
+from runs.models import Agent, Webhook, WebhookDelivery
 from toolsapp import net
 
 log = logging.getLogger("runs.services.notifications")  # its name from before the move: operators filter on it
 SEND_TASK = "runs.tasks.send_webhook"
 
 
-def webhook_urls() -> list[str]:
-    """Where notifications go: WEBHOOK_URLS, then the enabled webhooks of the settings page."""
+def webhook_urls(*, agent_id: int | None = None, project_id: int | None = None) -> list[str]:
+    """Where notifications go: WEBHOOK_URLS (the site's: every project's events), then the enabled
+    webhooks of the settings page, of the event's project only (by its agent's, in the same query)."""
     urls = list(settings.WEBHOOK_URLS)
-    for url in Webhook.objects.filter(enabled=True).values_list("url", flat=True):
+    hooks = Webhook.objects.filter(enabled=True)
+    if project_id is not None:
+        hooks = hooks.filter(project_id=project_id)
+    elif agent_id is not None:
+        hooks = hooks.filter(project_id__in=Agent.objects.filter(pk=agent_id).values("project_id"))
+    for url in hooks.values_list("url", flat=True):
         if url not in urls:
             urls.append(url)
     return urls
 
 
-def notify(event: str, data, *, urls: list[str] | None = None) -> list[int]:
-    """Record `event` for every configured webhook (or only `urls`), and queue its sending once
-    the current transaction commits. Returns the deliveries' ids.
+def notify(event: str, data, *, urls: list[str] | None = None, agent_id: int | None = None,
+           project_id: int | None = None) -> list[int]:
+    """Record `event` for every configured webhook of its project (the project, or the agent's),
+    or only `urls`, and queue its sending once the current transaction commits. Returns the
+    deliveries' ids.
 
     `data` is a dict, or a callable returning one (only called when webhooks are configured)."""
-    urls = webhook_urls() if urls is None else urls
+    urls = webhook_urls(agent_id=agent_id, project_id=project_id) if urls is None else urls
     if not urls:
         return []
     body = {"event": event, "sent_at": timezone.now().isoformat(), **(data() if callable(data) else data)}
@@ -61,11 +69,13 @@ def notify(event: str, data, *, urls: list[str] | None = None) -> list[int]:
     return ids
 
 
-def webhook_add(*, url: str, description: str, user) -> Webhook:
-    """Register a receiver. Raises net.Blocked when the SSRF guard refuses its address (a private
-    or local one not in OUTBOUND_ALLOWLIST): said at once, not at the first failed delivery."""
+def webhook_add(*, url: str, description: str, user, project=None) -> Webhook:
+    """Register a receiver of `project`'s notifications (None: Default). Raises net.Blocked when
+    the SSRF guard refuses its address (a private or local one not in OUTBOUND_ALLOWLIST): said at
+    once, not at the first failed delivery."""
     net.check_url(url)
-    return Webhook.objects.create(url=url, description=description, created_by=user)
+    return Webhook.objects.create(url=url, description=description, created_by=user,
+                                  **({"project": project} if project is not None else {}))
 
 
 def webhook_switch(*, webhook: Webhook, enabled: bool) -> Webhook:

@@ -7,6 +7,9 @@ class ToolsappConfig(AppConfig):
     verbose_name = "Tools"
 
     def ready(self):
+        from toolsapp.project_routes import register_routes
+
+        register_routes()  # which project each route is about (projects/routes.py)
         # Registers the built-in handlers and verifiers, then those of the installed packages'
         # `agentsite.tools` entry points and of AGENTSITE_TOOL_MODULES (your own tools, without
         # editing this app), by importing their modules. Web and worker processes both get here

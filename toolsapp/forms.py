@@ -1,14 +1,196 @@
 """The tool editor: turns what was typed into values (the schema's JSON text, a comma list);
-toolsapp.services owns the rules, so the form and the API refuse the same things."""
+toolsapp.services owns the rules, so the form and the API refuse the same things.
+
+Also which project a tool (or an MCP server) goes into, for the forms and the API: a project where
+the person may add and change tools, or none ("shared by the site": every project's agents may
+use it), which only people with the tools permissions site-wide may choose (projects/access.py)."""
 import json
 
 from django import forms
+from django.db import transaction
+from django.db.models import Q
 
+from projects import access
+from projects.models import DEFAULT_SLUG, Project
+from runs.roles import PERM_ADD_TOOL, PERM_MANAGE_TOOLS
 from toolsapp.executors.http import SECRET_ENV_PREFIX
 from toolsapp.models import Tool
-from toolsapp.services import ToolInvalid, tool_validate
-from toolsapp.text import JsonTooDeep
+from toolsapp.services import ToolInvalid, tool_save, tool_validate
+from toolsapp.text import MAX_SAFE_INTEGER, JsonTooDeep
 from toolsapp.text import loads as bounded_loads
+
+# --- A tool's (or an MCP server's) project --------------------------------------------------------
+
+# What putting a tool (or a server, whose discovered tools follow it) into a project takes.
+TOOL_PERMS = (PERM_ADD_TOOL, PERM_MANAGE_TOOLS)
+SHARED_LABEL = "Shared by the site"
+SHARED_HELP = "Empty: shared by the site, for every project's agents (site-wide admins only)."
+
+
+class ProjectRefused(Exception):
+    """Why a tool may not go into the project asked for (or none was asked and none can be chosen)."""
+
+
+def tool_projects_allowed(user) -> set[int] | None:
+    """The projects where the person may add and change tools; None: every project, and the
+    tools the site shares."""
+    allowed = None
+    for perm in TOOL_PERMS:
+        found = access.projects_with(user, perm)
+        if found is not None:
+            allowed = found if allowed is None else allowed & found
+    return allowed
+
+
+def may_share(user) -> bool:
+    """Whether the person may make (or change) a tool the site shares: with the tools
+    permissions site-wide only."""
+    return tool_projects_allowed(user) is None
+
+
+def tool_project_choices(user, current: int | None = None):
+    """The projects a tool may be put into by the person, by name (and the one it is in)."""
+    allowed = tool_projects_allowed(user)
+    projects = Project.objects.order_by("name")
+    if allowed is None:
+        return projects
+    return projects.filter(Q(pk__in=allowed) | Q(pk=current)) if current else projects.filter(pk__in=allowed)
+
+
+def _names(user) -> str:
+    return ", ".join(p.name for p in tool_project_choices(user)) or "none"
+
+
+def no_project_chosen(user) -> str:
+    if not tool_project_choices(user).exists():
+        return "You may add tools in no project: ask an administrator for a role in one."
+    return f"Say which project the tool is for: you may add tools in {_names(user)}."
+
+
+def tool_project_default(user) -> Project | None:
+    """A new tool's project when none is named: the person's one project where they may add
+    tools; shared by the site (None) for those with the permission site-wide; else the Default
+    project if it is one of theirs; ProjectRefused otherwise."""
+    allowed = tool_projects_allowed(user)
+    if allowed is None:
+        return None
+    if len(allowed) == 1:
+        found = Project.objects.filter(pk__in=allowed).first()
+        if found is not None:
+            return found
+    default = Project.objects.filter(pk__in=allowed, slug=DEFAULT_SLUG).first()
+    if default is None:
+        raise ProjectRefused(no_project_chosen(user))
+    return default
+
+
+def tool_project_problem(user, project: Project | None, current: int | None = None, adding: bool = True) -> str:
+    """Why the person may not put a tool (a new one, or one now in `current`) into `project`
+    (None: shared by the site); "" when they may."""
+    target = project.pk if project is not None else None
+    if not adding and target == current:
+        return ""  # where it is: a tool read and sent back whole
+    if project is None:
+        if may_share(user):
+            return ""
+        return ("Only an admin of every project may share a tool with the whole site: "
+                f"choose one of your projects ({_names(user)}).")
+    if not access.may_see(user, project.pk):
+        return f"No project {project.slug!r}."  # another team's: as if it did not exist
+    allowed = tool_projects_allowed(user)
+    if allowed is not None and project.pk not in allowed:
+        return (f"You may not add tools to project {project.name}: your role there does not allow it "
+                f"(you may in {_names(user)}).")
+    return ""
+
+
+def project_named(user, value) -> Project:
+    """The project named by id or slug (in a request's body), one the person sees;
+    ProjectRefused otherwise, a project they do not see answered as if it did not exist."""
+    project = None
+    if isinstance(value, Project):
+        project = value
+    elif isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_SAFE_INTEGER:
+        project = Project.objects.filter(pk=value).first()
+    elif isinstance(value, str) and value.strip() and "\x00" not in value:
+        text = value.strip()
+        project = Project.objects.filter(slug=text).first()
+        if project is None and text.isdigit() and int(text) <= MAX_SAFE_INTEGER:
+            project = Project.objects.filter(pk=int(text)).first()
+    else:
+        raise ProjectRefused("A project's id or slug, or null for a tool shared by the site.")
+    if project is None or not access.may_see(user, project.pk):
+        raise ProjectRefused(f"No project {value!r}.")
+    return project
+
+
+def tool_save_in_project(*, tool: Tool | None, data: dict, project) -> Tool:
+    """toolsapp.services.tool_save, and the tool's project (checked by the caller): a new tool is
+    made in it; one that moves is moved in the same transaction. An MCP tool stays in its
+    server's project."""
+    tool = tool if tool is not None else Tool()
+    with transaction.atomic():
+        adding = tool.pk is None
+        if adding:
+            tool.project = project
+        saved = tool_save(tool=tool, data=data)
+        if not adding and saved.kind != Tool.Kind.MCP and saved.project_id != (project.pk if project else None):
+            Tool.objects.filter(pk=saved.pk).update(project=project)
+            saved.project = project
+    return saved
+
+
+def add_project_field(form, user, *, current: int | None, adding: bool, locked: str = "",
+                      help_text: str = "The team whose tool it is: its agents may use it.") -> None:
+    """A `project` choice on `form`: the projects where `user` may put tools, and "Shared by the
+    site" for those who may share; the person's default chosen for a new one. `locked`: why it
+    cannot be changed (an MCP tool's project is its server's)."""
+    share = may_share(user) or (not adding and current is None)
+    field = forms.ModelChoiceField(
+        # Not required: an empty choice is refused in words (clean_project_field), and a form sent
+        # without the field keeps the tool's project.
+        queryset=tool_project_choices(user, current), required=False, label="Project",
+        empty_label=SHARED_LABEL if share else "Choose a project",
+        help_text=help_text + (f" {SHARED_HELP}" if share else ""),
+    )
+    field.error_messages["invalid_choice"] = f"Choose one of the projects where you may add tools: {_names(user)}."
+    if adding:
+        try:
+            field.initial = tool_project_default(user)
+        except ProjectRefused:
+            field.initial = None
+    else:
+        field.initial = current
+    if field.initial is not None and not share:
+        field.empty_label = None  # chosen for them; no empty choice to pick by mistake
+    if locked:
+        field.disabled = True
+        field.help_text = locked
+    form.fields["project"] = field
+    form.order_fields(["name", "project"])
+    form.project_adding = adding
+
+
+def clean_project_field(form, user, current: int | None):
+    """The form's chosen project (see add_project_field); a form sent without the field keeps the
+    tool's project (a new one gets the person's default)."""
+    if form.fields["project"].disabled:
+        return form.cleaned_data.get("project")  # its initial value: where the tool is
+    if form.add_prefix("project") not in form.data:
+        if not form.project_adding:
+            return Project.objects.filter(pk=current).first() if current else None
+        try:
+            return tool_project_default(user)
+        except ProjectRefused as exc:
+            raise forms.ValidationError(str(exc)) from None
+    project = form.cleaned_data.get("project")
+    problem = tool_project_problem(user, project, current=current, adding=form.project_adding)
+    if problem:
+        raise forms.ValidationError(problem)
+    return project
+
+
+# --- The tool editor ------------------------------------------------------------------------------
 
 
 class ToolForm(forms.ModelForm):
@@ -43,10 +225,18 @@ class ToolForm(forms.ModelForm):
         widgets = {"description": forms.Textarea(attrs={"rows": 3})}
         help_texts = {"kind": "MCP tools are added by discovering an MCP server's tools."}
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, user=None, **kwargs):
         super().__init__(*args, **kwargs)
         # The stored tool, before this form changes its instance: the rules compare with it.
         self.stored = self.instance if self.instance.pk else None
+        # The dashboard says who saves: it then offers the projects they may put the tool in
+        # (the admin, for superusers, keeps a tool's project as it is).
+        self.user = user
+        if user is not None:
+            mcp = self.stored is not None and self.stored.kind == Tool.Kind.MCP
+            add_project_field(self, user, current=self.stored.project_id if self.stored else None,
+                              adding=self.stored is None,
+                              locked="An MCP tool is in its server's project: move the server to move it." if mcp else "")
         if not self.is_bound:
             self.initial["parameters"] = json.dumps(
                 self.initial.get("parameters") or {"type": "object", "properties": {}, "required": [],
@@ -79,6 +269,9 @@ class ToolForm(forms.ModelForm):
             raise forms.ValidationError(
                 f"Not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})."
             ) from None
+
+    def clean_project(self):
+        return clean_project_field(self, self.user, self.stored.project_id if self.stored else None)
 
     def clean_sensitive_fields(self):
         return [part.strip() for part in self.cleaned_data["sensitive_fields"].split(",") if part.strip()]

@@ -14,6 +14,10 @@ class Tool(models.Model):
 
     name = models.CharField(max_length=64, unique=True)
     description = models.TextField(blank=True)
+    project = models.ForeignKey(
+        "projects.Project", null=True, blank=True, on_delete=models.PROTECT, related_name="+",
+        help_text="The team whose tool it is; empty: shared by the site, for every project's agents.",
+    )
     parameters = models.JSONField(default=dict, help_text="JSON Schema (Draft 2020-12) of the arguments.")
     destructive = models.BooleanField(default=False, help_text="Every call needs an operator's approval.")
     always_ask = models.BooleanField(
@@ -81,6 +85,10 @@ class McpServer(models.Model):
         max_length=32, unique=True,
         validators=[RegexValidator(r"^[a-z0-9][a-z0-9_-]*$", "Lower-case letters, digits, _ and -.")],
         help_text="Prefix of its tools' names: <name>__<tool>.",
+    )
+    project = models.ForeignKey(
+        "projects.Project", null=True, blank=True, on_delete=models.PROTECT, related_name="+",
+        help_text="The team whose server it is (its tools are that project's); empty: shared by the site.",
     )
     transport = models.CharField(max_length=8, choices=Transport.choices, default=Transport.STDIO)
     command = models.TextField(

@@ -2,30 +2,52 @@ import json
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
-from django.db.models import Count
+from django.core.exceptions import PermissionDenied
+from django.db.models import Count, Q
 from django.shortcuts import get_object_or_404, redirect, render
 
+from projects import access
+from runs.models import Agent
 from runs.roles import PERM_ADD_TOOL, PERM_MANAGE_TOOLS, PERM_VIEW_TOOL
-from toolsapp.forms import ToolForm
+from toolsapp.forms import ToolForm, tool_save_in_project
 from toolsapp.models import Tool
-from toolsapp.services import ToolInvalid, tool_notices, tool_save
+from toolsapp.services import ToolInvalid, tool_notices
+
+
+def tools_seen(user):
+    """The tools the site shares and those of the projects the person sees."""
+    return access.scoped(Tool.objects.select_related("project"), user, shared=True)
+
+
+def _agents_seen(user) -> Q:
+    """The agents (of a tool, through "agents") the person sees: a shared tool's agents of other
+    teams are not counted nor named."""
+    visible = access.visible_projects(user)
+    return Q() if visible is None else Q(agents__project__in=visible)
 
 
 @login_required
 @permission_required(PERM_VIEW_TOOL, raise_exception=True)
 def tool_list(request):
-    tools = Tool.objects.annotate(agent_count=Count("agents")).order_by("name")
+    tools = tools_seen(request.user).annotate(
+        agent_count=Count("agents", filter=_agents_seen(request.user), distinct=True)).order_by("name")
     return render(request, "toolsapp/tool_list.html", {"tools": tools})
 
 
 @login_required
 @permission_required(PERM_VIEW_TOOL, raise_exception=True)
 def tool_detail(request, pk: int):
-    tool = get_object_or_404(Tool.objects.prefetch_related("agents"), pk=pk)
+    tool = get_object_or_404(tools_seen(request.user).select_related("mcp_server"), pk=pk)
     schema = json.dumps(tool.parameters, indent=2, ensure_ascii=False)
     # What each approval flag does, in the words of the form's help text.
     flag_help = {name: Tool._meta.get_field(name).help_text for name in ("always_ask", "critical", "allow_argument_edits")}
-    return render(request, "toolsapp/tool_detail.html", {"tool": tool, "schema_json": schema, "flag_help": flag_help})
+    agents = access.scoped(Agent.objects.filter(tools=tool), request.user).order_by("name")
+    server = tool.mcp_server
+    return render(request, "toolsapp/tool_detail.html", {
+        "tool": tool, "schema_json": schema, "flag_help": flag_help, "agents": agents,
+        # The server's page is for those who may change it (its command or URL shows there).
+        "server_link": server is not None and access.may(request.user, PERM_MANAGE_TOOLS, server.project_id),
+    })
 
 
 @login_required
@@ -37,14 +59,21 @@ def tool_create(request):
 @login_required
 @permission_required(PERM_MANAGE_TOOLS, raise_exception=True)
 def tool_edit(request, pk: int):
-    return _tool_form(request, get_object_or_404(Tool, pk=pk))
+    tool = get_object_or_404(tools_seen(request.user), pk=pk)
+    # The route's scope says so already (projects/routes.py); said again where the tool is
+    # changed: a shared tool by site-wide admins only, a project's by that project's.
+    if not access.may(request.user, PERM_MANAGE_TOOLS, tool.project_id):
+        raise PermissionDenied("Only an admin of every project may change a tool shared by the site."
+                               if tool.project_id is None else "Your role in this tool's project does not allow it.")
+    return _tool_form(request, tool)
 
 
 def _tool_form(request, tool: Tool):
-    form = ToolForm(request.POST if request.method == "POST" else None, instance=tool)
+    form = ToolForm(request.POST if request.method == "POST" else None, instance=tool, user=request.user)
     if request.method == "POST" and form.is_valid():
         try:
-            tool = tool_save(tool=form.instance, data=form.cleaned_data)
+            tool = tool_save_in_project(tool=form.instance, data=form.cleaned_data,
+                                        project=form.cleaned_data["project"])
         except ToolInvalid as exc:  # changed by someone else since the form was checked
             form.add_tool_errors(exc)
         else:

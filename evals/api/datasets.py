@@ -13,12 +13,13 @@ from rest_framework.response import Response
 from rest_framework.reverse import reverse
 
 from evals import datasets as services
+from evals import services_projects as scope
 from evals.api import serializers as api
 from evals.models import Case, Dataset
 from evals.prefill import case_from_run
 from runs.engine.text import check_storable_json
 from runs.lifecycle.forks import MAX_STEP
-from runs.models import Run, Step
+from runs.models import Step
 from runs.roles import (
     PERM_ADD_DATASET,
     PERM_CHANGE_DATASET,
@@ -44,19 +45,20 @@ class ApiListView(ApiMixin, generics.GenericAPIView):
         return self.get_paginated_response(serializer_class(self.paginate_queryset(queryset), many=True).data)
 
 
-def _datasets():
-    return services.datasets_counted()
+def _datasets(user):
+    """The datasets of the projects the caller sees (the routes answer 404 for another's already)."""
+    return scope.datasets_seen(user)
 
 
-def _dataset(pk: int) -> Dataset:
-    dataset = _datasets().filter(pk=pk).first()
+def _dataset(user, pk: int) -> Dataset:
+    dataset = _datasets(user).filter(pk=pk).first()
     if dataset is None:
         raise NotFound("No such dataset.")
     return dataset
 
 
-def _case(dataset_id: int, pk: int) -> Case:
-    case = Case.objects.select_related("created_by").filter(dataset_id=_dataset(dataset_id).pk, pk=pk).first()
+def _case(user, dataset_id: int, pk: int) -> Case:
+    case = Case.objects.select_related("created_by").filter(dataset_id=_dataset(user, dataset_id).pk, pk=pk).first()
     if case is None:
         raise NotFound("No such case in this dataset.")
     return case
@@ -66,8 +68,8 @@ def _invalid(exc: services.CaseInvalid, rename: dict | None = None) -> Validatio
     return service_errors({(rename or {}).get(field, field): messages for field, messages in exc.errors.items()})
 
 
-def _dataset_answer(pk: int, code: int = 200) -> Response:
-    return Response(api.DatasetSerializer(_dataset(pk)).data, status=code)
+def _dataset_answer(user, pk: int, code: int = 200) -> Response:
+    return Response(api.DatasetSerializer(_dataset(user, pk)).data, status=code)
 
 
 # --- Datasets ---------------------------------------------------------------------------------------
@@ -80,22 +82,24 @@ class DatasetListView(ApiListView):
     @extend_schema(operation_id="datasets_list", summary="Datasets by name, with how many cases and experiments",
                    responses={200: api.DatasetSerializer(many=True), **errors(404)})
     def get(self, request):
-        return self.page(_datasets().order_by("name"), api.DatasetSerializer)
+        return self.page(_datasets(request.user).order_by("name"), api.DatasetSerializer)
 
     @extend_schema(operation_id="datasets_create", summary="Create a dataset (operators)",
                    request=api.DatasetSerializer, responses={201: api.DatasetSerializer, **errors(400)},
                    examples=[OpenApiExample("Weather questions", request_only=True,
-                                            value={"name": "weather", "description": "Cities, one or two."})])
+                                            value={"name": "weather", "project": "support",
+                                                   "description": "Cities, one or two."})])
     def post(self, request):
-        body = api.DatasetSerializer(data=request.data)
+        body = api.DatasetSerializer(data=request.data, context={"request": request})
         body.is_valid(raise_exception=True)
+        values = dict(body.validated_data)
         try:
-            dataset = services.dataset_create(**body.validated_data, user=request.user)
+            dataset = scope.dataset_create(project=values.pop("project", None), **values, user=request.user)
         except services.CaseInvalid as exc:
             raise _invalid(exc) from exc
         headers = {"Location": reverse("api-dataset-detail", args=[dataset.pk], request=request)}
-        return Response(api.DatasetSerializer(_dataset(dataset.pk)).data, status=status.HTTP_201_CREATED,
-                        headers=headers)
+        return Response(api.DatasetSerializer(_dataset(request.user, dataset.pk)).data,
+                        status=status.HTTP_201_CREATED, headers=headers)
 
 
 class DatasetDetailView(ApiView):
@@ -104,13 +108,13 @@ class DatasetDetailView(ApiView):
     @extend_schema(operation_id="datasets_retrieve", summary="One dataset",
                    responses={200: api.DatasetSerializer, **errors(404)})
     def get(self, request, pk: int):
-        return _dataset_answer(pk)
+        return _dataset_answer(request.user, pk)
 
     @extend_schema(operation_id="datasets_partial_update", summary="Rename a dataset or change its description (operators)",
                    request=api.DatasetSerializer(partial=True), responses={200: api.DatasetSerializer, **errors(400, 404)})
     def patch(self, request, pk: int):
-        dataset = _dataset(pk)
-        body = api.DatasetSerializer(dataset, data=request.data, partial=True)
+        dataset = _dataset(request.user, pk)
+        body = api.DatasetSerializer(dataset, data=request.data, partial=True, context={"request": request})
         body.is_valid(raise_exception=True)
         values = body.validated_data
         if "name" in values:
@@ -123,13 +127,13 @@ class DatasetDetailView(ApiView):
                 dataset.save(update_fields=[*values, "updated_at"])
         except IntegrityError as exc:  # renamed meanwhile to the same name by someone else
             raise ValidationError({"name": [f"A dataset named {dataset.name!r} exists already."]}) from exc
-        return _dataset_answer(pk)
+        return _dataset_answer(request.user, pk)
 
     @extend_schema(operation_id="datasets_destroy",
                    summary="Delete a dataset and its cases (admins); refused while experiments need it",
                    responses={204: None, **errors(404, 409)})
     def delete(self, request, pk: int):
-        dataset = _dataset(pk)
+        dataset = _dataset(request.user, pk)
         count = dataset.experiment_count
         if count:
             raise Conflict(_kept(dataset, "an experiment, whose scorecard needs" if count == 1 else
@@ -155,7 +159,7 @@ class CaseListView(ApiListView):
     @extend_schema(operation_id="datasets_cases_list", summary="A dataset's cases, oldest first",
                    responses={200: api.CaseSerializer(many=True), **errors(404)})
     def get(self, request, dataset_id: int):
-        dataset = _dataset(dataset_id)
+        dataset = _dataset(request.user, dataset_id)
         return self.page(dataset.cases.select_related("created_by").order_by("pk"), api.CaseSerializer)
 
     @extend_schema(
@@ -168,10 +172,11 @@ class CaseListView(ApiListView):
                              {"kind": "stop_reason", "in": ["final_answer"]}]})],
     )
     def post(self, request, dataset_id: int):
-        dataset = _dataset(dataset_id)
+        dataset = _dataset(request.user, dataset_id)
         body = api.CaseSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         try:
+            scope.source_run_check(request.user, dataset, body.service_data())
             case = services.case_add(dataset=dataset, data=body.service_data(), user=request.user)
         except services.CaseInvalid as exc:
             raise _invalid(exc) from exc
@@ -189,15 +194,17 @@ class CaseDetailView(ApiView):
     @extend_schema(operation_id="datasets_cases_retrieve", summary="One case of a dataset",
                    responses={200: api.CaseSerializer, **errors(404)})
     def get(self, request, dataset_id: int, pk: int):
-        return Response(api.CaseSerializer(_case(dataset_id, pk)).data)
+        return Response(api.CaseSerializer(_case(request.user, dataset_id, pk)).data)
 
     @extend_schema(operation_id="datasets_cases_partial_update", summary="Change a case (operators)",
                    request=api.CaseSerializer(partial=True), responses={200: api.CaseSerializer, **errors(400, 404)})
     def patch(self, request, dataset_id: int, pk: int):
-        case = _case(dataset_id, pk)
+        case = _case(request.user, dataset_id, pk)
         body = api.CaseSerializer(case, data=request.data, partial=True)
         body.is_valid(raise_exception=True)
         try:
+            if body.service_data().get("source_run") != case.source_run_id:  # one it names anew
+                scope.source_run_check(request.user, case.dataset, body.service_data())
             case = services.case_update(case=case, data=body.service_data())
         except services.CaseInvalid as exc:
             raise _invalid(exc) from exc
@@ -207,7 +214,7 @@ class CaseDetailView(ApiView):
                    summary="Delete a case (operators); experiments' results keep its name",
                    responses={204: None, **errors(404)})
     def delete(self, request, dataset_id: int, pk: int):
-        _case(dataset_id, pk).delete()
+        _case(request.user, dataset_id, pk).delete()
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -229,13 +236,15 @@ class CaseFromRunView(ApiView):
             "run": 12, "step": 2, "expectations": [{"kind": "tool_called", "tool": "get_weather"}]})],
     )
     def post(self, request, dataset_id: int):
-        dataset = _dataset(dataset_id)
+        dataset = _dataset(request.user, dataset_id)
         body = api.CaseFromRunSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         chosen = body.validated_data
-        run = Run.objects.filter(pk=chosen["run"]).first()
-        if run is None:
-            raise ValidationError({"run": [f"No run {chosen['run']}."]})
+        try:
+            # One the caller sees, of the dataset's project; another project's they do not see: "No run N."
+            run = scope.run_for_dataset(request.user, dataset, chosen["run"])
+        except services.CaseInvalid as exc:
+            raise _invalid(exc) from exc
         steps = Step.objects.filter(run=run, kind=Step.Kind.TURN).count()
         step = chosen.get("step")
         if step is not None and step > max(steps, 1):
@@ -267,7 +276,7 @@ class DatasetExportView(ApiView):
                    **errors(404)},
     )
     def get(self, request, pk: int):
-        dataset = _dataset(pk)
+        dataset = _dataset(request.user, pk)
         response = StreamingHttpResponse(services.cases_export(dataset), content_type=f"{NDJSON}; charset=utf-8")
         response["Content-Disposition"] = f'attachment; filename="dataset-{dataset.pk}.jsonl"'
         return response
@@ -304,7 +313,7 @@ class DatasetImportView(ApiView):
         responses={201: api.ImportResultSerializer, **errors(400, 404)},
     )
     def post(self, request, pk: int):
-        dataset = _dataset(pk)
+        dataset = _dataset(request.user, pk)
         if isinstance(request.data, str):
             text = request.data
         elif request.content_type.startswith(NDJSON):
@@ -316,6 +325,8 @@ class DatasetImportView(ApiView):
         problems = _import_problems(text)
         if problems:
             raise ValidationError({"jsonl": problems})
+        # A source run of another project (or one the caller does not see) is left out, as one that no longer exists.
+        text = scope.import_text_scoped(request.user, dataset, text)
         try:
             added = services.cases_import(dataset=dataset, text=text, user=request.user)
         except services.CaseInvalid as exc:

@@ -4,10 +4,11 @@ operators start and cancel them (nothing real changes in one)."""
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
 from rest_framework import status
-from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
 from rest_framework.response import Response
 from rest_framework.reverse import reverse
 
+from evals import services_projects as scope
 from evals.api import serializers as api
 from evals.api.datasets import ApiListView
 from evals.experiments import ExperimentInvalid, baseline_for, experiment_cancel, experiment_start
@@ -21,12 +22,13 @@ from runs.web.api.views.base import ApiView
 from toolsapp.text import MAX_SAFE_INTEGER
 
 
-def _experiments():
-    return Experiment.objects.select_related("dataset", "agent")
+def _experiments(user):
+    """The experiments of the projects the caller sees (an experiment's project is its agent's)."""
+    return scope.experiments_seen(user, Experiment.objects.select_related("dataset", "agent"))
 
 
-def _experiment(pk: int, *, catch_up: bool = False) -> Experiment:
-    experiment = _experiments().filter(pk=pk).first()
+def _experiment(user, pk: int, *, catch_up: bool = False) -> Experiment:
+    experiment = _experiments(user).filter(pk=pk).first()
     if experiment is None:
         raise NotFound("No such experiment.")
     if catch_up and experiment.status == Experiment.Status.RUNNING:
@@ -57,7 +59,7 @@ class ExperimentListView(ApiListView):
     @extend_schema(operation_id="experiments_list", summary="Experiments, newest first",
                    parameters=[DATASET_PARAMETER], responses={200: api.ExperimentSerializer(many=True), **errors(400, 404)})
     def get(self, request):
-        rows = _experiments().order_by("-pk")
+        rows = _experiments(request.user).order_by("-pk")  # a dataset of another project: none, as for no dataset
         if "dataset" in request.query_params:
             raw = request.query_params["dataset"]
             if not raw.isdigit() or not 1 <= int(raw) <= MAX_SAFE_INTEGER:
@@ -79,9 +81,11 @@ class ExperimentListView(ApiListView):
                                  value={"dataset": 1, "agent": "demo", "draft": True, "max_iterations": 6})],
     )
     def post(self, request):
-        body = api.ExperimentCreateSerializer(data=request.data)
+        body = api.ExperimentCreateSerializer(data=request.data, context={"request": request})
         body.is_valid(raise_exception=True)
         chosen = body.validated_data
+        if not scope.may_run_experiment(request.user, chosen["dataset"]):
+            raise PermissionDenied(f"You may not run experiments in project {chosen['dataset'].project.name}.")
         try:
             experiment = experiment_start(
                 dataset=chosen["dataset"], agent=chosen["agent"], version=chosen.get("version"), draft=chosen["draft"],
@@ -90,7 +94,8 @@ class ExperimentListView(ApiListView):
             message = str(exc)
             raise ValidationError(f"{message[:1].upper()}{message[1:]}.") from exc
         headers = {"Location": reverse("api-experiment-detail", args=[experiment.pk], request=request)}
-        return Response(_experiment_detail(_experiment(experiment.pk)), status=status.HTTP_201_CREATED, headers=headers)
+        return Response(_experiment_detail(_experiment(request.user, experiment.pk)), status=status.HTTP_201_CREATED,
+                        headers=headers)
 
 
 class ExperimentDetailView(ApiView):
@@ -100,7 +105,7 @@ class ExperimentDetailView(ApiView):
                    summary="An experiment's scorecard: progress, pass rate, distributions and every case's result",
                    responses={200: api.ExperimentDetailSerializer, **errors(404)})
     def get(self, request, pk: int):
-        return Response(_experiment_detail(_experiment(pk, catch_up=True)))
+        return Response(_experiment_detail(_experiment(request.user, pk, catch_up=True)))
 
 
 class ExperimentCancelView(ApiView):
@@ -111,7 +116,7 @@ class ExperimentCancelView(ApiView):
                    summary="Cancel an experiment: its runs still going stop (operators)",
                    request=None, responses={200: api.ExperimentActionSerializer, **errors(404, 409)})
     def post(self, request, pk: int):
-        experiment = _experiment(pk)
+        experiment = _experiment(request.user, pk)
         if experiment.status != Experiment.Status.RUNNING:
             raise Conflict(f"Experiment {pk} is {experiment.get_status_display().lower()} already.")
         experiment = experiment_cancel(experiment=experiment, user=request.user)
@@ -129,7 +134,7 @@ class ExperimentCompareView(ApiView):
         responses={200: api.ComparisonSerializer, **errors(400, 404)},
     )
     def get(self, request, pk: int, other_id: int):
-        after, before = _experiment(pk, catch_up=True), _experiment(other_id, catch_up=True)
+        after, before = _experiment(request.user, pk, catch_up=True), _experiment(request.user, other_id, catch_up=True)
         if before.dataset_id != after.dataset_id:
             raise ValidationError(f"Experiment {after.pk} is of dataset {after.dataset.name}, experiment {before.pk} "
                                   f"of dataset {before.dataset.name}: only experiments of one dataset compare.")

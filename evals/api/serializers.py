@@ -4,7 +4,8 @@ come back by field. Output serializers render the rows (and describe them in the
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from evals.datasets import MAX_ANSWERS, MAX_MESSAGES, MAX_TASK_CHARS
+from evals import services_projects as scope
+from evals.datasets import MAX_ANSWERS, MAX_MESSAGES, MAX_TASK_CHARS, CaseInvalid
 from evals.expectations import KINDS, MAX_EXPECTATIONS, expectation_errors
 from evals.models import Case, CaseResult, Dataset, Experiment
 from evals.scorecard import ORDER
@@ -70,7 +71,42 @@ def validated_expectations(value):
     return value
 
 
+def _user(field):
+    """The caller (a serializer or field's context has the request)."""
+    return getattr(field.context.get("request"), "user", None)
+
+
+@extend_schema_field({"oneOf": [{"type": "integer"}, {"type": "string"}],
+                      "description": "The project's id, or its slug; answered as its id."})
+class ProjectField(serializers.Field):
+    """A new dataset's project: one where the caller may make datasets (evals.services_projects)."""
+
+    def to_internal_value(self, data):
+        user = _user(self)
+        if user is None:
+            raise serializers.ValidationError("No project.")
+        dataset = getattr(self.parent, "instance", None)
+        try:
+            if dataset is None:
+                return scope.project_for_dataset(user, data)
+            project = scope.project_named(user, data)
+        except CaseInvalid as exc:
+            raise serializers.ValidationError(exc.errors["project"]) from exc
+        if project.pk != dataset.project_id:  # the same one: a dataset read and sent back whole
+            raise serializers.ValidationError(
+                f"Dataset {dataset.name} stays in project {dataset.project.name} (its cases come from that project's "
+                "runs, its experiments run its agents): make a new dataset in the other project.")
+        return project
+
+    def to_representation(self, value):
+        return value.pk
+
+
 class DatasetSerializer(KnownFieldsOnly, serializers.ModelSerializer):
+    project = ProjectField(required=False, help_text=(
+        "The team whose dataset it is: its cases come from that project's runs, its experiments run its agents; "
+        "fixed once made. Omitted: the caller's one project where they may make datasets, else the Default project."))
+    project_name = serializers.CharField(source="project.name", read_only=True)
     case_count = serializers.IntegerField(read_only=True, help_text="How many cases it holds.")
     experiment_count = serializers.IntegerField(read_only=True, help_text="How many experiments ran it.")
     created_by = serializers.CharField(source="created_by.username", read_only=True, allow_null=True)
@@ -78,8 +114,8 @@ class DatasetSerializer(KnownFieldsOnly, serializers.ModelSerializer):
 
     class Meta:
         model = Dataset
-        fields = ["id", "name", "description", "case_count", "experiment_count", "created_by", "created_at",
-                  "updated_at"]
+        fields = ["id", "name", "project", "project_name", "description", "case_count", "experiment_count",
+                  "created_by", "created_at", "updated_at"]
         read_only_fields = ["created_at", "updated_at"]
         extra_kwargs = {"name": {"validators": []}}  # unique: the service's rule, with its message
 
@@ -156,14 +192,18 @@ class ImportResultSerializer(serializers.Serializer):
 @extend_schema_field({"oneOf": [{"type": "integer"}, {"type": "string"}],
                       "description": "The agent's id, or its name."})
 class AgentField(serializers.Field):
+    """An agent the caller sees (one of a project they do not see is answered as if it did not exist)."""
+
     def to_internal_value(self, data):
         agent = None
+        user = _user(self)
+        agents = Agent.objects.none() if user is None else scope.agents_seen(user)
         if isinstance(data, int) and not isinstance(data, bool) and 1 <= data <= MAX_SAFE_INTEGER:
-            agent = Agent.objects.filter(pk=data).first()
+            agent = agents.filter(pk=data).first()
         elif isinstance(data, str) and storable_text(data) and len(data) <= 200:
-            agent = Agent.objects.filter(name=data).first()
+            agent = agents.filter(name=data).first()
             if agent is None and data.isdigit() and int(data) <= MAX_SAFE_INTEGER:
-                agent = Agent.objects.filter(pk=int(data)).first()
+                agent = agents.filter(pk=int(data)).first()
         else:
             raise serializers.ValidationError("An agent's id or name.")
         if agent is None:
@@ -176,7 +216,7 @@ class AgentField(serializers.Field):
 
 class ExperimentCreateSerializer(KnownFieldsOnly, serializers.Serializer):
     dataset = an_id(help_text="The dataset whose cases run.")
-    agent = AgentField()
+    agent = AgentField(help_text="An agent of the dataset's project.")
     version = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=MAX_SAFE_INTEGER,
                                        help_text="The agent's version by number; omitted: the current one (or draft).")
     draft = serializers.BooleanField(required=False, default=False,
@@ -194,8 +234,11 @@ class ExperimentCreateSerializer(KnownFieldsOnly, serializers.Serializer):
                 fields[name] = setting_field(name)
         return fields
 
+    # A dataset, agent or baseline of a project the caller does not see is answered as if it did not exist.
+
     def validate_dataset(self, value):
-        dataset = Dataset.objects.filter(pk=value).first()
+        user = _user(self)
+        dataset = None if user is None else scope.datasets_seen(user).filter(pk=value).first()
         if dataset is None:
             raise serializers.ValidationError(f"No dataset {value}.")
         return dataset
@@ -203,7 +246,8 @@ class ExperimentCreateSerializer(KnownFieldsOnly, serializers.Serializer):
     def validate_baseline(self, value):
         if value is None:
             return None
-        baseline = Experiment.objects.filter(pk=value).first()
+        user = _user(self)
+        baseline = None if user is None else scope.experiments_seen(user).filter(pk=value).first()
         if baseline is None:
             raise serializers.ValidationError(f"No experiment {value}.")
         return baseline
@@ -211,6 +255,9 @@ class ExperimentCreateSerializer(KnownFieldsOnly, serializers.Serializer):
     def validate(self, attrs):
         if attrs.get("version") is not None and attrs.get("draft"):
             raise serializers.ValidationError({"draft": ["Give a version number or draft, not both."]})
+        problem = scope.agent_problem(attrs["dataset"], attrs["agent"])
+        if problem:
+            raise serializers.ValidationError({"agent": [problem]})
         baseline = attrs.get("baseline")
         if baseline is not None and baseline.dataset_id != attrs["dataset"].pk:
             raise serializers.ValidationError(

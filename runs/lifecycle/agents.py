@@ -10,6 +10,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import URLValidator, validate_email
 from django.db import transaction
 
+from projects.models import default_project_id
 from runs.engine.guards import (
     POSITIVE_INT_LIMITS,
     POSITIVE_NUMBER_LIMITS,
@@ -133,9 +134,10 @@ _RULES: dict[str, Callable] = {
 }
 
 
-def agent_errors(*, agent: Agent | None, data: dict) -> dict[str, list[str]]:
-    """What is wrong with `data` as new settings of `agent` (None: a new agent), by field; {} when
-    nothing is. Fields left out of `data` keep the agent's values (a new agent's defaults)."""
+def agent_errors(*, agent: Agent | None, data: dict, project=None) -> dict[str, list[str]]:
+    """What is wrong with `data` as new settings of `agent` (None: a new agent, in `project`), by
+    field; {} when nothing is. Fields left out of `data` keep the agent's values (a new agent's
+    defaults)."""
     unknown = sorted(set(data) - set(AGENT_FIELDS))
     if unknown:
         raise TypeError(f"not settings of an agent: {', '.join(unknown)}")
@@ -147,24 +149,30 @@ def agent_errors(*, agent: Agent | None, data: dict) -> dict[str, list[str]]:
                 rule(value)
         except ValidationError as exc:
             errors[name] = list(exc.messages)
-    candidate = copy.copy(agent) if agent is not None else Agent()
+    candidate = copy.copy(agent) if agent is not None else Agent(**({"project": project} if project else {}))
     _assign(candidate, {name: value for name, value in data.items() if name not in errors})
+    # An agent calls its own project's tools and the site's shared ones, never another team's.
+    owned = [t for t in data.get("tools") or () if t.project_id is not None]
+    project_id = candidate.project_id or (default_project_id() if owned else None)  # a new agent goes into Default
+    foreign = sorted(t.name for t in owned if t.project_id != project_id)
+    if foreign:
+        errors.setdefault("tools", []).append(f"Not tools of this agent's project: {', '.join(foreign)}.")
     try:
         # Never with text that failed above: the uniqueness query would carry it to the database.
-        candidate.full_clean(exclude=list(errors))
+        candidate.full_clean(exclude=[*errors, "project"])  # None: Default, at the save
     except ValidationError as exc:
         for name, messages in exc.message_dict.items():
             errors.setdefault(name, []).extend(messages)
     return errors
 
 
-def agent_save(*, agent: Agent | None, data: dict, user=None, note: str = "") -> Agent:
-    """Create an agent (agent=None) or change the given settings of one, after every rule above:
-    a new version of it (by `user`), its current one."""
-    errors = agent_errors(agent=agent, data=data)
+def agent_save(*, agent: Agent | None, data: dict, user=None, note: str = "", project=None) -> Agent:
+    """Create an agent (agent=None, in `project`: None is Default) or change the given settings of
+    one, after every rule above: a new version of it (by `user`), its current one."""
+    errors = agent_errors(agent=agent, data=data, project=project)
     if errors:
         raise InvalidAgent(errors)
-    agent = agent if agent is not None else Agent()
+    agent = agent if agent is not None else Agent(**({"project": project} if project else {}))
     with transaction.atomic():
         _assign(agent, data)
         agent.save()

@@ -58,18 +58,22 @@ def run_history(
     text: str = "",
     known: dict[str, list[str]] | None = None,
     experiments: str = "hide",
+    projects: set[int] | None = None,
 ) -> QuerySet[Run]:
     """Runs matching every given filter, newest first; `created_to` includes its whole day.
     `known`: history_filter_suggestions(), when the caller has read them already.
-    `experiments`: "hide" experiments' runs (the default view), "include" them, or "only" them."""
+    `experiments`: "hide" experiments' runs (the default view), "include" them, or "only" them.
+    `projects`: only these projects' runs (None: every project's)."""
     runs = Run.objects.all()
+    if projects is not None:
+        runs = runs.filter(agent_id__in=Agent.objects.filter(project_id__in=projects).values("pk"))
     if experiments == "only":
         runs = runs.filter(experiment=True)
     elif experiments != "include" and Run.objects.filter(experiment=True).exists():
         # Only filtered when there is one to hide: the filters' indexes then serve as before.
         runs = runs.filter(experiment=False)
     if (model or tool) and known is None:
-        known = history_filter_suggestions()
+        known = history_filter_suggestions(projects)
     if status:
         runs = runs.filter(status=status)
     if stop_reason:
@@ -186,9 +190,14 @@ def names_like(text: str, known: list[str]) -> list[str]:
     return [text.strip(), *(name for name in known if needle in name.lower() and name != text.strip())]
 
 
-def history_filter_suggestions() -> dict[str, list[str]]:
-    """Model and tool names offered while typing a filter (free text is allowed too)."""
+def history_filter_suggestions(projects: set[int] | None = None) -> dict[str, list[str]]:
+    """Model and tool names offered while typing a filter (free text is allowed too); with
+    `projects`, those of these projects' agents and tools (and the site's shared tools) only."""
     models = set(settings.LLM_MODELS)
-    for model_list in Agent.objects.values_list("model_list", flat=True):
+    agents, tools = Agent.objects.all(), Tool.objects.all()
+    if projects is not None:
+        agents = agents.filter(project_id__in=projects)
+        tools = tools.filter(Q(project__isnull=True) | Q(project_id__in=projects))
+    for model_list in agents.values_list("model_list", flat=True):
         models.update(m for m in model_list or () if isinstance(m, str))
-    return {"models": sorted(models), "tools": list(Tool.objects.order_by("name").values_list("name", flat=True))}
+    return {"models": sorted(models), "tools": list(tools.order_by("name").values_list("name", flat=True))}

@@ -1,16 +1,21 @@
 """Reads for the launch form, the live run page and its websocket."""
 from django.db.models import QuerySet
 
+from projects.access import projects_with, scoped
 from runs.engine.events import event_at
 from runs.lifecycle.launch import launch_defaults
 from runs.models import Agent, Run, RunEvent, ToolCall
+from runs.roles import PERM_LAUNCH
 from toolsapp.models import Tool
 
 EVENT_BATCH = 500
 
 
-def agents_for_launch() -> QuerySet[Agent]:
-    return Agent.objects.order_by("name")
+def agents_for_launch(user=None) -> QuerySet[Agent]:
+    """The agents `user` may launch: those of the projects where they launch runs."""
+    agents = Agent.objects.order_by("name")
+    allowed = projects_with(user, PERM_LAUNCH) if user is not None else None
+    return agents if allowed is None else agents.filter(project_id__in=allowed)
 
 
 def agent_defaults(*, agents) -> dict[str, dict]:
@@ -21,8 +26,12 @@ def agent_defaults(*, agents) -> dict[str, dict]:
     return {str(agent.pk): launch_defaults(agent=agent, tools=tools_by_agent.get(agent.pk, [])) for agent in agents}
 
 
-def enabled_tool_names() -> list[str]:
-    return list(Tool.objects.filter(enabled=True).order_by("name").values_list("name", flat=True))
+def enabled_tool_names(user=None) -> list[str]:
+    """The enabled tools' names; with `user`, those of their projects and the site's shared ones."""
+    tools = Tool.objects.filter(enabled=True)
+    if user is not None:
+        tools = scoped(tools, user, shared=True)
+    return list(tools.order_by("name").values_list("name", flat=True))
 
 
 def run_for_page(*, run_id: int) -> Run | None:

@@ -18,6 +18,7 @@ from runs.lifecycle.launch import (
     launch_defaults,
 )
 from runs.models import Agent, Run
+from runs.roles import PERM_LAUNCH
 from runs.supervision.levers import operator_name
 from toolsapp.models import Tool
 from toolsapp.verifiers import VERIFIERS
@@ -138,6 +139,9 @@ def run_create(
         raise InvalidRun("the task is empty")
     if customer is not None and customer_problem(customer):
         raise InvalidRun(customer_problem(customer), "customer")
+    if user is not None and not user.has_perm(PERM_LAUNCH, agent):
+        # The forms and the API offer only the agents of the person's projects; this is the backstop.
+        raise InvalidRun(f"you may not launch runs of {agent.name}: it is not an agent of a project where you launch runs", "agent")
     overrides = dict(overrides or {})
     config = run_config(agent=agent, overrides=overrides, approval_policy=approval_policy, user=user)
     if shell_base_url and config["base_url"] == shell_base_url:

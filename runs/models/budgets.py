@@ -8,12 +8,13 @@ the period, or an operator's stop."""
 from django.conf import settings
 from django.db import models
 
+from projects.models import InProject
 from runs.models.core import Agent, Run
 
 
-class Budget(models.Model):
+class Budget(InProject, models.Model):
     class Scope(models.TextChoices):
-        SITE = "site", "Every run"
+        SITE = "site", "Every run of its project"
         AGENT = "agent", "One agent's runs"
         PERSON = "person", "Runs one person launches"
 
@@ -27,6 +28,10 @@ class Budget(models.Model):
         MONTH = "month", "a month"
 
     name = models.CharField(max_length=100, help_text='Said when it is reached: "Budget reached: Billing, $50 a day".')
+    project = models.ForeignKey(
+        "projects.Project", on_delete=models.PROTECT, related_name="+",
+        help_text="It counts this project's runs only.",
+    )
     scope = models.CharField(max_length=8, choices=Scope.choices, default=Scope.SITE)
     agent = models.ForeignKey(Agent, null=True, blank=True, on_delete=models.CASCADE, related_name="budgets")
     person = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE,

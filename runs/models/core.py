@@ -1,6 +1,7 @@
 from django.conf import settings
 from django.db import models
 
+from projects.models import InProject
 from runs.models import deciders
 
 
@@ -10,10 +11,12 @@ class ToolChoice(models.TextChoices):
     NONE = "none", "none"
 
 
-class Agent(models.Model):
+class Agent(InProject, models.Model):
     """A saved configuration: prompt, models, tools and the limits every run of it obeys."""
 
     name = models.CharField(max_length=100, unique=True)
+    project = models.ForeignKey("projects.Project", on_delete=models.PROTECT, related_name="+",
+                                help_text="The team whose agent it is: its runs, approvals and figures are that project's.")
     description = models.TextField(blank=True)
     system_prompt = models.TextField(default="You are a careful assistant. Use the tools when they help.")
     model_list = models.JSONField(default=list, blank=True, help_text="Ordered model names; empty uses LLM_MODELS.")
@@ -42,9 +45,8 @@ class Agent(models.Model):
         help_text="Ask for streamed answers, so the run page shows each answer as the model writes it; "
         "off: one plain request per answer (the answers are the same either way).",
     )
-    provider_options = models.JSONField(
-        default=dict, blank=True, help_text="Passed through to the API, e.g. OpenRouter's models/provider."
-    )
+    provider_options = models.JSONField(default=dict, blank=True,
+                                        help_text="Passed through to the API, e.g. OpenRouter's models/provider.")
     verifier = models.CharField(max_length=100, blank=True, help_text="Registered verifier run on the final answer.")
     summarize_on_stop = models.BooleanField(
         default=False, help_text="When a limit stops the run, make one last tools-free call for a summary."
@@ -286,9 +288,8 @@ class Step(models.Model):
         default=0, help_text="The request's size as estimated before it was sent (tool definitions included)."
     )
     tool_definition_tokens = models.PositiveIntegerField(default=0, help_text="Estimated, of context_tokens.")
-    compacted_calls = models.JSONField(
-        default=list, blank=True, help_text="Call ids whose result the request carried as a summary."
-    )
+    compacted_calls = models.JSONField(default=list, blank=True,
+                                       help_text="Call ids whose result the request carried as a summary.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

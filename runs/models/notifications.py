@@ -1,15 +1,20 @@
 from django.conf import settings
 from django.db import models
 
+from projects.models import InProject
 from runs.models.core import Agent, Approval
 
 
-class Webhook(models.Model):
+class Webhook(InProject, models.Model):
     """A receiver of the notifications, registered on the settings page (admins); the URLs in
     WEBHOOK_URLS get them too. Removing one keeps its deliveries (they name their URL)."""
 
     url = models.URLField(max_length=2000, unique=True)
     description = models.CharField(max_length=200, blank=True, help_text="Who receives it, for the people who read this list.")
+    project = models.ForeignKey(
+        "projects.Project", on_delete=models.PROTECT, related_name="+",
+        help_text="It receives this project's notifications only.",
+    )
     enabled = models.BooleanField(default=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)

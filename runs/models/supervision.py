@@ -3,10 +3,11 @@ trail of rule changes), the votes of a two-person decision, and grants given for
 from django.conf import settings
 from django.db import models
 
+from projects.models import InProject
 from runs.models.core import Agent, Approval, Run
 
 
-class ApprovalRule(models.Model):
+class ApprovalRule(InProject, models.Model):
     """Decides a destructive call before a person sees it. Rules are tried in `position` order
     (then by id); the first that matches decides; no match means ask one person.
 
@@ -22,6 +23,10 @@ class ApprovalRule(models.Model):
         ASK_QUORUM = "ask_quorum", "Ask several people (a quorum)"
 
     name = models.CharField(max_length=200)
+    project = models.ForeignKey(
+        "projects.Project", on_delete=models.PROTECT, related_name="+",
+        help_text="It decides calls of this project's runs only.",
+    )
     agent = models.ForeignKey(
         Agent, null=True, blank=True, on_delete=models.CASCADE, related_name="approval_rules",
         help_text="Only runs of this agent; empty: every agent.",

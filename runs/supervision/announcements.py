@@ -12,7 +12,8 @@ approvals (one indexed query) and, only when one is new, who may decide it (thre
 from collections import defaultdict
 from dataclasses import dataclass
 
-from runs.models import Approval
+from projects.access import may
+from runs.models import Approval, Run
 from runs.roles import PERM_DECIDE
 from runs.supervision.facts import approvals_supervision
 from runs.supervision.queue import PendingApproval
@@ -38,6 +39,10 @@ def approvals_pending_by_run() -> dict[int, set[int]]:
     return dict(told)
 
 
+def project_of_run(run_id: int) -> int | None:
+    return Run.objects.filter(pk=run_id).values_list("agent__project_id", flat=True).first()
+
+
 def approvals_to_announce(*, user, run_id: int, told: set[int]) -> tuple[list[Announcement], set[int]]:
     """(the pending approvals of run `run_id`, other than those in `told`, that `user` may decide,
     oldest first; the ids of every pending approval of that run now, to keep as told).
@@ -53,7 +58,7 @@ def approvals_to_announce(*, user, run_id: int, told: set[int]) -> tuple[list[An
     )
     now_pending = {approval.pk for approval in pending}
     new = [approval for approval in pending if approval.pk not in told]
-    if not new or not user.has_perm(PERM_DECIDE):
+    if not new or not may(user, PERM_DECIDE, project_of_run(run_id)):
         return [], now_pending
     facts = approvals_supervision(new)
     items = []

@@ -88,21 +88,26 @@ class BudgetRequest:
         return math.ceil(wanted) if self.budget.measure != Budget.Measure.COST else math.ceil(wanted * 100) / 100
 
 
-def budget_requests_count() -> int:
+def budget_requests_count(projects: set[int] | None = None) -> int:
     """How many runs wait on a budget (the header's badge). 0 without an enabled budget (no
     statement: the runs a deleted or disabled budget held go on at the next sweep)."""
     if not _enabled()[0]:
         return 0
-    return BudgetHold.objects.filter(run__status__in=(Run.Status.QUEUED, Run.Status.PAUSED)).count()
+    holds = BudgetHold.objects.filter(run__status__in=(Run.Status.QUEUED, Run.Status.PAUSED))
+    if projects is not None:
+        holds = holds.filter(run__agent__project_id__in=projects)
+    return holds.count()
 
 
-def budget_requests(*, limit: int = 100) -> list[BudgetRequest]:
+def budget_requests(*, limit: int = 100, projects: set[int] | None = None) -> list[BudgetRequest]:
     """The runs waiting on a budget, oldest first, with what their budget has used now (none
     without an enabled budget, as budget_requests_count)."""
     if not _enabled()[0]:
         return []
-    holds = list(BudgetHold.objects.filter(run__status__in=(Run.Status.QUEUED, Run.Status.PAUSED))
-                 .select_related("run", "run__agent", "budget")[:limit])
+    holds = BudgetHold.objects.filter(run__status__in=(Run.Status.QUEUED, Run.Status.PAUSED))
+    if projects is not None:
+        holds = holds.filter(run__agent__project_id__in=projects)
+    holds = list(holds.select_related("run", "run__agent", "budget")[:limit])
     budgets = list({h.budget.pk: h.budget for h in holds if h.budget is not None}.values())
     now = timezone.now()
     used = budgets_used(budgets, now=now)

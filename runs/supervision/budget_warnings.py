@@ -34,7 +34,7 @@ def budget_notices_send(*, now: datetime | None = None) -> list[BudgetNotice]:
             with transaction.atomic():
                 notice = BudgetNotice.objects.create(budget=budget, period_start=start, used=used[budget.pk],
                                                      limit=budget.limit)
-                notify("budget.warning", lambda: budget_warning_data(budget, notice))
+                notify("budget.warning", lambda: budget_warning_data(budget, notice), project_id=budget.project_id)
                 transaction.on_commit(lambda b=budget, n=notice: _warning_mail(b, n))
         except IntegrityError:  # another worker sent it first
             continue

@@ -35,7 +35,7 @@ from django.utils import timezone
 
 from runs.days import day_of, day_start
 from runs.engine.events import approvals_changed
-from runs.models import Budget, BudgetHold, BudgetRaise, Run
+from runs.models import Agent, Budget, BudgetHold, BudgetRaise, Run
 from runs.models.figures import own_cost, own_tokens
 
 log = logging.getLogger("runs.budgets")
@@ -90,6 +90,8 @@ def period_end(period: str, now: datetime) -> datetime:
 
 def _scope(budget: Budget, now: datetime) -> Q:
     scope = Q(created_at__gte=period_start(budget.period, now))
+    # A budget counts its own project's runs only (a team's spending, not the site's).
+    scope &= Q(agent_id__in=Agent.objects.filter(project_id=budget.project_id).values("pk"))
     if budget.scope == Budget.Scope.AGENT:
         scope &= Q(agent_id=budget.agent_id)
     elif budget.scope == Budget.Scope.PERSON:
@@ -117,7 +119,18 @@ def budgets_used(budgets: list[Budget], *, now: datetime | None = None) -> dict[
     return {b.pk: float(rows[f"b{b.pk}"] or 0) for b in budgets}
 
 
+def _project_of(run: Run) -> int:
+    """The run's project, read once per run object (the agent when it was read with the run)."""
+    if Run.agent.is_cached(run):
+        return run.agent.project_id
+    if not hasattr(run, "_budget_project_id"):
+        run._budget_project_id = Agent.objects.filter(pk=run.agent_id).values_list("project_id", flat=True).first()
+    return run._budget_project_id
+
+
 def covers(budget: Budget, run: Run) -> bool:
+    if budget.project_id != _project_of(run):
+        return False
     if budget.scope == Budget.Scope.AGENT:
         return budget.agent_id == run.agent_id
     if budget.scope == Budget.Scope.PERSON:

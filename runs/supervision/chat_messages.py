@@ -14,8 +14,9 @@ from django.db.models import F, Q
 from django.urls import reverse
 from django.utils import timezone
 
+from projects.models import Project
 from runs.engine.dispatch import task_send
-from runs.models import Approval, ChatMessage
+from runs.models import Agent, Approval, ChatMessage
 from runs.supervision.escalation import masked_arguments_text
 from toolsapp import net
 from toolsapp.models import Tool
@@ -31,7 +32,17 @@ APPROVE, REJECT = "approve", "reject"
 
 
 def chat_configured() -> bool:
-    return bool((settings.SLACK_BOT_TOKEN and settings.SLACK_CHANNEL) or settings.SLACK_WEBHOOK_URL)
+    # With a bot token, a project's own channel is enough (projects.Project.chat_channel).
+    return bool(settings.SLACK_BOT_TOKEN or settings.SLACK_WEBHOOK_URL)
+
+
+def _channel(approval: Approval) -> str:
+    """Where the call is posted: its project's channel, else SLACK_CHANNEL ("" with a webhook only)."""
+    if not settings.SLACK_BOT_TOKEN:
+        return settings.SLACK_CHANNEL
+    own = (Project.objects.filter(pk__in=Agent.objects.filter(pk=approval.run.agent_id).values("project_id"))
+           .values_list("chat_channel", flat=True).first())
+    return own or settings.SLACK_CHANNEL
 
 
 # --- posting and updating -------------------------------------------------------------------------
@@ -41,7 +52,10 @@ def chat_request(approval: Approval) -> None:
     """In the transaction that asks about the call: its message, posted once that commits."""
     if not chat_configured():
         return
-    message = ChatMessage.objects.create(approval=approval, channel=settings.SLACK_CHANNEL)
+    channel = _channel(approval)
+    if settings.SLACK_BOT_TOKEN and not channel and not settings.SLACK_WEBHOOK_URL:
+        return  # a bot, and no channel for this project nor the site's: nowhere to post
+    message = ChatMessage.objects.create(approval=approval, channel=channel)
     transaction.on_commit(lambda: _send_later(message.pk))
 
 
@@ -66,9 +80,9 @@ def chat_post(*, message_id: int) -> None:
     approval = message.approval
     payload = {"text": _summary(approval), "blocks": message_blocks(approval)}
     try:
-        if settings.SLACK_BOT_TOKEN and settings.SLACK_CHANNEL:
-            answer = slack_api("chat.postMessage", {"channel": settings.SLACK_CHANNEL, **payload})
-            fields = {"channel": answer.get("channel", settings.SLACK_CHANNEL), "ts": answer.get("ts", "")}
+        if settings.SLACK_BOT_TOKEN and message.channel:
+            answer = slack_api("chat.postMessage", {"channel": message.channel, **payload})
+            fields = {"channel": answer.get("channel", message.channel), "ts": answer.get("ts", "")}
         else:
             _post(settings.SLACK_WEBHOOK_URL, payload)
             fields = {}

@@ -9,11 +9,13 @@ from django.db import IntegrityError, transaction
 from django.db.models import BigIntegerField, Case, CharField, DateTimeField, F, Q, TextField, Value, When
 from django.utils import timezone
 
+from projects.access import may, visible_projects
 from runs.engine.db import write_transaction
 from runs.engine.dispatch import run_dispatch
 from runs.engine.events import approvals_changed, event_record
 from runs.engine.snapshots import approval_brief
 from runs.models import Approval, ApprovalVote, Run
+from runs.roles import PERM_DECIDE
 from runs.supervision.checks import (
     ALREADY_VOTED,
     EditRefused,
@@ -71,11 +73,25 @@ def approval_decide(
     if user is None or not user.is_authenticated:
         raise NotAllowed("A decision needs a signed-in person.")
     with write_transaction():
-        approval = Approval.objects.select_related("run", "tool_call").get(pk=approval_id)
+        approval = Approval.objects.select_related("run", "run__agent", "tool_call").get(pk=approval_id)
+        _check_project(user, approval.run.agent.project_id)
         return _decide_read(
             approval, person=user, approve=approve, reason=reason, arguments=arguments, guidance=guidance, grant=grant,
             args_hash=args_hash,
         )
+
+
+def _check_project(user, project_id: int) -> None:
+    """A person of some projects only decides their projects' calls, as their role there allows;
+    another project's call is as if there were none. (Whether a person with a site role may
+    decide at all is the caller's check, as it was before projects.)"""
+    visible = visible_projects(user)
+    if not visible:
+        return  # every project's (None), or no role anywhere: the caller checks the permission
+    if project_id not in visible:
+        raise Approval.DoesNotExist
+    if not may(user, PERM_DECIDE, project_id):
+        raise NotAllowed("You may not decide calls of this project: your role there does not decide.")
 
 
 def _decide_read(

@@ -171,7 +171,8 @@ def approvals_escalate(*, limit: int = ESCALATIONS_PER_SWEEP) -> list[int]:
             ).update(escalated_at=now):
                 continue
             approval = Approval.objects.select_related("run", "run__agent", "tool_call", "group").get(pk=approval_id)
-            notify("approval.escalated", lambda approval=approval: approval_escalated_data(approval, now=now))
+            notify("approval.escalated", lambda approval=approval: approval_escalated_data(approval, now=now),
+                   project_id=approval.run.agent.project_id)
         escalated.append(approval)
     if escalated:
         escalation_emails_send(escalated, now=now)

@@ -72,7 +72,8 @@ def approvals_warn(*, limit: int = WARNINGS_PER_SWEEP) -> list[int]:
             ).update(warned_at=now):
                 continue  # decided meanwhile, or claimed by another sweep
             approval = Approval.objects.select_related("run", "run__agent", "tool_call", "group").get(pk=approval_id)
-            notify("approval.expiring", lambda approval=approval: approval_expiring_data(approval, now=now))
+            notify("approval.expiring", lambda approval=approval: approval_expiring_data(approval, now=now),
+                   project_id=approval.run.agent.project_id)
             approvals_changed(run_id=approval.run_id)  # the badges count it as expiring
         warned.append(approval)
     if warned:

@@ -111,7 +111,7 @@ def approval_request(
     recorder.call_update(call, ToolCall.Status.AWAITING_APPROVAL, approval=approval)
     chat_request(approval)
     approvals_changed(run_id=run.pk)
-    notify("approval.pending", lambda: approval_pending_data(approval))
+    notify("approval.pending", lambda: approval_pending_data(approval), agent_id=run.agent_id)
     return WAIT
 
 

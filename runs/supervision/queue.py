@@ -12,7 +12,7 @@ from django.core.paginator import Page, Paginator
 from django.db.models import Count, Min, Q
 from django.utils import timezone
 
-from runs.models import Approval, ArchivedApproval, Run, ToolCall
+from runs.models import Agent, Approval, ArchivedApproval, Run, ToolCall
 from runs.supervision.argument_lines import ArgumentLine, argument_lines
 from runs.supervision.facts import Supervision, approvals_supervision
 from runs.supervision.provenance import known_text, runs_shown, unseen_identifiers, unseen_in_lines
@@ -73,17 +73,22 @@ class PendingApproval:
     grant_refusal: str = ""  # why there are no "for this run" choices
 
 
-def approvals_pending_count() -> int:
-    return Approval.objects.filter(status=Approval.Status.PENDING).count()
+def in_projects(approvals, projects: set[int] | None):
+    """The approvals of runs of these projects' agents (None: every project's)."""
+    return approvals if projects is None else approvals.filter(run__agent__project_id__in=projects)
 
 
-def approvals_pending_page(*, page=1, per_page: int = PAGE_SIZE) -> Page:
+def approvals_pending_count(projects: set[int] | None = None) -> int:
+    return in_projects(Approval.objects.filter(status=Approval.Status.PENDING), projects).count()
+
+
+def approvals_pending_page(*, page=1, per_page: int = PAGE_SIZE, projects: set[int] | None = None) -> Page:
     """One page of the pending approvals, oldest first; its object_list holds PendingApproval
     items with what an operator needs to decide them (7 queries at most, however many approvals wait
     and however long their runs are). A page number out of range gives the last page."""
     paginator = Paginator(
-        Approval.objects.filter(status=Approval.Status.PENDING)
-        .select_related("run", "tool_call", "tool_call__step")
+        in_projects(Approval.objects.filter(status=Approval.Status.PENDING), projects)
+        .select_related("run", "run__agent__project", "tool_call", "tool_call__step")
         .order_by("requested_at", "pk"),
         per_page,
     )
@@ -148,10 +153,10 @@ def _pending_items(approvals: list[Approval]) -> list[PendingApproval]:
 # --- What a run's model was shown: the identifiers a call may use -------------------------------
 
 
-def approvals_recent_decisions(*, limit: int = AUDIT_LIMIT) -> list[Approval]:
+def approvals_recent_decisions(*, limit: int = AUDIT_LIMIT, projects: set[int] | None = None) -> list[Approval]:
     """The latest decisions (by people, policies or expiry), newest first: the audit trail."""
     return list(
-        Approval.objects.exclude(status=Approval.Status.PENDING)
+        in_projects(Approval.objects.exclude(status=Approval.Status.PENDING), projects)
         .select_related("tool_call")
         .defer("tool_call__arguments", "tool_call__result", "tool_call__result_text")
         .order_by("-decided_at", "-pk")[:limit]
@@ -168,10 +173,14 @@ def approval_decision_text(approval: Approval) -> str:
     return f"{approval.status} by {approval.decider}{when}"
 
 
-def approvals_archived(*, run_id: int | None = None, after: int = 0, limit: int = ARCHIVE_PAGE) -> list[ArchivedApproval]:
+def approvals_archived(*, run_id: int | None = None, after: int = 0, limit: int = ARCHIVE_PAGE,
+                       projects: set[int] | None = None) -> list[ArchivedApproval]:
     """Decisions of deleted (pruned) runs in the order they were archived: the `limit` rows after
-    the archived row `after` (pages by key, so rows archived meanwhile neither repeat nor hide)."""
+    the archived row `after` (pages by key, so rows archived meanwhile neither repeat nor hide).
+    With `projects`, those of these projects' agents (by name: the rows keep no keys)."""
     rows = ArchivedApproval.objects.filter(pk__gt=after).order_by("pk")
+    if projects is not None:
+        rows = rows.filter(agent_name__in=Agent.objects.filter(project_id__in=projects).values("name"))
     if run_id is not None:
         rows = rows.filter(run_id=run_id)
     return list(rows[:limit])
@@ -187,10 +196,10 @@ class Waiting:
     expiring: int = 0  # of them, warned that they will expire soon
 
 
-def approvals_waiting() -> Waiting:
+def approvals_waiting(projects: set[int] | None = None) -> Waiting:
     """How many approvals wait, since when the oldest has, and how many were warned that they
     expire soon: one query over the pending rows (status, requested_at)."""
-    found = Approval.objects.filter(status=Approval.Status.PENDING).aggregate(
+    found = in_projects(Approval.objects.filter(status=Approval.Status.PENDING), projects).aggregate(
         n=Count("pk"), oldest=Min("requested_at"), expiring=Count("pk", filter=Q(warned_at__isnull=False)),
     )
     oldest = found["oldest"] if found["n"] else None

@@ -7,7 +7,9 @@ import json
 
 from django.core.paginator import Page
 
+from projects.access import may
 from runs.models import Approval
+from runs.roles import PERM_DECIDE
 from runs.supervision.checks import ALREADY_VOTED, LAUNCHER_MAY_NOT_APPROVE, only_members
 from runs.supervision.facts import Supervision
 from runs.supervision.queue import PendingApproval, _pending_items, approvals_pending_page
@@ -15,16 +17,17 @@ from toolsapp.sensitive import masked
 from toolsapp.text import loads as bounded_loads
 
 
-def approvals_queue_page(*, page=1) -> Page:
+def approvals_queue_page(*, page=1, projects: set[int] | None = None) -> Page:
     """approvals_pending_page with what the queue's controls need (no more queries)."""
-    page_obj = approvals_pending_page(page=page)
+    page_obj = approvals_pending_page(page=page, projects=projects)
     pending_supervision(page_obj.object_list)
     return page_obj
 
 
 def approval_for_page(*, approval_id: int) -> PendingApproval | None:
     """One approval, pending or decided, as the queue shows it (its page, the e-mails' link)."""
-    approval = Approval.objects.select_related("run", "tool_call", "tool_call__step").filter(pk=approval_id).first()
+    approval = (Approval.objects.select_related("run", "run__agent__project", "tool_call", "tool_call__step")
+                .filter(pk=approval_id).first())
     if approval is None:
         return None
     items = _pending_items([approval])
@@ -46,6 +49,9 @@ def pending_supervision(items: list[PendingApproval]) -> None:
         item.grant_refusal = grant_refusal(approval, facts)
 
 
+NOT_YOUR_PROJECT = "Your role in this call's project does not decide: you may watch it."
+
+
 def decision_refusals(items: list[PendingApproval], user) -> None:
     """Why this person may not decide an item (`decide_refusal`) or may not approve it
     (`approve_refusal`), "" when they may: the page disables those buttons and says why. The
@@ -56,6 +62,10 @@ def decision_refusals(items: list[PendingApproval], user) -> None:
         approval = item.approval
         item.decide_refusal = item.approve_refusal = ""
         if approval.status != Approval.Status.PENDING:
+            continue
+        project_id = item.run.agent.project_id
+        if not may(user, PERM_DECIDE, project_id):
+            item.decide_refusal = NOT_YOUR_PROJECT
             continue
         if (approval.group_id or approval.quorum_groups) and not user.is_superuser:
             if group_ids is None:

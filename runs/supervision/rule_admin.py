@@ -40,13 +40,19 @@ class InvalidRule(ValueError):
         self.errors = errors
 
 
-def rule_errors(*, rule: ApprovalRule | None, data: dict) -> dict[str, list[str]]:
-    """What is wrong with `data` as the new fields of `rule` (None: a new rule), by field; {} when
-    nothing is. Fields left out of `data` keep the rule's values (a new rule's defaults)."""
+def rule_errors(*, rule: ApprovalRule | None, data: dict, project=None) -> dict[str, list[str]]:
+    """What is wrong with `data` as the new fields of `rule` (None: a new rule, in `project`), by
+    field; {} when nothing is. Fields left out of `data` keep the rule's values (a new rule's
+    defaults)."""
     unknown = sorted(set(data) - set(RULE_FIELDS))
     if unknown:
         raise TypeError(f"not fields of a rule: {', '.join(unknown)}")
     errors: dict[str, list[str]] = {}
+    project_id = rule.project_id if rule is not None else (project.pk if project is not None else None)
+    agent = data.get("agent")
+    if agent is not None and project_id is not None and agent.project_id != project_id:
+        # A rule decides its own project's calls only: another team's agent is not its to cover.
+        errors["agent"] = [f"{agent.name} is not an agent of this rule's project."]
     for name in _TEXT_FIELDS:
         value = data.get(name)
         if isinstance(value, str) and not storable_text(value):
@@ -81,7 +87,7 @@ def rule_errors(*, rule: ApprovalRule | None, data: dict) -> dict[str, list[str]
             errors["quorum_groups"] = [f"Each group gives one of the {needed} approvals from a different person: "
                                        f"at most {needed} groups."]
     try:
-        candidate.full_clean(exclude=[*errors, "conditions"])  # conditions: checked above, in words
+        candidate.full_clean(exclude=[*errors, "conditions", "project"])  # conditions: checked above, in words
     except ValidationError as exc:
         for name, messages in exc.message_dict.items():
             errors.setdefault(name, []).extend(messages)
@@ -117,11 +123,12 @@ def _quorum_save(rule: ApprovalRule) -> None:
         del rule.pending_quorum_groups
 
 
-def rule_create(*, data: dict, user) -> ApprovalRule:
-    errors = rule_errors(rule=None, data=data)
+def rule_create(*, data: dict, user, project=None) -> ApprovalRule:
+    """A new rule, in `project` (None: Default)."""
+    errors = rule_errors(rule=None, data=data, project=project)
     if errors:
         raise InvalidRule(errors)
-    rule = ApprovalRule()
+    rule = ApprovalRule(**({"project": project} if project is not None else {}))
     with transaction.atomic():
         rule_assign(rule, data)
         _normalize(rule)

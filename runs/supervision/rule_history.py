@@ -27,13 +27,15 @@ class RuleChange:
     launcher: str = ""  # who the version's launcher condition names: the account's current username
 
 
-def rule_list(*, agent: Agent | None = None) -> list[ApprovalRule]:
+def rule_list(*, agent: Agent | None = None, projects: set[int] | None = None) -> list[ApprovalRule]:
     """Every rule in the order they are tried (global and per agent); with `agent`, those that can
-    apply to its runs."""
-    rules = (ApprovalRule.objects.select_related("agent", "group", "launched_by").prefetch_related("quorum_groups")
-             .order_by("position", "pk"))
+    apply to its runs; with `projects`, those of these projects."""
+    rules = (ApprovalRule.objects.select_related("agent", "group", "launched_by", "project")
+             .prefetch_related("quorum_groups").order_by("position", "pk"))
     if agent is not None:
-        rules = rules.filter(Q(agent=None) | Q(agent=agent))
+        rules = rules.filter(Q(agent=None) | Q(agent=agent), project_id=agent.project_id)
+    if projects is not None:
+        rules = rules.filter(project_id__in=projects)
     return list(rules)
 
 
@@ -41,10 +43,14 @@ def rule_conditions_text(rule: ApprovalRule) -> list[str]:
     return [condition_text(c) for c in rule.conditions or ()]
 
 
-def rule_history(*, rule_key: int | None = None, limit: int = HISTORY_LIMIT) -> list[RuleChange]:
+def rule_history(*, rule_key: int | None = None, limit: int = HISTORY_LIMIT,
+                 projects: set[int] | None = None) -> list[RuleChange]:
     """The newest changes of rules (of one rule with `rule_key`), each with what it changed from the
-    version before it, and its launcher by the account's current username. Three queries at most."""
+    version before it, and its launcher by the account's current username. Three queries at most.
+    With `projects`, the changes of these projects' rules (a deleted rule's are no longer told)."""
     versions = ApprovalRuleVersion.objects.order_by("-changed_at", "-pk")
+    if projects is not None:
+        versions = versions.filter(rule_key__in=ApprovalRule.objects.filter(project_id__in=projects).values("pk"))
     if rule_key is not None:
         versions = versions.filter(rule_key=rule_key)
     versions = list(versions[:limit])

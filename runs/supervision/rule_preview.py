@@ -79,9 +79,14 @@ def draft_spec(data: dict, *, rule: ApprovalRule | None = None) -> RuleSpec:
     return rule_spec(draft)
 
 
-def rule_preview(spec: RuleSpec, *, limit: int = PREVIEW_CALLS) -> RulePreview:
+def rule_preview(spec: RuleSpec, *, limit: int = PREVIEW_CALLS, project_id: int | None = None) -> RulePreview:
+    """What the rule would have done to the last `limit` destructive calls (of `project_id`'s
+    runs: a rule decides its own project's calls only)."""
+    approvals = Approval.objects.all()
+    if project_id is not None:
+        approvals = approvals.filter(run__agent__project_id=project_id)
     approvals = (
-        Approval.objects.order_by("-pk")
+        approvals.order_by("-pk")
         .select_related("tool_call", "run")
         .only(
             "note", "unseen_ids", "tool_call__tool_name", "tool_call__arguments", "tool_call__args_hash",

@@ -20,7 +20,7 @@ from typing import Any
 
 import re2
 
-from runs.models import ApprovalRule, RuleQuorumGroup
+from runs.models import Agent, ApprovalRule, RuleQuorumGroup
 
 OPERATORS = {
     "eq": "equals",
@@ -107,9 +107,11 @@ def rules_in_force(agent_id: int | None) -> list[RuleSpec]:
 
 def rules_enabled(agent_id: int | None) -> list[RuleSpec]:
     """The enabled rules that can apply to a run of this agent, in shadow or not, in the order
-    they are tried. One query."""
-    rows = [r for r in ApprovalRule.objects.filter(enabled=True).order_by("position", "pk")
-            if r.agent_id is None or r.agent_id == agent_id]
+    they are tried: the agent's project's rules only. One query."""
+    rules = ApprovalRule.objects.filter(enabled=True)
+    if agent_id is not None:
+        rules = rules.filter(project_id__in=Agent.objects.filter(pk=agent_id).values("project_id"))
+    rows = [r for r in rules.order_by("position", "pk") if r.agent_id is None or r.agent_id == agent_id]
     quorums = [r.pk for r in rows if r.action == ApprovalRule.Action.ASK_QUORUM]
     groups: dict[int, list[int]] = {}
     if quorums:  # a second query only when a quorum rule can apply

@@ -1,5 +1,6 @@
 from django.conf import settings
 
+from projects.access import sees_every_project, visible_projects
 from runs.supervision.budget_requests import budget_requests_count
 from runs.supervision.escalation import age_text
 from runs.supervision.queue import approvals_waiting
@@ -11,12 +12,15 @@ def pending_approvals(request):
     user = getattr(request, "user", None)
     if user is None or not user.is_authenticated:
         return {}
-    context = {"demo_model_active": not settings.LLM_API_KEY and not settings.LLM_BASE_URL}
+    context = {"demo_model_active": not settings.LLM_API_KEY and not settings.LLM_BASE_URL,
+               # A role in every project (the platform team): the site's pages (the audit log).
+               "sees_every_project": sees_every_project(user)}
     if user.has_perm("runs.view_approval"):
-        waiting = approvals_waiting()
+        projects = visible_projects(user)
+        waiting = approvals_waiting(projects)
         context["pending_approvals"] = waiting.count
         context["expiring_approvals"] = waiting.expiring
-        context["budget_waiting"] = budget_requests_count() if user.has_perm("runs.view_budget") else 0
+        context["budget_waiting"] = budget_requests_count(projects) if user.has_perm("runs.view_budget") else 0
         if waiting.oldest_requested_at:
             # Written into the page, so the header has its final width at the first paint: added
             # by the badge's script after loading, it widened the menu, which could wrap and push

@@ -14,6 +14,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from toolsapp.mcp.client import McpFailure, list_tools
+from toolsapp.mcp.services import tools_follow_server
 from toolsapp.models import McpServer, Tool
 from toolsapp.schemas import InvalidSchema, check_tool_schema
 
@@ -83,7 +84,10 @@ def mcp_server_discover(*, server: McpServer) -> DiscoveryResult:
 
     with transaction.atomic():
         # One discovery of a server at a time: two at once would both add the same new tools.
-        McpServer.objects.select_for_update().filter(pk=server.pk).first()
+        locked = McpServer.objects.select_for_update().filter(pk=server.pk).first()
+        if locked is not None:
+            server.project_id = locked.project_id  # its tools are in its project as it is now
+        tools_follow_server(server)
         existing = {
             tool.config.get("remote_name"): tool
             for tool in Tool.objects.select_for_update().filter(kind=Tool.Kind.MCP, mcp_server=server)
@@ -122,7 +126,7 @@ def _store(server: McpServer, remote: mcp_types.Tool, tool: Tool | None, taken: 
         name = tool_name_for(server.name, remote.name, taken)
         taken.add(name)
         Tool.objects.create(
-            name=name, kind=Tool.Kind.MCP, description=description, parameters=schema,
+            name=name, kind=Tool.Kind.MCP, description=description, parameters=schema, project_id=server.project_id,
             mcp_server=server, config={"remote_name": remote.name}, **_flags_for_new_tool(remote.annotations),
         )
         result.added.append(name)

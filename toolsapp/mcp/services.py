@@ -11,6 +11,7 @@ import hmac
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 from django.utils.crypto import salted_hmac
 
@@ -63,13 +64,26 @@ def stdio_change_refusal(*, stored: McpServer | None, transport: str, command: s
 
 
 def mcp_server_save(*, server: McpServer, user) -> McpServer:
-    """Save a server a form has checked (stdio_change_refusal). A superuser's save approves its
-    stdio command; anyone else's keeps the approval there was, which matches only the command it
-    was made for."""
+    """Save a server a form has checked (stdio_change_refusal, and the project the person may put
+    it in). A superuser's save approves its stdio command; anyone else's keeps the approval there
+    was, which matches only the command it was made for. Its tools are in its project: a server
+    moved to another project (or made shared) takes its discovered tools along."""
     if server.transport == McpServer.Transport.STDIO and getattr(user, "is_superuser", False):
         server.command_approval = command_approval(server.command)
-    server.save()
+    with transaction.atomic():
+        server.save()
+        tools_follow_server(server)
     return server
+
+
+def tools_follow_server(server: McpServer) -> int:
+    """Put the server's tools in its project (those elsewhere); how many moved."""
+    elsewhere = Tool.objects.filter(mcp_server=server)
+    if server.project_id is None:
+        elsewhere = elsewhere.filter(project__isnull=False)
+    else:
+        elsewhere = elsewhere.filter(Q(project__isnull=True) | ~Q(project_id=server.project_id))
+    return elsewhere.update(project_id=server.project_id, updated_at=timezone.now())
 
 
 def mcp_server_delete(*, server: McpServer) -> list[str]:

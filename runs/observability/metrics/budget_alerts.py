@@ -51,7 +51,7 @@ def budget_alerts_check(*, now: datetime | None = None) -> list[BudgetAlert]:
                     alert = BudgetAlert.objects.create(
                         agent=agent, day=day, kind=kind, threshold=threshold, observed=observed
                     )
-                    notify("budget.alert", budget_alert_data(alert))
+                    notify("budget.alert", budget_alert_data(alert), project_id=agent.project_id)
             except IntegrityError:  # another worker created it first
                 continue
             log.warning(

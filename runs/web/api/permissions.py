@@ -1,5 +1,9 @@
 """The dashboard's permissions, per HTTP method of each API view (see runs.roles)."""
+from django.http import Http404
+from rest_framework.exceptions import NotFound
 from rest_framework.permissions import BasePermission
+
+from projects.routes import scope_check
 
 READ_METHODS = ("GET", "HEAD", "OPTIONS")
 
@@ -12,6 +16,12 @@ class RolePermissions(BasePermission):
         user = request.user
         if not (user and user.is_authenticated):
             return False
+        match = request.resolver_match
+        try:
+            # A thing of a project the caller does not see answers 404 (projects/routes.py).
+            scope_check(user, match.url_name if match else None, view.kwargs)
+        except Http404:
+            raise NotFound() from None
         method = "GET" if request.method in READ_METHODS else request.method
         perms = view.required_perms.get(method)
         # A method the view does not list is refused here; the view answers 405 for it anyway.

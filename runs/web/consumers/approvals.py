@@ -18,9 +18,10 @@ announced after it reconnects: the badge counts them.
 from channels.db import database_sync_to_async
 from django.urls import reverse
 
+from projects.access import visible_projects
 from runs.engine.events import APPROVALS_GROUP
 from runs.engine.snapshots import approval_brief
-from runs.models import Approval
+from runs.models import Approval, Run
 from runs.roles import PERM_DECIDE, PERM_VIEW_APPROVAL
 from runs.supervision.announcements import approvals_pending_by_run, approvals_to_announce
 from runs.supervision.decide import AlreadyDecided, EditRefused, NotAllowed, approval_decide
@@ -35,8 +36,14 @@ CLOSE_SIGNED_OUT, CLOSE_FORBIDDEN = 4401, 4403
 
 
 @database_sync_to_async
-def _may_view(user) -> bool:
-    return user.has_perm(PERM_VIEW_APPROVAL)
+def _may_view(user) -> tuple[bool, set[int] | None]:
+    """(whether the person may watch the queue, the projects whose calls they see: None for all)."""
+    return user.has_perm(PERM_VIEW_APPROVAL), visible_projects(user)
+
+
+@database_sync_to_async
+def _run_project(run_id: int) -> int | None:
+    return Run.objects.filter(pk=run_id).values_list("agent__project_id", flat=True).first()
 
 
 @database_sync_to_async
@@ -72,8 +79,8 @@ def _to_announce(session_key: str | None, user_id: int, run_id: int, told: set[i
 
 
 @database_sync_to_async
-def _pending_count() -> int:
-    return approvals_pending_count()
+def _pending_count(projects: set[int] | None) -> int:
+    return approvals_pending_count(projects)
 
 
 @database_sync_to_async
@@ -101,15 +108,21 @@ class ApprovalsConsumer(BoundedJsonConsumer):
     # {run id: its pending approval ids this socket was told of (or found when it started
     # announcing)}; None until the client asks for announcements.
     told: dict[int, set[int]] | None = None
+    # The projects whose calls this socket hears of (None: every project's), and what it learnt
+    # of runs' projects: another project's changes are not even counted.
+    projects: set[int] | None = None
+    run_projects: dict[int, int | None]
 
     async def connect(self):
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
             await self.close()
             return
-        if not await _may_view(user):
+        allowed, self.projects = await _may_view(user)
+        if not allowed:
             await self.close()
             return
+        self.run_projects = {}
         await self.channel_layer.group_add(APPROVALS_GROUP, self.channel_name)
         await self.accept()
 
@@ -141,7 +154,15 @@ class ApprovalsConsumer(BoundedJsonConsumer):
 
     async def approvals_changed(self, event):
         run_id = event.get("run_id")
-        await self.send_json({"type": "approvals.changed", "pending": await _pending_count(), "run_id": run_id})
+        if self.projects is not None and isinstance(run_id, int):
+            if run_id not in self.run_projects:
+                if len(self.run_projects) > 10_000:
+                    self.run_projects.clear()  # a socket open for days: forget, and ask again
+                self.run_projects[run_id] = await _run_project(run_id)
+            if self.run_projects[run_id] not in self.projects:
+                return
+        await self.send_json({"type": "approvals.changed", "pending": await _pending_count(self.projects),
+                              "run_id": run_id})
         if self.told is not None and isinstance(run_id, int):
             await self._announce(run_id)
 

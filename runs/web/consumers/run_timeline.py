@@ -34,7 +34,9 @@ from collections import deque
 
 from channels.db import database_sync_to_async
 from django.conf import settings
+from django.http import Http404
 
+from projects.routes import scope_check
 from runs.engine.snapshots import run_summary
 from runs.lifecycle.run_reads import EVENT_BATCH, run_events_after, run_group_name
 from runs.models import Run
@@ -55,17 +57,27 @@ RIGHTS_RECHECK_SECONDS = 5
 
 
 @database_sync_to_async
-def _may_view(user) -> bool:
-    return bool(user and user.is_authenticated and user.has_perm(PERM_VIEW))
+def _may_view(user, run_id: int) -> bool:
+    return bool(user and user.is_authenticated and _in_run_project(user, run_id) and user.has_perm(PERM_VIEW))
+
+
+def _in_run_project(user, run_id: int) -> bool:
+    """Whether the person sees the run's project; their rights are then their role there, as on
+    the run's page (projects/routes.py). A run of another project is as if there were none."""
+    try:
+        scope_check(user, "run_detail", {"pk": run_id})
+    except Http404:
+        return False
+    return True
 
 
 @database_sync_to_async
-def _watch_refusal(session_key: str | None, user_id: int) -> tuple[str, int] | None:
+def _watch_refusal(session_key: str | None, user_id: int, run_id: int) -> tuple[str, int] | None:
     """None while the session still signs this user in and they may view runs; else (error, close code)."""
     user = session_user(session_key)
     if user is None or user.pk != user_id:
         return SIGNED_OUT, CLOSE_SIGNED_OUT
-    if not user.has_perm(PERM_VIEW):
+    if not _in_run_project(user, run_id) or not user.has_perm(PERM_VIEW):
         return PERMISSION_DENIED, CLOSE_FORBIDDEN
     return None
 
@@ -86,7 +98,7 @@ def _pull(session_key: str | None, user_id: int, run_id: int, lever: str, text) 
     user = session_user(session_key)
     if user is None or user.pk != user_id:
         return {"type": "error", "lever": lever, "message": SIGNED_OUT, "close": True}
-    if not user.has_perm(PERM_CANCEL):
+    if not _in_run_project(user, run_id) or not user.has_perm(PERM_CANCEL):
         return {"type": "error", "lever": lever, "message": "permission denied: your role may watch runs, not steer them"}
     kwargs = {"text": text if isinstance(text, str) else ""} if lever == "message" else {}
     try:
@@ -108,10 +120,10 @@ class RunTimelineConsumer(BoundedJsonConsumer):
     refused: bool = False  # the right to watch is gone: the socket is closing, nothing more is sent
 
     async def connect(self):
-        if not await _may_view(self.scope.get("user")):
+        run_id = self.scope["url_route"]["kwargs"]["run_id"]
+        if not await _may_view(self.scope.get("user"), run_id):
             await self.close()
             return
-        run_id = self.scope["url_route"]["kwargs"]["run_id"]
         group = await _group_of(run_id)
         if group is None:
             await self.close()
@@ -189,7 +201,7 @@ class RunTimelineConsumer(BoundedJsonConsumer):
         if self.refused:
             return False
         session = self.scope.get("session")
-        refused = await _watch_refusal(getattr(session, "session_key", None), self.scope["user"].pk)
+        refused = await _watch_refusal(getattr(session, "session_key", None), self.scope["user"].pk, self.run_id)
         if refused is None:
             self.rights_checked_at = time.monotonic()
             return True

@@ -5,8 +5,11 @@ from datetime import timedelta
 
 from django import forms
 from django.contrib.auth import get_user_model
+from django.db.models import Q
 from django.utils import timezone
 
+from projects.access import scoped, visible_projects
+from projects.choices import project_field_clean, project_field_prepare
 from runs.models import Agent, Budget
 from runs.supervision.budgets import budget_problems
 
@@ -14,7 +17,7 @@ from runs.supervision.budgets import budget_problems
 class BudgetForm(forms.ModelForm):
     class Meta:
         model = Budget
-        fields = ["name", "scope", "agent", "person", "measure", "period", "limit", "alert_share", "enabled"]
+        fields = ["project", "name", "scope", "agent", "person", "measure", "period", "limit", "alert_share", "enabled"]
         labels = {"limit": "Limit", "alert_share": "Warn at (share of the limit)", "person": "Person who launches"}
         help_texts = {
             "agent": "For \u201cone agent's runs\u201d only.",
@@ -22,15 +25,35 @@ class BudgetForm(forms.ModelForm):
             "alert_share": "0.8 warns by webhook and e-mail at 80 %, once a period.",
         }
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, user=None, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["agent"].queryset = Agent.objects.order_by("name")
-        self.fields["person"].queryset = get_user_model().objects.filter(is_active=True).order_by("username")
+        self.user = user
+        agents = Agent.objects.order_by("name")
+        people = get_user_model().objects.filter(is_active=True).order_by("username")
+        if self.instance.pk is not None or user is None:
+            del self.fields["project"]  # a budget stays in the project it was made in
+            if self.instance.pk is not None:
+                agents = agents.filter(project_id=self.instance.project_id)
+        else:
+            project_field_prepare(self, user, "runs.add_budget")
+            agents = scoped(agents, user)
+        visible = visible_projects(user) if user is not None else None
+        if visible is not None:
+            # The people of the projects this person sees, not every account of the site.
+            people = people.filter(Q(memberships__project_id__in=visible) | Q(pk=user.pk)).distinct()
+        self.fields["agent"].queryset, self.fields["person"].queryset = agents, people
+        if "project" in self.fields:
+            self.fields["project"].help_text = "It counts this project's runs only. Set when it is created."
         self.fields["limit"].widget.attrs.update(min="0", step="any")
         self.fields["alert_share"].widget.attrs.update(min="0.01", max="1", step="0.01")
 
     def clean(self):
         data = super().clean()
+        project_field_clean(self, data, self.user, "runs.add_budget")
+        project_id = self.instance.project_id if self.instance.pk is not None else getattr(data.get("project"), "pk", None)
+        agent = data.get("agent")
+        if agent is not None and project_id is not None and agent.project_id != project_id:
+            self.add_error("agent", f"{agent.name} is not an agent of this budget's project.")
         problems = budget_problems(scope=data.get("scope"), agent=data.get("agent"), person=data.get("person"),
                                    measure=data.get("measure"), limit=data.get("limit"),
                                    alert_share=data.get("alert_share"))

@@ -3,7 +3,11 @@ import json
 from datetime import timedelta
 
 from django import forms
+from django.db.models import Q
 
+from projects.access import scoped, visible_projects
+from projects.choices import project_field_clean, project_field_prepare
+from projects.models import Project
 from runs.lifecycle.agents import AGENT_FIELDS, agent_draft_save, agent_errors, agent_save
 from runs.models import Agent, Run
 from runs.observability.metrics.page import default_period
@@ -49,6 +53,13 @@ class HistoryFilterForm(forms.Form):
         help_text="Runs of experiments (cases of a dataset, nothing real changed).",
     )
 
+    def __init__(self, data=None, *args, user=None, **kwargs):
+        super().__init__(data, *args, **kwargs)
+        # A person of some projects only filters, and gets, those projects' runs.
+        self.projects = visible_projects(user) if user is not None else None
+        if self.projects is not None:
+            self.fields["agent"].queryset = scoped(self.fields["agent"].queryset, user)
+
     def clean(self):
         cleaned = super().clean()
         start, end = cleaned.get("created_from"), cleaned.get("created_to")
@@ -69,6 +80,7 @@ class HistoryFilterForm(forms.Form):
             "created_from": data["created_from"],
             "created_to": data["created_to"],
             "experiments": data["experiments"] or "hide",
+            "projects": self.projects,
         }
 
 
@@ -77,13 +89,22 @@ class MetricsFilterForm(forms.Form):
     date_to = forms.DateField(label="To", required=False, widget=DateInput, help_text="Included.")
     agent = forms.ModelChoiceField(required=False, queryset=Agent.objects.only("pk", "name"), empty_label="all agents")
 
-    def __init__(self, data=None, *args, **kwargs):
+    def __init__(self, data=None, *args, user=None, **kwargs):
         if data is not None and not data.get("date_from") and not data.get("date_to"):
             # Show the default period in the date inputs, not empty inputs.
             start, end = default_period()
             data = data.copy()
             data["date_from"], data["date_to"] = start.isoformat(), end.isoformat()
         super().__init__(data, *args, **kwargs)
+        if user is not None and visible_projects(user) is not None:
+            # The figures of every agent would count other projects' runs: a person of some
+            # projects reads them agent by agent, their first agent's unless they choose.
+            agents = scoped(self.fields["agent"].queryset, user).order_by("name")
+            field = self.fields["agent"]
+            field.queryset, field.required, field.empty_label = agents, True, None
+            if self.is_bound and not self.data.get("agent") and agents.exists():
+                self.data = self.data.copy()
+                self.data["agent"] = str(agents.first().pk)
 
     def clean(self):
         cleaned = super().clean()
@@ -155,6 +176,10 @@ class AgentForm(forms.ModelForm):
         required=False, help_text="A JSON object passed through to the API, e.g. OpenRouter's models/provider."
     )
     verifier = forms.ChoiceField(required=False)
+    project = forms.ModelChoiceField(
+        queryset=Project.objects.none(), empty_label=None,
+        help_text="The team whose agent it is: who sees its runs and decides its calls. Set when it is created.",
+    )
 
     class Meta:
         model = Agent
@@ -168,14 +193,29 @@ class AgentForm(forms.ModelForm):
         }
         widgets = {"description": forms.Textarea(attrs={"rows": 2}), "system_prompt": forms.Textarea(attrs={"rows": 6})}
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, user=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["verifier"].choices = [("", "none")] + [(name, name) for name in sorted(VERIFIERS)]
+        tools = self.fields["tools"]
+        if self.instance.pk is not None or user is None:
+            del self.fields["project"]
+            if self.instance.pk is not None:
+                # Its project's tools and the site's shared ones (a tool of another team is refused).
+                tools.queryset = tools.queryset.filter(Q(project__isnull=True) | Q(project=self.instance.project_id))
+        else:
+            project_field_prepare(self, user, "runs.add_agent")
+            tools.queryset = scoped(tools.queryset, user, shared=True)
+        self.user = user
+
+    def clean(self):
+        cleaned = super().clean()
+        project_field_clean(self, cleaned, self.user, "runs.add_agent")
+        return cleaned
         self.fields["tools"].label_from_instance = lambda tool: tool.name if tool.enabled else f"{tool.name} (disabled)"
 
     def _post_clean(self):
         # Instead of ModelForm's model validation: the service's, which includes the model's.
-        errors = agent_errors(agent=self._agent(), data=self.cleaned_data)
+        errors = agent_errors(agent=self._agent(), data=self._settings(), project=self.cleaned_data.get("project"))
         for name, messages in errors.items():
             if name not in self.errors:  # a field whose text could not be read already says so
                 self.add_error(name if name in self.fields else None, messages)
@@ -183,10 +223,14 @@ class AgentForm(forms.ModelForm):
     def _agent(self) -> Agent | None:
         return self.instance if self.instance.pk is not None else None
 
+    def _settings(self) -> dict:
+        return {name: value for name, value in self.cleaned_data.items() if name != "project"}
+
     def save(self, commit: bool = True, *, user=None) -> Agent:
-        self.instance = agent_save(agent=self._agent(), data=self.cleaned_data, user=user)
+        self.instance = agent_save(agent=self._agent(), data=self._settings(), user=user,
+                                   project=self.cleaned_data.get("project"))
         return self.instance
 
     def save_draft(self, *, user=None):
         """A draft version of the (existing) agent with these settings; the agent is unchanged."""
-        return agent_draft_save(agent=self._agent(), data=self.cleaned_data, user=user)
+        return agent_draft_save(agent=self._agent(), data=self._settings(), user=user)

@@ -60,8 +60,8 @@ class LaunchForm(forms.Form):
         self.user = user  # whose overrides must stay within the agent
         for name in LIMIT_SETTINGS + TOOL_CHOICE_SETTINGS:
             self.fields[name] = setting_field(name)
-        self.fields["agent"].queryset = agents_for_launch()
-        self.fields["tools"].choices = [(name, name) for name in enabled_tool_names()]
+        self.fields["agent"].queryset = agents_for_launch(user)
+        self.fields["tools"].choices = [(name, name) for name in enabled_tool_names(user)]
         self.fields["tools"].widget.attrs["size"] = min(10, max(3, len(self.fields["tools"].choices)))
 
     def limit_fields(self) -> list[forms.BoundField]:

@@ -7,7 +7,11 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.forms.models import ModelChoiceIterator
 
+from projects.access import scoped
+from projects.choices import project_field_clean, project_field_prepare
+from projects.models import Project
 from runs.models import Agent, ApprovalRule
+from runs.roles import PERM_ADD_RULES
 from runs.supervision.quorum import MAX_APPROVALS
 from runs.supervision.rule_admin import MAX_INT, RULE_FIELDS, rule_errors
 from runs.supervision.rules import OPERATORS
@@ -61,6 +65,10 @@ class LauncherField(forms.ModelChoiceField):
 
 
 class RuleForm(forms.Form):
+    project = forms.ModelChoiceField(
+        queryset=Project.objects.none(), empty_label=None,
+        help_text="The rule decides this project's calls only. Set when it is created.",
+    )
     name = forms.CharField(max_length=200, help_text="Shown with every decision the rule makes.")
     agent = forms.ModelChoiceField(
         required=False, queryset=Agent.objects.only("pk", "name").order_by("name"), empty_label="every agent",
@@ -113,11 +121,19 @@ class RuleForm(forms.Form):
         "badge); empty: the agent's setting.",
     )
 
-    def __init__(self, *args, rule: ApprovalRule | None = None, **kwargs):
+    def __init__(self, *args, rule: ApprovalRule | None = None, user=None, **kwargs):
         self.rule = rule
         if rule is not None and rule.pk and kwargs.get("initial") is None:
             kwargs["initial"] = rule_initial(rule)
         super().__init__(*args, **kwargs)
+        if rule is not None or user is None:
+            del self.fields["project"]  # a rule stays in the project it was made in
+            if rule is not None:
+                self.fields["agent"].queryset = self.fields["agent"].queryset.filter(project_id=rule.project_id)
+        else:
+            project_field_prepare(self, user, PERM_ADD_RULES)
+            self.fields["agent"].queryset = scoped(self.fields["agent"].queryset, user)
+        self.user = user
         if rule is not None and rule.launched_by_unresolved:
             self.fields["launched_by"] = LauncherField(unresolved=rule.launched_by_unresolved)
 
@@ -136,10 +152,15 @@ class RuleForm(forms.Form):
         except ValueError as exc:
             raise forms.ValidationError(f"Conditions are not valid JSON: {exc}.")
 
+    def chosen_project(self):
+        """The rule's project: its own, or the one chosen for a new rule."""
+        return self.rule.project if self.rule is not None else self.cleaned_data.get("project")
+
     def clean(self):
         cleaned = super().clean()
+        project_field_clean(self, cleaned, self.user, PERM_ADD_RULES)
         data = self.rule_data()
-        for name, messages in rule_errors(rule=self.rule, data=data).items():
+        for name, messages in rule_errors(rule=self.rule, data=data, project=self.chosen_project()).items():
             if name in self.errors:
                 continue  # the field's own message says it already
             if name in self.fields:

@@ -7,6 +7,7 @@ from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from projects.access import scoped
 from runs.lifecycle.agent_versions import (
     VersionNotFound,
     agent_version,
@@ -24,7 +25,7 @@ from runs.web.forms.filters import AgentForm
 @login_required
 @permission_required(PERM_VIEW_AGENT, raise_exception=True)
 def agent_list(request):
-    agents = Agent.objects.annotate(tool_count=Count("tools")).order_by("name")
+    agents = scoped(Agent.objects.select_related("project"), request.user).annotate(tool_count=Count("tools")).order_by("name")
     return render(request, "runs/agent_list.html", {"agents": agents})
 
 
@@ -36,6 +37,8 @@ def agent_detail(request, pk: int):
         "agent": agent,
         "provider_options_json": json.dumps(agent.provider_options, indent=2, ensure_ascii=False),
         "recent_runs": agent_recent_runs(agent=agent),
+        # Its tools the person sees: one left in another project (the agent moved) is not named.
+        "tools": scoped(agent.tools.all(), request.user, shared=True),
     })
 
 
@@ -52,7 +55,7 @@ def agent_edit(request, pk: int):
 
 
 def _agent_form(request, agent: Agent):
-    form = AgentForm(request.POST if request.method == "POST" else None, instance=agent)
+    form = AgentForm(request.POST if request.method == "POST" else None, instance=agent, user=request.user)
     if request.method == "POST" and form.is_valid():
         if "draft" in request.POST and agent.pk is not None:
             draft = form.save_draft(user=request.user)

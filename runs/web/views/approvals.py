@@ -7,6 +7,7 @@ from django.shortcuts import redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
+from projects.access import visible_projects
 from runs.engine.snapshots import approval_brief
 from runs.models import Approval
 from runs.roles import PERM_DECIDE, PERM_VIEW_APPROVAL, PERM_VIEW_BUDGET
@@ -58,19 +59,20 @@ class BulkDecisionForm(forms.Form):
 
 
 def _queue_context(request) -> dict:
-    page = approvals_queue_page(page=request.GET.get("page"))
+    projects = visible_projects(request.user)
+    page = approvals_queue_page(page=request.GET.get("page"), projects=projects)
     decision_refusals(page.object_list, request.user)
     # The queue is oldest first: on its first page, the oldest waiting call is the first shown.
     if page.number == 1:
         oldest = page.object_list[0].approval.requested_at if page.object_list else None
     else:
-        oldest = approvals_waiting().oldest_requested_at
+        oldest = approvals_waiting(projects).oldest_requested_at
     return {
         "pending": page.object_list,
         "page_obj": page,
-        "decisions": approvals_recent_decisions(),
+        "decisions": approvals_recent_decisions(projects=projects),
         "oldest_pending_at": oldest,
-        "budget_requests": budget_requests() if request.user.has_perm(PERM_VIEW_BUDGET) else [],
+        "budget_requests": budget_requests(projects=projects) if request.user.has_perm(PERM_VIEW_BUDGET) else [],
         "raise_form": BudgetRaiseForm(),
     }
 
@@ -121,12 +123,13 @@ def approval_detail(request, pk: int):
 def approval_count(request):
     # The oldest wait as an instant and as seconds now: the badge ages it by its own clock from
     # the seconds, so a browser whose clock is off still shows the right age.
-    waiting = approvals_waiting()
+    projects = visible_projects(request.user)
+    waiting = approvals_waiting(projects)
     oldest = waiting.oldest_requested_at
     return JsonResponse({
         "pending": waiting.count,
         "expiring": waiting.expiring,
-        "budget_waiting": budget_requests_count() if request.user.has_perm(PERM_VIEW_BUDGET) else 0,
+        "budget_waiting": budget_requests_count(projects) if request.user.has_perm(PERM_VIEW_BUDGET) else 0,
         "oldest_requested_at": oldest.isoformat() if oldest else None,
         "oldest_waiting_seconds": round(waiting.oldest_waited_seconds, 1) if oldest else None,
     })

@@ -7,6 +7,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
+from projects.access import scoped
 from runs.models import Budget, BudgetHold, BudgetRaise, Run
 from runs.roles import PERM_CHANGE_BUDGET, PERM_VIEW_BUDGET
 from runs.supervision.budget_requests import RaiseRefused, budget_raise
@@ -15,8 +16,8 @@ from runs.web.forms.budgets import BudgetForm, BudgetRaiseForm
 from runs.web.views.approvals import _back
 
 
-def _rows() -> list[dict]:
-    budgets = list(Budget.objects.select_related("agent", "person"))
+def _rows(user) -> list[dict]:
+    budgets = list(scoped(Budget.objects.select_related("agent", "person", "project"), user))
     now = timezone.now()
     used = budgets_used(budgets, now=now)
     raises = list(BudgetRaise.objects.filter(until__gt=now, run=None).order_by("until"))
@@ -41,7 +42,7 @@ def _rows() -> list[dict]:
 @login_required
 @permission_required(PERM_VIEW_BUDGET, raise_exception=True)
 def budget_list(request):
-    return render(request, "runs/budget_list.html", {"rows": _rows()})
+    return render(request, "runs/budget_list.html", {"rows": _rows(request.user)})
 
 
 @login_required
@@ -58,7 +59,7 @@ def budget_edit(request, pk: int):
 
 def _budget_form(request, budget: Budget):
     adding = budget.pk is None
-    form = BudgetForm(request.POST if request.method == "POST" else None, instance=budget)
+    form = BudgetForm(request.POST if request.method == "POST" else None, instance=budget, user=request.user)
     if form.is_bound and form.is_valid():
         budget = form.save()
         messages.success(request, f"Budget {budget_text(budget)} {'added' if adding else 'saved'}: "

@@ -18,9 +18,9 @@ def home(request):
 @permission_required(PERM_VIEW, raise_exception=True)
 @reads_from_replica  # slightly stale is fine here (agentsite/replica.py)
 def run_list(request):
-    form = HistoryFilterForm(request.GET)
+    form = HistoryFilterForm(request.GET, user=request.user)
     page = None
-    suggestions = history_filter_suggestions()  # offered while typing, and what a part of a name matches
+    suggestions = history_filter_suggestions(form.projects)  # offered while typing, and what a part of a name matches
     if form.is_valid():
         page = run_history_page(run_history(**form.filters(), known=suggestions), number=_page_number(request.GET.get("page")))
         history_cells(page.runs)

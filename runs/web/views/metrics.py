@@ -2,6 +2,7 @@ from django.contrib.auth.decorators import login_required, permission_required
 from django.shortcuts import render
 
 from agentsite.replica import reads_from_replica
+from projects.access import may_see
 from runs.observability.metrics.page import budget_alerts_recent, metrics_with_series
 from runs.roles import PERM_VIEW
 from runs.web.forms.filters import MetricsFilterForm
@@ -11,7 +12,7 @@ from runs.web.forms.filters import MetricsFilterForm
 @permission_required(PERM_VIEW, raise_exception=True)
 @reads_from_replica  # slightly stale is fine here (agentsite/replica.py)
 def metrics(request):
-    form = MetricsFilterForm(request.GET)
+    form = MetricsFilterForm(request.GET, user=request.user)
     summary = series = None
     if form.is_valid():
         data = form.cleaned_data
@@ -19,7 +20,8 @@ def metrics(request):
     return render(
         request, "runs/metrics.html",
         {"form": form, "m": summary, "charts": _charts(summary), "series": series,
-         "alerts": budget_alerts_recent(), "wait_tables": _wait_tables(summary)},
+         "alerts": [a for a in budget_alerts_recent() if may_see(request.user, a.agent.project_id)],
+         "wait_tables": _wait_tables(summary)},
     )
 
 

@@ -5,6 +5,7 @@ from django.contrib.auth.decorators import login_required, permission_required
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
+from projects.access import scoped, visible_projects
 from runs.models import Agent, ApprovalRule
 from runs.roles import PERM_DELETE_RULES, PERM_MANAGE_RULES, PERM_VIEW_RULES
 from runs.supervision.rule_admin import SAFEGUARDS_TEXT, rule_create, rule_delete, rule_update
@@ -20,11 +21,12 @@ from runs.web.forms.rules import RuleForm
 @require_GET
 def rule_list_view(request):
     agent = None
+    projects = visible_projects(request.user)
     if request.GET.get("agent", "").isdigit():
-        agent = get_object_or_404(Agent, pk=int(request.GET["agent"]))
-    rules = [(rule, rule_conditions_text(rule)) for rule in rule_list(agent=agent)]
+        agent = get_object_or_404(scoped(Agent.objects.all(), request.user), pk=int(request.GET["agent"]))
+    rules = [(rule, rule_conditions_text(rule)) for rule in rule_list(agent=agent, projects=projects)]
     return render(request, "runs/rule_list.html", {
-        "rules": rules, "agent": agent, "history": rule_history(), "safeguards": SAFEGUARDS_TEXT,
+        "rules": rules, "agent": agent, "history": rule_history(projects=projects), "safeguards": SAFEGUARDS_TEXT,
     })
 
 
@@ -72,20 +74,21 @@ def _rule_form(request, rule: ApprovalRule | None):
     initial = None
     if rule is None and request.GET.get("agent", "").isdigit():
         initial = {"agent": request.GET["agent"]}  # "Add a rule" from an agent's page
-    form = RuleForm(request.POST if request.method == "POST" else None, rule=rule, initial=initial)
+    form = RuleForm(request.POST if request.method == "POST" else None, rule=rule, initial=initial, user=request.user)
     preview = {}
     if request.method == "POST" and form.is_valid():
         if "preview" in request.POST:  # the same form, shown again with what the rule would have done
             data = form.rule_data()
             preview = {
-                "preview": rule_preview(draft_spec(data, rule=rule)),
+                "preview": rule_preview(draft_spec(data, rule=rule), project_id=form.chosen_project().pk),
                 "preview_conditions": [condition_text(c) for c in data["conditions"]],
                 "condition_warnings": condition_warnings(data["conditions"]),
                 "preview_action": ApprovalRule.Action(data["action"]).label,
             }
         else:
             data = form.rule_data()
-            saved = rule_update(rule=rule, data=data, user=request.user) if rule else rule_create(data=data, user=request.user)
+            saved = (rule_update(rule=rule, data=data, user=request.user) if rule
+                     else rule_create(data=data, user=request.user, project=form.chosen_project()))
             messages.success(request, f"Rule {saved.name!r} saved (version {saved.version}).")
             return redirect("rule_list")
     if request.method == "GET" and rule is not None:

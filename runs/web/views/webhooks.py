@@ -7,6 +7,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from projects.access import scoped, visible_projects
 from runs.models import Webhook, WebhookDelivery
 from runs.roles import PERM_MANAGE_WEBHOOKS
 from runs.web.forms.webhooks import WebhookForm
@@ -16,11 +17,15 @@ from toolsapp import net
 DELIVERIES_SHOWN = 10
 
 
-def _receivers() -> list[dict]:
-    """Every receiver (the settings page's, then WEBHOOK_URLS'), each with its latest deliveries."""
-    rows = [{"webhook": w, "url": w.url, "from_environment": False} for w in Webhook.objects.select_related("created_by")]
+def _receivers(user) -> list[dict]:
+    """Every receiver of the projects the person sees (the settings page's, then, for people of
+    every project, WEBHOOK_URLS': the site's), each with its latest deliveries."""
+    hooks = scoped(Webhook.objects.select_related("created_by", "project"), user)
+    rows = [{"webhook": w, "url": w.url, "from_environment": False} for w in hooks]
     known = {row["url"] for row in rows}
-    rows += [{"webhook": None, "url": url, "from_environment": True} for url in settings.WEBHOOK_URLS if url not in known]
+    if visible_projects(user) is None:
+        rows += [{"webhook": None, "url": url, "from_environment": True} for url in settings.WEBHOOK_URLS
+                 if url not in known]
     for row in rows:
         row["deliveries"] = list(WebhookDelivery.objects.filter(url=row["url"]).order_by("-created_at", "-pk")[:DELIVERIES_SHOWN])
     return rows
@@ -29,17 +34,18 @@ def _receivers() -> list[dict]:
 @login_required
 @permission_required(PERM_MANAGE_WEBHOOKS, raise_exception=True)
 def webhook_settings(request):
-    form = WebhookForm(request.POST if request.method == "POST" else None)
+    form = WebhookForm(request.POST if request.method == "POST" else None, user=request.user)
     if form.is_bound and form.is_valid():
         try:
-            webhook = webhook_add(url=form.cleaned_data["url"], description=form.cleaned_data["description"], user=request.user)
+            webhook = webhook_add(url=form.cleaned_data["url"], description=form.cleaned_data["description"],
+                                  user=request.user, project=form.cleaned_data["project"])
         except net.Blocked as exc:  # the address changed between the form's check and now
             form.add_error("url", f"Refused: {exc}.")
         else:
             messages.success(request, f"Webhook {webhook.url} added: new notifications go to it too.")
             return redirect("webhook_settings")
     return render(request, "runs/webhooks.html", {
-        "form": form, "receivers": _receivers(), "signed": bool(settings.WEBHOOK_SECRET),
+        "form": form, "receivers": _receivers(request.user), "signed": bool(settings.WEBHOOK_SECRET),
     })
 
 

@@ -172,6 +172,7 @@ def test_the_budget_list_reads_what_each_period_used_in_one_query(people):
     Budget.objects.create(name="one", measure="tokens", limit=10)
     queries_for_list()  # the token's first use from this address is recorded once
     one = queries_for_list()
-    Budget.objects.bulk_create([Budget(name=f"b{n}", measure="cost", limit=5) for n in range(4)])
+    for n in range(4):
+        Budget.objects.create(name=f"b{n}", measure="cost", limit=5)
     assert queries_for_list() == one
     assert [b["used"] for b in admin.get("/api/v1/budgets/").json()["results"]] == [0.0] * 5

@@ -4,7 +4,14 @@ from rest_framework import serializers
 
 from runs.lifecycle.agents import AGENT_FIELDS, MAX_ESCALATION_EMAILS_CHARS, agent_errors, agent_save
 from runs.models import Agent, AgentVersion, ToolChoice
-from runs.web.api.serializers.fields import NameRelatedField, choice, service_errors
+from runs.web.api.serializers.fields import (
+    NameRelatedField,
+    choice,
+    fields_scoped,
+    project_chosen,
+    project_field,
+    service_errors,
+)
 from runs.web.api.strict import KnownFieldsOnly
 from toolsapp.models import Tool
 
@@ -19,6 +26,7 @@ class AgentSerializer(KnownFieldsOnly, serializers.ModelSerializer):
     )
     tools = NameRelatedField(many=True, required=False, slug_field="name", queryset=Tool.objects.all())
     provider_options = serializers.DictField(required=False)
+    project = project_field()
     verifier = serializers.CharField(required=False, allow_blank=True, max_length=100)
     first_tool_choice = choice(ToolChoice.choices, "ToolChoice", required=False)
     later_tool_choice = choice(ToolChoice.choices, "ToolChoice", required=False)
@@ -30,19 +38,24 @@ class AgentSerializer(KnownFieldsOnly, serializers.ModelSerializer):
 
     class Meta:
         model = Agent
-        fields = ["id", *AGENT_FIELDS, "version", "created_at", "updated_at"]
+        fields = ["id", "project", *AGENT_FIELDS, "version", "created_at", "updated_at"]
         read_only_fields = ["version", "created_at", "updated_at"]
         # The name's uniqueness is agent_save's rule (never looked up with text that cannot be stored).
         extra_kwargs = {"name": {"validators": []}}
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        fields_scoped(self, "tools", shared=True)
+
     def validate(self, attrs):
-        errors = agent_errors(agent=self.instance, data=attrs)
+        self.project = project_chosen(self, attrs, "runs.add_agent")
+        errors = agent_errors(agent=self.instance, data=attrs, project=self.project)
         if errors:
             raise service_errors(errors)
         return attrs
 
     def create(self, validated_data):
-        return agent_save(agent=None, data=validated_data, user=self._user())
+        return agent_save(agent=None, data=validated_data, user=self._user(), project=self.project)
 
     def update(self, instance, validated_data):
         return agent_save(agent=instance, data=validated_data, user=self._user())

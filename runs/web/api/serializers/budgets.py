@@ -6,7 +6,15 @@ from rest_framework import serializers
 
 from runs.models import Agent, Budget
 from runs.supervision.budgets import budget_problems, budgets_used, period_end
-from runs.web.api.serializers.fields import NameRelatedField, choice, service_errors
+from runs.web.api.serializers.fields import (
+    NameRelatedField,
+    choice,
+    fields_scoped,
+    in_project,
+    project_chosen,
+    project_field,
+    service_errors,
+)
 from runs.web.api.strict import KnownFieldsOnly
 
 
@@ -28,11 +36,12 @@ class BudgetSerializer(KnownFieldsOnly, serializers.ModelSerializer):
     measure = choice(Budget.Measure.choices, "BudgetMeasure", required=False)
     period = choice(Budget.Period.choices, "BudgetPeriod", required=False)
     used = serializers.SerializerMethodField(help_text="What the current period has used so far.")
+    project = project_field()
     period_ends = serializers.SerializerMethodField()
 
     class Meta:
         model = Budget
-        fields = ["id", "name", "scope", "agent", "person", "measure", "period", "limit", "alert_share", "enabled",
+        fields = ["id", "project", "name", "scope", "agent", "person", "measure", "period", "limit", "alert_share", "enabled",
                   "used", "period_ends", "created_at", "updated_at"]
         read_only_fields = ["id", "created_at", "updated_at"]
         list_serializer_class = BudgetListSerializer
@@ -47,7 +56,15 @@ class BudgetSerializer(KnownFieldsOnly, serializers.ModelSerializer):
     def get_period_ends(self, budget) -> str:
         return period_end(budget.period, timezone.now()).isoformat()
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        fields_scoped(self, "agent")
+
     def validate(self, attrs):
+        project = project_chosen(self, attrs, "runs.add_budget")
+        if self.instance is None:
+            attrs["project"] = project
+        in_project(attrs.get("agent"), project, "agent")
         current = self.instance
         merged = {name: attrs.get(name, getattr(current, name, None) if current else None)
                   for name in ("scope", "agent", "person", "measure", "limit", "alert_share")}

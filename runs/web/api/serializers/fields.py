@@ -6,6 +6,9 @@ from rest_framework import serializers
 from rest_framework.settings import api_settings
 from rest_framework.validators import UniqueValidator
 
+from projects.access import scoped
+from projects.choices import project_default, project_problem
+from projects.models import Project
 from runs.engine.text import storable_text
 
 
@@ -65,3 +68,46 @@ class UsageSerializer(serializers.Serializer):
     compactions = serializers.IntegerField(
         required=False, help_text="Requests that summarised older tool results to fit the context budget.")
     cost_usd = serializers.FloatField()
+
+
+def project_field() -> serializers.SlugRelatedField:
+    return serializers.SlugRelatedField(
+        slug_field="slug", queryset=Project.objects.all(), required=False,
+        help_text="The project's slug, given when it is created (it does not move); omitted: your only project "
+        "where you may add it, else Default.",
+    )
+
+
+def project_chosen(serializer, attrs: dict, perm: str) -> Project:
+    """The project of the thing `serializer` creates or changes, taken out of `attrs`: on a
+    change it stays its own; on a creation the one named, or the person's default, if they may
+    add it there (projects/choices.py); else a 400 in words."""
+    named = attrs.pop("project", None)
+    if serializer.instance is not None:
+        if named is not None and named.pk != serializer.instance.project_id:
+            raise serializers.ValidationError({"project": ["A project is chosen when this is created; it does not move."]})
+        return serializer.instance.project
+    user = serializer.context["request"].user
+    project = named or project_default(user, perm)
+    problem = project_problem(user, perm, project)
+    if problem:
+        raise serializers.ValidationError({"project": [problem]})
+    return project
+
+
+def in_project(thing, project: Project, what: str) -> None:
+    """A 400 unless `thing` (an agent a rule or budget names) is of `project`."""
+    if thing is not None and thing.project_id != project.pk:
+        raise serializers.ValidationError({what: [f"{thing} is not of the project {project.name}."]})
+
+
+def fields_scoped(serializer, *names: str, shared: bool = False) -> None:
+    """Cut the named related fields' choices to the caller's projects: another project's agent
+    (or tool) named in a body is not found, as at its URL."""
+    request = serializer.context.get("request")
+    if request is None:
+        return
+    for name in names:
+        field = serializer.fields[name]
+        field = getattr(field, "child_relation", field)
+        field.queryset = scoped(field.queryset, request.user, shared=shared)

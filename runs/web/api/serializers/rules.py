@@ -8,7 +8,14 @@ from rest_framework import serializers
 from runs.models import Agent, ApprovalRule, ApprovalRuleVersion
 from runs.supervision.rule_admin import RULE_FIELDS, rule_create, rule_errors, rule_update
 from runs.supervision.rules import OPERATORS
-from runs.web.api.serializers.fields import NameRelatedField, choice, service_errors
+from runs.web.api.serializers.fields import (
+    NameRelatedField,
+    choice,
+    fields_scoped,
+    project_chosen,
+    project_field,
+    service_errors,
+)
 from runs.web.api.strict import KnownFieldsOnly
 
 CONDITIONS_SCHEMA = {
@@ -53,10 +60,11 @@ class RuleSerializer(KnownFieldsOnly, serializers.ModelSerializer):
     )
     conditions = ConditionsField(required=False, help_text="All must hold.")
     action = choice(ApprovalRule.Action.choices, "RuleAction", required=False)
+    project = project_field()
 
     class Meta:
         model = ApprovalRule
-        fields = ["id", *RULE_FIELDS, "launched_by_unresolved", "version", "updated_by_name", "created_at", "updated_at"]
+        fields = ["id", "project", *RULE_FIELDS, "launched_by_unresolved", "version", "updated_by_name", "created_at", "updated_at"]
         read_only_fields = ["launched_by_unresolved", "version", "updated_by_name", "created_at", "updated_at"]
         # Blank text reaches rule_errors, which says what the field is for.
         extra_kwargs = {"name": {"allow_blank": True}, "tool_pattern": {"allow_blank": True}}
@@ -66,14 +74,19 @@ class RuleSerializer(KnownFieldsOnly, serializers.ModelSerializer):
         data["quorum_groups"] = sorted(data.get("quorum_groups") or [])  # by name, as everywhere
         return data
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        fields_scoped(self, "agent")
+
     def validate(self, attrs):
-        errors = rule_errors(rule=self.instance, data=attrs)
+        self.project = project_chosen(self, attrs, "runs.add_approvalrule")
+        errors = rule_errors(rule=self.instance, data=attrs, project=self.project)
         if errors:
             raise service_errors(errors)
         return attrs
 
     def create(self, validated_data):
-        return rule_create(data=validated_data, user=self.context["request"].user)
+        return rule_create(data=validated_data, user=self.context["request"].user, project=self.project)
 
     def update(self, instance, validated_data):
         return rule_update(rule=instance, data=validated_data, user=self.context["request"].user)

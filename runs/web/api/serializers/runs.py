@@ -10,6 +10,7 @@ from runs.lifecycle.launch import (
     customer_problem,
     launch_overrides,
 )
+from runs.lifecycle.run_reads import agents_for_launch
 from runs.lifecycle.runs import launch_errors
 from runs.models import Agent, Run, ToolCall, ToolChoice
 from runs.web.api.serializers.approvals import ApprovalBriefSerializer
@@ -50,6 +51,14 @@ class RunCreateSerializer(KnownFieldsOnly, serializers.Serializer):
     be the agent's and limits at most the agent's, unless the user may change agents."""
 
     agent = NameRelatedField(slug_field="name", queryset=Agent.objects.all(), help_text="The agent's name.")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        request = self.context.get("request")
+        if request is not None:
+            # An agent of a project where the caller does not launch runs is not found.
+            self.fields["agent"].queryset = agents_for_launch(request.user)
+
     task = serializers.CharField(max_length=20_000)
     customer = serializers.CharField(required=False, allow_blank=True, max_length=100,
                                      help_text="Whose data the tools may touch; empty uses the default.")

@@ -1,11 +1,43 @@
-"""Tools in the API: types and documentation; toolsapp.services owns the rules and the write."""
+"""Tools in the API: types and documentation; toolsapp.services owns the rules and the write,
+toolsapp.forms which project a tool may go into."""
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from runs.web.api.serializers.fields import choice
 from runs.web.api.strict import KnownFieldsOnly
+from toolsapp.forms import (
+    ProjectRefused,
+    project_named,
+    tool_project_default,
+    tool_project_problem,
+    tool_save_in_project,
+)
 from toolsapp.models import Tool
 from toolsapp.schemas import strict_mode_warnings
-from toolsapp.services import MAX_SENSITIVE_FIELD_CHARS, MAX_TIMEOUT_SECONDS, ToolInvalid, tool_save, tool_validate
+from toolsapp.services import MAX_SENSITIVE_FIELD_CHARS, MAX_TIMEOUT_SECONDS, ToolInvalid, tool_validate
+
+
+def _user(field):
+    """The caller (a serializer or field's context has the request)."""
+    return getattr(field.context.get("request"), "user", None)
+
+
+@extend_schema_field({"oneOf": [{"type": "string"}, {"type": "integer"}], "nullable": True,
+                      "description": "The project's slug (its id is taken too); null: shared by the site. Answered as its slug."})
+class ToolProjectField(serializers.Field):
+    """A project the caller sees, by id or slug (whether they may put the tool there: validate)."""
+
+    def to_internal_value(self, data):
+        user = _user(self)
+        if user is None:
+            raise serializers.ValidationError("No project.")
+        try:
+            return project_named(user, data)
+        except ProjectRefused as exc:
+            raise serializers.ValidationError(str(exc)) from None
+
+    def to_representation(self, value):
+        return value.slug  # as the agents', rules' and budgets' project
 
 
 class ToolSerializer(KnownFieldsOnly, serializers.ModelSerializer):
@@ -25,13 +57,19 @@ class ToolSerializer(KnownFieldsOnly, serializers.ModelSerializer):
         required=False, allow_blank=True, max_length=100,
         help_text="HTTP tools: environment variable (TOOL_SECRET_...) whose value is sent as a Bearer token.",
     )
+    project = ToolProjectField(required=False, allow_null=True, help_text=(
+        "The team whose tool it is (its agents may use it); null: shared by the site, for every project's agents, "
+        "which only admins of every project may choose. Omitted on a new tool: the caller's one project where they "
+        "may add tools, else shared by the site if they may, else the Default project. An MCP tool is in its "
+        "server's project."))
+    project_name = serializers.SerializerMethodField(help_text="The project's name; null: shared by the site.")
     mcp_server = serializers.SerializerMethodField(help_text="MCP tools: the server they were discovered on.")
     schema_warnings = serializers.SerializerMethodField(help_text="OpenAI strict mode warnings (the tool still works).")
 
     class Meta:
         model = Tool
         fields = [
-            "id", "name", "description", "parameters", "destructive", "always_ask", "critical", "allow_argument_edits",
+            "id", "name", "project", "project_name", "description", "parameters", "destructive", "always_ask", "critical", "allow_argument_edits",
             "parallel_safe", "idempotent", "in_experiments",
             "timeout_seconds", "repeat_limit", "sensitive_fields", "kind", "handler", "url", "secret_env",
             "mcp_server", "enabled", "schema_warnings", "created_at", "updated_at",
@@ -50,6 +88,9 @@ class ToolSerializer(KnownFieldsOnly, serializers.ModelSerializer):
         data["secret_env"] = config.get("secret_env", "") if tool.kind == Tool.Kind.HTTP else ""
         return data
 
+    def get_project_name(self, tool) -> str | None:
+        return tool.project.name if tool.project_id else None
+
     def get_mcp_server(self, tool) -> str | None:
         # None for an MCP tool whose server was deleted (the tool is disabled then).
         return tool.mcp_server.name if tool.kind == Tool.Kind.MCP and tool.mcp_server else None
@@ -58,11 +99,35 @@ class ToolSerializer(KnownFieldsOnly, serializers.ModelSerializer):
         return strict_mode_warnings(tool.parameters) if isinstance(tool.parameters, dict) else []
 
     def validate(self, attrs):
+        errors = {}
+        problem = self._project_problem(attrs)
+        if problem:
+            errors["project"] = [problem]
         try:
             tool_validate(tool=self.instance, data=attrs)
         except ToolInvalid as exc:
-            raise serializers.ValidationError(exc.errors) from None
+            errors.update(exc.errors)
+        if errors:
+            raise serializers.ValidationError(errors)
         return attrs
+
+    def _project_problem(self, attrs) -> str:
+        """Why the caller may not put the tool where `attrs` says (a new one with no project named
+        goes to their default, set here)."""
+        user, tool = _user(self), self.instance
+        if "project" not in attrs:
+            if tool is not None:
+                return ""  # where it is
+            try:
+                attrs["project"] = tool_project_default(user)
+            except ProjectRefused as exc:
+                return str(exc)
+            return ""
+        current = tool.project_id if tool is not None else None
+        target = attrs["project"].pk if attrs["project"] is not None else None
+        if tool is not None and tool.kind == Tool.Kind.MCP and target != current:
+            return "An MCP tool is in its server's project: move the server to move it."
+        return tool_project_problem(user, attrs["project"], current=current, adding=tool is None)
 
     def create(self, validated_data):
         return self._save(None, validated_data)
@@ -71,7 +136,8 @@ class ToolSerializer(KnownFieldsOnly, serializers.ModelSerializer):
         return self._save(instance, validated_data)
 
     def _save(self, tool, data) -> Tool:
+        project = data.pop("project") if "project" in data else (tool.project if tool is not None else None)
         try:
-            return tool_save(tool=tool, data=data)
+            return tool_save_in_project(tool=tool, data=data, project=project)
         except ToolInvalid as exc:  # changed by someone else since validate()
             raise serializers.ValidationError(exc.errors) from None

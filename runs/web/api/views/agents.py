@@ -19,7 +19,7 @@ from runs.web.api.views.base import CrudViewSet, _crud_schema
 
 @_crud_schema("Agent", api.AgentSerializer)
 class AgentViewSet(CrudViewSet):
-    queryset = Agent.objects.prefetch_related("tools").order_by("name")
+    queryset = Agent.objects.select_related("project").prefetch_related("tools").order_by("name")
     serializer_class = api.AgentSerializer
     view_perm, manage_perm, add_perm, delete_perm = PERM_VIEW_AGENT, PERM_MANAGE_AGENTS, PERM_ADD_AGENT, PERM_DELETE_AGENT
 

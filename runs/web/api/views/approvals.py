@@ -5,6 +5,7 @@ from rest_framework import serializers, status
 from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
 from rest_framework.response import Response
 
+from projects.access import visible_projects
 from runs.engine.snapshots import approval_brief, grant_brief
 from runs.models import Approval
 from runs.roles import PERM_DECIDE, PERM_VIEW_APPROVAL
@@ -75,7 +76,7 @@ class ApprovalListView(ApiView):
         parameters=[PAGE_PARAMETER], responses={200: _PAGE, **errors(400)},
     )
     def get(self, request):
-        page = approvals_pending_page(page=_page_number(request))
+        page = approvals_pending_page(page=_page_number(request), projects=visible_projects(request.user))
         items = list(page.object_list)
         return Response({
             "count": page.paginator.count,
@@ -215,7 +216,8 @@ class ArchivedApprovalListView(ApiView):
     )
     def get(self, request):
         run_id, after = _id_parameter(request, "run_id"), _id_parameter(request, "after") or 0
-        rows = approvals_archived(run_id=run_id, after=after, limit=ARCHIVE_PAGE + 1)
+        rows = approvals_archived(run_id=run_id, after=after, limit=ARCHIVE_PAGE + 1,
+                                  projects=visible_projects(request.user))
         page, more = rows[:ARCHIVE_PAGE], len(rows) > ARCHIVE_PAGE
         following = None
         if more:

@@ -7,6 +7,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.views import APIView
 
 from accounts.auth import ApiTokenAuthentication
+from projects.access import scoped
 from runs.web.api.errors import exception_handler
 from runs.web.api.permissions import RolePermissions
 from runs.web.api.schema import errors
@@ -59,6 +60,13 @@ def _crud_schema(name: str, serializer):
 
 class CrudViewSet(ApiMixin, viewsets.ModelViewSet):
     view_perm = manage_perm = add_perm = delete_perm = ""
+
+    def get_queryset(self):
+        """The rows of the projects the caller sees (and the site's shared ones, for a model
+        whose project may be empty): one of another project is not found."""
+        rows = super().get_queryset()
+        field = rows.model._meta.get_field("project")
+        return scoped(rows, self.request.user, shared=field.null)
 
     @property
     def required_perms(self):

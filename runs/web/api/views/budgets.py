@@ -19,7 +19,7 @@ from runs.web.api.views.base import CrudViewSet, _crud_schema
 
 @_crud_schema("Budget", BudgetSerializer)
 class BudgetViewSet(CrudViewSet):
-    queryset = Budget.objects.select_related("agent", "person").order_by("name", "pk")
+    queryset = Budget.objects.select_related("agent", "person", "project").order_by("name", "pk")
     serializer_class = BudgetSerializer
     lookup_value_regex = r"\d+"
     view_perm, manage_perm, add_perm, delete_perm = (PERM_VIEW_BUDGET, PERM_CHANGE_BUDGET, "runs.add_budget",

@@ -19,7 +19,7 @@ class MetricsView(ApiView):
         responses={200: OpenApiTypes.OBJECT, **errors(400)},
     )
     def get(self, request):
-        data = form_or_400(MetricsFilterForm(request.query_params))
+        data = form_or_400(MetricsFilterForm(request.query_params, user=request.user))
         m = metrics_summary(start=data["date_from"], end=data["date_to"], agent=data["agent"])
         counts = lambda rows: [{"value": r.value, "label": r.label, "count": r.count} for r in rows]  # noqa: E731
         return Response({

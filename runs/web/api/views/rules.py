@@ -22,7 +22,7 @@ from runs.web.api.views.base import CrudViewSet, _crud_schema
 
 @_crud_schema("Rule", RuleSerializer)
 class RuleViewSet(CrudViewSet):
-    queryset = ApprovalRule.objects.select_related("agent", "group").order_by("position", "pk")
+    queryset = ApprovalRule.objects.select_related("agent", "group", "project").order_by("position", "pk")
     serializer_class = RuleSerializer
     lookup_value_regex = r"\d+"
     view_perm, manage_perm, add_perm, delete_perm = PERM_VIEW_RULES, PERM_MANAGE_RULES, PERM_ADD_RULES, PERM_DELETE_RULES
@@ -38,7 +38,7 @@ class RuleViewSet(CrudViewSet):
     def preview(self, request):
         serializer = RuleDraftSerializer(data=request.data, context=self.get_serializer_context())
         serializer.is_valid(raise_exception=True)
-        counts = rule_preview(draft_spec(serializer.validated_data))
+        counts = rule_preview(draft_spec(serializer.validated_data), project_id=serializer.project.pk)
         return Response(counts.as_dict())
 
     @extend_schema(summary="The versions of a rule, newest first (its audit trail)",

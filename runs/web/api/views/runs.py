@@ -75,7 +75,7 @@ class RunListView(ApiView):
     )
     @method_decorator(reads_from_replica)  # slightly stale is fine here (agentsite/replica.py)
     def get(self, request):
-        filters = HistoryFilterForm(request.query_params)
+        filters = HistoryFilterForm(request.query_params, user=request.user)
         form_or_400(filters)
         page = run_history_page(run_history(**filters.filters()), number=_page_number(request))
         return Response({
@@ -216,7 +216,7 @@ class RunExportView(ApiView):
     }
 
     def get(self, request):
-        filters = HistoryFilterForm(request.query_params)
+        filters = HistoryFilterForm(request.query_params, user=request.user)
         form_or_400(filters)
         content_type, render = self.FILES[self.kind]
         # Read while it streams, from the replica when there is one (agentsite/replica.py).

@@ -15,6 +15,8 @@ from rest_framework.throttling import BaseThrottle
 from accounts.models import ApiToken
 from accounts.services import api_token_create, api_tokens_revoke
 from accounts.signin_throttle import client_ip, refusal_message, signin_failed, signin_wait_seconds
+from projects.access import may_see
+from projects.models import Project
 from runs.web.api.errors import Conflict
 from runs.web.api.schema import ERROR, errors
 from runs.web.api.strict import KnownFieldsOnly
@@ -24,8 +26,11 @@ from runs.web.api.views.base import ApiView
 class TokenSerializer(serializers.ModelSerializer):
     class Meta:
         model = ApiToken
-        fields = ["id", "name", "prefix", "created_at", "expires_at", "last_used_at", "revoked_at"]
+        fields = ["id", "name", "project", "prefix", "created_at", "expires_at", "last_used_at", "revoked_at"]
         read_only_fields = fields
+
+    project = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True,
+                                           help_text="The one project it sees; null: every project its person sees.")
 
 
 class NewTokenSerializer(TokenSerializer):
@@ -46,6 +51,19 @@ class TokenRequestSerializer(KnownFieldsOnly, serializers.Serializer):
         if settings.API_TOKEN_DAYS and days > settings.API_TOKEN_DAYS:
             raise ValidationError(f"At most {settings.API_TOKEN_DAYS} days.")
         return days
+
+
+class ProjectTokenRequestSerializer(TokenRequestSerializer):
+    project = serializers.SlugRelatedField(
+        slug_field="slug", queryset=Project.objects.all(), required=False, allow_null=True,
+        help_text="Limit the token to this project (its slug), where it has your role; omitted: every project you see.",
+    )
+
+    def validate_project(self, project):
+        user = self.context["request"].user
+        if project is not None and not may_see(user, project.pk):
+            raise ValidationError(f"No project {project.slug!r}.")
+        return project
 
 
 class PasswordTokenRequestSerializer(TokenRequestSerializer):
@@ -126,17 +144,18 @@ class TokenListView(ApiView):
     @extend_schema(
         operation_id="tokens_create",
         summary="A new API token, its key shown once (from a session)",
-        request=TokenRequestSerializer,
+        request=ProjectTokenRequestSerializer,
         responses={201: NewTokenSerializer, **errors(400)},
     )
     def post(self, request):
         if isinstance(request.auth, ApiToken):
             # Else a leaked token could mint its own successor and outlive its revocation.
             raise PermissionDenied("Create tokens from a signed-in session or with your password, not with a token.")
-        given = TokenRequestSerializer(data=request.data)
+        given = ProjectTokenRequestSerializer(data=request.data, context={"request": request})
         given.is_valid(raise_exception=True)
         token, key = api_token_create(
-            user=request.user, name=given.validated_data["name"], days=given.validated_data.get("days")
+            user=request.user, name=given.validated_data["name"], days=given.validated_data.get("days"),
+            project=given.validated_data.get("project"),
         )
         return Response(_new_token_answer(token, key), status=status.HTTP_201_CREATED)
 

@@ -1,0 +1,60 @@
+"""Which project a new thing may go into, for the forms and the API: the projects where the
+person has the permission to add it, and the one chosen when they do not say."""
+from projects import access
+from projects.models import DEFAULT_SLUG, Project
+
+NO_PROJECT = "You have no project where you may add this: ask an administrator for a role in one."
+
+
+def project_choices(user, perm: str):
+    """The projects where `user` has `perm`, by name."""
+    allowed = access.projects_with(user, perm)
+    projects = Project.objects.order_by("name")
+    return projects if allowed is None else projects.filter(pk__in=allowed)
+
+
+def project_default(user, perm: str) -> Project | None:
+    """The project a new thing goes into when the person names none: their only project where
+    they have `perm`, else Default if that is one of them; None when they must choose."""
+    choices = list(project_choices(user, perm)[:2])
+    if len(choices) == 1:
+        return choices[0]
+    default = project_choices(user, perm).filter(slug=DEFAULT_SLUG).first()
+    if default is None and access.projects_with(user, perm) is None:
+        default, _ = Project.objects.get_or_create(slug=DEFAULT_SLUG, defaults={"name": "Default"})
+    return default
+
+
+def project_problem(user, perm: str, project: Project | None) -> str:
+    """Why `user` may not put a new thing into `project` ("" when they may)."""
+    if project is None:
+        return NO_PROJECT if not project_choices(user, perm).exists() else "Choose a project."
+    if not access.may(user, perm, project.pk):
+        # Another project's name: as if it did not exist, unless the person sees it.
+        if not access.may_see(user, project.pk):
+            return f"No project {project.slug!r}."
+        return f"You may not add this to {project.name}: your role there does not allow it."
+    return ""
+
+
+def project_field_prepare(form, user, perm: str) -> None:
+    """A form's `project` field for a new thing: the projects where `user` has `perm`, theirs
+    chosen first; left out of a post (a script, an older form), their default one."""
+    field = form.fields["project"]
+    field.queryset = project_choices(user, perm)
+    field.required = False
+    field.empty_label = None
+    form.project_fallback = field.initial = project_default(user, perm)
+
+
+def project_field_clean(form, cleaned: dict, user, perm: str) -> None:
+    """In the form's clean(): the project named, or the person's default; an error in words when
+    there is none they may use."""
+    if "project" not in form.fields:
+        return
+    project = cleaned.get("project") or getattr(form, "project_fallback", None)
+    problem = project_problem(user, perm, project)
+    if problem:
+        form.add_error("project", problem)
+    else:
+        cleaned["project"] = project
