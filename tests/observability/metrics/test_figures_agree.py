@@ -64,7 +64,9 @@ class World:
     def adopt(self, run: Run, day_offset: int) -> Run:
         now = timezone.now()
         since_midnight = int((now - timezone.localtime(now).replace(hour=0, minute=0, second=0)).total_seconds())
-        created = now - timedelta(days=day_offset, seconds=self.rng.randrange(min(3600, since_midnight) + 1))
+        # random() draws the same bits at any hour: randrange's would vary with the bound, and so
+        # would the whole world (before 01:00 a seed's world had no fork of a fork).
+        created = now - timedelta(days=day_offset, seconds=int(self.rng.random() * (min(3600, since_midnight) + 1)))
         Run.objects.filter(pk=run.pk).update(created_at=created, lease_owner=OWNER, status=Run.Status.RUNNING)
         run.refresh_from_db()
         self.runs.append(run)
