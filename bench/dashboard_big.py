@@ -72,7 +72,8 @@ def seed_sql(*, runs: int, days: int, agent_ids: list[int]) -> list[tuple[str, s
                 answer, iterations, tokens_in, tokens_out, cost_usd, active_seconds, verification_attempts,
                 pending_messages, cancel_requested, lease_owner, takeovers, event_seq, created_at, started_at,
                 finished_at, pause_requested, paused_by_name, stop_requested_by_name, summary_pending,
-                inherited_cost_usd, inherited_iterations, inherited_tokens_in, inherited_tokens_out)
+                inherited_cost_usd, inherited_iterations, inherited_tokens_in, inherited_tokens_out,
+                models_used, tools_used, compactions, tokens_cached, tokens_reasoning, experiment)
             SELECT g, ({agents})[1 + {agent_index % "g"}], {task}, 'acme', '{{}}', '{{}}',
                 CASE WHEN going THEN 'running' ELSE split_part(o, '|', 1) END,
                 CASE WHEN going THEN '' ELSE split_part(o, '|', 2) END, '', '', 1 + (g::bigint * 104729) % 19,
@@ -80,7 +81,7 @@ def seed_sql(*, runs: int, days: int, agent_ids: list[int]) -> list[tuple[str, s
                 {STEPS_PER_RUN} * ((300 + (g * 13) % 3700) + 2.0 * (10 + (g * 17) % 590)) / 1e6, 12.5, 0, '[]',
                 false, '', 0, 0, {run_created}, {run_created},
                 CASE WHEN going THEN NULL ELSE {run_created} + interval '15 seconds' END, false, '', '',
-                false, 0, 0, 0, 0
+                false, 0, 0, 0, 0, '', '', 0, 0, 0, false
             FROM generate_series(1, {runs}) g,
                 LATERAL (SELECT (g::bigint * 2654435761) % 100 AS h) hashed,
                 LATERAL (SELECT {outcome} AS o, {run_created} > now() - interval '10 minutes' AND g % 2 = 0 AS going) x
@@ -91,13 +92,15 @@ def seed_sql(*, runs: int, days: int, agent_ids: list[int]) -> list[tuple[str, s
             f"""
             INSERT INTO runs_step (id, run_id, index, iteration, kind, preamble, model, tool_choice,
                 tool_choice_fallback, finish_reason, message, latency_ms, tokens_in, tokens_out, cost_usd, model_errors,
-                created_at, notes, reasoning)
+                created_at, notes, reasoning, compacted_calls, context_tokens, tokens_cached, tokens_reasoning,
+                tool_definition_tokens)
             SELECT s, {step_run}, (s - 1) % {STEPS_PER_RUN} + 1, (s - 1) % {STEPS_PER_RUN} + 1, 'turn', '[]',
                 ({models})[m], 'auto', false,
                 CASE WHEN (s - 1) % {STEPS_PER_RUN} = {STEPS_PER_RUN - 1} THEN 'stop' ELSE 'tool_calls' END,
                 '{{"role": "assistant", "content": "ok"}}', ({medians})[m] * {lognormal.format(spread=f"({spreads})[m]")},
                 300 + (s * 13) % 3700, 10 + (s * 17) % 590, ((300 + (s * 13) % 3700) + 2.0 * (10 + (s * 17) % 590)) / 1e6,
-                '[]', {created % step_run} + ((s - 1) % {STEPS_PER_RUN}) * interval '1 second', '[]', ''
+                '[]', {created % step_run} + ((s - 1) % {STEPS_PER_RUN}) * interval '1 second', '[]', '',
+                '[]', 0, 0, 0, 0
             FROM generate_series(1, {runs * STEPS_PER_RUN}) s,
                 LATERAL (SELECT CASE WHEN random() < 0.08 THEN 1 + floor(random() * 4)::int
                                      ELSE 1 + {agent_index % step_run} % 4 END AS m) picked
@@ -126,13 +129,13 @@ def seed_sql(*, runs: int, days: int, agent_ids: list[int]) -> list[tuple[str, s
             f"""
             INSERT INTO runs_approval (tool_call_id, run_id, status, note, requested_at, expires_at, decided_at, reason,
                 automatic, decided_by_name, rule_name, required_approvals, approvals_given, edited_arguments,
-                edited_args_hash, guidance, unseen_ids)
+                edited_args_hash, guidance, unseen_ids, quorum_groups)
             SELECT id, run_id, CASE WHEN expired THEN 'expired' WHEN status = 'rejected' THEN 'rejected'
                                     ELSE 'approved' END,
                 '', started_at, NULL,
                 started_at + CASE WHEN expired THEN interval '1 hour'
                                   ELSE 45 * {lognormal.format(spread="1.0")} * interval '1 second' END,
-                '', random() < 0.1, '', '', 1, 0, '', '', '', '[]'
+                '', random() < 0.1, '', '', 1, 0, '', '', '', '[]', '[]'
             FROM runs_toolcall, LATERAL (SELECT random() < 0.05 AS expired) e
             WHERE tool_name = 'cancel_order'
         """,
