@@ -60,6 +60,19 @@ def test_history_filters_by_status_and_text(live, browser, users, some_runs):
     expect(page.locator("#history-count")).to_contain_text("2 runs match")
     screenshot(page, "history")
 
+    # At a laptop's 1280 px the header's links keep one row, and no one-word heading or status is
+    # broken mid-word ("ITERATIO / NS", "Succeed / ed" before).
+    assert page.viewport_size["width"] == 1280
+    link_tops = page.locator("#topbar nav > a").evaluate_all("links => links.map(a => a.getBoundingClientRect().top)")
+    assert max(link_tops) - min(link_tops) < 5, link_tops
+    broken = page.evaluate("""() => [...document.querySelectorAll('#history-table th, #history-table .status')]
+        .filter(el => !el.textContent.trim().includes(' '))
+        .filter(el => { const r = document.createRange(); r.selectNodeContents(el); return r.getClientRects().length > 1; })
+        .map(el => el.textContent.trim())""")
+    assert broken == [], broken
+    page.set_viewport_size({"width": 390, "height": 844})
+    screenshot(page, "history-phone")
+
     # Both at once, and a filter nothing matches.
     filters.locator("select[name=status]").select_option(Run.Status.FAILED)
     filters.locator("button[type=submit]").click()
