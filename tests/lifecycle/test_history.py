@@ -301,6 +301,33 @@ def test_total_is_counted_up_to_a_cap(viewer_client, agents, monkeypatch):
     assert len(listed(get(viewer_client))) == 8
 
 
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="SQLite counts a page's total from its ids")
+def test_a_large_total_is_kept_a_moment_and_a_small_one_counted_afresh(viewer_client, agents, monkeypatch):
+    monkeypatch.setattr(history, "COUNT_KEEP_FROM", 4)
+    alpha, beta = agents
+    for i in range(5):
+        make_run(alpha, created=DAY - timedelta(minutes=i))
+    for i in range(2):
+        make_run(beta, created=DAY - timedelta(minutes=i))
+
+    def total(agent) -> int:
+        return history.run_history_page(history.run_history(agent=agent), number=1, page_size=2).total
+
+    assert (total(alpha), total(beta)) == (5, 2)
+    make_run(alpha, created=DAY)
+    make_run(beta, created=DAY)
+    # Paging through alpha's many runs does not count them again; beta's few are always counted.
+    with CaptureQueriesContext(connection) as paged:
+        assert total(alpha) == 5
+    assert not any("COUNT(" in q["sql"].upper() for q in paged.captured_queries)
+    assert total(beta) == 3
+    # Another filter (another person's projects included) is another count.
+    assert history.run_history_page(history.run_history(agent=alpha, status=Run.Status.SUCCEEDED),
+                                     number=1, page_size=2).total == Run.objects.filter(
+        agent=alpha, status=Run.Status.SUCCEEDED).count()
+    assert "5 runs match" in get(viewer_client, agent=alpha.pk).content.decode()  # the page shows the kept total
+
+
 @pytest.mark.parametrize(
     "params, field",
     [
