@@ -2,8 +2,8 @@
 
 Prints the completion time with 1 s of simulated model latency against the ideal (5 s: five
 model calls in a row) and against the anchor: the same conversations as a bare asyncio loop over
-the openai client (AsyncOpenAI, one process, no database), timed right after each batch against
-the same demo model, with the CPU per iteration of the workers and of the anchor (targets: no
+the openai client (AsyncOpenAI, one process, no database; answers streamed when the workers
+stream theirs, --stream), timed right after each batch against the same demo model, with the CPU per iteration of the workers and of the anchor (targets: no
 slower than the anchor, CPU at most 1.3x its); and the runs per second with zero latency; for each batch, the resident
 memory (RSS, from /proc) of each worker process: the most seen while the batch ran, and its peak
 since the worker started. For 1,000 runs in flight at once: --runs 1000 --threads 500.
@@ -165,9 +165,10 @@ def batch(n: int, url: str, watch: dict | None = None) -> float:
 
 
 async def _anchor_conversations(
-    url: str, models: list[str], system_prompt: str, tools: list[dict], timeout: float
+    url: str, models: list[str], system_prompt: str, tools: list[dict], timeout: float, stream: bool = False
 ) -> int:
-    """The bare loop: one AsyncOpenAI client, every conversation a coroutine, no database."""
+    """The bare loop: one AsyncOpenAI client, every conversation a coroutine, no database. Streamed
+    answers when the workers stream theirs (the same requests of the model server either way)."""
     import asyncio
 
     import openai
@@ -182,17 +183,39 @@ async def _anchor_conversations(
             {"role": "user", "content": "What's the weather in Lagos?"},
         ]
         for asked in range(1, ITERATIONS + 1):
-            reply = await client.chat.completions.create(model=model, messages=messages, tools=tools)
-            message = reply.choices[0].message
-            messages.append(message.model_dump(exclude_none=True))
-            if not message.tool_calls:
+            if stream:
+                chunks = await client.chat.completions.create(model=model, messages=messages, tools=tools, stream=True)
+                message = _joined([chunk async for chunk in chunks])
+            else:
+                reply = await client.chat.completions.create(model=model, messages=messages, tools=tools)
+                message = reply.choices[0].message.model_dump(exclude_none=True)
+            messages.append(message)
+            if not message.get("tool_calls"):
                 return asked
-            messages.extend({"role": "tool", "tool_call_id": call.id, "content": result} for call in message.tool_calls)
+            messages.extend({"role": "tool", "tool_call_id": call["id"], "content": result} for call in message["tool_calls"])
         return asked
 
     asked = await asyncio.gather(*(conversation(m) for m in models))
     await client.close()
     return sum(asked)
+
+
+def _joined(chunks) -> dict:
+    """A streamed answer's chunks put back together as the assistant message."""
+    content, calls = [], {}
+    for chunk in chunks:
+        for choice in chunk.choices:
+            content.append(choice.delta.content or "")
+            for part in choice.delta.tool_calls or ():
+                call = calls.setdefault(part.index, {"id": "", "type": "function", "function": {"name": "", "arguments": ""}})
+                call["id"] = part.id or call["id"]
+                if part.function is not None:
+                    call["function"]["name"] += part.function.name or ""
+                    call["function"]["arguments"] += part.function.arguments or ""
+    message = {"role": "assistant", "content": "".join(content)}
+    if calls:
+        message["tool_calls"] = [call for _, call in sorted(calls.items())]
+    return message
 
 
 def anchor_main(url: str) -> None:
@@ -204,7 +227,8 @@ def anchor_main(url: str) -> None:
     given = json.load(sys.stdin)
     started, cpu = time.perf_counter(), time.process_time()
     requests = asyncio.run(
-        _anchor_conversations(url, given["models"], given["system_prompt"], given["tools"], given["timeout"])
+        _anchor_conversations(url, given["models"], given["system_prompt"], given["tools"], given["timeout"],
+                              given.get("stream", False))
     )
     print(
         json.dumps({"seconds": time.perf_counter() - started, "requests": requests, "cpu": time.process_time() - cpu})
@@ -219,11 +243,13 @@ def anchor(n: int, url: str, model_pid: int) -> float:
     from runs.engine.run_tools import RunTools
     from runs.models import Agent
 
+    agent = Agent.objects.get(name="demo")
     given = {
         "models": [script_for(url) for _ in range(n)],
         "tools": RunTools(["get_weather"]).definitions,
-        "system_prompt": Agent.objects.get(name="demo").system_prompt,
+        "system_prompt": agent.system_prompt,
         "timeout": settings.LLM_TIMEOUT_SECONDS,
+        "stream": agent.stream_answers,  # asked as the workers ask
     }
     proc = subprocess.Popen(
         [sys.executable, __file__, "--anchor", url], stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=ROOT
