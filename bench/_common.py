@@ -83,3 +83,21 @@ def resident_mb(pid: int) -> tuple[float, float]:
     except OSError:
         pass
     return found.get("VmRSS", 0.0), found.get("VmHWM", 0.0)
+
+
+def streamed_message(chunks) -> dict:
+    """The openai client's streamed chunks put back together as the assistant message (the anchors)."""
+    content, calls = [], {}
+    for chunk in chunks:
+        for choice in chunk.choices:
+            content.append(choice.delta.content or "")
+            for part in choice.delta.tool_calls or ():
+                call = calls.setdefault(part.index, {"id": "", "type": "function", "function": {"name": "", "arguments": ""}})
+                call["id"] = part.id or call["id"]
+                if part.function is not None:
+                    call["function"]["name"] += part.function.name or ""
+                    call["function"]["arguments"] += part.function.arguments or ""
+    message = {"role": "assistant", "content": "".join(content)}
+    if calls:
+        message["tool_calls"] = [call for _, call in sorted(calls.items())]
+    return message

@@ -31,7 +31,15 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from bench._common import ROOT, cpu_seconds, pids_named, resident_mb, setup_django, start_demo_model  # noqa: E402
+from bench._common import (  # noqa: E402
+    ROOT,
+    cpu_seconds,
+    pids_named,
+    resident_mb,
+    setup_django,
+    start_demo_model,
+    streamed_message,
+)
 
 ITERATIONS = 5
 
@@ -185,7 +193,7 @@ async def _anchor_conversations(
         for asked in range(1, ITERATIONS + 1):
             if stream:
                 chunks = await client.chat.completions.create(model=model, messages=messages, tools=tools, stream=True)
-                message = _joined([chunk async for chunk in chunks])
+                message = streamed_message([chunk async for chunk in chunks])
             else:
                 reply = await client.chat.completions.create(model=model, messages=messages, tools=tools)
                 message = reply.choices[0].message.model_dump(exclude_none=True)
@@ -198,24 +206,6 @@ async def _anchor_conversations(
     asked = await asyncio.gather(*(conversation(m) for m in models))
     await client.close()
     return sum(asked)
-
-
-def _joined(chunks) -> dict:
-    """A streamed answer's chunks put back together as the assistant message."""
-    content, calls = [], {}
-    for chunk in chunks:
-        for choice in chunk.choices:
-            content.append(choice.delta.content or "")
-            for part in choice.delta.tool_calls or ():
-                call = calls.setdefault(part.index, {"id": "", "type": "function", "function": {"name": "", "arguments": ""}})
-                call["id"] = part.id or call["id"]
-                if part.function is not None:
-                    call["function"]["name"] += part.function.name or ""
-                    call["function"]["arguments"] += part.function.arguments or ""
-    message = {"role": "assistant", "content": "".join(content)}
-    if calls:
-        message["tool_calls"] = [call for _, call in sorted(calls.items())]
-    return message
 
 
 def anchor_main(url: str) -> None:

@@ -25,12 +25,11 @@ import os
 import subprocess
 import sys
 import time
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from bench._common import ROOT, start_demo_model  # noqa: E402
+from bench._common import ROOT, start_demo_model, streamed_message  # noqa: E402
+from bench.concurrent_runs import ITERATIONS, script_for  # noqa: E402
 
-ITERATIONS = 5
 MODES = ("asyncio", "asyncio-stream", "threads", "threads-stream")
 TOOLS = [{
     "type": "function",
@@ -43,38 +42,9 @@ TOOLS = [{
 RESULT = json.dumps({"city": "Lagos", "temperature_c": 31, "conditions": "sunny"})
 
 
-def script_for(url: str) -> str:
-    tool = {"tool_calls": [{"name": "get_weather", "arguments": {"city": "Lagos"}}]}
-    responses = [tool] * (ITERATIONS - 1) + [{"content": "Lagos is sunny."}]
-    req = urllib.request.Request(url + "/scripts", data=json.dumps({"responses": responses, "record": False}).encode(),
-                                 headers={"Content-Type": "application/json"})
-    return json.loads(urllib.request.urlopen(req).read())["model"]
-
-
 def _start(model: str) -> list[dict]:
     return [{"role": "system", "content": "You answer questions about the weather."},
             {"role": "user", "content": f"What's the weather in Lagos? ({model})"}]
-
-
-def _streamed_message(chunks) -> dict:
-    """The assistant message put back together from a stream's chunks (as runs/engine does)."""
-    content, calls = [], {}
-    for chunk in chunks:
-        for choice in chunk.choices:
-            delta = choice.delta
-            if delta.content:
-                content.append(delta.content)
-            for part in delta.tool_calls or ():
-                call = calls.setdefault(part.index, {"id": "", "name": "", "arguments": ""})
-                call["id"] = part.id or call["id"]
-                if part.function is not None:
-                    call["name"] += part.function.name or ""
-                    call["arguments"] += part.function.arguments or ""
-    message = {"role": "assistant", "content": "".join(content)}
-    if calls:
-        message["tool_calls"] = [{"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
-                                 for _, c in sorted(calls.items())]
-    return message
 
 
 def _plain_message(reply) -> dict:
@@ -103,7 +73,7 @@ def run_asyncio(url: str, models: list[str], stream: bool) -> int:
             for asked in range(1, ITERATIONS + 1):
                 if stream:
                     chunks = await client.chat.completions.create(model=model, messages=messages, tools=TOOLS, stream=True)
-                    message = _streamed_message([c async for c in chunks])
+                    message = streamed_message([c async for c in chunks])
                 else:
                     message = _plain_message(await client.chat.completions.create(model=model, messages=messages, tools=TOOLS))
                 if not _after(messages, message):
@@ -131,7 +101,7 @@ def run_threads(url: str, models: list[str], stream: bool) -> int:
         for n in range(1, ITERATIONS + 1):
             asked[i] = n
             if stream:
-                message = _streamed_message(list(client.chat.completions.create(model=model, messages=messages,
+                message = streamed_message(list(client.chat.completions.create(model=model, messages=messages,
                                                                                 tools=TOOLS, stream=True)))
             else:
                 message = _plain_message(client.chat.completions.create(model=model, messages=messages, tools=TOOLS))

@@ -18,21 +18,21 @@ from runs.engine.db import release_db_connection
 # The free slots, as tokens in a queue: SimpleQueue is written in C, so taking and giving back a
 # slot (twice an iteration, by hundreds of threads) costs no Python-level lock and condition, as
 # threading.Semaphore's does (~4 % of a busy worker's CPU, py-spy at 200 runs in flight).
-_semaphore: queue.SimpleQueue | None = None
+_free_slots: queue.SimpleQueue | None = None
 _create_lock = threading.Lock()
 _held = threading.local()
 
 
 def _slots() -> queue.SimpleQueue:
-    global _semaphore
-    if _semaphore is None:
+    global _free_slots
+    if _free_slots is None:
         with _create_lock:
-            if _semaphore is None:
+            if _free_slots is None:
                 slots = queue.SimpleQueue()
                 for _ in range(settings.RUN_WORKING_SLOTS):
                     slots.put(True)
-                _semaphore = slots
-    return _semaphore
+                _free_slots = slots
+    return _free_slots
 
 
 def _acquire() -> None:

@@ -11,10 +11,10 @@ from runs.engine import throttle
 def slots(settings):
     def use(n):
         settings.RUN_WORKING_SLOTS = n
-        throttle._semaphore = None
+        throttle._free_slots = None
 
     yield use
-    throttle._semaphore = None
+    throttle._free_slots = None
 
 
 def _most_working_at_once(threads: int) -> int:
