@@ -10,7 +10,7 @@ import threading
 import time
 from contextlib import contextmanager
 
-from django.db import DatabaseError, DataError, IntegrityError, connection, transaction
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, DataError, IntegrityError, connection, connections, transaction
 
 log = logging.getLogger("runs.services.db")  # its name from before the move: operators filter on it
 
@@ -54,12 +54,13 @@ def release_db_connection() -> None:
     """With a connection pool (or SQLite's shelf of idle connections, for a driving thread), hand
     the connection back before waiting (on a model, a tool, a working slot), so the connections in
     use stay bounded by the threads working at once, not by the runs in flight."""
-    if connection.in_atomic_block:
+    conn = connections[DEFAULT_DB_ALIAS]  # looked up once: the proxy is a thread-local lookup per use
+    if conn.in_atomic_block:
         return
-    if getattr(connection, "pool", None) is not None or (
-        getattr(connection, "shares_idle_connections", False) and connection.drives_runs
+    if getattr(conn, "pool", None) is not None or (
+        getattr(conn, "shares_idle_connections", False) and conn.drives_runs
     ):
-        connection.close()
+        conn.close()
 
 
 def connection_lost(exc: BaseException) -> bool:

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.utils import timezone
 
 from runs.engine.db import on_fresh_connection
@@ -127,18 +127,20 @@ def fenced_update(run: Run, owner: str, *, events: int = 0, lease_seconds: float
         fields["lease_expires_at"] = None
     else:
         fields["lease_expires_at"] = timezone.now() + timedelta(seconds=settings.RUN_LEASE_SECONDS)
+    conn = connections[DEFAULT_DB_ALIAS]  # looked up once: the proxy is a thread-local lookup per use
+    quote = conn.ops.quote_name
     sets, params = [], []
     for name, value in fields.items():
         field = Run._meta.get_field(name)
-        sets.append(f"{connection.ops.quote_name(field.column)} = %s")
-        params.append(field.get_db_prep_save(value, connection))
+        sets.append(f"{quote(field.column)} = %s")
+        params.append(field.get_db_prep_save(value, conn))
     sql = (
         f"UPDATE {Run._meta.db_table} SET {', '.join(sets)}, event_seq = event_seq + %s "
         f"WHERE id = %s AND lease_owner = %s RETURNING event_seq, {_flag_columns()}, "
         f"EXISTS (SELECT 1 FROM {OperatorMessage._meta.db_table} "
         f"WHERE run_id = {Run._meta.db_table}.id AND step_id IS NULL)"
     )
-    with connection.cursor() as cursor:
+    with conn.cursor() as cursor:
         cursor.execute(sql, [*params, events, run.pk, owner])
         row = cursor.fetchone()
     if row is None:
