@@ -10,7 +10,9 @@ and SQLite 3.35 and later, which Django 5.2 requires).
 """
 import functools
 
-from django.db import DEFAULT_DB_ALIAS, connections, models
+from django.db import models
+
+from runs.engine.db import thread_connection
 
 # Columns whose preparation returns a value of exactly this type unchanged (their get_prep_value
 # is `to_python`, `float()` or nothing, and the backends do not adapt them): such a value is sent
@@ -45,7 +47,7 @@ def _prepared(obj, preparers, conn) -> list:
 
 @functools.cache
 def _statement(model, rows: int, vendor: str) -> str:
-    quote = connections[DEFAULT_DB_ALIAS].ops.quote_name
+    quote = thread_connection().ops.quote_name
     fields = _fields(model)
     row = "(" + ", ".join(["%s"] * len(fields)) + ")"
     return (
@@ -61,9 +63,7 @@ def insert(objs: list) -> None:
         return
     model = type(objs[0])
     preparers = _preparers(model)
-    # This thread's connection, looked up once: each use of the `connection` proxy (and each
-    # field's preparation uses it) is a thread-local lookup, about 50 per iteration.
-    conn = connections[DEFAULT_DB_ALIAS]
+    conn = thread_connection()
     params = []
     for obj in objs:
         params.extend(_prepared(obj, preparers, conn))

@@ -20,10 +20,10 @@ from contextlib import contextmanager
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import DEFAULT_DB_ALIAS, connection, connections
+from django.db import connection
 from django.utils import timezone
 
-from runs.engine.db import on_fresh_connection
+from runs.engine.db import on_fresh_connection, thread_connection
 from runs.models import OperatorMessage, Run
 
 log = logging.getLogger("runs.services.leases")  # its name from before the move: operators filter on it
@@ -127,7 +127,7 @@ def fenced_update(run: Run, owner: str, *, events: int = 0, lease_seconds: float
         fields["lease_expires_at"] = None
     else:
         fields["lease_expires_at"] = timezone.now() + timedelta(seconds=settings.RUN_LEASE_SECONDS)
-    conn = connections[DEFAULT_DB_ALIAS]  # looked up once: the proxy is a thread-local lookup per use
+    conn = thread_connection()
     quote = conn.ops.quote_name
     sets, params = [], []
     for name, value in fields.items():

@@ -37,9 +37,8 @@ def test_the_rows_inserted_are_the_ones_the_orm_stores(launch):
     variants = [dict(STEP_FIELDS), dict(STEP_FIELDS, finish_reason=lazy, cost_usd=2, tool_choice_fallback=False)]
     for number, fields in enumerate(variants):
         ours, theirs = Step(run=run, **fields), Step(run=run, **fields)
-        ours.index = theirs.index = 100 + number
+        ours.index, theirs.index = 100 + number, 200 + number  # (run, index) is unique
         insert([ours])
-        theirs.index = 200 + number
         theirs.save()
         assert ours.pk and not ours._state.adding
         mine, orm = _rows(Step, [ours.pk]), _rows(Step, [theirs.pk])
