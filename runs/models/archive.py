@@ -5,11 +5,17 @@ class ArchivedApproval(models.Model):
     """A decision of a pruned run, kept after the run, its steps and its calls are deleted.
 
     Decisions are the audit record of who let what happen: pruning copies each one here first.
-    Plain columns, no foreign keys, so nothing deleted later can blank them.
+    Plain columns, so nothing deleted later can blank them; the one foreign key, its project, is
+    protected. The project is copied from the run, not found again by the agent's name: a name
+    can be given up and taken by another project's agent.
     """
 
     approval_id = models.BigIntegerField(unique=True)
     run_id = models.BigIntegerField(db_index=True)
+    project = models.ForeignKey(
+        "projects.Project", on_delete=models.PROTECT, null=True, related_name="+",
+        help_text="The project of the run when it was archived: only its people see the decision.",
+    )
     agent_name = models.CharField(max_length=100, blank=True)
     customer = models.CharField(max_length=200, blank=True)
     run_task = models.TextField(blank=True)
