@@ -8,10 +8,13 @@ check from then on (pages, API, the checks an open websocket makes before each d
 it. Other groups (the named groups approval rules ask) are left as an admin set them.
 
 A person whose claims map to no role is refused, and their role groups are emptied first, so
-their sessions still open elsewhere keep no rights either.
+their sessions still open elsewhere keep no rights either. A role in a project that does not exist
+(the map names a slug nobody created, or one renamed since) is no role: such a group is refused
+like a group the map does not name, and the mistake is logged for whoever deploys.
 """
 
 import hashlib
+import logging
 import re
 import unicodedata
 from collections.abc import Mapping
@@ -27,6 +30,7 @@ from accounts.sso_roles import roles_from_claims
 from accounts.username_skeleton import username_skeleton
 from projects.models import Membership, Project
 
+log = logging.getLogger(__name__)
 _WIDTH = ["admins", "operators", "viewers"]  # the widest first
 
 NO_ROLE = (
@@ -95,6 +99,17 @@ def _identity(*, issuer: str, subject: str, claims: Mapping, found: SsoIdentity 
     raise SignInRefused("Your account could not be created just now: try again.")
 
 
+def _roles_that_exist(roles: frozenset[str]) -> frozenset[str]:
+    """The roles without those in a project that does not exist."""
+    slugs = {role.partition("@")[2] for role in roles if "@" in role}
+    if not slugs:
+        return roles
+    missing = slugs - set(Project.objects.filter(slug__in=slugs).values_list("slug", flat=True))
+    for slug in sorted(missing):
+        log.warning("single sign-on: OIDC_ROLE_MAP gives a role in project %r, which does not exist", slug)
+    return frozenset(role for role in roles if role.partition("@")[2] not in missing)
+
+
 def _set_role_groups(user, roles: frozenset[str], role_map: Mapping[str, str]) -> None:
     """The person's site roles (role groups) and project roles (memberships of the projects the
     map names) as the claims give them now; a person with several roles in one place keeps the
@@ -126,7 +141,7 @@ def sso_user_sign_in(*, issuer: str, claims: Mapping, claim: str, role_map: Mapp
     subject = _claim_text(claims, "sub")
     if not subject:
         raise SignInRefused(NO_SUBJECT)
-    roles = roles_from_claims(claims, claim=claim, role_map=role_map)
+    roles = _roles_that_exist(roles_from_claims(claims, claim=claim, role_map=role_map))
     found = _found(issuer, subject)
     if not roles and found is None:
         raise SignInRefused(NO_ROLE)

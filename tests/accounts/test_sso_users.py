@@ -5,7 +5,9 @@ from django.contrib.auth.models import Group, User
 
 from accounts.models import SsoIdentity
 from accounts.sso_users import NO_ROLE, SignInRefused, sso_user_sign_in
+from projects.models import Membership
 from runs.roles import PERM_DECIDE, PERM_VIEW
+from tests.projects import project
 
 ISSUER = "https://idp.example.com"
 ROLE_MAP = {"agentsite-admins": "admin", "agentsite-operators": "operator", "everyone": "viewer"}
@@ -86,6 +88,34 @@ def test_a_person_who_lost_every_role_is_refused_and_keeps_no_rights_in_open_ses
     assert role_groups(user) == set()
     assert not User.objects.get(pk=user.pk).has_perm(PERM_VIEW)
     assert SsoIdentity.objects.get(user=user).roles == []
+
+
+def test_a_role_in_a_project_that_does_not_exist_is_refused_like_an_unmapped_group(caplog):
+    """The map names a project nobody created (or one renamed since): its group gives no role, so
+    the person is refused with the same sentence, created nowhere, and keeps no role they had."""
+    role_map = {**ROLE_MAP, "billing-operators": "operator@billing"}
+
+    def sign_in_to_billing(sub, groups=("billing-operators",)):
+        return sso_user_sign_in(issuer=ISSUER, claims={"sub": sub, "groups": list(groups), "preferred_username": sub},
+                                claim="groups", role_map=role_map)
+
+    with pytest.raises(SignInRefused) as refused:
+        sign_in_to_billing("newcomer")
+    assert str(refused.value) == NO_ROLE
+    assert not User.objects.filter(username="newcomer").exists() and not SsoIdentity.objects.exists()
+    assert "project 'billing', which does not exist" in caplog.text
+
+    user = sign_in_to_billing("olga", groups=["agentsite-operators"])
+    with pytest.raises(SignInRefused) as refused:
+        sign_in_to_billing("olga")
+    assert str(refused.value) == NO_ROLE
+    assert role_groups(user) == set() and not Membership.objects.filter(user=user).exists()
+    assert SsoIdentity.objects.get(user=user).roles == []
+
+    project("Billing")  # once it exists, the same group gives its role there
+    user = sign_in_to_billing("olga")
+    assert list(Membership.objects.filter(user=user).values_list("project__slug", "role__name")) == [
+        ("billing", "operators")]
 
 
 def test_a_deactivated_account_is_refused_though_the_provider_vouches():
