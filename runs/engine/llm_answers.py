@@ -132,8 +132,11 @@ def _as_text(value) -> str:
 
 
 def provider_error(obj) -> str:
-    """The provider's own error message in a 200 body or choice ({"error": {"code", "message"}}), or ""."""
+    """The provider's own error message in a 200 body, choice or chunk ({"error": {"code", "message"}},
+    or vLLM's {"object": "error", "code", "message"}), or ""."""
     error = obj.get("error") if isinstance(obj, dict) else None
+    if not error and isinstance(obj, dict) and obj.get("object") == "error":
+        error = {"code": obj.get("code"), "message": obj.get("message")}
     if not error:
         return ""
     if isinstance(error, dict):

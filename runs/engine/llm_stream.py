@@ -19,7 +19,8 @@ class StreamCut(Exception):
 
 
 class StreamError(Exception):
-    """The server sent an error in the middle of the stream ({"error": ...} as a chunk)."""
+    """The server sent an error in the middle of the stream ({"error": ...} as a chunk, or vLLM's
+    {"object": "error", "message": ...} followed by "[DONE]")."""
 
 
 def sse_chunks(lines):
@@ -36,7 +37,7 @@ def sse_chunks(lines):
                     done = True
                 else:
                     chunk = json.loads(text)
-                    if isinstance(chunk, dict) and chunk.get("error"):
+                    if isinstance(chunk, dict) and (chunk.get("error") or chunk.get("object") == "error"):
                         raise StreamError(f"the server sent an error in the stream: {provider_error(chunk) or 'no message'}")
                     yield chunk
             data = []
@@ -52,6 +53,29 @@ class _Call:
     name: list[str] = field(default_factory=list)
     arguments: list[str] = field(default_factory=list)
 
+    def arguments_complete(self) -> bool:
+        """Whether the arguments so far are a whole JSON value (so a new name cannot continue them)."""
+        text = "".join(self.arguments).strip()
+        if not text:
+            return False
+        try:
+            json.loads(text)
+        except ValueError:
+            return False
+        return True
+
+
+def starts_new_call(call: _Call, *, call_id: str, name: str) -> bool:
+    """Whether a piece carrying `call_id` and `name` (either may be "") begins a call of its own
+    rather than continuing `call`, the call in progress at its index (or the last one, for a piece
+    without an index). OpenAI sends a call's id and name once, in its first piece, and a new index
+    for each call; Ollama sends every parallel call whole at index 0, each with a new id; mistral.rs
+    and some proxies send no index at all. So a new id starts a new call, and so does a name
+    after the call's arguments are complete JSON (the same server without ids)."""
+    if call_id and call.id:
+        return call_id != call.id
+    return bool(name) and bool(call.name) and call.arguments_complete()
+
 
 class StreamedAnswer:
     """The answer so far: the text, reasoning and tool calls of choice 0, and the usage."""
@@ -60,7 +84,8 @@ class StreamedAnswer:
         self.content: list[str] = []
         self.reasoning: list[str] = []
         self.refusal: list[str] = []
-        self.calls: dict[int, _Call] = {}
+        self.calls: list[_Call] = []  # in the order they began
+        self._at_index: dict[int, _Call] = {}  # the call in progress at each index
         self.finish_reason: str | None = None
         self.usage: dict | None = None
         self.model = ""
@@ -104,25 +129,33 @@ class StreamedAnswer:
         if isinstance(delta.get("refusal"), str) and delta["refusal"]:
             self.refusal.append(delta["refusal"])
         for part in delta.get("tool_calls") or ():
-            if not isinstance(part, dict):
-                continue
-            index = part.get("index")
-            if isinstance(index, bool) or not isinstance(index, int):
-                index = len(self.calls)  # some servers leave it out on one-call answers
-            call = self.calls.setdefault(index, _Call())
-            if isinstance(part.get("id"), str) and part["id"]:
-                call.id = part["id"]
-            function = part.get("function")
-            if isinstance(function, dict):
-                if isinstance(function.get("name"), str):
-                    call.name.append(function["name"])
-                arguments = function.get("arguments")
-                if isinstance(arguments, str):
-                    call.arguments.append(arguments)
-                elif arguments is not None:
-                    call.arguments.append(json.dumps(arguments))
-            changed = True
+            if isinstance(part, dict):
+                self._take_call_piece(part)
+                changed = True
         return changed
+
+    def _take_call_piece(self, part: dict) -> None:
+        index = part.get("index")
+        if isinstance(index, bool) or not isinstance(index, int):
+            index = None  # a piece without an index continues the call in progress
+        call_id = part["id"] if isinstance(part.get("id"), str) else ""
+        function = part.get("function") if isinstance(part.get("function"), dict) else {}
+        name = function["name"] if isinstance(function.get("name"), str) else ""
+        call = self._at_index.get(index) if index is not None else (self.calls[-1] if self.calls else None)
+        if call is None or starts_new_call(call, call_id=call_id, name=name):
+            call = _Call()
+            self.calls.append(call)
+        if index is not None:
+            self._at_index[index] = call
+        if call_id:
+            call.id = call_id
+        if name and not (call_id and call_id == call.id and "".join(call.name) == name):
+            call.name.append(name)  # (a server that repeats the id and name in every piece: once)
+        arguments = function.get("arguments")
+        if isinstance(arguments, str):
+            call.arguments.append(arguments)
+        elif arguments is not None:
+            call.arguments.append(json.dumps(arguments))
 
     # --- what the page is shown while it streams ---------------------------------------------
 
@@ -134,7 +167,7 @@ class StreamedAnswer:
 
     def calls_so_far(self) -> list[tuple[str, str]]:
         """(tool name, arguments so far) of each call, in order."""
-        return [("".join(c.name), "".join(c.arguments)) for _, c in sorted(self.calls.items())]
+        return [("".join(c.name), "".join(c.arguments)) for c in self.calls]
 
     # --- the answer, once complete -----------------------------------------------------------
 
@@ -154,11 +187,11 @@ class StreamedAnswer:
         if self.calls:
             message["tool_calls"] = [
                 {"id": c.id, "type": "function", "function": {"name": "".join(c.name), "arguments": "".join(c.arguments)}}
-                for _, c in sorted(self.calls.items())
+                for c in self.calls
             ]
         usage, estimated = self.usage, False
         if not usage or usage.get("completion_tokens") is None:
-            out_chars = len(message["content"]) + len(reasoning) + sum(len("".join(c.arguments)) for c in self.calls.values())
+            out_chars = len(message["content"]) + len(reasoning) + sum(len("".join(c.arguments)) for c in self.calls)
             usage = {"prompt_tokens": prompt_chars // CHARS_PER_TOKEN, "completion_tokens": -(-out_chars // CHARS_PER_TOKEN)}
             estimated = True
         body = {"model": self.model, "choices": [{"index": 0, "message": message, "finish_reason": self.finish_reason}],
