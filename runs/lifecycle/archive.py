@@ -46,6 +46,7 @@ def approvals_archive(*, run_ids: Iterable[int]) -> int:
         rows.append(ArchivedApproval(
             approval_id=approval.pk,
             run_id=run.pk,
+            project_id=run.agent.project_id,  # whose it is, kept: the agent may be renamed or deleted later
             agent_name=run.config.get("agent_name") or run.agent.name,
             customer=run.customer,
             run_task=run.task,

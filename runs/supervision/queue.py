@@ -12,7 +12,7 @@ from django.core.paginator import Page, Paginator
 from django.db.models import Count, Min, Q
 from django.utils import timezone
 
-from runs.models import Agent, Approval, ArchivedApproval, Run, ToolCall
+from runs.models import Approval, ArchivedApproval, Run, ToolCall
 from runs.supervision.argument_lines import ArgumentLine, argument_lines
 from runs.supervision.facts import Supervision, approvals_supervision
 from runs.supervision.provenance import known_text, runs_shown, unseen_identifiers, unseen_in_lines
@@ -177,10 +177,11 @@ def approvals_archived(*, run_id: int | None = None, after: int = 0, limit: int 
                        projects: set[int] | None = None) -> list[ArchivedApproval]:
     """Decisions of deleted (pruned) runs in the order they were archived: the `limit` rows after
     the archived row `after` (pages by key, so rows archived meanwhile neither repeat nor hide).
-    With `projects`, those of these projects' agents (by name: the rows keep no keys)."""
+    With `projects`, those archived in these projects (by the project kept with the row, never by
+    the agent's name: another project's agent may carry that name today)."""
     rows = ArchivedApproval.objects.filter(pk__gt=after).order_by("pk")
     if projects is not None:
-        rows = rows.filter(agent_name__in=Agent.objects.filter(project_id__in=projects).values("name"))
+        rows = rows.filter(project_id__in=projects)
     if run_id is not None:
         rows = rows.filter(run_id=run_id)
     return list(rows[:limit])
