@@ -184,18 +184,29 @@ def validate_arguments(schema: dict, arguments, sensitive_fields: Iterable[str] 
     location = "/".join(str(p) for p in error.absolute_path) or "(root)"
     if touches_sensitive(error.absolute_path, error.instance, sensitive_fields):
         message = _rule_broken(error)
+    elif len(error.message) > MAX_ERROR_CHARS:
+        # A long value quoted whole ("'xxx…' is too long") would push the rule it breaks out of
+        # the message: say the rule, with the value's size and start.
+        message = _rule_broken(error, _value_shown(error.instance))
     else:
         message = error.message
-    message = message if len(message) <= MAX_ERROR_CHARS else message[:MAX_ERROR_CHARS] + "..."
     return f"invalid arguments at {location}: {redact(message, sensitive_values(arguments, sensitive_fields))}"
 
 
-def _rule_broken(error: ValidationError) -> str:
+def _value_shown(value, chars: int = 60) -> str:
+    """A value as an error names it: whole when short, else its size and start."""
+    if isinstance(value, str) and len(value) > chars:
+        return f"the value (a string of {len(value):,} characters starting {json.dumps(value[:chars], ensure_ascii=False)})"
+    shown = json.dumps(value, ensure_ascii=False, default=str)
+    return f"the value {shown}" if len(shown) <= chars else f"the value ({len(shown):,} characters of JSON starting {shown[:chars]}…)"
+
+
+def _rule_broken(error: ValidationError, value: str = "the value (sensitive, not shown)") -> str:
     """What a value breaks, from the schema alone: "does not satisfy pattern '^[0-9]{16}$'"."""
     rule = json.dumps(error.validator_value, ensure_ascii=False)
     if len(rule) > 200:
         rule = rule[:200] + "..."
-    return f"the value (sensitive, not shown) does not satisfy {error.validator} {rule}"
+    return f"{value} does not satisfy {error.validator} {rule}"
 
 
 __all__ = ["InvalidSchema", "ValidationError", "check_tool_schema", "validate_arguments"]

@@ -8,7 +8,8 @@ whether it succeeded, a bounded preview, and how to read the whole result again)
 `read_tool_result` tool reads one back by its call id.
 
 What always stays whole: the system prompt, the task, operator notes and other user messages,
-every assistant message with its tool calls (the protocol pairs them with their results), and
+every assistant message with its tool calls (the protocol pairs them with their results; only the
+long arguments of a call refused before it ran go back as a note, see `refused_arguments`), and
 the results of the two latest steps (of the latest one only, when nothing else fits). As a run
 grows, the oldest summaries lose their preview, then shrink to one line each. Each call keeps exactly one result message, in order, so
 the request stays valid for every OpenAI-compatible provider.
@@ -34,6 +35,11 @@ MESSAGE_TOKENS = 4  # the role and separators each message costs
 MIN_COMPACTED_CHARS = 300
 TERSE = -1  # a summary's preview length that means: one line, no arguments' hash
 FAILED = re.compile(r'\{\s*"ok"\s*:\s*false')  # how a failed call's result starts (records.set_result)
+# A call refused before it ran (unknown tool, not JSON, against its schema) with longer arguments
+# than this has them sent back as a note (see refused_arguments); shorter ones go back as sent.
+REFUSED_KEPT_CHARS = 2000
+REFUSED_NOTE = "arguments_not_sent_again"
+REFUSED_REASON_CHARS = 200
 MAX_SCALE = 4.0  # of our estimate, at most, when a provider counts more
 CALIBRATING_SHARE = 0.25  # of the budget: the smallest request whose count scales the estimate
 SAFETY_MARGIN = 0.05  # of the context window, kept free besides the answer's cap
@@ -80,6 +86,37 @@ def message_tokens(message: dict) -> int:
     if message.get("tool_call_id"):
         tokens += text_tokens(message["tool_call_id"])
     return tokens
+
+
+def refused_arguments(arguments: str, *, arguments_hash: str, error: str) -> str:
+    """A refused call's arguments as later requests carry them, in its assistant message.
+
+    The tool never saw them, and sent back whole, a megabyte written once would fill every later
+    request (compaction only summarises results). Short ones go back as sent, so the model sees
+    its mistake and can fix it; longer ones become a note of their size, their keyed hash (the
+    call's args_hash, as summaries show it) and why they were refused. The note is a JSON object:
+    the protocol's arguments are a JSON text, and some servers parse them into an object. The
+    journal keeps the arguments whole."""
+    if not isinstance(arguments, str) or len(arguments) <= REFUSED_KEPT_CHARS:
+        return arguments
+    reason = error if len(error) <= REFUSED_REASON_CHARS else error[:REFUSED_REASON_CHARS - 1] + "…"
+    return json.dumps({REFUSED_NOTE: {
+        "characters": len(arguments),
+        "arguments_hash": arguments_hash[:12],
+        "refused_because": reason,
+        "note": "These arguments were refused before the tool ran and are not sent again in full.",
+    }}, ensure_ascii=False)
+
+
+def shown_hash(arguments: str) -> str:
+    """The start of a call's keyed arguments hash that a summary shows (a refused call's note
+    carries the hash of the arguments it stands for)."""
+    if arguments.startswith('{"' + REFUSED_NOTE):
+        try:
+            return str(json.loads(arguments)[REFUSED_NOTE]["arguments_hash"])
+        except (ValueError, KeyError, TypeError):
+            pass
+    return args_hash(arguments, settings.ARGS_HASH_KEY)[:12]
 
 
 def definitions_tokens(definitions: list[dict]) -> int:
@@ -216,7 +253,7 @@ class Window:
                     + (f"; {READ_BACK_TOOL} reads it whole." if self.read_back else "."))
         head = (f"[Result summarised to keep the conversation within the model's context] Tool {result.tool}, "
                 f"call {result.call_id} of step {result.step}, arguments hash "
-                f"{args_hash(result.arguments, settings.ARGS_HASH_KEY)[:12]}: {outcome}.")
+                f"{shown_hash(result.arguments)}: {outcome}.")
         if not preview_chars:
             return f"{head} {read_back}"
         preview = content[:preview_chars]

@@ -151,3 +151,47 @@ def test_a_small_request_counted_larger_teaches_nothing():
     window = context.Window(100_000)
     window.observe(100, 1000)  # the provider's template around a tiny request
     assert window.scale == 1.0
+
+
+def test_a_refused_calls_long_arguments_become_a_note_of_their_size_hash_and_reason():
+    huge = json.dumps({"body": "x" * 100_000})
+    sent = context.refused_arguments(huge, arguments_hash="0123456789abcdef" * 4,
+                                     error="invalid arguments at body: " + "why " * 100)
+    assert isinstance(sent, str) and len(sent) < 600
+    note = json.loads(sent)[context.REFUSED_NOTE]  # a JSON object, as servers that parse arguments need
+    assert note["characters"] == len(huge)
+    assert note["arguments_hash"] == "0123456789ab"
+    assert note["refused_because"].startswith("invalid arguments at body: why") and len(note["refused_because"]) == 200
+    # A summary of the call's result names the hash of the arguments, not of the note.
+    assert context.shown_hash(sent) == "0123456789ab"
+
+
+def test_a_refused_calls_short_arguments_go_back_as_sent_so_the_model_can_fix_them():
+    short = '{"body": 12, "oops": true'
+    assert context.refused_arguments(short, arguments_hash="ab" * 32, error="not JSON") == short
+    assert context.refused_arguments(None, arguments_hash="ab" * 32, error="none") is None
+
+
+@pytest.mark.django_db
+def test_only_calls_refused_before_they_ran_have_their_long_arguments_noted():
+    from runs.engine.conversation import step_messages
+    from runs.models import ToolCall
+
+    huge, short = json.dumps({"body": "x" * 50_000}), json.dumps({"body": 7})
+    message = {"role": "assistant", "content": "", "tool_calls": [
+        {"id": f"c{i}", "type": "function", "function": {"name": "note", "arguments": arguments}}
+        for i, arguments in enumerate([huge, short, huge])]}
+    refused = ToolCall(call_id="c0", arguments=huge, args_hash="f" * 64, status=ToolCall.Status.FAILED,
+                       error="invalid arguments at body: too long", result_text='{"ok": false}')
+    small = ToolCall(call_id="c1", arguments=short, args_hash="e" * 64, status=ToolCall.Status.FAILED,
+                     error="invalid arguments at body: not a string", result_text='{"ok": false}')
+    ran = ToolCall(call_id="c2", arguments=huge, args_hash="d" * 64, status=ToolCall.Status.FAILED, latency_ms=3.0,
+                   error="the disk is full", result_text='{"ok": false}')
+    messages = step_messages([], message, [refused, small, ran])
+
+    assert [m["role"] for m in messages] == ["assistant", "tool", "tool", "tool"]
+    assert [m["tool_call_id"] for m in messages[1:]] == ["c0", "c1", "c2"]  # one result per call, in order
+    sent = [c["function"]["arguments"] for c in messages[0]["tool_calls"]]
+    assert json.loads(sent[0])[context.REFUSED_NOTE]["arguments_hash"] == "f" * 12
+    assert sent[1] == short and sent[2] == huge  # a short mistake stays; a call that ran stays whole
+    assert message["tool_calls"][0]["function"]["arguments"] == huge  # the step's own message is not changed

@@ -256,3 +256,14 @@ def test_a_property_named_pattern_is_not_mistaken_for_a_regex():
 def test_regex_format_does_not_compile_arguments_with_python_re():
     schema = {"type": "object", "properties": {"r": {"type": "string", "format": "regex"}}}
     assert validate_arguments(schema, {"r": "(a+)+$"}) is None
+
+
+def test_a_long_value_names_the_rule_it_breaks_not_only_its_start():
+    """A megabyte string past maxLength: jsonschema quotes the whole value before "is too long"; the
+    message says the rule, the value's size and its start, and stays short."""
+    schema = {"type": "object", "properties": {"body": {"type": "string", "maxLength": 4000}}}
+    error = validate_arguments(schema, {"body": "x" * 1_000_000})
+    assert error == ('invalid arguments at body: the value (a string of 1,000,000 characters starting "'
+                     + "x" * 60 + '") does not satisfy maxLength 4000')
+    short = {"type": "object", "properties": {"body": {"type": "string", "maxLength": 3}}}
+    assert validate_arguments(short, {"body": "xxxx"}) == "invalid arguments at body: 'xxxx' is too long"

@@ -5,7 +5,7 @@ import json
 
 from runs.engine import context
 from runs.models import Run, Step, ToolCall
-from tests.engine.loop_contract.support import call, calls, make_agent, tool_messages
+from tests.engine.loop_contract.support import call, calls, make_agent, result_for, tool_messages
 
 BUDGET = 8000
 SUMMARISED = "[Result summarised"
@@ -184,3 +184,46 @@ def test_a_disabled_read_back_tool_is_neither_offered_nor_named(launch, script):
     requests = script.requests(model)
     assert not any("read_tool_result" in json.dumps(r) for r in requests)
     assert any("kept in the run's journal" in m["content"] for m in tool_messages(requests[-1]))
+
+
+NOTE_SCHEMA = {"type": "object", "properties": {"body": {"type": "string", "maxLength": 4000}}, "required": ["body"]}
+
+
+def test_a_megabyte_of_refused_arguments_goes_back_as_a_note_and_the_run_goes_on(launch, script):
+    """A model writes a megabyte of arguments once, past the schema's maxLength: the call is refused,
+    and later requests carry a note of them (size, keyed hash, why refused), not the megabyte."""
+    from toolsapp.models import Tool
+
+    Tool.objects.create(name="write_note", description="keep a note", parameters=NOTE_SCHEMA, handler="contract_probe")
+    make_agent("notes", max_tokens=10_000_000)  # the megabyte counts about 250,000 tokens of output
+    huge = json.dumps({"body": "x" * 1_000_000})
+    model = script({**calls(call("write_note", huge, "call_huge")), "stream": {"chunk_chars": 65536}},
+                   calls(call("write_note", {"body": "short"}, "call_short")),
+                   {"content": "Written."})
+    run = launch("write it down", agent="notes", models=[model], tools=["write_note"])
+
+    assert run.stop_reason == Run.StopReason.FINAL_ANSWER, run.stop_detail
+    refused = ToolCall.objects.get(run=run, call_id="call_huge")
+    assert refused.status == ToolCall.Status.FAILED
+    assert refused.error.endswith("a string of 1,000,000 characters starting \"" + "x" * 60 + "\") does not satisfy maxLength 4000")
+    assert refused.arguments == huge  # the journal keeps what the model sent
+    assert Step.objects.get(run=run, index=1).message["tool_calls"][0]["function"]["arguments"] == huge
+    assert ToolCall.objects.get(run=run, call_id="call_short").status == ToolCall.Status.SUCCEEDED
+    requests = script.requests(model)
+    assert len(requests) == 3
+    for later in requests[1:]:
+        assert len(json.dumps(later)) < 50_000  # not the megabyte
+        messages = later["messages"]
+        asked = [i for i, m in enumerate(messages) if any(c["id"] == "call_huge" for c in m.get("tool_calls") or ())]
+        assert len(asked) == 1
+        arguments = messages[asked[0]]["tool_calls"][0]["function"]["arguments"]
+        assert isinstance(arguments, str)  # the protocol's type: a JSON text
+        note = json.loads(arguments)["arguments_not_sent_again"]
+        assert note["characters"] == len(huge)
+        assert note["arguments_hash"] == refused.args_hash[:12]
+        assert note["refused_because"] == refused.error
+        assert "x" * 600 not in arguments
+        # Still exactly one result per call id, right after its assistant message.
+        assert messages[asked[0] + 1]["tool_call_id"] == "call_huge"
+        assert result_for(later, "call_huge")["error"] == refused.error
+    assert result_for(requests[2], "call_short")["ok"] is True
