@@ -168,6 +168,37 @@ MUTATIONS = [
         "    return text, 0",
         (f"{LC}/test_provider_answers.py",),
     ),
+    Mutation(
+        "a role counts in its own project only", "projects/backends.py",
+        "            return set(perms.get(scope, ()))",
+        "            return set().union(*perms.values())",
+        ("tests/projects/test_roles_per_project.py",),
+    ),
+    Mutation(
+        "a renamed voter is still the same voter", "runs/supervision/checks.py",
+        "Q(user_name=user.get_username()) | Q(user=user), approval=approval",
+        "Q(user_name=user.get_username()), approval=approval",
+        ("tests/supervision/approvals/test_decide_edits_votes.py::test_a_person_renamed_after_voting_cannot_approve_the_same_call_again",),
+    ),
+    Mutation(
+        "a chat click signed in the future is refused", "runs/supervision/chat.py",
+        "    if -age > settings.SLACK_MAX_AGE_SECONDS:",
+        "    if False:",
+        ("tests/supervision/test_chat_decisions.py::test_a_click_signed_in_the_future_is_refused_and_decides_nothing",),
+    ),
+    Mutation(
+        "a result is read back from the run's own calls only", "toolsapp/builtin/results.py",
+        "calls = ToolCall.objects.filter(run_id=ctx.run_id, call_id=call_id)",
+        "calls = ToolCall.objects.filter(call_id=call_id)",
+        (f"{LC}/test_read_back.py",),
+    ),
+    Mutation(
+        "a budget's day starts at the start of the day", "runs/supervision/budgets.py",
+        "    return day_start(day if period == Budget.Period.DAY else day.replace(day=1))",
+        "    return day_start(day.fromordinal(day.toordinal() - 1) if period == Budget.Period.DAY else day.replace(day=1))",
+        ("tests/supervision/test_budgets.py::test_a_period_starts_at_the_beginning_of_its_own_day_and_month_at_any_hour",
+         "tests/supervision/test_budgets.py::test_a_new_run_of_a_spent_budget_waits_queued_and_starts_when_the_period_turns"),
+    ),
 ]
 
 

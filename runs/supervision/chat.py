@@ -102,11 +102,14 @@ def _verified_click(body: bytes, timestamp: str, signature: str) -> tuple[str, i
     if not secret:
         raise Refused("bad signature: no SLACK_SIGNING_SECRET is configured", unsigned=True)
     try:
-        age = abs(time.time() - int(timestamp))
+        age = time.time() - int(timestamp)
     except (TypeError, ValueError):
         raise Refused("bad timestamp: X-Slack-Request-Timestamp is missing or not a number", unsigned=True) from None
     if age > settings.SLACK_MAX_AGE_SECONDS:
         raise Refused(f"old timestamp: signed {int(age)} s ago (a replay?)", unsigned=True)
+    # Signed ahead of our clock by more than the window: a click made to be replayed later.
+    if -age > settings.SLACK_MAX_AGE_SECONDS:
+        raise Refused(f"future timestamp: signed {int(-age)} s ahead of this server's clock", unsigned=True)
     if not signature_valid(body=body, timestamp=timestamp, signature=signature, secret=secret):
         raise Refused("bad signature: X-Slack-Signature does not match the body", unsigned=True)
     try:

@@ -4,7 +4,7 @@ conditions are well formed.
 A rule matches on the tool (a name or a glob pattern), on the run (agent, customer, the account
 that launched it) and on argument values found by a small JSON path (`$.refund.amount`,
 `$.items[0].sku`). Every condition must hold. Nothing here touches the database except
-`rules_in_force`.
+`rules_enabled`.
 
 A pattern condition either matches the whole value (`fullmatch`, what the editor offers first) or
 searches it (`matches`, kept with its meaning for the rules written before `fullmatch` existed):
@@ -97,12 +97,6 @@ def rule_spec(rule: ApprovalRule, *, quorum_group_ids: tuple[int, ...] | None = 
         expiry_warning_seconds=rule.expiry_warning_seconds, approvals_needed=rule.approvals_needed,
         quorum_group_ids=quorum_group_ids, position=rule.position, shadow=rule.shadow,
     )
-
-
-def rules_in_force(agent_id: int | None) -> list[RuleSpec]:
-    """The enabled rules that decide calls of a run of this agent, in the order they are tried
-    (a rule in shadow decides nothing)."""
-    return [rule for rule in rules_enabled(agent_id) if not rule.shadow]
 
 
 def rules_enabled(agent_id: int | None) -> list[RuleSpec]:

@@ -4,7 +4,7 @@ of a spent budget waits queued, a raise or the turn of the period lets them go o
 starting at once on a budget with one run left start exactly one (SQLite and PostgreSQL)."""
 import threading
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 from django.core import mail
@@ -152,8 +152,11 @@ def test_a_new_run_of_a_spent_budget_waits_queued_and_starts_when_the_period_tur
     Run.objects.filter(pk=second.pk).update(dispatched_at=timezone.now() - timedelta(hours=1))
     assert second.pk not in runs_sweep()["redispatched"]
     assert dispatched == []
-    # ...and lets it go once the period turned (the first run now counts towards yesterday).
-    Run.objects.filter(pk=first.pk).update(created_at=timezone.now() - timedelta(days=1, hours=1))
+    # ...and lets it go once the period turned: the first run now counts towards yesterday, made
+    # a second before today began (whatever the hour the test runs at, a period that started a
+    # day early would still count it).
+    today = timezone.localtime().replace(hour=0, minute=0, second=0, microsecond=0)
+    Run.objects.filter(pk=first.pk).update(created_at=today - timedelta(seconds=1))
     budgets.budgets_forget()
     assert runs_sweep()["budget_released"] == [second.pk]
     assert dispatched == [second.pk]
@@ -161,6 +164,15 @@ def test_a_new_run_of_a_spent_budget_waits_queued_and_starts_when_the_period_tur
     second.refresh_from_db()
     assert second.status == Run.Status.SUCCEEDED and second.answer == "two"
     assert not BudgetHold.objects.exists()
+
+
+@pytest.mark.parametrize("clock", ["00:00:00", "00:30:00", "00:59:59", "01:00:00", "12:00:00", "23:59:59"])
+def test_a_period_starts_at_the_beginning_of_its_own_day_and_month_at_any_hour(clock):
+    now = timezone.make_aware(datetime.fromisoformat(f"2026-03-01T{clock}"))
+    assert budgets.period_start(Budget.Period.DAY, now) == timezone.make_aware(datetime(2026, 3, 1))
+    assert budgets.period_end(Budget.Period.DAY, now) == timezone.make_aware(datetime(2026, 3, 2))
+    assert budgets.period_start(Budget.Period.MONTH, now) == timezone.make_aware(datetime(2026, 3, 1))
+    assert budgets.period_end(Budget.Period.MONTH, now) == timezone.make_aware(datetime(2026, 4, 1))
 
 
 def test_an_operator_stops_a_run_a_budget_paused_with_a_summary_and_nothing_is_lost(script, people, dispatched):

@@ -174,6 +174,20 @@ def test_bad_clicks_are_refused_recorded_and_decide_nothing(waiting, slack):
                     "Not decided: victor may not decide destructive calls."]
 
 
+def test_a_click_signed_in_the_future_is_refused_and_decides_nothing(waiting, slack):
+    # Signed ten minutes ahead: within the window once that time comes, so a replay waiting for it.
+    mapped("alice", "operators", "U0ALICE")
+
+    assert click(waiting.pk, "U0ALICE", age=-600).status_code == 401
+
+    waiting.refresh_from_db()
+    assert waiting.status == Approval.Status.PENDING
+    [refused] = AuditEntry.objects.filter(action="chat_refused").values_list("detail", flat=True)
+    ahead = re.match(r"future timestamp: signed (\d+) s ahead of this server's clock", refused)
+    assert ahead and 590 <= int(ahead.group(1)) <= 600
+    assert not slack.of("chat.postEphemeral")
+
+
 def test_the_queue_rules_hold_in_chat_a_named_group_and_the_launcher(launch, slack, no_dispatch):
     finance = Group.objects.create(name="finance")
     alice = mapped("alice", "operators", "U0ALICE")

@@ -121,6 +121,18 @@ def test_the_same_person_cannot_approve_twice(launch, alice, no_dispatch):
     assert (approval.status, approval.approvals_given) == (Approval.Status.PENDING, 1)
 
 
+def test_a_person_renamed_after_voting_cannot_approve_the_same_call_again(launch, alice, no_dispatch):
+    # The vote is found by account as well as by name: a new username is the same person.
+    approval = needing_two(parked(launch))
+    decide(approval, alice)
+    alice.username = "alice-renamed"
+    alice.save(update_fields=["username"])
+    with pytest.raises(NotAllowed, match="already approved"):
+        decide(approval, alice)
+    approval.refresh_from_db()
+    assert (approval.status, approval.approvals_given) == (Approval.Status.PENDING, 1)
+
+
 def test_the_launcher_cannot_approve_a_call_that_needs_two(launch, alice, bob, no_dispatch):
     approval = needing_two(parked(launch), launched_by=alice)
     with pytest.raises(NotAllowed, match="You launched this run"):

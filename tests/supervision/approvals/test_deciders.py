@@ -12,15 +12,18 @@ S = Approval.Status
 @pytest.mark.django_db
 def test_the_sql_decider_matches_the_python_one_for_every_combination(launch):
     run = launch("Please cancel order ORD-1001, the customer asked.")
-    call = Approval.objects.get(run=run).tool_call
+    waiting = Approval.objects.get(run=run)
+    call = waiting.tool_call
     combos = list(itertools.product([s.value for s in S], [False, True], ["", "refunds"]))
     Approval.objects.bulk_create(
         Approval(run=run, tool_call=call, status=status, automatic=automatic, rule_name=rule)
         for status, automatic, rule in combos
     )
-    rows = Approval.objects.exclude(reason="x").annotate(kind=decider_kind_sql()).values_list(
+    rows = Approval.objects.exclude(pk=waiting.pk).annotate(kind=decider_kind_sql()).values_list(
         "status", "automatic", "rule_name", "grant_id", "kind"
     )
+    # Every combination came back (a loop over no rows would assert nothing).
+    assert sorted((s, a, r) for s, a, r, _, _ in rows) == sorted(combos)
     for status, automatic, rule, grant, kind in rows:
         expected = decider_kind(status, automatic, grant, rule)
         # /metrics names a grant and the run's policy together: "automatic".
