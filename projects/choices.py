@@ -1,7 +1,11 @@
 """Which project a new thing may go into, for the forms and the API: the projects where the
-person has the permission to add it, and the one chosen when they do not say."""
+person has the permission to add it, and the one chosen when they do not say; and the people a
+project's rule or budget may name (who launches its runs)."""
+from django.contrib.auth import get_user_model
+from django.db.models import Q
+
 from projects import access
-from projects.models import DEFAULT_SLUG, Project
+from projects.models import DEFAULT_SLUG, Membership, Project
 
 NO_PROJECT = "You have no project where you may add this: ask an administrator for a role in one."
 
@@ -58,3 +62,20 @@ def project_field_clean(form, cleaned: dict, user, perm: str) -> None:
         form.add_error("project", problem)
     else:
         cleaned["project"] = project
+
+
+def people_of(projects: set[int] | None, queryset=None):
+    """The accounts of `queryset` (every account by default) who launch runs in `projects`
+    (None: every project): the projects' members, and the platform team (a site role, or a
+    superuser, holds in every project). What a rule's "launched by" and a budget's person may
+    name: another team's people are not offered, and named are answered as no such account."""
+    people = queryset if queryset is not None else get_user_model().objects.all()
+    if projects is None:
+        return people
+    User = get_user_model()
+    return people.filter(
+        Q(pk__in=Membership.objects.filter(project_id__in=projects).values("user_id"))
+        | Q(is_superuser=True)
+        | Q(pk__in=User.groups.through.objects.filter(group__permissions__isnull=False).values("user_id"))
+        | Q(pk__in=User.user_permissions.through.objects.values("user_id"))
+    )

@@ -132,9 +132,12 @@ def budget_raise(*, budget_id: int, user, limit: float, until: datetime, run_id:
         raise RaiseRefused("The raise must last until a time still to come.")
     if (until - now).days > 366:
         raise RaiseRefused("A raise lasts at most a year: change the budget itself for longer.")
-    if run_id is not None and not BudgetHold.objects.filter(run_id=run_id).exists() \
-            and not Run.objects.filter(pk=run_id, status__in=Run.ACTIVE_STATUSES).exists():
-        raise RaiseRefused("That run is not waiting on a budget any more.")
+    # A run of another project is refused in the words of one that does not exist: a raise names
+    # only runs its budget may count, and the answer tells nothing of other teams' runs.
+    if run_id is not None:
+        runs = Run.objects.filter(pk=run_id, agent__project_id=budget.project_id)
+        if not BudgetHold.objects.filter(run__in=runs).exists() and not runs.filter(status__in=Run.ACTIVE_STATUSES).exists():
+            raise RaiseRefused("That run is not waiting on a budget any more.")
     name = user.get_username() if user is not None and user.is_authenticated else "an administrator"
     BudgetRaise.objects.create(budget=budget, run_id=run_id, limit=limit, until=until, by_name=name)
     budgets_forget()

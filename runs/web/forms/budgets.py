@@ -5,11 +5,10 @@ from datetime import timedelta
 
 from django import forms
 from django.contrib.auth import get_user_model
-from django.db.models import Q
 from django.utils import timezone
 
-from projects.access import scoped, visible_projects
-from projects.choices import project_field_clean, project_field_prepare
+from projects.access import projects_with, scoped
+from projects.choices import people_of, project_field_clean, project_field_prepare
 from runs.models import Agent, Budget
 from runs.supervision.budgets import budget_problems
 
@@ -29,18 +28,20 @@ class BudgetForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         self.user = user
         agents = Agent.objects.order_by("name")
-        people = get_user_model().objects.filter(is_active=True).order_by("username")
+        accounts = get_user_model().objects.filter(is_active=True).order_by("username")
+        # The people of the budget's project (of a new one: of the projects where the person may
+        # add one; the one chosen is checked in clean), not every account of the site.
         if self.instance.pk is not None or user is None:
             del self.fields["project"]  # a budget stays in the project it was made in
+            people = people_of({self.instance.project_id} if self.instance.pk is not None else None, accounts)
             if self.instance.pk is not None:
                 agents = agents.filter(project_id=self.instance.project_id)
+                if self.instance.person_id:
+                    people = people | accounts.filter(pk=self.instance.person_id)  # it keeps its own
         else:
             project_field_prepare(self, user, "runs.add_budget")
             agents = scoped(agents, user)
-        visible = visible_projects(user) if user is not None else None
-        if visible is not None:
-            # The people of the projects this person sees, not every account of the site.
-            people = people.filter(Q(memberships__project_id__in=visible) | Q(pk=user.pk)).distinct()
+            people = people_of(projects_with(user, "runs.add_budget"), accounts)
         self.fields["agent"].queryset, self.fields["person"].queryset = agents, people
         if "project" in self.fields:
             self.fields["project"].help_text = "It counts this project's runs only. Set when it is created."
@@ -54,6 +55,13 @@ class BudgetForm(forms.ModelForm):
         agent = data.get("agent")
         if agent is not None and project_id is not None and agent.project_id != project_id:
             self.add_error("agent", f"{agent.name} is not an agent of this budget's project.")
+        person = data.get("person")
+        if person is not None and project_id is not None and self.instance.pk is None \
+                and not people_of({project_id}).filter(pk=person.pk).exists():
+            # Another team's person, in the words of an account that is not there.
+            field = self.fields["person"]
+            self.add_error("person", forms.ValidationError(field.error_messages["invalid_choice"], code="invalid_choice",
+                                                           params={"value": person.pk}))
         problems = budget_problems(scope=data.get("scope"), agent=data.get("agent"), person=data.get("person"),
                                    measure=data.get("measure"), limit=data.get("limit"),
                                    alert_share=data.get("alert_share"))

@@ -7,8 +7,8 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.forms.models import ModelChoiceIterator
 
-from projects.access import scoped
-from projects.choices import project_field_clean, project_field_prepare
+from projects.access import projects_with, scoped
+from projects.choices import people_of, project_field_clean, project_field_prepare
 from projects.models import Project
 from runs.models import Agent, ApprovalRule
 from runs.roles import PERM_ADD_RULES
@@ -136,6 +136,21 @@ class RuleForm(forms.Form):
         self.user = user
         if rule is not None and rule.launched_by_unresolved:
             self.fields["launched_by"] = LauncherField(unresolved=rule.launched_by_unresolved)
+        self._launchers_offered(rule, user)
+
+    def _launchers_offered(self, rule: ApprovalRule | None, user) -> None:
+        """"Launched by" offers the people of the rule's project (of a new rule: of the projects
+        where the person may add one; the one chosen is checked in clean), not every account of
+        the site; a rule keeps the launcher it has."""
+        field = self.fields["launched_by"]
+        if rule is not None:
+            projects = {rule.project_id}
+        else:
+            projects = projects_with(user, PERM_ADD_RULES) if user is not None else None
+        launchers = people_of(projects, field.queryset)
+        if rule is not None and rule.launched_by_id:
+            launchers = launchers | field.queryset.filter(pk=rule.launched_by_id)
+        field.queryset = launchers
 
     def tool_suggestions(self) -> list[str]:
         """What the tool field offers as one types: every tool, then a pattern per name prefix."""
@@ -159,6 +174,7 @@ class RuleForm(forms.Form):
     def clean(self):
         cleaned = super().clean()
         project_field_clean(self, cleaned, self.user, PERM_ADD_RULES)
+        self._launcher_of_project(cleaned)
         data = self.rule_data()
         for name, messages in rule_errors(rule=self.rule, data=data, project=self.chosen_project()).items():
             if name in self.errors:
@@ -168,6 +184,17 @@ class RuleForm(forms.Form):
             else:
                 self.add_error(None, messages)
         return cleaned
+
+    def _launcher_of_project(self, cleaned: dict) -> None:
+        """A new rule's launcher is one of its chosen project's people; another team's person is
+        refused in the words of an account that is not there."""
+        launcher, project = cleaned.get("launched_by"), self.chosen_project()
+        if self.rule is not None or project is None or not hasattr(launcher, "pk"):
+            return  # a rule's own project: its choices are that project's people already
+        if not people_of({project.pk}).filter(pk=launcher.pk).exists():
+            field = self.fields["launched_by"]
+            self.add_error("launched_by", forms.ValidationError(
+                field.error_messages["invalid_choice"], code="invalid_choice", params={"value": launcher.pk}))
 
     def rule_data(self) -> dict:
         """The fields that read cleanly, as rule_create / rule_update take them."""

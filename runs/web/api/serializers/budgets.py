@@ -11,6 +11,8 @@ from runs.web.api.serializers.fields import (
     choice,
     fields_scoped,
     in_project,
+    people_scoped,
+    person_in_project,
     project_chosen,
     project_field,
     service_errors,
@@ -59,12 +61,14 @@ class BudgetSerializer(KnownFieldsOnly, serializers.ModelSerializer):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         fields_scoped(self, "agent")
+        people_scoped(self, "person")
 
     def validate(self, attrs):
         project = project_chosen(self, attrs, "runs.add_budget")
         if self.instance is None:
             attrs["project"] = project
         in_project(attrs.get("agent"), project, "agent")
+        person_in_project(self, attrs, "person", project)
         current = self.instance
         merged = {name: attrs.get(name, getattr(current, name, None) if current else None)
                   for name in ("scope", "agent", "person", "measure", "limit", "alert_share")}

@@ -6,8 +6,8 @@ from rest_framework import serializers
 from rest_framework.settings import api_settings
 from rest_framework.validators import UniqueValidator
 
-from projects.access import scoped
-from projects.choices import project_default, project_problem
+from projects.access import scoped, visible_projects
+from projects.choices import people_of, project_default, project_problem
 from projects.models import Project
 from runs.engine.text import storable_text
 
@@ -99,6 +99,32 @@ def in_project(thing, project: Project, what: str) -> None:
     """A 400 unless `thing` (an agent a rule or budget names) is of `project`."""
     if thing is not None and thing.project_id != project.pk:
         raise serializers.ValidationError({what: [f"{thing} is not of the project {project.name}."]})
+
+
+def person_in_project(serializer, attrs: dict, name: str, project: Project) -> None:
+    """A 400 unless the person `attrs` names in the field `name` (a rule's launcher, a budget's
+    person) is of `project`, in the words of a username that does not exist: another team's
+    people are not told apart from no one. The person a thing names already may stay."""
+    person = attrs.get(name)
+    if person is None or (serializer.instance is not None and getattr(serializer.instance, f"{name}_id") == person.pk):
+        return
+    if not people_of({project.pk}).filter(pk=person.pk).exists():
+        field = serializer.fields[name]
+        message = field.error_messages["does_not_exist"].format(slug_name=field.slug_field, value=person.get_username())
+        raise serializers.ValidationError({name: [message]})
+
+
+def people_scoped(serializer, name: str) -> None:
+    """Cut a person field's choices to the people of the caller's projects (and the one the
+    thing names already): another team's username is not found, as one that does not exist,
+    whatever else the body gets wrong. Which project's people exactly: person_in_project."""
+    request = serializer.context.get("request")
+    if request is None:
+        return
+    field = serializer.fields[name]
+    people = people_of(visible_projects(request.user), field.queryset)
+    current = getattr(serializer.instance, f"{name}_id", None)
+    field.queryset = people | field.queryset.filter(pk=current) if current else people
 
 
 def fields_scoped(serializer, *names: str, shared: bool = False) -> None:

@@ -12,6 +12,8 @@ from runs.web.api.serializers.fields import (
     NameRelatedField,
     choice,
     fields_scoped,
+    people_scoped,
+    person_in_project,
     project_chosen,
     project_field,
     service_errors,
@@ -77,9 +79,11 @@ class RuleSerializer(KnownFieldsOnly, serializers.ModelSerializer):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         fields_scoped(self, "agent")
+        people_scoped(self, "launched_by")
 
     def validate(self, attrs):
         self.project = project_chosen(self, attrs, "runs.add_approvalrule")
+        person_in_project(self, attrs, "launched_by", self.project)
         errors = rule_errors(rule=self.instance, data=attrs, project=self.project)
         if errors:
             raise service_errors(errors)

@@ -4,6 +4,7 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
+from projects.access import projects_with
 from runs.models import Budget
 from runs.roles import PERM_CHANGE_BUDGET, PERM_VIEW_BUDGET
 from runs.supervision.budget_requests import RaiseRefused, budget_raise, budget_requests
@@ -48,8 +49,11 @@ class BudgetViewSet(CrudViewSet):
             raise ValidationError({"limit" if "limit" in str(exc) else "non_field_errors": [str(exc)]}) from exc
         return Response({"released": released})
 
-    @extend_schema(summary="The runs waiting on a spent budget, oldest first (the queue's budget requests)",
+    @extend_schema(summary="The runs waiting on a spent budget, oldest first (the queue's budget requests), "
+                           "of the projects where you may see budgets",
                    responses={200: WaitingOnBudgetSerializer(many=True), **errors()})
     @action(detail=False, methods=["get"], pagination_class=None)  # at most 100, the queue's own
     def requests(self, request):
-        return Response(WaitingOnBudgetSerializer(budget_requests(), many=True).data)
+        # Cut as the queue page cuts them: another project's runs, agents and budgets are not the caller's.
+        projects = projects_with(request.user, PERM_VIEW_BUDGET)
+        return Response(WaitingOnBudgetSerializer(budget_requests(projects=projects), many=True).data)
