@@ -105,11 +105,17 @@ def may_see(user, project_id: int | None) -> bool:
     return visible is None or project_id in visible
 
 
+def token_limited(user) -> bool:
+    """Whether the request comes with an API token limited to one project."""
+    return getattr(user, "token_project_id", None) is not None
+
+
 def may(user, perm: str, project_id: int | None) -> bool:
     """Whether the person has `perm` in this project; a thing the site shares (None) is changed
-    by site roles only."""
+    by site roles only, and never through a token limited to a project (it acts in that project
+    only, as a member of it would)."""
     if project_id is None:
-        return user.is_superuser or perm in site_perms(user)
+        return not token_limited(user) and (user.is_superuser or perm in site_perms(user))
     allowed = projects_with(user, perm)
     return allowed is None or project_id in allowed
 

@@ -3,6 +3,8 @@ from django.http import Http404
 from rest_framework.exceptions import NotFound
 from rest_framework.permissions import BasePermission
 
+from projects.access import token_limited
+from projects.backends import SHARED
 from projects.routes import scope_check
 
 READ_METHODS = ("GET", "HEAD", "OPTIONS")
@@ -23,6 +25,11 @@ class RolePermissions(BasePermission):
         except Http404:
             raise NotFound() from None
         method = "GET" if request.method in READ_METHODS else request.method
+        if method != "GET" and token_limited(user) and getattr(user, "project_scope", None) == SHARED:
+            # A thing the site shares (a tool) is only read through a token limited to a project,
+            # as by a member of it, though its person may change it (a site role, a superuser:
+            # Django's checks give those every permission everywhere, the limit's project aside).
+            return False
         perms = view.required_perms.get(method)
         # A method the view does not list is refused here; the view answers 405 for it anyway.
         return perms is not None and user.has_perms(perms)

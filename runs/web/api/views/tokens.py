@@ -71,6 +71,15 @@ class PasswordTokenRequestSerializer(TokenRequestSerializer):
     password = serializers.CharField(max_length=4096, style={"input_type": "password"}, trim_whitespace=False)
 
 
+def _own_tokens(request):
+    """The caller's tokens; through a token limited to a project, those limited to it only: the
+    person's tokens for other projects, or for every project, are not its to see or revoke."""
+    tokens = request.user.api_tokens.all()
+    if isinstance(request.auth, ApiToken) and request.auth.project_id is not None:
+        tokens = tokens.filter(project_id=request.auth.project_id)
+    return tokens
+
+
 def _new_token_answer(token: ApiToken, key: str) -> dict:
     return {"token": key, **TokenSerializer(token).data}
 
@@ -135,11 +144,11 @@ class TokenListView(ApiView):
 
     @extend_schema(
         operation_id="tokens_list",
-        summary="Your API tokens (never their keys)",
+        summary="Your API tokens (never their keys); through a token limited to a project, those limited to it",
         responses={200: TokenSerializer(many=True), **errors()},
     )
     def get(self, request):
-        return Response(TokenSerializer(request.user.api_tokens.all(), many=True).data)
+        return Response(TokenSerializer(_own_tokens(request), many=True).data)
 
     @extend_schema(
         operation_id="tokens_create",
@@ -171,7 +180,7 @@ class TokenRevokeView(ApiView):
         responses={200: TokenSerializer, **errors(404, 409)},
     )
     def post(self, request, pk: int):
-        token = request.user.api_tokens.filter(pk=pk).first()
+        token = _own_tokens(request).filter(pk=pk).first()
         if token is None:
             raise NotFound("No such token of yours.")
         if not api_tokens_revoke(tokens=ApiToken.objects.filter(pk=token.pk)):
