@@ -9,6 +9,7 @@ decision keeps its decider's name, and a call asked about again gets a new appro
 """
 from datetime import timedelta
 
+from django.db import transaction
 from django.utils import timezone
 
 from runs.engine import hooks
@@ -97,13 +98,22 @@ def approval_request(
     if route.rule is not None:
         approval.rule_id, approval.rule_version, approval.rule_name = route.rule.id, route.rule.version, route.rule.name
     if route.automatic:
-        approval.status, approval.automatic, approval.decided_at, approval.reason = route.status, True, now, route.reason
+        approval.status, approval.automatic, approval.reason = route.status, True, route.reason
     else:
         escalate_after = (route.rule and route.rule.escalate_after_seconds) or config.get("escalate_after_seconds")
         approval.escalate_at = now + timedelta(seconds=escalate_after) if escalate_after else None
         warning = (route.rule and route.rule.expiry_warning_seconds) or config.get("expiry_warning_seconds")
         approval.warn_at = warning_due_at(requested_at=now, expires_at=approval.expires_at, warning_seconds=warning)
-    approval.save()
+    if route.automatic:
+        # Decided in the moment it was asked: a wait of 0. The INSERT stamps requested_at itself
+        # (auto_now_add, later than `now`), so the decision takes that time, not an earlier one,
+        # in the same transaction: no reader sees it decided without a time.
+        with transaction.atomic():
+            approval.save()
+            approval.decided_at = approval.requested_at
+            approval.save(update_fields=["decided_at"])
+    else:
+        approval.save()
     shadow_decisions_record(approval, shadowed)
     call.approval = approval
     if approval.status != Approval.Status.PENDING:

@@ -9,7 +9,7 @@ is nearer (p95 counts back from the top) so the database keeps only k + 1 rows w
 import math
 
 from django.db import connections
-from django.db.models import Aggregate, Count, F, FloatField, Func, QuerySet
+from django.db.models import Aggregate, Case, Count, F, FloatField, Func, QuerySet, Value, When
 
 
 def nearest_rank_offset(count: int, percent: float) -> int:
@@ -93,3 +93,15 @@ class SecondsBetween(Func):
         if connection.vendor not in ("sqlite", "postgresql"):
             raise NotImplementedError(f"SecondsBetween is not written for {connection.vendor}")
         return super().as_sql(compiler, connection, **extra_context)
+
+
+def approval_wait_seconds() -> Case:
+    """Seconds from asking to deciding (decided_at - requested_at), never below 0. A decision
+    stamped by a process whose clock is behind the asking one's, or a rule's decision recorded
+    before it took its request's time (a few milliseconds early), is a wait of 0: a negative wait
+    would pull down every sum, mean and percentile it enters. None while undecided."""
+    return Case(
+        When(decided_at__lt=F("requested_at"), then=Value(0.0)),
+        default=SecondsBetween("decided_at", "requested_at"),
+        output_field=FloatField(),
+    )

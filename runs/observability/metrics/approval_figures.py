@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from django.db import connections
 
 from runs.models import Approval
-from runs.observability.metrics.aggregates import SecondsBetween, nearest_rank_offset
+from runs.observability.metrics.aggregates import approval_wait_seconds, nearest_rank_offset
 from runs.observability.metrics.rollups import latency_bucket
 from runs.observability.metrics.supervision_figures import (
     DECIDERS,
@@ -39,7 +39,7 @@ def approval_rows(approvals) -> list[tuple]:
     """(status, automatic, grant id, rule name, rule version, tool, wait seconds or None) of each approval."""
     return plain_rows(
         approvals.order_by()
-        .annotate(_wait=SecondsBetween("decided_at", "requested_at"))
+        .annotate(_wait=approval_wait_seconds())
         .values_list("status", "automatic", "grant_id", "rule_name", "rule_version", "tool_call__tool_name", "_wait")
     )
 

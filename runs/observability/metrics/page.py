@@ -25,7 +25,7 @@ from runs.models import Agent, Approval, BudgetAlert, Run, Step, ToolCall
 from runs.observability.metrics import own_work
 from runs.observability.metrics.aggregates import (  # noqa: F401 (nearest_rank_offset: read here by tests)
     PercentileDisc,
-    SecondsBetween,
+    approval_wait_seconds,
     has_percentile_disc,
     nearest_rank_offset,
     percentile_values,
@@ -373,7 +373,7 @@ def _approval_stats(approvals: QuerySet[Approval]) -> ApprovalStats:
     decided = approvals.filter(
         status__in=[Approval.Status.APPROVED, Approval.Status.REJECTED], automatic=False, decided_at__isnull=False
     )
-    waits = _percentiles(decided, SecondsBetween("decided_at", "requested_at"), decided.count())
+    waits = _percentiles(decided, approval_wait_seconds(), decided.count())
     return ApprovalStats(
         approved=counts.get(Approval.Status.APPROVED, 0),
         rejected=counts.get(Approval.Status.REJECTED, 0),

@@ -14,7 +14,7 @@ from runs.days import TruncDay
 from runs.models import Approval, RunRollup, Step, StepRollup, ToolCall, ToolRollup
 from runs.models.rollups import AllAgentsStepRollup, ApprovalRollup, ApprovalWait, DayRollup, WaitRollup
 from runs.observability.metrics import own_work
-from runs.observability.metrics.aggregates import SecondsBetween
+from runs.observability.metrics.aggregates import approval_wait_seconds
 
 RELATIVE_ACCURACY = 0.01
 GAMMA = (1 + RELATIVE_ACCURACY) / (1 - RELATIVE_ACCURACY)
@@ -115,7 +115,7 @@ def approval_parts(runs) -> dict:
     # The wait as the raw page computes it (the same SQL), so a stored wait is the raw value exactly.
     for approval, day, agent, rule, tool, wait in (
         approvals.filter(PERSON_DECIDED)
-        .annotate(_wait=SecondsBetween("decided_at", "requested_at"))
+        .annotate(_wait=approval_wait_seconds())
         .values_list("pk", "_day", "run__agent_id", "rule_name", "tool_call__tool_name", "_wait")
     ):
         found[as_date(day)][1].append((approval, agent, rule, tool, wait))

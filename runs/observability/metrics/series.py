@@ -28,7 +28,7 @@ from runs.models import Approval, Run, RunRollup, Step, ToolCall, ToolRollup
 from runs.models.deciders import decider_kind
 from runs.models.rollups import ApprovalRollup, WaitRollup
 from runs.observability.metrics import own_work
-from runs.observability.metrics.aggregates import SecondsBetween
+from runs.observability.metrics.aggregates import approval_wait_seconds
 from runs.observability.metrics.approval_figures import plain_rows
 from runs.observability.metrics.rollup_reads import (
     histogram_percentile,
@@ -206,7 +206,7 @@ def _add_work(tallies: Tallies, ids: list[int], point_of: dict, *, forks: list[i
         if kind:
             tallies.deciders[point_of[run_id], kind] += n
     people = approvals.filter(DECIDERS["person"][1], decided_at__isnull=False)
-    wait = SecondsBetween("decided_at", "requested_at")
+    wait = approval_wait_seconds()
     for run_id, seconds in people.annotate(_wait=wait).values_list("run_id", "_wait"):
         tallies.waits[unit_of(point_of[run_id])][latency_bucket(seconds)] += 1
 

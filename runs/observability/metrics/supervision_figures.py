@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from django.db.models import Count, Q, QuerySet
 
 from runs.models import Approval
-from runs.observability.metrics.aggregates import SecondsBetween, grouped_percentiles, percentile_values
+from runs.observability.metrics.aggregates import approval_wait_seconds, grouped_percentiles, percentile_values
 
 WAIT_GROUPS = 50  # rows of each wait table (the groups with the most decisions)
 RULE_ROWS = 100  # rows of the rule hit table
@@ -97,7 +97,7 @@ def supervision_summary(approvals: QuerySet[Approval]) -> SupervisionFigures:
         for kind, (label, _q) in DECIDERS.items()
     ]
     by_people = approvals.filter(DECIDERS["person"][1], decided_at__isnull=False)
-    wait = SecondsBetween("decided_at", "requested_at")
+    wait = approval_wait_seconds()
     person_decisions = by_people.count()
     overall = percentile_values(by_people, wait, person_decisions, (50, 90))
     return SupervisionFigures(

@@ -24,7 +24,7 @@ from django.utils import timezone
 from runs.models import Approval, ArchivedApproval, PrunedTotals, Run, Step, ToolCall
 from runs.models.deciders import decider_kind_sql
 from runs.observability.metrics import own_work
-from runs.observability.metrics.aggregates import SecondsBetween
+from runs.observability.metrics.aggregates import approval_wait_seconds
 from toolsapp.models import Tool
 
 # PrunedTotals keeps counts per bound: after changing the model or tool bounds, delete its
@@ -202,7 +202,7 @@ def decision_figures() -> tuple[dict, list[Histogram]]:
     found = []
     for model in (Approval, ArchivedApproval):
         rows = model.objects.filter(status__in=DECIDED).annotate(decider=_DECIDER)
-        found += _histograms(rows, ("status", "decider"), SecondsBetween("decided_at", "requested_at"),
+        found += _histograms(rows, ("status", "decider"), approval_wait_seconds(),
                              APPROVAL_WAIT_BUCKETS)
     decided = {h.labels: h.rows for h in merge(found)}
     wait = merge([Histogram((h.labels[1],), h.cumulative, h.count, h.total, h.rows) for h in found])

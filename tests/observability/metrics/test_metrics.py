@@ -166,6 +166,25 @@ def test_approval_counts_and_wait_percentiles(dataset):
     assert (a.wait_seconds.count, a.wait_seconds.p50, a.wait_seconds.p95) == (5, 30.0, 100.0)
 
 
+@pytest.mark.parametrize("rollups", [False, True])
+def test_a_decision_stamped_before_its_request_waits_0_on_the_page_never_less(client, rollups):
+    """A person's decision stamped by a web host whose clock runs 5 s behind the worker's that asked
+    (or a rule's decision recorded before #46): the page's waits count it as 0 s."""
+    agent = Agent.objects.create(name="alpha")
+    r = run(agent)
+    approval(r, Approval.Status.APPROVED, -5)
+    approval(r, Approval.Status.REJECTED, 10)
+    m = metrics_summary(start=START, end=END, agent=agent, rollups=rollups)
+    assert (m.approvals.wait_seconds.count, m.approvals.wait_seconds.p50, m.approvals.wait_seconds.p95) == (2, 0.0, 10.0)
+    assert (m.supervision.person_wait_p50, m.supervision.person_wait_p90) == (0.0, 10.0)
+    assert [w.p50 for w in m.supervision.wait_by_tool] == [0.0]
+
+    client.force_login(user_in("viewers", "vera"))
+    html = client.get(reverse("metrics"), {"date_from": "2026-03-01", "date_to": "2026-03-07",
+                                           "agent": agent.pk}).content.decode()
+    assert 'data-p50="0.0"' in html and 'data-p50="-' not in html
+
+
 def test_tokens_and_cost_per_day(dataset):
     days = metrics_summary(start=START, end=END).per_day
     assert [d.day for d in days] == [START + timedelta(days=i) for i in range(7)]

@@ -148,6 +148,24 @@ def test_approvals_pending_and_decided_by_rule_or_person_with_wait_times(client,
     assert value(m, "agentsite_approval_wait_seconds_bucket", decider="person", le="900.0") == 2
 
 
+def test_a_rule_decides_with_a_wait_of_zero_and_no_wait_is_ever_negative(client, token, scripted):
+    """A rule decides in the moment the call is asked: its decision's time is its request's (it was
+    taken before the INSERT stamped the request, a few milliseconds early). A person's decision
+    stamped by a host whose clock runs behind the asking one's counts as a wait of 0, not less."""
+    ruled = Approval.objects.get(run=scripted["rule"])
+    assert ruled.rule_name == "desk" and ruled.automatic
+    assert ruled.decided_at == ruled.requested_at
+    m = scrape(client)
+    assert value(m, "agentsite_approval_wait_seconds_sum", decider="rule") == 0.0
+
+    person = Approval.objects.get(run=scripted["person"])
+    Approval.objects.filter(pk=person.pk).update(decided_at=person.requested_at - timedelta(seconds=5))
+    m = scrape(client)
+    assert value(m, "agentsite_approval_wait_seconds_sum", decider="person") == 0.0
+    assert value(m, "agentsite_approval_wait_seconds_bucket", decider="person", le="5.0") == 1
+    assert all(v >= 0 for (name, _labels), v in m.items() if name.startswith("agentsite_approval_wait_seconds"))
+
+
 def test_no_counter_goes_down_when_runs_are_pruned(client, token, scripted):
     from runs.lifecycle.archive import runs_delete
 
