@@ -67,6 +67,7 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    "runs.web.request_limits.RequestLimitsMiddleware",  # before the CSRF check, which reads a form first
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "audit.context.AuditActorMiddleware",  # who changes what, for the audit log
@@ -384,6 +385,11 @@ DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "agentsite@localhost")
 APPROVAL_ESCALATION_EMAILS = env_list("APPROVAL_ESCALATION_EMAILS", [])
 
 # --- REST API ----------------------------------------------------------------------------
+# The largest request body Django reads (its default is 2.5 MB): what the API documents, a dataset's
+# 10 MB of JSONL (evals/api). Files uploaded to a page do not count; the page checks their size. A
+# larger body, or more fields than Django's 1,000, is answered with the limit in words: JSON with
+# "detail" under /api/, a short page elsewhere (runs/web/request_limits.py).
+DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 10 * 1024 * 1024)
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.SessionAuthentication",

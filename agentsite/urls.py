@@ -20,3 +20,9 @@ urlpatterns = [
     path("", include("evals.urls")),  # datasets, experiments, and "Add to a dataset" from a run
     path("", include("runs.web.urls")),
 ]
+
+# Errors no view answered: JSON with a "detail" under /api/, Django's pages elsewhere.
+handler400 = "runs.web.views.errors.bad_request"
+handler403 = "runs.web.views.errors.permission_denied"
+handler404 = "runs.web.views.errors.page_not_found"
+handler500 = "runs.web.views.errors.server_error"

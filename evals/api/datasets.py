@@ -27,12 +27,13 @@ from runs.roles import (
     PERM_VIEW,
     PERM_VIEW_DATASET,
 )
-from runs.web.api.errors import Conflict
+from runs.web.api.errors import Conflict, RequestTooLarge
 from runs.web.api.parsers import BoundedJSONParser
 from runs.web.api.schema import errors
 from runs.web.api.serializers.fields import service_errors
 from runs.web.api.views.base import ApiMixin, ApiView
 from runs.web.api.views.runs import IgnoreAcceptHeader
+from runs.web.request_limits import size_in_words
 from toolsapp.text import MAX_SAFE_INTEGER, JsonTooDeep, loads
 
 NDJSON = "application/x-ndjson"
@@ -290,7 +291,7 @@ class NdjsonParser(BaseParser):
     def parse(self, stream, media_type=None, parser_context=None):
         raw = stream.read(api.MAX_IMPORT_CHARS + 1) if stream is not None else b""
         if len(raw) > api.MAX_IMPORT_CHARS:
-            raise ParseError(f"The JSONL is larger than {api.MAX_IMPORT_CHARS // (1024 * 1024)} MB.")
+            raise RequestTooLarge(f"The JSONL is larger than {size_in_words(api.MAX_IMPORT_CHARS)}, the most an import takes.")
         try:
             return raw.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -305,12 +306,14 @@ class DatasetImportView(ApiView):
         operation_id="datasets_import",
         summary="Add cases from JSON Lines (as the export writes them): all of them, or none",
         description=(
-            f"The body is the JSONL itself (`Content-Type: {NDJSON}`) or JSON `{{\"jsonl\": \"...\"}}`. "
+            f"The body is the JSONL itself (`Content-Type: {NDJSON}`) or JSON `{{\"jsonl\": \"...\"}}`, "
+            f"up to {size_in_words(api.MAX_IMPORT_CHARS)} (the JSON body as a whole, its escapes included): a "
+            "larger one is a 413. "
             "Every line is checked first: a 400 lists each problem with its line number (under `jsonl`), and "
             "nothing is added. A source run that no longer exists is dropped (the case is kept)."
         ),
         request={"application/json": api.DatasetImportSerializer, NDJSON: OpenApiTypes.STR},
-        responses={201: api.ImportResultSerializer, **errors(400, 404)},
+        responses={201: api.ImportResultSerializer, **errors(400, 404, 413)},
     )
     def post(self, request, pk: int):
         dataset = _dataset(request.user, pk)

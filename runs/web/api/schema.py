@@ -17,6 +17,7 @@ ERROR_TEXT = {
     403: "Your role does not allow this (or a session request without its CSRF token).",
     404: "No such object.",
     409: "The object's state does not allow this.",
+    413: "The request body is larger than the server reads: `detail` says the limit.",
 }
 
 
