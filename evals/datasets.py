@@ -33,6 +33,25 @@ class CaseInvalid(ValueError):
         self.errors = errors
 
 
+# Control characters a JSON string may not hold raw, by the names an editor shows them with.
+CONTROL_NAMES = {0: "NUL", 8: "backspace", 9: "tab", 10: "line feed", 12: "form feed", 13: "carriage return", 27: "ESC"}
+
+
+def not_json_problem(number: int, line: str, exc: ValueError) -> str:
+    """Where a line is not JSON, in words: "Line 3: not JSON: invalid control character NUL (U+0000)
+    at column 17 (inside a string, write it as \\u0000)." Python's own message stops at "Invalid
+    control character at"; its position is in the exception, not in the text."""
+    if not isinstance(exc, json.JSONDecodeError):
+        return f"Line {number}: not JSON ({exc})."  # nested too deeply: the exception says how deep
+    where = f"at column {exc.colno}"
+    if exc.msg.startswith("Invalid control character") and exc.pos < len(line):
+        code = ord(line[exc.pos])
+        named = f"{CONTROL_NAMES[code]} (U+{code:04X})" if code in CONTROL_NAMES else f"U+{code:04X}"
+        return (f"Line {number}: not JSON: invalid control character {named} {where} "
+                f"(inside a string, write it as \\u{code:04x}).")
+    return f"Line {number}: not JSON: {exc.msg[:1].lower()}{exc.msg[1:]} {where}."
+
+
 def datasets_counted():
     """Datasets with `case_count`, `experiment_count` and `last_experiment_id`, in one statement
     (the datasets page and the API list them)."""
@@ -209,7 +228,7 @@ def cases_import(*, dataset: Dataset, text: str, user=None) -> list[Case]:
         try:
             data = loads(line)
         except ValueError as exc:
-            errors.setdefault("file", []).append(f"Line {number}: not JSON ({getattr(exc, 'msg', exc)}).")
+            errors.setdefault("file", []).append(not_json_problem(number, line, exc))
             continue
         if not isinstance(data, dict):
             errors.setdefault("file", []).append(f"Line {number}: a JSON object is needed.")

@@ -1,6 +1,7 @@
 """Datasets, cases and experiments in the API. Input serializers read types and text; the rules
 stay in evals' services (case_add, case_update, dataset_create, experiment_start), whose messages
 come back by field. Output serializers render the rows (and describe them in the schema)."""
+from django.core.validators import ProhibitNullCharactersValidator
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -178,9 +179,19 @@ class CaseFromRunSerializer(KnownFieldsOnly, serializers.Serializer):
         return None if value is None else validated_expectations(value)
 
 
+class JsonLinesField(serializers.CharField):
+    """JSONL as text. A raw NUL is left for the import to name with its line and column (DRF's
+    CharField refuses it with "Null characters are not allowed."): the line holding it is not JSON,
+    so nothing of it is stored."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.validators = [v for v in self.validators if not isinstance(v, ProhibitNullCharactersValidator)]
+
+
 class DatasetImportSerializer(KnownFieldsOnly, serializers.Serializer):
-    jsonl = serializers.CharField(allow_blank=True, trim_whitespace=False, max_length=MAX_IMPORT_CHARS,
-                                  help_text="One case per line, as the export writes them.")
+    jsonl = JsonLinesField(allow_blank=True, trim_whitespace=False, max_length=MAX_IMPORT_CHARS,
+                           help_text="One case per line, as the export writes them.")
 
 
 class ImportResultSerializer(serializers.Serializer):

@@ -163,6 +163,21 @@ def test_bad_input_is_answered_by_field_and_changes_nothing(operator):
     assert not Case.objects.exists() and not Experiment.objects.exists() and Dataset.objects.count() == 1
 
 
+def test_a_raw_nul_in_an_imported_line_is_named_with_its_line_and_column(operator):
+    dataset = new_dataset(operator)
+    lines = [json.dumps({"task": "fine"}), "", '{"task": "ab\x00cd"}', '{"task": "tab\there"}']
+    imported = operator.post(f"/api/v1/datasets/{dataset['id']}/import/", "\n".join(lines),
+                             content_type="application/x-ndjson")
+    assert imported.status_code == 400
+    assert imported.json()["errors"]["jsonl"] == [
+        "Line 3: not JSON: invalid control character NUL (U+0000) at column 13 (inside a string, write it as \\u0000).",
+        "Line 4: not JSON: invalid control character tab (U+0009) at column 14 (inside a string, write it as \\u0009).",
+    ]
+    wrapped = operator.post(f"/api/v1/datasets/{dataset['id']}/import/", {"jsonl": "\n".join(lines)}, format="json")
+    assert wrapped.json()["errors"] == imported.json()["errors"]
+    assert not Case.objects.exists()
+
+
 def test_who_may_do_what(launch, operator, viewer, admin):
     run = launch(WEATHER)
     dataset = new_dataset(operator)

@@ -180,6 +180,16 @@ def test_an_import_with_odd_lines_adds_nothing_and_names_each_line(operator, lau
         ("fine", run.pk), ("a list as its run", None)]
 
 
+def test_an_imported_line_with_a_raw_nul_is_named_with_its_column(operator):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    dataset = Dataset.objects.create(name="imported")
+    upload = SimpleUploadedFile("cases.jsonl", b'{"task": "fine"}\n{"task": "ab\x00cd"}\n')
+    text = operator.post(reverse("dataset_import", args=[dataset.pk]), {"file": upload}, follow=True).content.decode()
+    assert "Line 2: not JSON: invalid control character NUL (U+0000) at column 13" in text
+    assert not Case.objects.exists()
+
+
 def test_an_experiments_run_is_neither_re_run_nor_forked(launch, operator, drive):
     run = launch("What's the weather in Lagos and London?")
     dataset = Dataset.objects.create(name="once")
