@@ -47,6 +47,9 @@ def run_eval(*args) -> tuple[int, str]:
     return 0, out.getvalue()
 
 
+NOTHING = "OK, nothing to fail on (no baseline to compare with, no --min-pass-rate): "
+
+
 def last_line(out: str) -> str:
     return out.strip().splitlines()[-1]
 
@@ -69,7 +72,7 @@ def test_a_draft_that_lost_a_tool_regresses_through_a_worker_and_fails_ci(celery
                    for line in out.splitlines()), measure
     assert "Failing cases" not in out and "No baseline to compare with" in out
     assert f"Dashboard: {settings.SITE_URL.rstrip('/')}/experiments/{first.pk}/" in out
-    assert last_line(out) == "PASSED: 3/3 cases passed"
+    assert last_line(out) == f"{NOTHING}3 of 3 cases passed their checks."
 
     draft_without_weather()
     junit = tmp_path / "eval.xml"
@@ -188,7 +191,23 @@ def test_a_pass_rate_under_the_minimum_fails_and_one_at_it_passes(demo_data, bro
     assert code == 0, out
     first = Experiment.objects.order_by("pk").first()
     assert f"Compared with experiment {first.pk}" in out and "1 still failing, 1 still passing" in out
-    assert last_line(out) == "PASSED: 1/2 cases passed"
+    assert last_line(out) == (f"OK, no regression against experiment {first.pk}, pass rate 50% is at least 50%: "
+                              f"1 of 2 cases passed their checks and 1 failed, as in experiment {first.pk}.")
+
+
+def test_no_regression_with_every_case_failing_says_ok_and_how_many_failed(demo_data, broker):
+    dataset = dataset_create(name="paris")
+    for name in ("paris", "paris again"):
+        case_add(dataset=dataset, data={"name": name, "task": WEATHER, "expectations": [
+            {"kind": "answer_contains", "text": "Paris"}]})
+    code, out = run_eval("paris", "--agent", "demo", "--inline")
+    assert code == 0 and last_line(out) == f"{NOTHING}0 of 2 cases passed their checks and 2 failed.", out
+
+    code, out = run_eval("paris", "--agent", "demo", "--inline")  # against the first: nothing regressed
+    first = Experiment.objects.order_by("pk").first()
+    assert code == 0, out
+    assert last_line(out) == (f"OK, no regression against experiment {first.pk}: 0 of 2 cases passed their checks "
+                              f"and 2 failed, as in experiment {first.pk}.")
 
 
 def test_a_timeout_cancels_the_experiment_and_reports_the_cases_as_errors(demo_data, broker, tmp_path):
@@ -220,6 +239,7 @@ def test_the_models_flag_replaces_the_versions_and_junit_holds_any_answer(demo_d
     code, out = run_eval("answers", "--agent", "demo", "--model", model, "--inline", "--junit", str(junit))
     experiment = Experiment.objects.get()
     assert code == 0, out  # no baseline, no minimum: a failing case alone does not fail CI
+    assert last_line(out) == f"{NOTHING}0 of 1 case passed its checks and 1 failed."
     assert experiment.overrides == {"models": [model]} and experiment.label.endswith(f" with {model}")
     assert "0/1 cases passed (0%)" in out and "    - the answer contains 'ok': answer: All done" in out
     [case] = next(iter(JUnitXml.fromfile(str(junit))))
