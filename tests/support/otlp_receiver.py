@@ -44,6 +44,7 @@ class Span:
     links: list[tuple[str, str]]
     error: bool
     resource: dict = field(default_factory=dict)
+    status_message: str = ""
 
     def events_named(self, prefix: str) -> list[tuple[str, int, dict]]:
         return [e for e in self.events if e[0].startswith(prefix)]
@@ -71,6 +72,7 @@ def decode(body: bytes) -> list[Span]:
                         links=[(link.trace_id.hex(), link.span_id.hex()) for link in s.links],
                         error=s.status.code == 2,
                         resource=resource,
+                        status_message=s.status.message,
                     )
                 )
     return spans

@@ -36,14 +36,19 @@ log = logging.getLogger("runs.tracing")  # its name from before the move: operat
 
 EXIT_FLUSH_SECONDS = 2.0
 SCOPE = "agentsite.runs"  # the instrumentation scope of every span
+PROJECT_NAME = "openinference.project.name"  # the resource attribute OpenInference backends group by
 
 
 class _Tracing:
     def __init__(self, endpoint: str):
         # service.name, the SDK's telemetry.sdk.* and OTEL_RESOURCE_ATTRIBUTES, as the SDK reads them.
-        resource = Resource.create(
-            {"service.name": os.environ.get("OTEL_SERVICE_NAME") or "agentsite", "process.pid": os.getpid()}
-        )
+        attributes = {"service.name": os.environ.get("OTEL_SERVICE_NAME") or "agentsite", "process.pid": os.getpid()}
+        project = os.environ.get("PHOENIX_PROJECT_NAME", "").strip()
+        if project:
+            # The project Arize Phoenix (and other OpenInference backends) files the traces under,
+            # by the variable Phoenix's own documentation tells its users to set.
+            attributes[PROJECT_NAME] = project
+        resource = Resource.create(attributes)
         # Headers, timeout and compression come from the OTEL_EXPORTER_OTLP_* variables, the
         # queue and batch sizes from OTEL_BSP_*. Every run is traced, no sampler: a trace cut in
         # one process and not in another would be worse than none (sample in the collector).

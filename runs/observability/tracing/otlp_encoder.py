@@ -12,7 +12,8 @@ spans both ways, and those of a real run, and compares the messages.
 A span's fields: name, trace_id (int), span_id (int), parent_id (int or None; a parent is marked
 remote: it may be another process's), kind (a SpanKind's name), start_ns, end_ns, attributes,
 events [(name, time_ns, attributes)], error_type (a failed span: the status ERROR and the
-`error.type` attribute) and links [(trace_id, span_id)], remote too.
+`error.type` attribute), error_message (a failed span's status message: its error type and why,
+in short) and links [(trace_id, span_id)], remote too.
 """
 
 import logging
@@ -77,6 +78,7 @@ def _span(
     attributes: dict,
     events: Sequence = (),
     error_type: str | None = None,
+    error_message: str | None = None,
     links: Sequence[tuple[int, int]] = (),
 ) -> None:
     span.trace_id = trace_id.to_bytes(16, "big")
@@ -93,6 +95,8 @@ def _span(
     if error_type:
         attributes = {**attributes, "error.type": error_type}
         span.status.code = ERROR  # no status at all is OTLP's "unset"
+        if error_message:
+            span.status.message = error_message
     _attributes(span.attributes, attributes, name)
     for event_name, time_ns, event_attributes in events:
         event = span.events.add(name=event_name, time_unix_nano=time_ns)

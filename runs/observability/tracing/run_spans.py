@@ -35,12 +35,15 @@ from runs.models import Approval, Run, RunEvent, Step, ToolCall
 from runs.observability.prometheus.counters import UNREGISTERED_TOOL
 from runs.observability.tracing.values import (
     call_id_value,
+    conversation_id,
     error_type,
+    model_answering,
     model_failures,
     models_asked,
     result_hash,
     run_span_id,
     span_id,
+    tool_failure,
     trace_id,
     unix_ns,
     url_host,
@@ -50,6 +53,8 @@ log = logging.getLogger("runs.services.trace_export")  # its name from before th
 
 PROVIDER = "openai"  # the API every model endpoint of this project speaks
 TOOL_ERRORS = {ToolCall.Status.FAILED: "tool_error", ToolCall.Status.UNKNOWN: "outcome_unknown"}
+STOP_REASONS = dict(Run.StopReason.choices)
+MESSAGE_CHARS = 300  # a failed span's status message: its error.type and why, in short
 
 
 
@@ -62,6 +67,23 @@ def _token_kinds(row) -> dict:
     if row.tokens_reasoning:
         found["gen_ai.usage.reasoning.output_tokens"] = row.tokens_reasoning
     return found
+
+
+def _openinference(step: Step) -> dict:
+    """A model call as OpenInference readers (Arize Phoenix) price and label it: the model that
+    answered and its tokens under their names, beside the GenAI conventions' own."""
+    found = {
+        "llm.model_name": step.model,
+        "llm.token_count.prompt": step.tokens_in,
+        "llm.token_count.completion": step.tokens_out,
+        "llm.token_count.total": step.tokens_in + step.tokens_out,
+    }
+    if step.tokens_cached:
+        found["llm.token_count.prompt_details.cache_read"] = step.tokens_cached
+    if step.tokens_reasoning:
+        found["llm.token_count.completion_details.reasoning"] = step.tokens_reasoning
+    return found
+
 
 def export_after_commit(run: Run, records: list, fields: dict) -> None:
     """The recorder's hook, inside its transaction: the spans of the steps and calls it wrote (and
@@ -140,7 +162,7 @@ def _common(run: RunView, operation: str) -> dict:
         return {"gen_ai.operation.name": operation}
     attributes = {
         "gen_ai.operation.name": operation,
-        "gen_ai.conversation.id": str(run.pk),
+        "gen_ai.conversation.id": conversation_id(run.pk, run.key),
         "gen_ai.provider.name": PROVIDER,
     }
     if run.host:
@@ -174,7 +196,8 @@ def _span(run: RunView, name: str, own_id: int, *, kind: str = "INTERNAL", **spa
 
 
 def chat_span(run: RunView, step: Step, calls: list[ToolCall] = ()) -> dict:
-    """One model call: the model asked first, the one that answered, tokens, failures before it.
+    """One model call: the model of the run's list that was asked for this answer (after a
+    fallback, not the first), the name the answer gave, tokens, the failures before it.
 
     `calls`: the step's calls written with it. Those that already have a latency ran before the
     step was inserted (calls that only read): the answer came before the first of them started."""
@@ -186,9 +209,10 @@ def chat_span(run: RunView, step: Step, calls: list[ToolCall] = ()) -> dict:
     end = min([unix_ns(step.created_at), *ran_first])
     start = end - int(step.latency_ms * 1_000_000)
     failures = model_failures(step.model_errors or [], models)
+    asked = model_answering(step.model_errors or [], list(models)) or step.model
     attributes = {
         **_common(run, "chat"),
-        "gen_ai.request.model": models[0],
+        "gen_ai.request.model": asked,
         "gen_ai.response.model": step.model,
         "gen_ai.usage.input_tokens": step.tokens_in,
         "gen_ai.usage.output_tokens": step.tokens_out,
@@ -199,6 +223,7 @@ def chat_span(run: RunView, step: Step, calls: list[ToolCall] = ()) -> dict:
     if step.cost_usd:  # none where the model has no price
         attributes["agentsite.model.cost_usd"] = step.cost_usd
     attributes.update(_token_kinds(step))
+    attributes.update(_openinference(step))
     if step.context_tokens:
         attributes["agentsite.request.estimated_tokens"] = step.context_tokens
         attributes["agentsite.request.tool_definition_tokens"] = step.tool_definition_tokens
@@ -214,7 +239,7 @@ def chat_span(run: RunView, step: Step, calls: list[ToolCall] = ()) -> dict:
     ]
     return _span(
         run,
-        f"chat {models[0]}",
+        f"chat {asked}",
         span_id(run.pk, "step", step.index, key=run.key),
         parent_id=run_span_id(run.pk, run.key),
         kind="CLIENT",
@@ -270,7 +295,15 @@ def tool_span(run: RunView, call: ToolCall, approval: Approval | None = None) ->
         attributes=attributes,
         events=events,
         error_type=TOOL_ERRORS.get(call.status),
+        error_message=_tool_error_message(call),
     )
+
+
+def _tool_error_message(call: ToolCall) -> str | None:
+    """A failed call's status message: its error.type and why, in our words (its error's own text
+    stays here)."""
+    kind = TOOL_ERRORS.get(call.status)
+    return f"{kind}: {tool_failure(call.error)}" if kind else None
 
 
 def run_spans(run: Run, view: RunView) -> list[dict]:
@@ -316,11 +349,19 @@ def run_spans(run: Run, view: RunView) -> list[dict]:
             events=events,
             links=links,
             error_type=run.stop_reason if failed else None,
+            error_message=_run_error_message(run) if failed else None,
         )
     ]
     if run.stop_reason == Run.StopReason.MODEL_ERROR:
         spans.append(_failed_chat_span(run, view, end))
     return spans
+
+
+def _run_error_message(run: Run) -> str:
+    """A failed run's status message: its stop reason and the reason's label (never the detail,
+    which may quote a model's or a tool's error)."""
+    label = STOP_REASONS.get(run.stop_reason)
+    return f"{run.stop_reason}: {label}" if label else run.stop_reason or "failed"
 
 
 def _failed_chat_span(run: Run, view: RunView, end: int) -> dict:
@@ -338,6 +379,7 @@ def _failed_chat_span(run: Run, view: RunView, end: int) -> dict:
         _event("agentsite.model.failed", end, {"gen_ai.request.model": m, "error.type": kind}) for m, kind in failures
     ]
     attributes = {**_common(view, "chat"), "gen_ai.request.model": models[0], "agentsite.model.failures": len(failures)}
+    tried = ", ".join(f"{m}: {kind}" for m, kind in failures)
     return _span(
         view,
         f"chat {models[0]}",
@@ -349,6 +391,7 @@ def _failed_chat_span(run: Run, view: RunView, end: int) -> dict:
         attributes=attributes,
         events=events,
         error_type="model_error",
+        error_message=f"model_error: no model answered ({tried or 'none asked'})"[:MESSAGE_CHARS],
     )
 
 
@@ -366,7 +409,9 @@ def _approval_events(approval: Approval) -> list:
     ]
     if approval.decided_at is not None:
         decided = _approval_attributes(approval.status, approval.automatic, approval.grant_id, approval.rule_name)
-        decided["agentsite.approval.wait_ms"] = (approval.decided_at - approval.requested_at).total_seconds() * 1000
+        # Never below 0: a decision stamped by a host whose clock is behind the asking one's.
+        wait = (approval.decided_at - approval.requested_at).total_seconds() * 1000
+        decided["agentsite.approval.wait_ms"] = max(wait, 0.0)
         events.append(_event("agentsite.approval.decided", unix_ns(approval.decided_at), decided))
     return events
 

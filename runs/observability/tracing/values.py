@@ -47,6 +47,20 @@ def _run_ids(key: str, run_id: int) -> tuple[int, int]:
     return _keyed(key, 16, "run", run_id), _keyed(key, 8, "run", run_id, "agent")
 
 
+@lru_cache(maxsize=4)
+def installation_id(key: str | None = None) -> str:
+    """This installation in its exported ids: 16 hex digits of a keyed hash of a constant under
+    ARGS_HASH_KEY, so the same in every process of a site (as the trace ids are), different
+    between sites, and telling nothing of the key."""
+    return f"{_keyed(key or settings.ARGS_HASH_KEY, 8, 'installation'):016x}"
+
+
+def conversation_id(run_id: int, key: str | None = None) -> str:
+    """The run as `gen_ai.conversation.id`: its id on this installation. A bare database id would
+    merge the runs of two installations that export to one collector (both have a run 7)."""
+    return f"{installation_id(key)}-{run_id}"
+
+
 def trace_id(run_id: int, key: str | None = None) -> int:
     """The run's trace: the same in every process of this site, unguessable and distinct elsewhere."""
     return _run_ids(key or settings.ARGS_HASH_KEY, run_id)[0]
@@ -101,6 +115,52 @@ def model_failures(errors: list[str], models: list[str]) -> list[tuple[str, str]
         rest = text[len(model) + 2 :] if model else (text.partition(": ")[2] or text)
         failures.append((model or "unknown", error_type(rest)))
     return failures
+
+
+# The model-error texts of runs/engine/llm.py after which it asks the SAME model again (with
+# tool_choice "auto", or with older results summarised harder): that model may then answer.
+ASKED_AGAIN = ("; retried with auto", "; older results summarised harder and asked again")
+
+
+def model_answering(errors: list[str], models: list[str]) -> str | None:
+    """The model of the run's list that was asked for the answer that followed `errors` (the
+    failures before it, "model: what happened"). Models are asked in order, each until it answers
+    or fails for good, so it is the first model, the one that failed last when that failure was
+    one it is asked again after, or else the one after it. None when the texts do not say."""
+    if not models:
+        return None
+    if not errors:
+        return models[0]
+    last, _kind = model_failures(errors[-1:], models)[0]
+    if last not in models:
+        return None
+    if errors[-1].endswith(ASKED_AGAIN):
+        return last
+    following = models.index(last) + 1
+    return models[following] if following < len(models) else None
+
+
+# What a failed tool call's span says of why (its status message): our own words, picked by
+# the start of the error text, which itself never leaves (a tool's error may repeat arguments
+# or results, a model's text an unknown tool's name).
+TOOL_FAILURES = [
+    (re.compile(r"unknown tool"), "no tool of the run by that name"),
+    (re.compile(r"invalid arguments"), "arguments refused by the tool's schema"),
+    (re.compile(r"the tool (timed out|could not start within)"), "timed out"),
+    (re.compile(r"outcome unknown"), "it may have taken effect"),
+    (re.compile(r"the tool failed with an unexpected ([A-Za-z_][A-Za-z0-9_]{0,60})"), "the tool raised {0}"),
+    (re.compile(r"the tool returned a result that is not JSON"), "its result is not JSON"),
+    (re.compile(r"tool .{0,250} is not answering"), "the tool is not answering"),
+]
+
+
+def tool_failure(text: str) -> str:
+    """Why a tool call failed, in a few words of ours (see TOOL_FAILURES)."""
+    for pattern, words in TOOL_FAILURES:
+        match = pattern.match(text)
+        if match:
+            return words.format(*match.groups())
+    return "the tool reported an error"
 
 
 def error_type(text: str) -> str:

@@ -44,6 +44,7 @@ SPANS = [
         ],
         links=[(0xFEDCBA98765432100123456789ABCDEF, 0x2222222222222222), (7, 9)],
         error_type="budget_exceeded",
+        error_message="budget_exceeded: the run's budget is spent",
     ),
     dict(  # a model call: a parent, every kind of value, a failed fallback as an event
         name="chat llama3",
@@ -102,7 +103,7 @@ def readable(resource, scope, fields: dict) -> ReadableSpan:
         events=[Event(name, attrs, timestamp=at) for name, at, attrs in fields.get("events", ())],
         links=[Link(SpanContext(t, s, True, SAMPLED)) for t, s in fields.get("links", ())],
         kind=SpanKind[fields["kind"]],
-        status=Status(StatusCode.ERROR) if fields.get("error_type") else None,
+        status=Status(StatusCode.ERROR, fields.get("error_message")) if fields.get("error_type") else None,
         start_time=fields["start_ns"],
         end_time=max(fields["end_ns"], fields["start_ns"]),
         instrumentation_scope=scope,

@@ -73,8 +73,8 @@ def test_a_run_with_parallel_calls_a_fallback_an_approval_and_levers_is_one_trac
     # under the run's span that is not there yet (it comes when the run ends).
     early = flushed(receiver)
     assert sorted(s.name for s in early) == [
-        f"chat {bad}",
-        f"chat {bad}",
+        f"chat {good}",
+        f"chat {good}",
         "execute_tool get_weather",
         "execute_tool get_weather",
     ]
@@ -105,14 +105,18 @@ def test_a_run_with_parallel_calls_a_fallback_an_approval_and_levers_is_one_trac
     assert not root.error
     assert root.start_ns <= min(s.start_ns for s in spans) and root.end_ns >= max(s.end_ns for s in spans)
 
-    # One chat span per model call: the model asked, the one that answered, tokens, the fallback.
+    # One chat span per model call, named for the model that answered it (the second: the first
+    # failed), which a backend prices and labels it by; tokens; the fallback.
     steps = list(Step.objects.filter(run=run).order_by("index"))
     chats = sorted(by_name(spans, "chat "), key=lambda s: s.attributes["agentsite.step.index"])
-    assert [c.name for c in chats] == [f"chat {bad}"] * 3
+    assert [c.name for c in chats] == [f"chat {good}"] * 3
     for chat, step in zip(chats, steps, strict=True):
         assert chat.attributes["gen_ai.operation.name"] == "chat"
-        assert chat.attributes["gen_ai.request.model"] == bad
+        assert chat.attributes["gen_ai.request.model"] == good
         assert chat.attributes["gen_ai.response.model"] == good
+        assert chat.attributes["llm.model_name"] == good  # OpenInference's (Phoenix's) name for it
+        assert chat.attributes["llm.token_count.prompt"] == step.tokens_in
+        assert chat.attributes["llm.token_count.completion"] == step.tokens_out
         assert chat.attributes["gen_ai.usage.input_tokens"] == step.tokens_in
         assert chat.attributes["gen_ai.usage.output_tokens"] == step.tokens_out
         assert chat.attributes["gen_ai.response.finish_reasons"] == [step.finish_reason]
@@ -175,6 +179,9 @@ def test_a_run_that_every_model_fails_ends_its_trace_with_a_failed_chat_span_and
         {"gen_ai.request.model": first, "error.type": "503"},
         {"gen_ai.request.model": "script:nope", "error.type": "404"},
     ]
+    # A failed span says why in its status message: its error type and a short reason in our words.
+    assert chat.status_message == f"model_error: no model answered ({first}: 503, script:nope: 404)"
+    assert root.status_message == "model_error: Model error"
 
 
 def test_cached_and_reasoning_tokens_and_the_request_size_are_attributes_of_the_chat_and_agent_spans(
@@ -190,6 +197,11 @@ def test_cached_and_reasoning_tokens_and_the_request_size_are_attributes_of_the_
     for span in (root, chat):
         assert span.attributes["gen_ai.usage.cache_read.input_tokens"] == 800
         assert span.attributes["gen_ai.usage.reasoning.output_tokens"] == 300
+    # And as OpenInference readers (Arize Phoenix) read a model call's tokens.
+    assert chat.attributes["llm.token_count.completion_details.reasoning"] == 300
+    assert chat.attributes["llm.token_count.prompt_details.cache_read"] == 800
+    assert (chat.attributes["llm.token_count.prompt"], chat.attributes["llm.token_count.completion"],
+            chat.attributes["llm.token_count.total"]) == (1000, 500, 1500)
     step = Step.objects.get(run=run)
     assert chat.attributes["agentsite.request.estimated_tokens"] == step.context_tokens > 0
     assert chat.attributes["agentsite.request.tool_definition_tokens"] == step.tool_definition_tokens > 0
@@ -301,8 +313,55 @@ def test_a_tool_name_the_model_invents_leaves_as_unregistered_never_as_its_text(
         "unregistered",
     )
     assert tools["i1"].attributes["agentsite.tool.status"] == "failed" and tools["i1"].error
+    assert tools["i1"].status_message == "tool_error: no tool of the run by that name"
     assert tools["w1"].name == "execute_tool get_weather"  # a tool of the run keeps its name
+    assert not tools["w1"].status_message
     assert b"TASK-SECRET" not in b"".join(receiver.bodies)
+
+
+def test_a_call_a_rule_approves_shows_a_wait_of_zero_never_a_negative_one(collector, launch, script):
+    """The rule decides in the moment the call is asked (its decision was stamped a few ms before
+    the request: a negative wait in the trace and every wait figure)."""
+    from runs.models import ApprovalRule
+
+    receiver = collector()
+    ApprovalRule.objects.create(name="desk", action="approve", position=10,
+                                conditions=[{"path": "$.order_id", "op": "eq", "value": "ORD-1001"}])
+    run = launch("Cancel ORD-1001", models=[script(calls(CANCEL), {"content": "Cancelled."})])
+    assert run.status == Run.Status.SUCCEEDED
+    (cancel,) = by_name(flushed(receiver), "execute_tool ")
+    requested, decided = cancel.events
+    assert decided[0] == "agentsite.approval.decided" and decided[2]["agentsite.approval.decider"] == "rule"
+    assert decided[2]["agentsite.approval.wait_ms"] == 0.0
+    assert requested[1] == decided[1]
+
+
+def test_two_installations_exporting_to_one_collector_never_share_a_conversation(collector, launch, script, settings):
+    """Both have a run of this id: the conversation id names the installation (a keyed hash under
+    its ARGS_HASH_KEY, which itself never leaves), so a backend does not merge their runs."""
+    from runs.observability.tracing.values import conversation_id, installation_id
+
+    receiver = collector()
+    settings.ARGS_HASH_KEY = "installation-one-key"
+    run = launch("weather", models=[script({"content": "Lagos 31."})])
+    flushed(receiver)
+    settings.ARGS_HASH_KEY = "installation-two-key"  # another site, its own run of the same id
+    run_spans._export(Run.objects.get(pk=run.pk), [Step.objects.get(run=run)], True)
+    spans = flushed(receiver)
+    conversations = {s.attributes["gen_ai.conversation.id"] for s in spans if "gen_ai.conversation.id" in s.attributes}
+    one, two = (f"{installation_id(key)}-{run.pk}" for key in ("installation-one-key", "installation-two-key"))
+    assert conversations == {one, two} and one != two
+    assert one == conversation_id(run.pk, "installation-one-key")
+    payload = b"".join(receiver.bodies)
+    assert b"installation-one-key" not in payload and b"installation-two-key" not in payload
+
+
+def test_the_project_the_spans_land_in_is_named_by_phoenix_project_name(collector, launch, script, monkeypatch):
+    monkeypatch.setenv("PHOENIX_PROJECT_NAME", "support-agents")
+    receiver = collector()
+    launch("weather", models=[script({"content": "Lagos 31."})])
+    spans = flushed(receiver)
+    assert spans and {s.resource["openinference.project.name"] for s in spans} == {"support-agents"}
 
 
 def run_weather(launch, script, bad) -> Run:

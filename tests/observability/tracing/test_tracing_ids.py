@@ -32,3 +32,38 @@ def test_a_model_failure_leaves_as_its_model_and_a_kind_of_error_never_its_text(
         ("unknown", "429"),
     ]
     assert error_type("the answer is larger than 100 bytes") == "error"
+
+
+def test_the_model_a_span_names_is_the_one_asked_for_the_answer_not_the_first_of_the_list():
+    from runs.observability.tracing.values import model_answering
+
+    models = ["gpt-4o", "llama3", "mistral"]
+    assert model_answering([], models) == "gpt-4o"
+    assert model_answering(["gpt-4o: HTTP 503: down"], models) == "llama3"
+    assert model_answering(["gpt-4o: HTTP 503: down", "llama3: timed out"], models) == "mistral"
+    # Asked again after these: the same model answered.
+    assert model_answering(["gpt-4o: HTTP 503: down",
+                            "llama3: tool_choice required refused (HTTP 500: no); retried with auto"], models) == "llama3"
+    assert model_answering(["gpt-4o: the conversation is too long for its context (HTTP 400: long); older results "
+                            "summarised harder and asked again"], models) == "gpt-4o"
+    assert model_answering(["mistral: HTTP 500: x"], models) is None  # none after the last: the texts do not say
+    assert model_answering(["other: HTTP 500: x"], models) is None
+
+
+def test_the_conversation_id_names_the_installation_and_never_its_key():
+    from runs.observability.tracing.values import conversation_id, installation_id
+
+    assert conversation_id(7, "site-one") == f"{installation_id('site-one')}-7"
+    assert conversation_id(7, "site-one") != conversation_id(7, "site-two")
+    assert len(installation_id("site-one")) == 16 and "site-one" not in conversation_id(7, "site-one")
+
+
+def test_a_failed_tool_calls_reason_is_in_our_words_never_its_error_text():
+    from runs.observability.tracing.values import tool_failure
+
+    assert tool_failure("unknown tool 'TASK-SECRET'; available tools: a, b") == "no tool of the run by that name"
+    assert tool_failure("invalid arguments at $.to: 'SECRET' is not of type 'integer'") == (
+        "arguments refused by the tool's schema")
+    assert tool_failure("the tool timed out after 30 seconds") == "timed out"
+    assert tool_failure("the tool failed with an unexpected KeyError") == "the tool raised KeyError"
+    assert tool_failure("card 4111 declined by SECRET-BANK") == "the tool reported an error"
