@@ -212,6 +212,9 @@ LLM_API_KEY_HOSTS = env_list("LLM_API_KEY_HOSTS", [])
 LLM_MODELS = env_list("LLM_MODELS", [])
 LLM_TIMEOUT_SECONDS = env_float("LLM_TIMEOUT_SECONDS", 120.0)
 LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", 2)
+# "Replay this request" (runs/lifecycle/replay.py) spends tokens inside a web request: one person
+# may have this many replays in flight at once (the next is refused until one ends).
+REPLAYS_AT_ONCE = env_int("REPLAYS_AT_ONCE", 2)
 # Cap on each answer when the agent sets none: a local server would otherwise generate up to
 # its whole context window. 0 sends no cap.
 LLM_MAX_OUTPUT_TOKENS = env_int("LLM_MAX_OUTPUT_TOKENS", 4096)

@@ -6,18 +6,33 @@ The request is rebuilt from the run's rows (the loop records no request bodies):
 messages, tools and settings, unless the run's tools changed since. In a run that summarised
 results to fit its context budget, the summaries are made again for this one request, so they may
 differ from those the step sent (the loop's keep from request to request).
+
+A replay adds nothing to the run, but it is spending: it is refused in words when a cost or
+tokens budget covering the run is reached (before any model is asked), one person may have
+REPLAYS_AT_ONCE replays in flight (a slot in the shared cache, given back however the replay
+ends), and each is recorded (StepReplay: who, which models, tokens, cost) with an audit entry.
+The budgets count the recorded figures from then on.
 """
 import time
+import uuid
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from django.conf import settings
+from django.core.cache import cache
+from django.db import transaction
+from django.utils import timezone
 
+from audit.models import AuditEntry
+from audit.record import entry_write
 from runs.engine import context, llm, llm_clients
 from runs.engine.conversation import build_messages
 from runs.engine.run_tools import RunTools
 from runs.lifecycle.archive import masked_arguments
-from runs.models import Run, Step
+from runs.models import Run, Step, StepReplay
+from runs.supervision.budgets import replay_reached
 from toolsapp.sensitive import sensitive_values_in_messages
 
 MAX_MODELS = 5
@@ -26,6 +41,20 @@ REPLAY_TIMEOUT_SECONDS = 60.0  # each model's answer (a person waits for the pag
 
 class ReplayRefused(ValueError):
     pass
+
+
+class ReplayOverBudget(ReplayRefused):
+    """A budget covering the run is reached: no model was asked."""
+
+
+class ReplayBusy(ReplayRefused):
+    """The person already has REPLAYS_AT_ONCE replays in flight."""
+
+
+@dataclass
+class ReplayDone:
+    record: StepReplay
+    answers: list["ReplayAnswer"]
 
 
 @dataclass
@@ -65,8 +94,12 @@ def step_request(*, run: Run, index: int) -> tuple[list[dict], RunTools, str]:
 
 def models_chosen(text: str) -> list[str]:
     """The model names typed (comma or line separated), in order, without repeats."""
-    names = [name.strip() for part in text.splitlines() for name in part.split(",")]
-    chosen = list(dict.fromkeys(name for name in names if name))
+    return models_checked([name for part in text.splitlines() for name in part.split(",")])
+
+
+def models_checked(names: list[str]) -> list[str]:
+    """The model names given (the page's text split, or the API's list), in order, without repeats."""
+    chosen = list(dict.fromkeys(name.strip() for name in names if name.strip()))
     if not chosen:
         raise ReplayRefused("name at least one model")
     if len(chosen) > MAX_MODELS:
@@ -76,9 +109,71 @@ def models_chosen(text: str) -> list[str]:
     return chosen
 
 
-def step_replay(*, run: Run, index: int, models: list[str]) -> list[ReplayAnswer]:
-    """Each model's answer to step `index`'s request, in the order of `models`."""
-    messages, toolbox, tool_choice = step_request(run=run, index=index)
+def slot_seconds() -> float:
+    """How long a replay can last at most (its models are asked at once, each with the client's
+    retries): a slot whose process died is free again after this."""
+    return REPLAY_TIMEOUT_SECONDS * (settings.LLM_MAX_RETRIES + 1) + 60
+
+
+@contextmanager
+def replay_slot(user) -> Iterator[None]:
+    """One of the person's REPLAYS_AT_ONCE slots, held while the block runs, in the cache every
+    web process shares (an atomic add takes a slot, so two requests cannot take the same one)."""
+    token = uuid.uuid4().hex
+    at_once = max(1, settings.REPLAYS_AT_ONCE)
+    for number in range(at_once):
+        key = f"step-replay-slot:{user.pk}:{number}"
+        if cache.add(key, token, timeout=slot_seconds()):
+            break
+    else:
+        raise ReplayBusy(f"You already have {at_once} replay{'s' if at_once > 1 else ''} in flight, the most one "
+                         "person may run at once: wait for one to finish, then replay again.")
+    try:
+        yield
+    finally:
+        if cache.get(key) == token:  # not a slot that expired and was taken by another replay since
+            cache.delete(key)
+
+
+def step_replay(*, run: Run, index: int, models: list[str], user) -> ReplayDone:
+    """Each model's answer to step `index`'s request, in the order of `models`, as spending: refused
+    when a budget covering the run is reached or the person has too many replays in flight;
+    recorded with what it spent, which the budgets count from then on."""
+    found = replay_reached(run)
+    if found is not None:
+        raise ReplayOverBudget(f"{found.sentence}. A replay spends from it too, so no model was asked; "
+                               "an administrator can raise the budget on the budgets page.")
+    with replay_slot(user):
+        request = step_request(run=run, index=index)
+        # Recorded before any model is asked: who replayed what is kept even if this process dies.
+        record = StepReplay.objects.create(run=run, step_index=index, user=user, user_name=user.get_username(),
+                                           models_asked=models)
+        answers = _answers(run, request, models)
+        replay_record(record, answers)
+    return ReplayDone(record, answers)
+
+
+def replay_record(record: StepReplay, answers: list[ReplayAnswer]) -> None:
+    """The replay's figures, and the audit log's entry, in one transaction."""
+    record.tokens_in = sum(a.tokens_in for a in answers)
+    record.tokens_out = sum(a.tokens_out for a in answers)
+    record.cost_usd = sum(a.cost_usd for a in answers)
+    record.finished_at = timezone.now()
+    with transaction.atomic():
+        record.save(update_fields=["tokens_in", "tokens_out", "cost_usd", "finished_at"])
+        entry_write(
+            action=AuditEntry.Action.CREATED, kind="step replay", object_id=record.pk,
+            object_repr=f"Run {record.run_id}, step {record.step_index}",
+            after={"run": record.run_id, "step": record.step_index, "models": record.models_asked,
+                   "answered": [a.model for a in answers if a.ok], "tokens_in": record.tokens_in,
+                   "tokens_out": record.tokens_out, "cost_usd": record.cost_usd},
+            detail=f"Replayed step {record.step_index} of run {record.run_id} against {', '.join(record.models_asked)}: "
+                   f"{record.tokens:,} tokens, ${record.cost_usd:.6f}",
+        )
+
+
+def _answers(run: Run, request: tuple[list[dict], RunTools, str], models: list[str]) -> list[ReplayAnswer]:
+    messages, toolbox, tool_choice = request
     config = run.config
     # Arguments a model writes for a tool's sensitive fields are masked, as on the run page.
     sensitive = {name: list(tool.sensitive_fields) for name, tool in toolbox.tools.items() if tool.sensitive_fields}
@@ -109,3 +204,11 @@ def step_replay(*, run: Run, index: int, models: list[str]) -> list[ReplayAnswer
 
     with ThreadPoolExecutor(max_workers=len(models), thread_name_prefix="replay") as pool:
         return list(pool.map(ask, models))
+
+
+REPLAYS_SHOWN = 20
+
+
+def replays_of_run(run_id: int) -> list[StepReplay]:
+    """The run's latest replays, newest first, for its page."""
+    return list(StepReplay.objects.filter(run_id=run_id)[:REPLAYS_SHOWN])

@@ -5,6 +5,7 @@ from runs.models.core import Agent, Approval, Run, RunEvent, Step, ToolCall, Too
 from runs.models.levers import OperatorMessage
 from runs.models.metrics import PrunedTotals
 from runs.models.notifications import BudgetAlert, ChatMessage, Webhook, WebhookDelivery
+from runs.models.replays import StepReplay
 from runs.models.rollups import RollupDay, RunRollup, StepRollup, ToolRollup, UncountedRun
 from runs.models.search import RunSearchText
 from runs.models.supervision import (
@@ -19,6 +20,6 @@ from runs.models.versions import AgentVersion
 
 __all__ = [
     "Agent", "AgentVersion", "Approval", "ApprovalRule", "ApprovalRuleVersion", "ApprovalVote", "ArchivedApproval", "BudgetAlert", "Budget", "BudgetHold", "BudgetNotice", "BudgetRaise", "ChatMessage",
-    "OperatorMessage", "PrunedTotals", "RollupDay", "Run", "RunEvent", "RuleQuorumGroup", "RunGrant", "RunRollup", "RunSearchText", "ShadowDecision", "Step", "StepRollup",
+    "OperatorMessage", "PrunedTotals", "RollupDay", "Run", "RunEvent", "RuleQuorumGroup", "RunGrant", "RunRollup", "RunSearchText", "ShadowDecision", "Step", "StepReplay", "StepRollup",
     "ToolCall", "ToolChoice", "ToolRollup", "UncountedRun", "Webhook", "WebhookDelivery",
 ]

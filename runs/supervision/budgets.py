@@ -9,7 +9,10 @@ sweep lets held runs go on when the period turns. Nothing is lost and no run die
 
 What a budget counts is what the metrics page counts: production runs (no experiments) created
 in the site's day or month (runs/days.py), with their own tokens and cost (runs/models/figures.py);
-a runs budget counts such runs that started. A start takes the budgets' rows under a lock
+a runs budget counts such runs that started. A replay of a step against other models
+(runs/lifecycle/replay.py) spends too: cost and tokens budgets add what the replays of the runs
+they cover spent in the period, and a replay is refused, before any model is asked, when one
+of them is reached. A start takes the budgets' rows under a lock
 (PostgreSQL `SELECT ... FOR UPDATE`; SQLite's IMMEDIATE write transaction is one writer at a
 time) and writes its start in the same transaction, so two runs starting at once are counted one
 after the other: a runs budget with one left starts exactly one of them. A started run reads the
@@ -29,13 +32,13 @@ from datetime import datetime
 from functools import reduce
 from operator import or_
 
-from django.db.models import Count, Q, Sum
+from django.db.models import Count, F, Q, Sum
 from django.db.models.signals import post_delete, post_save
 from django.utils import timezone
 
 from runs.days import day_of, day_start
 from runs.engine.events import approvals_changed
-from runs.models import Agent, Budget, BudgetHold, BudgetRaise, Run
+from runs.models import Agent, Budget, BudgetHold, BudgetRaise, Run, StepReplay
 from runs.models.figures import own_cost, own_tokens
 
 log = logging.getLogger("runs.budgets")
@@ -101,8 +104,20 @@ def _scope(budget: Budget, now: datetime) -> Q:
     return scope
 
 
+def _replay_scope(budget: Budget, now: datetime) -> Q:
+    """The replays a cost or tokens budget counts: those of the runs it covers (any run, an
+    experiment's too: a replay is a person's spending, never an experiment's), made in its period."""
+    scope = Q(created_at__gte=period_start(budget.period, now), run__agent__project_id=budget.project_id)
+    if budget.scope == Budget.Scope.AGENT:
+        scope &= Q(run__agent_id=budget.agent_id)
+    elif budget.scope == Budget.Scope.PERSON:
+        scope &= Q(run__created_by_id=budget.person_id)
+    return scope
+
+
 def budgets_used(budgets: list[Budget], *, now: datetime | None = None) -> dict[int, float]:
-    """What each budget's period has used so far, in one query."""
+    """What each budget's period has used so far: the runs' own figures in one query, and, for
+    cost and tokens budgets, what replays of their steps spent in one more."""
     if not budgets:
         return {}
     now = now or timezone.now()
@@ -116,7 +131,18 @@ def budgets_used(budgets: list[Budget], *, now: datetime | None = None) -> dict[
         else:
             sums[f"b{budget.pk}"] = Count("pk", filter=scope)
     rows = Run.production.filter(reduce(or_, (_scope(b, now) for b in budgets))).aggregate(**sums)
-    return {b.pk: float(rows[f"b{b.pk}"] or 0) for b in budgets}
+    used = {b.pk: float(rows[f"b{b.pk}"] or 0) for b in budgets}
+    spending = [b for b in budgets if b.measure != Budget.Measure.RUNS]
+    if spending:
+        replay_sums = {
+            f"b{b.pk}": Sum("cost_usd" if b.measure == Budget.Measure.COST else F("tokens_in") + F("tokens_out"),
+                            filter=_replay_scope(b, now))
+            for b in spending
+        }
+        replays = StepReplay.objects.filter(reduce(or_, (_replay_scope(b, now) for b in spending))).aggregate(**replay_sums)
+        for budget in spending:
+            used[budget.pk] += float(replays[f"b{budget.pk}"] or 0)
+    return used
 
 
 def _project_of(run: Run) -> int:
@@ -183,8 +209,21 @@ def reached(run: Run, *, starting: bool, lock: bool = False, now: datetime | Non
 
     A budget found used up is confirmed against budgets and raises read afresh: a raise made a
     moment ago in another process (the queue's Raise) must not pause again the run it released."""
+    if run.experiment:
+        return None
+    return _spent_confirmed(run, starting=starting, lock=lock, now=now)
+
+
+def replay_reached(run: Run, *, now: datetime | None = None) -> Reached | None:
+    """The first cost or tokens budget covering `run` that is used up, asked before a replay of
+    one of its steps sends anything: a replay spends as its run does (an experiment's run too), so
+    it is refused where the run would pause. Runs budgets count runs started, never replays."""
+    return _spent_confirmed(run, starting=False, lock=False, now=now)
+
+
+def _spent_confirmed(run: Run, *, starting: bool, lock: bool, now: datetime | None) -> Reached | None:
     budgets, raises = _enabled()
-    if not budgets or run.experiment:
+    if not budgets:
         return None
     now = now or timezone.now()
     found = _first_spent(run, budgets, raises, starting=starting, lock=lock, now=now)

@@ -18,6 +18,7 @@ def register_routes() -> None:
             "run_resume", "run_message", "run_stop", "run_fork", "step_replay", "run_compare",
             "api-run-detail", "api-run-cancel", "api-run-rerun", "api-run-pause", "api-run-resume",
             "api-run-message", "api-run-stop", "api-run-grants", "api-run-fork", "api-run-compare",
+            "api-step-replay",
         ], run),
         **dict.fromkeys(["approval_decide", "approval_detail", "api-approval-approve", "api-approval-reject"], approval),
         **dict.fromkeys(["grant_revoke", "api-grant-revoke"], grant),

@@ -1,10 +1,10 @@
-"""Replaying a step's request from the run page: an operator sends it to two models and reads
-their answers side by side."""
+"""Replaying a step's request from the run page: an operator sends it to two models, reads
+their answers side by side, and finds the replay listed on the run page with what it spent."""
 import pytest
 from playwright.sync_api import expect
 
 from runs.models import Run
-from tests.browser import requires_chromium, screenshot, wait_for_seq
+from tests.browser import axe_violations, requires_chromium, screenshot, wait_for_seq
 
 pytestmark = [pytest.mark.browser, requires_chromium]
 
@@ -31,3 +31,11 @@ def test_an_operator_replays_a_step_against_two_models(live, browser, users, lau
     for width, name in ((1280, "step-replay-desktop"), (390, "step-replay-phone")):
         page.set_viewport_size({"width": width, "height": 900})
         screenshot(page, name)
+
+    page.get_by_role("link", name="Back to the run").click()
+    replays = page.locator("#run-replays .replay-record")
+    expect(replays).to_have_count(1)
+    expect(replays.locator(".replay-who")).to_have_text("operator")
+    expect(replays.locator(".replay-models")).to_have_text(f"{calm}, {eager}")
+    expect(replays.locator(".replay-spent")).to_contain_text("tokens · $")
+    assert axe_violations(page) == []

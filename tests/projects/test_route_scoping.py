@@ -87,7 +87,7 @@ ROUTE_THING = {
         "run_detail", "run_cancel", "run_rerun", "call_result", "call_arguments", "run_pause", "run_resume",
         "run_message", "run_stop", "run_fork", "step_replay", "run_add_to_dataset",
         "api-run-detail", "api-run-cancel", "api-run-rerun", "api-run-pause", "api-run-resume", "api-run-message",
-        "api-run-stop", "api-run-grants", "api-run-fork",
+        "api-run-stop", "api-run-grants", "api-run-fork", "api-step-replay",
     ], "run"),
     **dict.fromkeys(["run_compare", "api-run-compare"], "fork"),  # a fork: a run with a parent to compare with
     **dict.fromkeys(["approval_decide", "approval_detail", "api-approval-approve", "api-approval-reject"], "approval"),
@@ -121,6 +121,7 @@ ARGUMENT = {
     "other": lambda w: w.baseline.pk,
     "other_id": lambda w: w.baseline.pk,
     "case_id": lambda w: w.case.pk,
+    "index": lambda w: 1,  # a step of the run
 }
 
 # What a GET needs besides the arguments to show the thing rather than a 404 of its own.
@@ -292,7 +293,7 @@ def test_a_thing_of_another_project_under_ones_own_is_as_if_it_did_not_exist(bet
                                  for thing in {*ROUTE_THING.values(), "baseline"}})
     routes = routes_with_arguments()
     mixed = [(name, arg) for name in sorted(OBJECT_ROUTES) for arg in routes[name]
-             if len(routes[name]) > 1 and arg != "number"]  # a version's number names no thing of its own
+             if len(routes[name]) > 1 and arg not in ("number", "index")]  # a version's number, a step's index: no thing of their own
     assert {("memory_edit", "pk"), ("case_edit", "pk"), ("call_result", "call_pk"), ("case_compare", "case_id"),
             ("api-case-detail", "pk"), ("api-experiment-compare", "other_id")} <= set(mixed)
     leaks, not_found = [], []

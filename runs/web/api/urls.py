@@ -9,6 +9,7 @@ from runs.web.api import views
 from runs.web.api.views import levers, tokens
 from runs.web.api.views.budgets import BudgetViewSet
 from runs.web.api.views.forks import RunCompareView, RunForkView
+from runs.web.api.views.replays import StepReplayView
 from runs.web.api.views.rules import RuleViewSet
 
 router = SimpleRouter()
@@ -43,6 +44,7 @@ urlpatterns = [
     path("v1/runs/<int:pk>/grants/", views.RunGrantListView.as_view(), name="api-run-grants"),
     path("v1/runs/<int:pk>/fork/", RunForkView.as_view(), name="api-run-fork"),
     path("v1/runs/<int:pk>/compare/", RunCompareView.as_view(), name="api-run-compare"),
+    path("v1/runs/<int:pk>/steps/<int:index>/replay/", StepReplayView.as_view(), name="api-step-replay"),
     path("v1/grants/<int:pk>/revoke/", views.GrantRevokeView.as_view(), name="api-grant-revoke"),
     path("v1/approvals/", views.ApprovalListView.as_view(), name="api-approval-list"),
     path("v1/approvals/archived/", views.ArchivedApprovalListView.as_view(), name="api-approval-archived"),

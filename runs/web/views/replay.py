@@ -1,4 +1,5 @@
-"""Replay one step's request against up to five models (answers only; nothing is run or recorded)."""
+"""Replay one step's request against up to five models (answers only: nothing is run or added to the run;
+the replay itself is recorded, and counted by the budgets covering the run)."""
 from django import forms
 from django.contrib.auth.decorators import login_required, permission_required
 from django.http import Http404
@@ -41,7 +42,8 @@ def step_replay_view(request, pk: int):
         form = ReplayForm(request.POST)
         if form.is_valid():
             try:
-                answers = step_replay(run=run, index=step.index, models=form.cleaned_data["models"])
+                answers = step_replay(run=run, index=step.index, models=form.cleaned_data["models"],
+                                      user=request.user).answers
             except ReplayRefused as exc:
                 form.add_error(None, str(exc))
     else:

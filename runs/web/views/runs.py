@@ -12,6 +12,7 @@ from runs.engine.dispatch import run_dispatch
 from runs.lifecycle.call_arguments import run_call_arguments, run_timeline
 from runs.lifecycle.launch import POLICY_LABELS, LaunchNotAllowed, launch_policy
 from runs.lifecycle.relatives import run_family
+from runs.lifecycle.replay import replays_of_run
 from runs.lifecycle.reruns import rerun_create
 from runs.lifecycle.run_reads import agent_defaults, call_in_run, run_for_page
 from runs.lifecycle.runs import InvalidRun, run_cancel, run_create
@@ -72,6 +73,7 @@ def run_detail(request, pk: int):
         "call_result_url": reverse("call_result", args=[run.pk, 0]),
         "approval_url": reverse("approval_detail", args=[0]),
         "grants": grants_of_run(run.pk),
+        "replays": replays_of_run(run.pk),
         "policy_labels": POLICY_LABELS,
         # Its agent's long-term memory, when the run called a memory tool (the facts page filters by run).
         "used_memory": any(f"\n{name}\n" in run.tools_used for name in MEMORY_TOOLS),
