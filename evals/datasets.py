@@ -49,7 +49,8 @@ def not_json_problem(number: int, line: str, exc: ValueError) -> str:
         named = f"{CONTROL_NAMES[code]} (U+{code:04X})" if code in CONTROL_NAMES else f"U+{code:04X}"
         return (f"Line {number}: not JSON: invalid control character {named} {where} "
                 f"(inside a string, write it as \\u{code:04x}).")
-    return f"Line {number}: not JSON: {exc.msg[:1].lower()}{exc.msg[1:]} {where}."
+    message = exc.msg.removesuffix(" at")  # "Unterminated string starting at": the column follows
+    return f"Line {number}: not JSON: {message[:1].lower()}{message[1:]} {where}."
 
 
 def datasets_counted():
@@ -212,12 +213,19 @@ def cases_export(dataset: Dataset) -> Iterator[str]:
         yield json.dumps(case_data(case), ensure_ascii=False) + "\n"
 
 
+def jsonl_lines(text: str) -> list[str]:
+    """The lines of a JSON Lines text, split at line feeds only (a CR before one is dropped): the
+    export writes U+2028, U+2029 and U+0085 inside strings as they are, which is valid JSON, and
+    str.splitlines would cut a case in two there."""
+    return [line.removesuffix("\r") for line in text.split("\n")]
+
+
 def cases_import(*, dataset: Dataset, text: str, user=None) -> list[Case]:
     """Add every case of a JSONL text, or none: CaseInvalid names the line of each problem. A
     source run that no longer exists is dropped (the case is kept; its calls are then simulated
     as "not executed")."""
     rows, errors = [], {}
-    lines = [(number, line) for number, line in enumerate(text.splitlines(), 1) if line.strip()]
+    lines = [(number, line) for number, line in enumerate(jsonl_lines(text), 1) if line.strip()]
     if len(lines) > MAX_CASES_PER_IMPORT:
         raise CaseInvalid({"file": [f"At most {MAX_CASES_PER_IMPORT} cases at once."]})
     if not lines:

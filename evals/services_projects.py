@@ -5,6 +5,7 @@ it did not exist ("No run 7."); one they see but of another project than the dat
 words. A dataset's cases come from runs of its project, and its experiments run that project's
 agents (an experiment's project is its agent's)."""
 import json
+import re
 
 from evals import datasets as data
 from evals.models import Dataset, Experiment
@@ -155,7 +156,7 @@ def import_text_scoped(user, dataset: Dataset, text: str) -> str:
     """The JSONL with each source run the dataset's cases may not name (one the person does not
     see, or of another project) left out, as the import leaves out one that no longer exists: the
     case is kept, and copies nothing of that run. Every other line, and the line numbers, stay."""
-    lines = text.splitlines(keepends=True)
+    lines = [line for line in re.split(r"(?<=\n)", text) if line]  # as data.jsonl_lines: at line feeds only
     sources = {}
     for index, line in enumerate(lines):
         try:
@@ -173,7 +174,7 @@ def import_text_scoped(user, dataset: Dataset, text: str) -> str:
     for index, (row, source) in sources.items():
         if source not in allowed:
             row.pop("source_run")
-            ending = lines[index][len(lines[index].splitlines()[0]):]
+            ending = lines[index][len(lines[index].rstrip("\r\n")):]
             lines[index] = json.dumps(row, ensure_ascii=False) + ending
     return "".join(lines)
 

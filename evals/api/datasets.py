@@ -342,7 +342,7 @@ def _import_problems(text: str) -> list[str]:
     """What the import's own checks cannot say of a line: values the database cannot store, a
     source run that is not an id, an expectation naming a measure or operator with a list."""
     problems = []
-    for number, line in enumerate(text.splitlines(), 1):
+    for number, line in enumerate(services.jsonl_lines(text), 1):
         try:
             data = loads(line)
         except JsonTooDeep as exc:

@@ -127,6 +127,26 @@ def test_export_then_import_gives_the_same_cases(launch, operator):
     assert fields(again["id"]) == fields(source["id"])
 
 
+def test_a_case_holding_unicode_line_separators_survives_export_then_import(operator):
+    # U+2028, U+2029 and U+0085 are written as they are inside a JSON string (valid JSON): a line
+    # of the JSONL is what ends at a line feed, not at every character Python calls a line break.
+    task = "Cancel ORD-1001\u2028then ORD-1002\u2029and say so\u0085thanks"
+    source = new_dataset(operator, name="separators")
+    new_case(operator, source["id"], task=task, name="seps")
+    text = b"".join(operator.get(f"/api/v1/datasets/{source['id']}/export.jsonl").streaming_content).decode()
+    assert "\u2028" in text and text.count("\n") == 1
+    for name, body, kind in (("copy", text, "application/x-ndjson"), ("again", {"jsonl": text}, None)):
+        copy = new_dataset(operator, name=name)
+        url = f"/api/v1/datasets/{copy['id']}/import/"
+        imported = operator.post(url, body, content_type=kind) if kind else operator.post(url, body, format="json")
+        assert created(imported)["detail"] == "1 case imported."
+        [case] = operator.get(f"/api/v1/datasets/{copy['id']}/cases/").json()["results"]
+        assert case["task"] == task
+    # A line really cut in two says where, once.
+    cut = operator.post(url, text.replace("\u2028", "\n", 1), content_type="application/x-ndjson")
+    assert cut.status_code == 400 and "Line 1: not JSON: unterminated string starting at column 26." in cut.json()["errors"]["jsonl"]
+
+
 def test_bad_input_is_answered_by_field_and_changes_nothing(operator):
     dataset = new_dataset(operator)
     cases = f"/api/v1/datasets/{dataset['id']}/cases/"
