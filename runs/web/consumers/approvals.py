@@ -1,6 +1,12 @@
 """Live approval queue: tells open queues and header badges that something changed, takes
 decisions, and announces the calls each person may decide (browser notifications).
 
+Who may watch is checked again, not only at connect, on the run timeline's schedule
+(runs/web/consumers/rights.py): before every message the client sends, and before a change is told
+once a few seconds have passed. The projects whose changes the socket hears are read again then: a
+person removed from a project stops hearing of it; one who may no longer watch the queue at all gets
+"permission denied: ..." and 4403, a session that no longer signs them in SIGNED_OUT and 4401.
+
 Who may decide is checked again on every decision, not only at connect: the session must still
 sign the same user in (not signed out, password unchanged, account active) and that user, read
 afresh from the database, must still hold the permission. A refused decision is answered and the
@@ -26,19 +32,32 @@ from runs.roles import PERM_DECIDE, PERM_VIEW_APPROVAL
 from runs.supervision.announcements import approvals_pending_by_run, approvals_to_announce
 from runs.supervision.decide import AlreadyDecided, EditRefused, NotAllowed, approval_decide
 from runs.supervision.queue import approval_decision_text, approvals_pending_count
-from runs.web.consumers.frames import BoundedJsonConsumer
+from runs.web.consumers.rights import CLOSE_FORBIDDEN, CLOSE_SIGNED_OUT, SIGNED_OUT, RecheckedRightsConsumer
 from runs.web.sessions import session_user
 
-SIGNED_OUT = "your session has ended (signed out, password changed or account deactivated): sign in again"
 PERMISSION_DENIED = "permission denied"
-# Close codes of a refused decision (4000-4999 are the application's own).
-CLOSE_SIGNED_OUT, CLOSE_FORBIDDEN = 4401, 4403
+NO_LONGER_WATCHING = "permission denied: you may no longer see the approval queue"
+
+
+def _view_rights(user) -> tuple[bool, set[int] | None]:
+    """(whether the person may watch the queue, the projects whose calls they see: None for all)."""
+    return user.has_perm(PERM_VIEW_APPROVAL), visible_projects(user)
+
+
+_may_view = database_sync_to_async(_view_rights)
 
 
 @database_sync_to_async
-def _may_view(user) -> tuple[bool, set[int] | None]:
-    """(whether the person may watch the queue, the projects whose calls they see: None for all)."""
-    return user.has_perm(PERM_VIEW_APPROVAL), visible_projects(user)
+def _watching_now(session_key: str | None, user_id: int) -> tuple[tuple[str, int] | None, set[int] | None]:
+    """(None, the projects whose calls the socket's user sees now: None for all) while the session
+    still signs them in and they may watch the queue; else ((error, close code), None)."""
+    user = session_user(session_key)
+    if user is None or user.pk != user_id:
+        return (SIGNED_OUT, CLOSE_SIGNED_OUT), None
+    allowed, projects = _view_rights(user)
+    if not allowed:
+        return (NO_LONGER_WATCHING, CLOSE_FORBIDDEN), None
+    return None, projects
 
 
 @database_sync_to_async
@@ -104,7 +123,8 @@ def _decide(user, approval_id: int, approve: bool, reason: str) -> dict:
     return {"type": "decided", "approval_id": approval_id, "approval": approval_brief(approval)}
 
 
-class ApprovalsConsumer(BoundedJsonConsumer):
+class ApprovalsConsumer(RecheckedRightsConsumer):
+    error_key = "error"
     # {run id: its pending approval ids this socket was told of (or found when it started
     # announcing)}; None until the client asks for announcements.
     told: dict[int, set[int]] | None = None
@@ -123,13 +143,26 @@ class ApprovalsConsumer(BoundedJsonConsumer):
             await self.close()
             return
         self.run_projects = {}
+        self.rights_checked()
         await self.channel_layer.group_add(APPROVALS_GROUP, self.channel_name)
         await self.accept()
 
     async def disconnect(self, code):
         await self.channel_layer.group_discard(APPROVALS_GROUP, self.channel_name)
 
+    async def rights_refusal(self) -> tuple[str, int] | None:
+        session = self.scope.get("session")
+        refused, projects = await _watching_now(getattr(session, "session_key", None), self.scope["user"].pk)
+        if refused is None:
+            self.projects = projects  # added to a project or removed from one since: heard from now on
+        return refused
+
+    async def leave_groups(self) -> None:
+        await self.channel_layer.group_discard(APPROVALS_GROUP, self.channel_name)
+
     async def receive_json(self, content, **kwargs):
+        if not await self.may_still_watch():
+            return
         if isinstance(content, dict) and content.get("type") == "announce":
             self.told = await _pending_by_run()  # what waits already is in the queue, not news
             await self.send_json({"type": "announcing"})
@@ -153,6 +186,8 @@ class ApprovalsConsumer(BoundedJsonConsumer):
         await self.send_json(await _decide(user, approval_id, approve, reason[:2000]))
 
     async def approvals_changed(self, event):
+        if not await self.may_still_watch_when_due():
+            return
         run_id = event.get("run_id")
         if self.projects is not None and isinstance(run_id, int):
             if run_id not in self.run_projects:

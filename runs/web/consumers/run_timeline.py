@@ -23,11 +23,10 @@ Operators steer the run on the same socket: {"type": "lever", "lever": "pause"|"
 other. Each lever checks the session and the permission again at that moment (signed out or a
 changed password: the error, then the socket closes; a viewer: the error, and it keeps watching).
 
-Watching is checked again too, not only at connect: before every message the client sends is
-handled, and before a live event is sent once RIGHTS_RECHECK_SECONDS have passed since the last
-check. A session that no longer signs the user in (signed out, password changed, account
-deactivated) gets {"type": "error", "message": SIGNED_OUT} and the socket closes with 4401; a user
-who may no longer watch runs gets "permission denied" and 4403. Neither is sent another event.
+Watching is checked again too, not only at connect, on the schedule of runs/web/consumers/rights.py
+(before every message the client sends, and before a live event once a few seconds have passed): a
+session that no longer signs the user in gets SIGNED_OUT and 4401, a person who may no longer watch
+this run (their role, or their membership of its project, gone) "permission denied" and 4403.
 """
 import time
 from collections import deque
@@ -43,17 +42,11 @@ from runs.models import Run
 from runs.roles import PERM_CANCEL, PERM_VIEW
 from runs.supervision.lever_state import run_lever_state
 from runs.supervision.levers import LEVERS, LeverRefused
-from runs.web.consumers.frames import BoundedJsonConsumer
+from runs.web.consumers.rights import CLOSE_FORBIDDEN, CLOSE_SIGNED_OUT, SIGNED_OUT, RecheckedRightsConsumer
 from runs.web.sessions import session_user
 from toolsapp.text import MAX_SAFE_INTEGER
 
-SIGNED_OUT = "your session has ended (signed out, password changed or account deactivated): sign in again"
 PERMISSION_DENIED = "permission denied: you may no longer watch runs"
-# Close codes when the right to watch is gone (4000-4999 are the application's own).
-CLOSE_SIGNED_OUT, CLOSE_FORBIDDEN = 4401, 4403
-# Live events go out without a question from the client: the right to watch is read again before
-# one is sent once this long has passed since the last check (a query per socket at most this often).
-RIGHTS_RECHECK_SECONDS = 5
 
 
 @database_sync_to_async
@@ -112,12 +105,10 @@ def _pull(session_key: str | None, user_id: int, run_id: int, lever: str, text) 
 RESUME_WINDOW_SECONDS = 10
 
 
-class RunTimelineConsumer(BoundedJsonConsumer):
+class RunTimelineConsumer(RecheckedRightsConsumer):
     run_id: int | None = None
     group: str | None = None
     resumed_at: deque[float]
-    rights_checked_at: float = 0.0
-    refused: bool = False  # the right to watch is gone: the socket is closing, nothing more is sent
 
     async def connect(self):
         run_id = self.scope["url_route"]["kwargs"]["run_id"]
@@ -130,7 +121,7 @@ class RunTimelineConsumer(BoundedJsonConsumer):
             return
         self.run_id, self.group = run_id, group
         self.resumed_at = deque()
-        self.rights_checked_at = time.monotonic()
+        self.rights_checked()
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
 
@@ -139,7 +130,7 @@ class RunTimelineConsumer(BoundedJsonConsumer):
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
     async def receive_json(self, content, **kwargs):
-        if not await self._may_still_watch():
+        if not await self.may_still_watch():
             return
         if isinstance(content, dict) and content.get("type") == "lever":
             await self.lever(content)
@@ -196,33 +187,21 @@ class RunTimelineConsumer(BoundedJsonConsumer):
         self.resumed_at.append(now)
         return 0
 
-    async def _may_still_watch(self) -> bool:
-        """Whether this socket's user may still watch; if not, says why and closes the socket."""
-        if self.refused:
-            return False
+    async def rights_refusal(self) -> tuple[str, int] | None:
         session = self.scope.get("session")
-        refused = await _watch_refusal(getattr(session, "session_key", None), self.scope["user"].pk, self.run_id)
-        if refused is None:
-            self.rights_checked_at = time.monotonic()
-            return True
-        error, code = refused
-        self.refused = True
-        # Leave the group first: nothing published meanwhile reaches a socket that is closing.
+        return await _watch_refusal(getattr(session, "session_key", None), self.scope["user"].pk, self.run_id)
+
+    async def leave_groups(self) -> None:
         await self.channel_layer.group_discard(self.group, self.channel_name)
-        await self.send_json({"type": "error", "message": error})
-        await self.close(code=code)
-        return False
 
     async def run_event(self, message):
-        due = self.refused or time.monotonic() - self.rights_checked_at >= RIGHTS_RECHECK_SECONDS
-        if due and not await self._may_still_watch():
+        if not await self.may_still_watch_when_due():
             return
         await self.send_json({"type": "event", "seq": message["seq"], "kind": message["kind"], "data": message["data"],
                               "at": message.get("at")})
 
     async def run_stream(self, message):
         """An answer being written (runs/engine/streaming.py): shown, never stored or replayed."""
-        due = self.refused or time.monotonic() - self.rights_checked_at >= RIGHTS_RECHECK_SECONDS
-        if due and not await self._may_still_watch():
+        if not await self.may_still_watch_when_due():
             return
         await self.send_json({"type": "stream", **{k: v for k, v in message.items() if k not in ("type", "run_id")}})

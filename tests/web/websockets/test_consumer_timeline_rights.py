@@ -10,7 +10,7 @@ from channels.db import database_sync_to_async
 from django.contrib.auth.models import Group, User
 from django.test import Client
 
-from runs.web.consumers import run_timeline
+from runs.web.consumers import rights
 from tests.web.websockets import test_consumer_timeline as timeline
 from tests.web.websockets.test_consumer_timeline import TIMEOUT, communicator, record_committed, replay, stored
 
@@ -100,7 +100,7 @@ def test_a_viewer_who_lost_the_right_gets_no_event_and_the_socket_closes(
 
 @CHANGES
 def test_a_live_event_is_not_sent_once_the_right_is_gone(finished_run, vera, change, error, code, monkeypatch):
-    monkeypatch.setattr(run_timeline, "RIGHTS_RECHECK_SECONDS", 0)  # every live event checks
+    monkeypatch.setattr(rights, "RIGHTS_RECHECK_SECONDS", 0)  # every live event checks
     user, client, cookie = vera
 
     async def go():
@@ -121,7 +121,7 @@ def test_a_live_event_is_not_sent_once_the_right_is_gone(finished_run, vera, cha
 
 
 def test_a_viewer_who_still_may_watch_keeps_watching(finished_run, vera, monkeypatch):
-    monkeypatch.setattr(run_timeline, "RIGHTS_RECHECK_SECONDS", 0)
+    monkeypatch.setattr(rights, "RIGHTS_RECHECK_SECONDS", 0)
     _user, _client, cookie = vera
 
     async def go():
