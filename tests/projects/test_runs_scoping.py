@@ -137,7 +137,7 @@ def test_a_rule_budget_and_webhook_of_one_project_never_touch_anothers_runs(team
 def test_the_approvals_socket_tells_an_operator_of_their_projects_changes_only(teams):
     fresh_channel_layer()
     client = signed_in(teams["ann"])
-    headers = [(b"origin", b"http://localhost"),
+    headers = [(b"origin", b"http://localhost"), (b"host", b"localhost"),
                (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode())]
     a_run, b_run = teams["runs"]["a"], teams["runs"]["b"]
 
@@ -170,7 +170,7 @@ def test_the_approvals_socket_tells_an_operator_of_their_projects_changes_only(t
 def test_the_run_socket_of_another_projects_run_is_refused(teams):
     fresh_channel_layer()
     client = signed_in(teams["ann"])
-    headers = [(b"origin", b"http://localhost"),
+    headers = [(b"origin", b"http://localhost"), (b"host", b"localhost"),
                (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode())]
 
     async def connects(run_id: int) -> bool:

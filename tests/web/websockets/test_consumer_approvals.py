@@ -31,13 +31,14 @@ def _fresh_layer():
 DEMO_TASK = "Cancel order ORD-1001"
 PATH = "/ws/approvals/"
 LOCAL_ORIGIN = b"http://localhost"
+LOCAL_HOST = b"localhost"  # the Host a page of LOCAL_ORIGIN opens its sockets at
 # The handshake reads the session and the user from the database; on a loaded CI machine
 # that can take longer than the communicator's default second.
 CONNECT_TIMEOUT = 10
 
 
 def headers_for(user: User | None, origin: bytes = LOCAL_ORIGIN) -> list[tuple[bytes, bytes]]:
-    headers = [(b"origin", origin)]
+    headers = [(b"origin", origin), (b"host", LOCAL_HOST)]
     if user is not None:
         client = Client()
         client.force_login(user)
@@ -272,7 +273,7 @@ def test_a_decision_is_announced_after_commit_only(launch, alice, viewer, no_dis
 def signed_in(user: User) -> tuple[Client, list[tuple[bytes, bytes]]]:
     client = Client()
     client.force_login(user)
-    return client, [(b"origin", LOCAL_ORIGIN), (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode())]
+    return client, [(b"origin", LOCAL_ORIGIN), (b"host", LOCAL_HOST), (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode())]
 
 
 def deactivate(user, client):

@@ -19,6 +19,7 @@ from runs.models import RunEvent
 from tests.support.channel_layer import fresh_channel_layer
 
 LOCAL = b"http://localhost"
+LOCAL_HOST = b"localhost"  # the Host a page of LOCAL opens its sockets at
 TIMEOUT = 10
 
 
@@ -68,7 +69,7 @@ def finished_run(launch):
 
 
 def communicator(run_id, cookie=None, origin=LOCAL):
-    headers = [(b"origin", origin)]
+    headers = [(b"origin", origin), (b"host", LOCAL_HOST)]
     if cookie:
         headers.append((b"cookie", cookie.encode()))
     return WebsocketCommunicator(application, f"/ws/runs/{run_id}/", headers=headers)

@@ -91,7 +91,8 @@ def test_the_approvals_socket_answers_a_frame_nested_too_deeply_or_not_json_with
 
     async def go():
         ws = WebsocketCommunicator(application, "/ws/approvals/",
-                                   headers=[(b"origin", timeline.LOCAL), (b"cookie", cookie.encode())])
+                                   headers=[(b"origin", timeline.LOCAL), (b"host", timeline.LOCAL_HOST),
+                                            (b"cookie", cookie.encode())])
         assert (await ws.connect(timeout=TIMEOUT))[0]
         await ws.send_to(text_data='{"type": "decide", "approval_id": ' + "[" * 100_000 + "]" * 100_000 + "}")
         deep = await ws.receive_json_from(timeout=TIMEOUT)
