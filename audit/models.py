@@ -1,6 +1,7 @@
 """The audit log of administration: who changed what, when, from where, with the values before
-and after (secrets masked). Append-only: an entry is never changed or deleted by the application
-(the model refuses it; the admin shows entries read-only)."""
+and after (secrets masked). Append-only: an entry is never changed or deleted (the model refuses it
+through its manager, the admin shows entries read-only, and the database refuses any UPDATE or DELETE of
+an entry, and on PostgreSQL a TRUNCATE, whatever sends it: audit/migrations/0003_append_only_triggers.py)."""
 from django.db import models
 
 
