@@ -26,3 +26,14 @@ class SignInForm(AuthenticationForm):
             if self.user_cache is None:  # a wrong password (not an inactive account's right one)
                 signin_failed(username=username, ip=ip)
             raise
+
+
+class ChatIdentityForm(forms.Form):
+    """A Slack member mapped to one of a project's people (on the projects page)."""
+
+    member_id = forms.CharField(max_length=64, label="Slack member ID", help_text="e.g. U024BE7LH")
+    username = forms.ChoiceField(label="Acts as")
+
+    def __init__(self, *args, people: list[str] = (), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["username"].choices = [(name, name) for name in people]

@@ -54,8 +54,8 @@ class SsoIdentity(models.Model):
 
 class ChatIdentity(models.Model):
     """A person of the chat workspace (a Slack member ID) and the account their clicks act as.
-    Set by administrators (the admin): never claimed by the person, never matched by name or
-    e-mail, which can change hands."""
+    Set by administrators (a project's admins on the projects page, site administrators there or in
+    the admin): never claimed by the person, never matched by name or e-mail, which can change hands."""
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="chat_identities")
     member_id = models.CharField(max_length=64, unique=True, help_text="The Slack member ID, e.g. U024BE7LH.")

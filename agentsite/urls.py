@@ -15,6 +15,7 @@ urlpatterns = [
     path("api/v1/", include("evals.api_urls")),
     path("api/", include("runs.web.api.urls")),
     path("", include("projects.urls")),  # the projects a person sees, and their role in each
+    path("", include("accounts.urls")),  # chat identities, mapped on the projects page
     path("", include("audit.urls")),  # the audit log of administration (administrators)
     path("", include("memory.urls")),  # an agent's long-term memory, under its page
     path("", include("evals.urls")),  # datasets, experiments, and "Add to a dataset" from a run

@@ -2,6 +2,10 @@
 from django.contrib import admin
 
 from projects.models import Membership, Project
+from projects.people import admin_site_entry
+
+# The admin shows every project's things: only site administrators enter it (projects/people.py).
+admin.site.has_permission = admin_site_entry
 
 
 class MembershipInline(admin.TabularInline):

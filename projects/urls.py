@@ -1,5 +1,11 @@
 from django.urls import path
 
-from projects.views import project_list
+from projects import views
 
-urlpatterns = [path("projects/", project_list, name="project_list")]
+urlpatterns = [
+    path("projects/", views.project_list, name="project_list"),
+    # The project and the member are named in the form (the project's people are not things of
+    # its own with an address): each view finds them, 404 for a project the person does not see.
+    path("projects/members/add/", views.member_add, name="project_member_add"),
+    path("projects/members/change/", views.member_change, name="project_member_change"),
+]

@@ -1,16 +1,28 @@
-"""The projects page: the projects a person sees, their role in each, and who else works there."""
+"""The projects page: the projects a person sees, their role in each, and who else works there;
+a project's admins (and site administrators) add people, change their role and remove them."""
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.shortcuts import render
+from django.http import Http404
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
 
-from projects import access
+from projects import access, people
+from projects.forms import MemberAddForm, MemberRoleForm
 from projects.models import Membership, Project
 
 # The site's role groups (runs/roles.py) as a person is named by them: "an operator".
-ROLE_NAMES = {"viewers": "viewer", "operators": "operator", "admins": "admin"}
+ROLE_NAMES = people.ROLES
 
 
 def role_name(group: str) -> str:
     return ROLE_NAMES.get(group, group)
+
+
+def answer_tag(project: Project) -> str:
+    """The tag of a message answering a change to this project's people: shown in its card (the
+    header's list skips "-answer" messages)."""
+    return f"project-{project.slug}-answer"
 
 
 @login_required
@@ -27,7 +39,71 @@ def project_list(request):
     mine = {m.project_id: role_name(m.role.name) for ms in members.values() for m in ms if m.user_id == user.pk}
     site_roles = sorted(role_name(name) for name in user.groups.filter(name__in=ROLE_NAMES).values_list("name", flat=True))
     site = ", ".join(site_roles) + " (site role)" if site_roles else "superuser" if user.is_superuser else ""
-    rows = [{"project": p, "members": [(m.user.get_username(), role_name(m.role.name)) for m in members.get(p.pk, [])],
-             "role": mine.get(p.pk) or site}
-            for p in projects]
+    site_admin = people.site_administrator(user)
+    rows = []
+    for p in projects:
+        manages = site_admin or mine.get(p.pk) == ROLE_NAMES[people.ADMINS]
+        rows.append({
+            "project": p, "role": mine.get(p.pk) or site, "manages": manages, "answer_tag": answer_tag(p),
+            "members": [{"membership": m, "name": m.user.get_username(), "role": role_name(m.role.name),
+                         "form": MemberRoleForm(initial={"role": m.role.name}, auto_id=f"id_member_{m.pk}_%s")
+                         if manages else None}
+                        for m in members.get(p.pk, [])],
+            "add_form": MemberAddForm(auto_id=f"id_{p.slug}_%s") if manages else None,
+        })
     return render(request, "projects/project_list.html", {"rows": rows, "site_roles": site_roles})
+
+
+def posted_id(request, name: str) -> int | None:
+    """The id a form sent as `name`; None (which names no row) when it is not one."""
+    value = request.POST.get(name, "")
+    return int(value) if value.isascii() and value.isdigit() and len(value) < 19 else None
+
+
+def project_answer(request, project: Project, text: str, *, ok: bool = True):
+    """Back to the project's card on the projects page, with `text` shown in it."""
+    messages.add_message(request, messages.SUCCESS if ok else messages.ERROR, text, extra_tags=answer_tag(project))
+    return redirect(f"{reverse('project_list')}#project-{project.slug}")
+
+
+def form_problem(form) -> str:
+    """A form's errors as one sentence to show in the card."""
+    return " ".join(f"{form.fields[name].label or name.capitalize()}: {' '.join(errors)}" if name in form.fields
+                    else " ".join(errors) for name, errors in form.errors.items())
+
+
+@login_required
+@require_POST
+def member_add(request):
+    project = people.project_managed(request.user, request.POST.get("project", ""))
+    form = MemberAddForm(request.POST)
+    if not form.is_valid():
+        return project_answer(request, project, form_problem(form), ok=False)
+    try:
+        added = people.member_add(project=project, **form.cleaned_data)
+    except people.PeopleRefused as refused:
+        return project_answer(request, project, str(refused), ok=False)
+    return project_answer(request, project, f"{added.user.get_username()} is now {role_name(added.role.name)} in {project}.")
+
+
+@login_required
+@require_POST
+def member_change(request):
+    """The role form of one member: its "Change" button sets the role, its "Remove" button removes them."""
+    membership = Membership.objects.select_related("user", "role", "project").filter(
+        pk=posted_id(request, "membership")).first()
+    if membership is None:
+        raise Http404("No such member.")
+    project = people.project_managed(request.user, membership.project.slug)
+    name = membership.user.get_username()
+    try:
+        if request.POST.get("action") == "remove":
+            people.member_remove(membership=membership)
+            return project_answer(request, project, f"{name} no longer has a role in {project}.")
+        form = MemberRoleForm(request.POST)
+        if not form.is_valid():
+            return project_answer(request, project, form_problem(form), ok=False)
+        changed = people.member_role_set(membership=membership, role=form.cleaned_data["role"])
+    except people.PeopleRefused as refused:
+        return project_answer(request, project, str(refused), ok=False)
+    return project_answer(request, project, f"{name} is now {role_name(changed.role.name)} in {project}.")

@@ -1,6 +1,7 @@
 from django.conf import settings
 
 from projects.access import sees_every_project, visible_projects
+from projects.people import admin_site_entry
 from runs.supervision.budget_requests import budget_requests_count
 from runs.supervision.escalation import age_text
 from runs.supervision.queue import approvals_waiting
@@ -14,7 +15,9 @@ def pending_approvals(request):
         return {}
     context = {"demo_model_active": not settings.LLM_API_KEY and not settings.LLM_BASE_URL,
                # A role in every project (the platform team): the site's pages (the audit log).
-               "sees_every_project": sees_every_project(user)}
+               "sees_every_project": sees_every_project(user),
+               # Django's admin is not cut by project: its link is for site administrators only.
+               "may_enter_admin": admin_site_entry(request)}
     if user.has_perm("runs.view_approval"):
         projects = visible_projects(user)
         waiting = approvals_waiting(projects)

@@ -10,6 +10,7 @@ import re
 from urllib.parse import urlsplit
 
 import pytest
+from django.contrib.auth.models import User
 from playwright.sync_api import expect
 
 from evals.models import Dataset
@@ -218,3 +219,41 @@ def test_an_operator_of_one_project_sees_nothing_of_another_anywhere(live, brows
     assert not [frame for frame in frames if SECRET in frame.lower()]
 
     assert not problems, "\n".join(problems)
+
+
+def test_a_project_admin_adds_a_person_and_maps_their_chat_identity_on_the_projects_page(live, browser, demo_data):
+    """What the admin used to be needed for, on the projects page: Alpha's admin adds a person with a
+    role and maps their Slack member ID; a name that is no account is refused in the card; the
+    page reads at desktop and phone width (nothing wider than the phone)."""
+    alpha, beta = project("Alpha"), project("Beta")
+    ada = member("ada", alpha, "admins", password=PASSWORD)
+    member("bea", beta, "admins")
+    User.objects.create_user("dan", password=PASSWORD)
+
+    page = browser.login(ada)
+    page.goto("/projects/")
+    card = page.locator("#project-alpha")
+    expect(page.locator("#project-beta")).to_have_count(0)
+    adding = card.get_by_role("form", name="Add a person to Alpha")
+    adding.get_by_label("Person (their username)").fill("nobody")
+    adding.get_by_role("button", name="Add").click()
+    expect(card.locator(".card-answer.msg-error")).to_contain_text("No account is named “nobody”")
+
+    adding = card.get_by_role("form", name="Add a person to Alpha")
+    adding.get_by_label("Person (their username)").fill("dan")
+    adding.get_by_label("Role").select_option(label="operator")
+    adding.get_by_role("button", name="Add").click()
+    expect(card.locator(".card-answer.msg-success")).to_have_text("dan is now operator in Alpha.")
+    expect(card.get_by_label("Role of dan")).to_have_value("operators")
+
+    mapping = card.get_by_role("form", name="Map a chat identity in Alpha")
+    mapping.get_by_label("Slack member ID").fill("U024BE7LH")
+    mapping.get_by_label("Acts as").select_option("dan")
+    mapping.get_by_role("button", name="Map").click()
+    expect(card.locator(".card-answer.msg-success")).to_have_text("U024BE7LH now acts as dan in chat.")
+    expect(card.get_by_role("list", name="Chat identities of Alpha")).to_contain_text("U024BE7LH → dan")
+
+    shots(page, "projects-admin")
+    page.set_viewport_size(PHONE)
+    assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+    page.set_viewport_size(DESKTOP)
