@@ -1,7 +1,8 @@
 """Chat identities mapped on the projects page: which Slack member acts as which account when they
 click Approve or Reject in a channel. A project's admins map the people of their project (see
 projects.people.manages_everywhere: an identity acts as its person in every project, so only
-people whose every role is in projects the admin manages); site administrators map anyone."""
+people whose every role is in projects the admin manages); site administrators map anyone.
+Nobody maps their own account."""
 import re
 
 from django.contrib.auth import get_user_model
@@ -37,6 +38,10 @@ def chat_identity_map(*, actor, project: Project, username: str, member_id: str)
     person = get_user_model().objects.filter(username=username.strip()).first()
     if person is None:
         raise PeopleRefused(f"No account is named “{username.strip()}”.")
+    if person.pk == actor.pk:
+        # A mapping is an administrator's word that this Slack member is this person, never a claim.
+        raise PeopleRefused("Nobody maps their own chat identity: another admin of the project or a site "
+                            "administrator does.")
     _mappable(actor, project, person)
     taken = ChatIdentity.objects.filter(member_id=member_id).select_related("user").first()
     if taken is not None:

@@ -118,10 +118,12 @@ def test_a_project_admin_maps_and_removes_chat_identities_of_their_people(alpha)
     # A superuser (or anyone with a site role) of the project: their clicks would decide anything anywhere.
     User.objects.create_superuser("zed", password="pw-long-enough-1")
     member("zed", alpha["a"], "viewers")
+    member("eve", alpha["a"], "viewers")
     refusals = {
         ("U0ZED", "zed"): "zed also works where you are no admin",
         ("hello", "cy"): "A Slack member ID looks like U024BE7LH",
-        ("U024BE7LH", "ann"): "U024BE7LH already acts as cy: remove that first.",
+        ("U024BE7LH", "ann"): "Nobody maps their own chat identity",
+        ("U024BE7LH", "eve"): "U024BE7LH already acts as cy: remove that first.",
         ("U0VIC", "vic"): "vic also works where you are no admin",  # a viewer of Beta too
         ("U0DAN", "dan"): "Select a valid choice",  # not of Alpha
     }
