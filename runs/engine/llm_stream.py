@@ -69,12 +69,21 @@ def starts_new_call(call: _Call, *, call_id: str, name: str) -> bool:
     """Whether a piece carrying `call_id` and `name` (either may be "") begins a call of its own
     rather than continuing `call`, the call in progress at its index (or the last one, for a piece
     without an index). OpenAI sends a call's id and name once, in its first piece, and a new index
-    for each call; Ollama sends every parallel call whole at index 0, each with a new id; mistral.rs
-    and some proxies send no index at all. So a new id starts a new call, and so does a name
-    after the call's arguments are complete JSON (the same server without ids)."""
-    if call_id and call.id:
-        return call_id != call.id
-    return bool(name) and bool(call.name) and call.arguments_complete()
+    for each call; Ollama sends every parallel call whole at index 0, each with a new id or none;
+    mistral.rs and some proxies send no index at all; vllm.rs and vLLM's harmony streaming send a
+    new id with every piece of one call, and some servers repeat the name in every piece."""
+    named = "".join(call.name)
+    other_name = bool(name) and bool(named) and name != named
+    if call.arguments_complete():
+        # The call is whole: a new id, or a name without the call's own id, begins the next one.
+        return bool(call_id and call_id != call.id) or (bool(name) and bool(named) and not (call_id and call_id == call.id))
+    if "".join(call.arguments).strip():
+        # Arguments half written: the piece continues them whatever id it carries, unless it
+        # names another tool.
+        return other_name
+    # No arguments yet: the name may still be coming in pieces; a new id naming another tool is a
+    # call sent without arguments, followed by the next.
+    return bool(call_id and call.id and call_id != call.id) and other_name
 
 
 class StreamedAnswer:
@@ -147,10 +156,10 @@ class StreamedAnswer:
             self.calls.append(call)
         if index is not None:
             self._at_index[index] = call
-        if call_id:
-            call.id = call_id
-        if name and not (call_id and call_id == call.id and "".join(call.name) == name):
-            call.name.append(name)  # (a server that repeats the id and name in every piece: once)
+        if call_id and not call.id:
+            call.id = call_id  # the id the call began with (some servers send a new one every piece)
+        if name and name != "".join(call.name):
+            call.name.append(name)  # (a server that repeats the name in every piece: once)
         arguments = function.get("arguments")
         if isinstance(arguments, str):
             call.arguments.append(arguments)

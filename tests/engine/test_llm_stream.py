@@ -76,6 +76,31 @@ def test_a_server_repeating_the_id_and_name_in_every_piece_gives_one_call_named_
     ) == [("a", "get_weather", '{"city": "Lagos"}')]
 
 
+def test_a_new_id_on_every_piece_of_one_call_keeps_it_one_call():
+    # vllm.rs and vLLM's harmony streaming: a fresh id with each piece, at the same index.
+    assert calls_of(
+        [{"index": 0, "id": "a1", "function": fn("get_weather", '{"city": ')}],
+        [{"index": 0, "id": "a2", "function": fn(arguments='"Lagos"}')}],
+        [{"index": 0, "id": "b1", "function": fn("search_tickets", '{"query": ')}],
+        [{"index": 0, "id": "b2", "function": fn(arguments='"printer"}')}],
+    ) == [("a1", "get_weather", '{"city": "Lagos"}'), ("b1", "search_tickets", '{"query": "printer"}')]
+
+
+def test_a_name_repeated_in_every_piece_without_ids_is_named_once():
+    assert calls_of(
+        [{"index": 0, "function": fn("get_weather", '{"city": ')}],
+        [{"index": 0, "function": fn("get_weather", '"Lagos"}')}],
+        [{"index": 0, "function": fn("get_weather", '{"city": "Paris"}')}],
+    ) == [("", "get_weather", '{"city": "Lagos"}'), ("", "get_weather", '{"city": "Paris"}')]
+
+
+def test_a_call_sent_without_arguments_and_a_new_id_naming_another_tool_are_two_calls():
+    assert calls_of(
+        [{"index": 0, "id": "a", "function": fn("list_orders")}],
+        [{"index": 0, "id": "b", "function": fn("get_weather", '{"city": "Lagos"}')}],
+    ) == [("a", "list_orders", ""), ("b", "get_weather", '{"city": "Lagos"}')]
+
+
 def test_the_calls_shown_while_streaming_are_split_the_same_way():
     answer = StreamedAnswer()
     for call_id, name, arguments in (("a", "get_weather", '{"city": "Lagos"}'), ("b", "search_tickets", "{")):

@@ -97,6 +97,26 @@ def test_pieces_of_calls_without_an_index_belong_to_the_call_in_progress_until_a
     assert [c["id"] for c in first.message["tool_calls"]] == ["call_w", "call_t"]
 
 
+def test_a_new_id_on_every_piece_of_a_call_keeps_it_one_call_and_it_runs(launch, script):
+    # vllm.rs and vLLM's harmony streaming send a fresh id with each piece of the same call.
+    def piece(index, call_id, **function):
+        return chunk({"tool_calls": [{"index": index, "id": call_id, "type": "function", "function": function}]})
+
+    fresh_ids = sse(
+        piece(0, "call_w1", name="get_weather", arguments='{"city": '),
+        piece(0, "call_w2", arguments='"Lagos"}'),
+        piece(1, "call_t1", name="search_tickets", arguments='{"query"'),
+        piece(1, "call_t2", arguments=': "printer"}'),
+        chunk({}, finish_reason="tool_calls"),
+    )
+    model = script(fresh_ids, {"content": FINAL})
+    run = launch("weather and tickets?", models=[model], tools=["get_weather", "search_tickets"])
+    assert (run.status, run.answer) == (Run.Status.SUCCEEDED, FINAL)
+    assert weather_and_tickets(run) == BOTH_RAN
+    second = script.requests(model)[1]
+    assert result_for(second, "call_w1")["ok"] is True and result_for(second, "call_t1")["ok"] is True
+
+
 VLLM_ERROR = {"object": "error", "message": "guided decoding failed: the grammar could not be compiled",
               "type": "BadRequestError", "param": None, "code": 400}
 
