@@ -39,7 +39,7 @@ def limit_refusal(exc: BaseException) -> tuple[int, str] | None:
 
 
 def refused(request, status: int, sentence: str):
-    if request.path.startswith("/api/"):
+    if request.path_info.startswith("/api/"):  # under a script prefix too
         return JsonResponse({"detail": sentence}, status=status)
     # No template: the answer needs nothing of the site (a menu's counts would ask the database).
     title = "Request too large" if status == 413 else "Request refused"

@@ -8,7 +8,7 @@ from django.views import defaults
 
 
 def _api(request) -> bool:
-    return request.path.startswith("/api/")
+    return request.path_info.startswith("/api/")  # under a script prefix too
 
 
 def bad_request(request, exception):
