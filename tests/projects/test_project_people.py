@@ -3,6 +3,8 @@ person with a role, change it, remove them, and map their chat identities (a Sla
 the account its clicks act as); site administrators do it for any project. An operator of the
 project is refused (403); a person of another project finds no such project (404). Every change
 is in the audit log."""
+import re
+
 import pytest
 from django.contrib.auth.models import Group, User
 from django.test import Client
@@ -110,6 +112,9 @@ def test_a_project_admin_maps_and_removes_chat_identities_of_their_people(alpha)
     ann = signed_in(alpha["ann"])
     page = answer(ann.post(MAP, {"project": "alpha", "member_id": " u024be7lh ", "username": "cy"}))
     assert "U024BE7LH now acts as cy in chat." in page
+    # The form offers the project's other people, never the person's own account.
+    offered = re.search(r'id="id_alpha_chat_username"[^>]*>(.*?)</select>', page, re.S).group(1)
+    assert '<option value="cy"' in offered and '<option value="ann"' not in offered
     identity = ChatIdentity.objects.get(member_id="U024BE7LH")
     assert identity.user == alpha["cy"]
     entry = AuditEntry.objects.filter(kind="chat identity", action="created").latest("pk")
