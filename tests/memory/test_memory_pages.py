@@ -58,6 +58,22 @@ def test_a_person_without_a_role_may_not_read_them(client, fact, demo_data):
     assert client.get(list_url(fact)).status_code == 403
 
 
+def test_a_role_that_sees_agents_but_not_their_memories_may_not_read_them(client, fact, demo_data):
+    # Roles are the installation's own (runs/roles.py): one may show agents and runs but keep
+    # what the agents remember of customers from its people.
+    from django.contrib.auth.models import Group, Permission
+
+    watchers = Group.objects.create(name="agent-watchers")
+    watchers.permissions.add(*Permission.objects.filter(
+        content_type__app_label="runs", codename__in=["view_agent", "view_run"]))
+    person = User.objects.create_user("wendy")
+    person.groups.add(watchers)
+    client.force_login(person)
+    page = client.get(reverse("agent_detail", args=[fact.agent_id]))
+    assert page.status_code == 200 and 'id="agent-memories"' not in page.content.decode()
+    assert client.get(list_url(fact)).status_code == 403
+
+
 def test_the_agent_page_links_to_its_memories(client, fact, viewer):
     client.force_login(viewer)
     html = client.get(reverse("agent_detail", args=[fact.agent_id])).content.decode()

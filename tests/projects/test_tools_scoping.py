@@ -117,6 +117,15 @@ def test_a_shared_tools_page_names_only_the_agents_the_person_sees(world):
     assert "beta-bot" in page and re.search(r'id="tool-project">Beta<', page)
 
 
+def test_a_shared_tools_page_offers_its_edit_button_to_site_admins_only(world):
+    # On a shared thing's page a project's admin has her view rights only (the route's SHARED
+    # scope): no button leading to a form she would be refused.
+    ann = signed_in(world.ann)
+    assert 'id="tool-edit"' not in ann.get(reverse("tool_detail", args=[world.shared.pk])).content.decode()
+    assert 'id="tool-edit"' in ann.get(reverse("tool_detail", args=[world.alpha_tool.pk])).content.decode()
+    assert 'id="tool-edit"' in signed_in(world.root).get(reverse("tool_detail", args=[world.shared.pk])).content.decode()
+
+
 def test_the_api_lists_the_shared_tools_and_the_callers_projects(world):
     answer = api(world.ann).get("/api/v1/tools/")
     found = {row["name"]: (row["project"], row["project_name"]) for row in answer.json()["results"] if row["name"] in OURS}

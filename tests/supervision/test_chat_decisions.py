@@ -188,6 +188,22 @@ def test_a_click_signed_in_the_future_is_refused_and_decides_nothing(waiting, sl
     assert not slack.of("chat.postEphemeral")
 
 
+def test_a_click_of_a_member_whose_account_was_deactivated_decides_nothing(waiting, slack):
+    # The mapping stays when an administrator deactivates the account: the click must not decide.
+    alice = mapped("alice", "operators", "U0ALICE")
+    alice.is_active = False
+    alice.save(update_fields=["is_active"])
+
+    assert click(waiting.pk, "U0ALICE").status_code == 200
+
+    waiting.refresh_from_db()
+    assert waiting.status == Approval.Status.PENDING
+    assert AuditEntry.objects.filter(action="chat_refused").get().detail == (
+        "Slack member U0ALICE is not mapped to an active account here")
+    assert [body["text"] for body in slack.of("chat.postEphemeral")] == [
+        "Not decided: Slack member U0ALICE is not mapped to an active account here."]
+
+
 def test_the_queue_rules_hold_in_chat_a_named_group_and_the_launcher(launch, slack, no_dispatch):
     finance = Group.objects.create(name="finance")
     alice = mapped("alice", "operators", "U0ALICE")

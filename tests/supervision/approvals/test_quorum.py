@@ -15,9 +15,10 @@ from runs.supervision.rule_admin import InvalidRule, rule_create, rule_update
 from runs.supervision.rule_history import rule_history
 from tests.engine.loop_contract.support import call, calls
 from tests.support.approval_fixtures import make_user
-from tests.support.supervision_fixtures import parked
+from tests.support.supervision_fixtures import EDITED, parked
 from tests.support.threads import together
 from tests.web.api.test_api import api
+from toolsapp.models import Tool
 
 
 @pytest.fixture
@@ -96,6 +97,23 @@ def test_people_outside_the_groups_the_launcher_and_second_votes_are_refused(lau
         approve(teams["fay"], approval)
     rejected = approval_decide(approval_id=approval.pk, user=teams["fred"], approve=False, reason="not this one")
     assert (rejected.status, rejected.decided_by_name) == ("rejected", "fred"), "one rejection ends it"
+
+
+def test_an_approval_of_arguments_an_edit_replaced_does_not_count_toward_the_quorum(launch, teams, no_dispatch):
+    approval = parked(launch)
+    Approval.objects.filter(pk=approval.pk).update(
+        required_approvals=3, quorum_groups=[teams["finance"].pk, teams["support"].pk])
+    Tool.objects.filter(name="cancel_order").update(allow_argument_edits=True)
+    approve(teams["fay"], approval)  # the model's arguments
+    edited = approval_decide(approval_id=approval.pk, user=teams["sam"], approve=True, arguments=EDITED)
+    assert (edited.status, edited.approvals_given) == ("pending", 1), "the edit counts its own vote only"
+
+    # fay never saw the edited arguments: fred's is the second approval of them, not the third.
+    second = approval_decide(approval_id=approval.pk, user=teams["fred"], approve=True, args_hash=edited.edited_args_hash)
+    assert (second.status, second.approvals_given) == ("pending", 2)
+    third = approval_decide(approval_id=approval.pk, user=teams["fay"], approve=True,  # now for the edited ones
+                            args_hash=edited.edited_args_hash)
+    assert (third.status, third.decided_by_name, third.edited_args_hash) == ("approved", "fay", edited.edited_args_hash)
 
 
 @pytest.mark.django_db(transaction=True)
