@@ -38,6 +38,17 @@ def test_ollamas_calls_all_at_index_0_with_new_ids_are_separate_calls():
     ) == [("a", "get_weather", '{"city": "Lagos"}'), ("b", "search_tickets", '{"query": "printer"}')]
 
 
+
+def test_a_new_id_in_a_piece_of_its_own_after_a_complete_call_begins_the_next_call_under_that_id():
+    # Every call at index 0, its id (and type) sent ahead of its name and arguments: the second
+    # call keeps its own id, not none (its result would be paired with no call).
+    assert calls_of(
+        [{"index": 0, "id": "a", "type": "function"}],
+        [{"index": 0, "function": fn("get_weather", '{"city": "Lagos"}')}],
+        [{"index": 0, "id": "b", "type": "function"}],
+        [{"index": 0, "function": fn("get_weather", '{"city": "London"}')}],
+    ) == [("a", "get_weather", '{"city": "Lagos"}'), ("b", "get_weather", '{"city": "London"}')]
+
 def test_calls_at_index_0_without_ids_split_on_a_new_name_after_complete_arguments():
     # The same tool twice, both whole in one chunk: a new name after complete JSON starts a call.
     assert calls_of(

@@ -14,8 +14,10 @@ from django.urls import reverse
 
 from accounts.services import api_token_create
 from audit.models import AuditEntry
+from runs.lifecycle.agents import agent_save
 from runs.models import Agent, Budget, BudgetHold, Run, StepReplay
 from runs.supervision.budgets import budgets_used
+from tests.projects import project
 from tests.support.approval_fixtures import make_user
 from tests.tools.local_http import LocalServer
 
@@ -69,6 +71,20 @@ def test_a_replays_tokens_and_cost_count_in_the_budgets_and_hold_a_later_run(lau
     assert later.status == Run.Status.QUEUED
     assert BudgetHold.objects.get(run=later).sentence == "Budget reached: Replays, 1,000 tokens a day"
 
+
+
+def test_a_replay_of_another_projects_run_spends_from_that_projects_budgets_only(launch, script, otto):
+    beta = project("Beta")
+    agent_save(agent=None, data={"name": "beta-bot"}, project=beta)
+    theirs = launch("hi", agent="beta-bot", models=[script({"content": "hello"})])
+    ours = budget("tokens", 1000)  # the demo project's
+    before = budgets_used([ours])[ours.pk]
+    costly = script({"content": "a long answer", "usage": {"prompt_tokens": 900, "completion_tokens": 150}})
+    assert replay_page(signed_in(otto), theirs, 1, costly).context["answers"][0].ok
+    assert budgets_used([ours])[ours.pk] == before
+    # The demo project's people still launch: Beta's spending is not theirs.
+    later = launch("hi again", models=[script({"content": "answered"})])
+    assert later.status == Run.Status.SUCCEEDED and not BudgetHold.objects.filter(run=later).exists()
 
 def test_the_replay_is_listed_on_the_run_page_and_in_the_audit_log(launch, script, otto):
     run = launch("hi", models=[script({"content": "hello"})])

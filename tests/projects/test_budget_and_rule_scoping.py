@@ -127,6 +127,24 @@ def test_the_rule_form_offers_and_accepts_the_people_of_the_rules_project_only(t
     assert ApprovalRule.objects.get(name="Ann's refunds").launched_by == ann
 
 
+
+def test_a_new_rule_of_an_admin_of_both_projects_names_a_launcher_of_the_chosen_project_only(teams):
+    dan = member("dan", teams["beta"], "admins")  # an admin of both: the form offers both teams' people
+    member("dan", teams["alpha"], "admins")
+    page = signed_in(dan)
+    assert "bea" in launcher_options(page.get("/rules/new/").content.decode())
+    form = {"name": "Bea's refunds", "tool_pattern": "*", "action": "ask", "position": "100", "enabled": "on",
+            "project": teams["alpha"].pk}
+    refused = {}
+    for name, launcher in (("bea", teams["bea"].pk), ("nobody", 10**6)):
+        answer = page.post("/rules/new/", {**form, "launched_by": launcher})
+        assert answer.status_code == 200
+        refused[name] = re.findall(r'class="errorlist[^"]*"[^>]*>(.*?)</ul>', answer.content.decode(), re.S)
+    assert refused["nobody"] and refused["bea"] == refused["nobody"], refused
+    assert not ApprovalRule.objects.filter(name="Bea's refunds").exists()
+    # In Beta, bea is a launcher like any of its people.
+    assert page.post("/rules/new/", {**form, "project": teams["beta"].pk, "launched_by": teams["bea"].pk}).status_code == 302
+
 def test_a_rule_or_budget_in_the_api_names_a_person_of_its_project_only(teams):
     ada = with_token(teams["ada"])
     member("ann", teams["alpha"], "operators")

@@ -289,3 +289,16 @@ def test_an_import_over_the_api_drops_a_source_run_of_another_project(world, olg
     assert answer.status_code == 201, answer.content
     kept = dict(Case.objects.filter(pk__in=answer.json()["cases"]).values_list("name", "source_run"))
     assert kept == {"own": world.alpha_run.pk, "theirs": None}
+
+
+def test_a_source_run_of_another_project_is_dropped_from_a_line_holding_a_unicode_line_separator(world, olga_api):
+    # The export writes U+2028 raw inside a string (valid JSON): the line is still one line, and
+    # its source run of Beta is left out as from any other line.
+    task = "Weather in Lagos\u2028and London?"
+    lines = "\n".join(json.dumps({"name": name, "task": task, "source_run": run.pk}, ensure_ascii=False)
+                      for name, run in (("own", world.alpha_run), ("theirs", world.beta_run)))
+    answer = olga_api.post(f"/api/v1/datasets/{world.alpha_set.pk}/import/", {"jsonl": lines}, format="json")
+    assert answer.status_code == 201, answer.content
+    kept = dict(Case.objects.filter(pk__in=answer.json()["cases"]).values_list("name", "source_run"))
+    assert kept == {"own": world.alpha_run.pk, "theirs": None}
+    assert set(Case.objects.filter(pk__in=answer.json()["cases"]).values_list("task", flat=True)) == {task}

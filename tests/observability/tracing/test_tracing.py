@@ -3,6 +3,7 @@ driven by the real loop against the scripted demo model over HTTP."""
 
 import sys
 import threading
+from datetime import timedelta
 
 import pytest
 
@@ -335,6 +336,24 @@ def test_a_call_a_rule_approves_shows_a_wait_of_zero_never_a_negative_one(collec
     assert decided[2]["agentsite.approval.wait_ms"] == 0.0
     assert requested[1] == decided[1]
 
+
+
+def test_a_decision_stamped_by_a_clock_behind_the_askers_shows_a_wait_of_zero_in_the_trace(
+    collector, launch, script, alice, levers_here
+):
+    """A person decides on a web server whose clock runs behind the worker's that asked: the
+    decision's time is before the request's, and the span says a wait of 0, never a negative one."""
+    receiver = collector()
+    run = launch("Cancel ORD-1001", models=[script(calls(CANCEL), {"content": "Cancelled."})])
+    assert run.status == Run.Status.AWAITING_APPROVAL
+    approval = Approval.objects.get(run=run)
+    approval_decide(approval_id=approval.pk, user=alice, approve=True)
+    Approval.objects.filter(pk=approval.pk).update(decided_at=approval.requested_at - timedelta(seconds=5))
+    run_advance(run_id=run.pk)
+    (cancel,) = by_name(flushed(receiver), "execute_tool ")
+    _requested, decided = cancel.events
+    assert decided[0] == "agentsite.approval.decided" and decided[2]["agentsite.approval.decider"] == "person"
+    assert decided[2]["agentsite.approval.wait_ms"] == 0.0
 
 def test_two_installations_exporting_to_one_collector_never_share_a_conversation(collector, launch, script, settings):
     """Both have a run of this id: the conversation id names the installation (a keyed hash under

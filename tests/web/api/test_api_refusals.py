@@ -106,3 +106,19 @@ def test_a_request_for_another_host_is_json_under_api(demo_data):
     response = APIClient().get("/api/v1/runs/", HTTP_HOST="elsewhere.example")
     assert response.status_code == 400
     assert response.json() == {"detail": "This server does not answer to the host name the request was sent to."}
+
+
+def test_a_site_served_under_a_prefix_answers_its_apis_refusals_in_json_too(demo_data, monkeypatch):
+    # Mounted at /agents/ by its proxy (SCRIPT_NAME): the API's paths are /agents/api/... to the client.
+    def broken(self, request, *args, **kwargs):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(MetricsView, "get", broken)
+    client = api(make_user("opal", "operators"))
+    client.raise_request_exception = False
+    failed = client.get("/api/v1/metrics/", SCRIPT_NAME="/agents")
+    assert failed.status_code == 500 and failed["Content-Type"] == "application/json"
+    assert "the error is in its log" in failed.json()["detail"]
+    wrong_host = APIClient().get("/api/v1/runs/", SCRIPT_NAME="/agents", HTTP_HOST="elsewhere.example")
+    assert wrong_host.status_code == 400
+    assert wrong_host.json() == {"detail": "This server does not answer to the host name the request was sent to."}
