@@ -56,11 +56,11 @@ class _Call:
     def arguments_complete(self) -> bool:
         """Whether the arguments so far are a whole JSON value (so a new name cannot continue them)."""
         text = "".join(self.arguments).strip()
-        if not text:
+        if not text or text[-1] not in "}]":  # arguments are an object: a piece ending elsewhere is not the end
             return False
         try:
             json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON yet, or too deep to read (refused later, in words)
             return False
         return True
 
@@ -73,17 +73,20 @@ def starts_new_call(call: _Call, *, call_id: str, name: str) -> bool:
     mistral.rs and some proxies send no index at all; vllm.rs and vLLM's harmony streaming send a
     new id with every piece of one call, and some servers repeat the name in every piece."""
     named = "".join(call.name)
-    other_name = bool(name) and bool(named) and name != named
+    id_changed = bool(call_id) and call_id != call.id
+    renamed = bool(name) and bool(named)
+    if not (id_changed or renamed):
+        return False  # most pieces: more of the arguments (nothing here reads them: a long call stays linear)
     if call.arguments_complete():
         # The call is whole: a new id, or a name without the call's own id, begins the next one.
-        return bool(call_id and call_id != call.id) or (bool(name) and bool(named) and not (call_id and call_id == call.id))
+        return id_changed or (renamed and not (call_id and call_id == call.id))
     if "".join(call.arguments).strip():
         # Arguments half written: the piece continues them whatever id it carries, unless it
         # names another tool.
-        return other_name
+        return renamed and name != named
     # No arguments yet: the name may still be coming in pieces; a new id naming another tool is a
     # call sent without arguments, followed by the next.
-    return bool(call_id and call.id and call_id != call.id) and other_name
+    return bool(call.id) and id_changed and renamed and name != named
 
 
 class StreamedAnswer:
