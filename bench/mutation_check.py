@@ -46,14 +46,14 @@ MUTATIONS = [
     # process_exception too, whose own /api/ branch no route reaches while the API's handler answers.
     Mutation(
         "i46 stream: a new id starts a new call", "runs/engine/llm_stream.py",
-        "        return bool(call_id and call_id != call.id) or (",
-        "        return False or (",
+        "        return id_changed or (renamed and not (call_id and call_id == call.id))",
+        "        return False or (renamed and not (call_id and call_id == call.id))",
         ("tests/engine/test_llm_stream.py",),
     ),
     Mutation(
         "i46 stream: a new name after complete arguments starts a new call", "runs/engine/llm_stream.py",
-        "or (bool(name) and bool(named) and not (call_id and call_id == call.id))\n",
-        "or False\n",
+        "        return id_changed or (renamed and not (call_id and call_id == call.id))",
+        "        return id_changed",
         ("tests/engine/test_llm_stream.py", "tests/engine/loop_contract/test_provider_streams.py"),
     ),
     Mutation(
@@ -306,8 +306,8 @@ MUTATIONS = [
     ),
     Mutation(
         "i46 stream: a new id inside half-written arguments continues the call", "runs/engine/llm_stream.py",
-        "        return other_name\n",
-        "        return bool(call_id and call_id != call.id) or other_name\n",
+        "        return renamed and name != named\n",
+        "        return id_changed or (renamed and name != named)\n",
         ("tests/engine/test_llm_stream.py", "tests/engine/loop_contract/test_provider_streams.py"),
     ),
     Mutation(
