@@ -212,8 +212,7 @@ LLM_API_KEY_HOSTS = env_list("LLM_API_KEY_HOSTS", [])
 LLM_MODELS = env_list("LLM_MODELS", [])
 LLM_TIMEOUT_SECONDS = env_float("LLM_TIMEOUT_SECONDS", 120.0)
 LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", 2)
-# "Replay this request" (runs/lifecycle/replay.py) spends tokens inside a web request: one person
-# may have this many replays in flight at once (the next is refused until one ends).
+# Step replays one person may have in flight at once (runs/lifecycle/replay.py: they spend tokens).
 REPLAYS_AT_ONCE = env_int("REPLAYS_AT_ONCE", 2)
 # Cap on each answer when the agent sets none: a local server would otherwise generate up to
 # its whole context window. 0 sends no cap.
@@ -341,11 +340,8 @@ SITE_URL_IS_SET = bool(env_str("SITE_URL"))
 SITE_URL = env_str("SITE_URL") or "http://127.0.0.1:8000"
 
 # --- Traces (OpenTelemetry) ---------------------------------------------------------------
-# Each run is exported as a trace over OTLP/HTTP (runs/observability/tracing/exporter.py) when an endpoint is set, as
-# the OpenTelemetry SDK names it: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT (the full URL), else
-# OTEL_EXPORTER_OTLP_ENDPOINT plus /v1/traces. Empty: no tracing (the SDK is never loaded). The
-# SDK reads the other OTEL_* variables itself (OTEL_SERVICE_NAME, OTEL_EXPORTER_OTLP_HEADERS,
-# OTEL_EXPORTER_OTLP_TIMEOUT, OTEL_BSP_*).
+# Runs exported as traces over OTLP/HTTP (runs/observability/tracing/exporter.py) to the SDK's endpoint
+# variables; empty: no tracing, the SDK never loaded. The SDK reads its other OTEL_* itself (README).
 _otlp_base = env_str("OTEL_EXPORTER_OTLP_ENDPOINT")
 TRACES_ENDPOINT = env_str("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or (
     f"{_otlp_base.removesuffix('/')}/v1/traces" if _otlp_base else ""
@@ -388,10 +384,8 @@ DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "agentsite@localhost")
 APPROVAL_ESCALATION_EMAILS = env_list("APPROVAL_ESCALATION_EMAILS", [])
 
 # --- REST API ----------------------------------------------------------------------------
-# The largest request body Django reads (its default is 2.5 MB): what the API documents, a dataset's
-# 10 MB of JSONL (evals/api). Files uploaded to a page do not count; the page checks their size. A
-# larger body, or more fields than Django's 1,000, is answered with the limit in words: JSON with
-# "detail" under /api/, a short page elsewhere (runs/web/request_limits.py).
+# The largest body Django reads (default 2.5 MB): a dataset's 10 MB of JSONL; past it, the limit in
+# words (runs/web/request_limits.py). Files uploaded to a page do not count.
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 10 * 1024 * 1024)
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -446,11 +440,8 @@ AUDITED_MODELS = {
 }
 
 
-# Decisions from chat (runs/supervision/chat.py): a Slack-compatible channel. With a bot token
-# (chat:write) and a channel, each waiting call is posted with Approve / Reject buttons and the
-# message is updated with its outcome; with only an incoming webhook it is posted, and updated when
-# decided from the message. Clicks come back to /chat/slack/interactions, signed with the app's
-# signing secret (Slack's v0 scheme; older than SLACK_MAX_AGE_SECONDS is refused).
+# Decisions from chat (runs/supervision/chat.py, README "Decisions from chat"): a bot token and a channel,
+# or only an incoming webhook; clicks signed with the signing secret, at most SLACK_MAX_AGE_SECONDS apart.
 SLACK_API_URL = (env_str("SLACK_API_URL") or "https://slack.com/api").rstrip("/")
 SLACK_BOT_TOKEN = env_str("SLACK_BOT_TOKEN")
 SLACK_CHANNEL = env_str("SLACK_CHANNEL")
