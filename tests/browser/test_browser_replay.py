@@ -38,4 +38,8 @@ def test_an_operator_replays_a_step_against_two_models(live, browser, users, lau
     expect(replays.locator(".replay-who")).to_have_text("operator")
     expect(replays.locator(".replay-models")).to_have_text(f"{calm}, {eager}")
     expect(replays.locator(".replay-spent")).to_contain_text("tokens · $")
+    for width, name in ((1280, "run-replays-desktop"), (390, "run-replays-phone")):
+        page.set_viewport_size({"width": width, "height": 900})
+        replays.scroll_into_view_if_needed()
+        screenshot(page, name)
     assert axe_violations(page) == []
