@@ -107,6 +107,16 @@ def launcher_options(page: str) -> list[str]:
     return [text.strip() for text in re.findall(r"<option[^>]*>(.*?)</option>", select.group(1), re.S)]
 
 
+def refused_as_nobody(page, form: dict, launcher: int) -> None:
+    """A new rule naming `launcher` is refused with exactly the errors of an account that does not exist."""
+    refused = {}
+    for name, person in (("them", launcher), ("nobody", 10**6)):
+        answer = page.post("/rules/new/", {**form, "launched_by": person})
+        assert answer.status_code == 200
+        refused[name] = re.findall(r'class="errorlist[^"]*"[^>]*>(.*?)</ul>', answer.content.decode(), re.S)
+    assert refused["nobody"] and refused["them"] == refused["nobody"], refused
+
+
 def test_the_rule_form_offers_and_accepts_the_people_of_the_rules_project_only(teams):
     ann = member("ann", teams["alpha"], "operators")  # of Alpha: her runs may be a rule's
     page = signed_in(teams["ada"])
@@ -116,16 +126,10 @@ def test_the_rule_form_offers_and_accepts_the_people_of_the_rules_project_only(t
         assert {"anyone", "ada", "ann"} <= set(offered) and "bea" not in offered, (url, offered)
     form = {"name": "Ann's refunds", "tool_pattern": "*", "action": "ask", "position": "100", "enabled": "on",
             "project": teams["alpha"].pk}
-    refused = {}
-    for name, launcher in (("bea", teams["bea"].pk), ("nobody", 10**6)):
-        answer = page.post("/rules/new/", {**form, "launched_by": launcher})
-        assert answer.status_code == 200
-        refused[name] = re.findall(r'class="errorlist[^"]*"[^>]*>(.*?)</ul>', answer.content.decode(), re.S)
-    assert refused["nobody"] and refused["bea"] == refused["nobody"], refused
+    refused_as_nobody(page, form, teams["bea"].pk)
     assert not ApprovalRule.objects.filter(name="Ann's refunds").exists()
     assert page.post("/rules/new/", {**form, "launched_by": ann.pk}).status_code == 302
     assert ApprovalRule.objects.get(name="Ann's refunds").launched_by == ann
-
 
 
 def test_a_new_rule_of_an_admin_of_both_projects_names_a_launcher_of_the_chosen_project_only(teams):
@@ -135,12 +139,7 @@ def test_a_new_rule_of_an_admin_of_both_projects_names_a_launcher_of_the_chosen_
     assert "bea" in launcher_options(page.get("/rules/new/").content.decode())
     form = {"name": "Bea's refunds", "tool_pattern": "*", "action": "ask", "position": "100", "enabled": "on",
             "project": teams["alpha"].pk}
-    refused = {}
-    for name, launcher in (("bea", teams["bea"].pk), ("nobody", 10**6)):
-        answer = page.post("/rules/new/", {**form, "launched_by": launcher})
-        assert answer.status_code == 200
-        refused[name] = re.findall(r'class="errorlist[^"]*"[^>]*>(.*?)</ul>', answer.content.decode(), re.S)
-    assert refused["nobody"] and refused["bea"] == refused["nobody"], refused
+    refused_as_nobody(page, form, teams["bea"].pk)
     assert not ApprovalRule.objects.filter(name="Bea's refunds").exists()
     # In Beta, bea is a launcher like any of its people.
     assert page.post("/rules/new/", {**form, "project": teams["beta"].pk, "launched_by": teams["bea"].pk}).status_code == 302
