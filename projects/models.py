@@ -18,6 +18,14 @@ class Project(models.Model):
         help_text="The chat channel (its id, e.g. C0123ABCD) where this project's waiting calls are posted, "
         "with the site's SLACK_BOT_TOKEN; empty: SLACK_CHANNEL.",
     )
+    # The nudge against rubber stamps (runs/supervision/nudges.py): off while 0.
+    nudge_after_quick_approvals = models.PositiveSmallIntegerField(
+        default=0, help_text="After this many quick approvals in a row by one person, the next card asks them for "
+        "a one-line reason before Approve. 0: never.",
+    )
+    quick_approval_seconds = models.PositiveSmallIntegerField(
+        default=5, help_text="An approval within this many seconds of its card appearing counts as quick.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     members = models.ManyToManyField(
         settings.AUTH_USER_MODEL, through="Membership", related_name="projects", blank=True,

@@ -46,6 +46,27 @@ class Tool(models.Model):
         null=True, blank=True, help_text="Identical calls allowed per run; empty uses the agent's."
     )
     sensitive_fields = models.JSONField(default=list, blank=True, help_text="Argument names masked in the UI.")
+    # The decision moment (runs/supervision/evidence.py, twins.py, state_checks.py, prior_reads.py).
+    identifier_fields = models.JSONField(
+        default=list, blank=True,
+        help_text="Argument names that say which thing a call acts on (order_id): calls with the same values are "
+        "twins. Empty: all arguments.",
+    )
+    state_check = models.JSONField(
+        default=dict, blank=True,
+        help_text='A read-only tool run before a person decides, and its arguments from the call: '
+        '{"tool": "lookup_order", "arguments": {"order_id": "$.order_id"}}. Empty: none.',
+    )
+    requires_read = models.JSONField(
+        default=dict, blank=True,
+        help_text='A read that must have happened earlier in the run, with the same values: '
+        '{"tool": "lookup_order", "arguments": {"order_id": "$.order_id"}}. Empty: none.',
+    )
+    reads_outside_content = models.BooleanField(
+        default=False,
+        help_text="Its results hold content from outside (web pages, e-mails, tickets anyone writes): values "
+        "taken from them are marked. HTTP and MCP tools always count as such.",
+    )
     kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.PYTHON)
     handler = models.CharField(max_length=200, blank=True, help_text="Registered handler name (python tools).")
     config = models.JSONField(default=dict, blank=True, help_text="Source settings (URL, the MCP server's tool name).")

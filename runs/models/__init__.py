@@ -2,6 +2,7 @@
 from runs.models.archive import ArchivedApproval
 from runs.models.budgets import Budget, BudgetHold, BudgetNotice, BudgetRaise
 from runs.models.core import Agent, Approval, Run, RunEvent, Step, ToolCall, ToolChoice
+from runs.models.evidence import CallEvidence, NudgeShown
 from runs.models.levers import OperatorMessage
 from runs.models.metrics import PrunedTotals
 from runs.models.notifications import BudgetAlert, ChatMessage, Webhook, WebhookDelivery
@@ -19,7 +20,7 @@ from runs.models.supervision import (
 from runs.models.versions import AgentVersion
 
 __all__ = [
-    "Agent", "AgentVersion", "Approval", "ApprovalRule", "ApprovalRuleVersion", "ApprovalVote", "ArchivedApproval", "BudgetAlert", "Budget", "BudgetHold", "BudgetNotice", "BudgetRaise", "ChatMessage",
+    "Agent", "AgentVersion", "Approval", "ApprovalRule", "ApprovalRuleVersion", "ApprovalVote", "ArchivedApproval", "BudgetAlert", "Budget", "BudgetHold", "BudgetNotice", "BudgetRaise", "CallEvidence", "ChatMessage", "NudgeShown",
     "OperatorMessage", "PrunedTotals", "RollupDay", "Run", "RunEvent", "RuleQuorumGroup", "RunGrant", "RunRollup", "RunSearchText", "ShadowDecision", "Step", "StepReplay", "StepRollup",
     "ToolCall", "ToolChoice", "ToolRollup", "UncountedRun", "Webhook", "WebhookDelivery",
 ]

@@ -117,6 +117,9 @@ class ApprovalRuleVersion(models.Model):
     snapshot = models.JSONField(default=dict)
     changed_by_name = models.CharField(max_length=150, blank=True)
     changed_at = models.DateTimeField(auto_now_add=True)
+    # Saved although its backtest said it would have approved calls people rejected: those calls
+    # ([{"approval": id, "run": id, "tool": name, "person": decision}]), as the saver confirmed them.
+    saved_over = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["-changed_at", "-pk"]

@@ -71,6 +71,15 @@ class PendingApproval:
     edit_refusal: str = ""  # why there is no edit control
     schema: dict = field(default_factory=dict)  # the tool's JSON schema, for the browser's check
     grant_refusal: str = ""  # why there are no "for this run" choices
+    # The decision moment (issue 47): the call's evidence as stored when it was asked about
+    # (runs/models/evidence.py: {"said", "read", "values"}), its state check, its twins, and the
+    # nudge this person gets before Approve.
+    evidence: dict = field(default_factory=dict)
+    outside_paths: list[str] = field(default_factory=list)
+    state: dict = field(default_factory=dict)
+    state_checked_at: datetime | None = None
+    twins: list = field(default_factory=list)
+    nudge: dict | None = None
 
 
 def in_projects(approvals, projects: set[int] | None):

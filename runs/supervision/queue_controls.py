@@ -12,7 +12,10 @@ from runs.models import Approval
 from runs.roles import PERM_DECIDE
 from runs.supervision.checks import ALREADY_VOTED, LAUNCHER_MAY_NOT_APPROVE, only_members
 from runs.supervision.facts import Supervision
+from runs.supervision.nudges import cards_shown, nudges_attach
 from runs.supervision.queue import PendingApproval, _pending_items, approvals_pending_page
+from runs.supervision.state_checks import state_refresh_stale
+from runs.supervision.twins import twins_attach
 from toolsapp.sensitive import masked
 from toolsapp.text import loads as bounded_loads
 
@@ -47,6 +50,8 @@ def pending_supervision(items: list[PendingApproval]) -> None:
         item.schema = facts.parameters
         item.edit_json, item.edit_refusal = edit_offer(item, facts)
         item.grant_refusal = grant_refusal(approval, facts)
+    twins_attach(items)
+    state_refresh_stale(items)
 
 
 NOT_YOUR_PROJECT = "Your role in this call's project does not decide: you may watch it."
@@ -81,6 +86,8 @@ def decision_refusals(items: list[PendingApproval], user) -> None:
                 item.approve_refusal = LAUNCHER_MAY_NOT_APPROVE
             elif user.get_username() in item.voters:
                 item.approve_refusal = ALREADY_VOTED
+    nudges_attach(items, user)
+    cards_shown(items)
 
 
 def edit_offer(item: PendingApproval, facts: Supervision) -> tuple[str, str]:

@@ -63,11 +63,14 @@ def route_call(
     unseen_sensitive: tuple[str, ...] = (),
     outcome_unknown: bool = False,
     grants: tuple[GrantFacts, ...] = (),
+    twins_ran: tuple[str, ...] = (),
 ) -> Route:
     """The route of one destructive call (see the module's docstring for the order).
 
     `unseen_sensitive` names the sensitive fields whose values hold an identifier the run never
-    saw: they hold a call back as `unseen_ids` do, and the note names the field, never the value."""
+    saw: they hold a call back as `unseen_ids` do, and the note names the field, never the value.
+    `twins_ran` says, in words, which twins of the call ran in the window ("ran 3 min ago in run
+    17: succeeded"): nothing approves such a call automatically, a grant for identical calls neither."""
     action = rule.action if rule is not None else "ask"
     if not outcome_unknown:
         if policy == "reject":
@@ -94,7 +97,7 @@ def route_call(
     unseen, unseen_fields = ((), ()) if identical else (unseen_ids, unseen_sensitive)
     blocks = _safeguards(
         tool_name, always_ask=always_ask, unseen_ids=unseen, unseen_sensitive=unseen_fields, critical=critical
-    )
+    ) + [f"the same call {twin}" for twin in twins_ran]
     if blocks:
         return Route(PENDING, note=_held_back(would, blocks), **people)
     if grant is not None:

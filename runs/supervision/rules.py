@@ -32,7 +32,11 @@ OPERATORS = {
     "matches": "contains a match of the RE2 pattern",
     "present": "is present",
     "absent": "is absent",
+    # Where the value came from (runs/supervision/evidence.py): a tool result of a tool that
+    # reads outside content (HTTP, MCP, or marked so), which is how injected text reaches arguments.
+    "outside": "comes from outside content",
 }
+NO_VALUE_OPERATORS = ("present", "absent", "outside")
 # A condition value that stands for the run's own customer ("refunds to the run's customer").
 RUN_CUSTOMER = "$run.customer"
 PATTERN_OPERATORS = ("fullmatch", "matches")
@@ -82,6 +86,8 @@ class CallFacts:
     agent_id: int | None
     customer: str = ""
     launched_by_id: int | None = None  # the account that launched the run; None when nobody (CLI, schedule)
+    # The argument paths ("$.email", "$.items[0].sku") whose values came from outside content.
+    outside_paths: tuple[str, ...] = ()
 
 
 def rule_spec(rule: ApprovalRule, *, quorum_group_ids: tuple[int, ...] | None = None) -> RuleSpec:
@@ -153,6 +159,8 @@ def condition_holds(condition: dict, facts: CallFacts) -> bool:
         return found is not _MISSING
     if op == "absent":
         return found is _MISSING
+    if op == "outside":
+        return found is not _MISSING and from_outside(condition["path"], facts.outside_paths)
     if found is _MISSING:
         return False  # a condition on a value that is not there never holds (so never approves)
     if expected == RUN_CUSTOMER:
@@ -212,6 +220,32 @@ def value_at(data: Any, path: str) -> Any:
     return current
 
 
+def json_path(parts: Iterable[str | int]) -> str:
+    """The canonical path of a value inside the arguments: ("items", 0, "sku") -> $.items[0].sku."""
+    text = "$"
+    for part in parts:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        elif re.fullmatch(r"[A-Za-z_][\w-]*", part):
+            text += f".{part}"
+        else:
+            text += "[" + '"' + part.replace('"', "") + '"' + "]"
+    return text
+
+
+def canonical_path(path: str) -> str:
+    return json_path(index if index is not None else key for key, index, _ in _path_parts(path))
+
+
+def from_outside(path: str, outside_paths: Iterable[str]) -> bool:
+    """True when the value at `path`, or a value inside it, came from outside content."""
+    try:
+        wanted = canonical_path(path)
+    except ValueError:
+        return False
+    return any(p == wanted or p.startswith(wanted + ".") or p.startswith(wanted + "[") for p in outside_paths)
+
+
 def _path_parts(path: str) -> list[tuple[str | None, int | None, None]]:
     text = path.strip()
     if not text.startswith("$"):
@@ -269,7 +303,7 @@ def conditions_errors(conditions: Any) -> list[str]:
                     errors.append(f"{where}: not an RE2 pattern: {message}.")
         elif op in ("eq", "ne") and isinstance(value, (dict, list)):
             errors.append(f"{where}: {op} compares with a string, number, true, false or null.")
-        elif op in ("present", "absent") and value is not None:
+        elif op in NO_VALUE_OPERATORS and value is not None:
             errors.append(f"{where}: {op} takes no value.")
     return errors
 
@@ -294,6 +328,6 @@ def condition_text(condition: dict) -> str:
     """One condition in words: "$.amount is less than 50"."""
     op = condition.get("op")
     words = OPERATORS.get(op, str(op))
-    if op in ("present", "absent"):
+    if op in NO_VALUE_OPERATORS:
         return f"{condition.get('path')} {words}"
     return f"{condition.get('path')} {words} {condition.get('value')!r}"

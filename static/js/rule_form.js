@@ -6,7 +6,7 @@
 // A value is read as JSON (50, "ORD-1", ["a", "b"], true); text that is not JSON is taken as
 // text, so ORD-1 and $run.customer can be typed without quotes.
 
-const NO_VALUE = new Set(["present", "absent"]);
+const NO_VALUE = new Set(["present", "absent", "outside"]);
 
 const textarea = document.getElementById("id_conditions");
 const operators = JSON.parse(textarea.dataset.operators);

@@ -23,7 +23,7 @@ CONDITIONS_HELP = (
     'A JSON list; every condition must hold. Each is {"path": "$.amount", "op": "lt", "value": 50}. '
     'Operators: eq, ne, lt, gt, in (a list: ["a", "b"]), fullmatch (the whole value matches an RE2 pattern), '
     'matches (the value contains a match of an RE2 pattern somewhere: "@example\\.com" also accepts '
-    '"x@evil.test,y@example.com"), present, absent (no value). '
+    '"x@evil.test,y@example.com"), present, absent, outside (comes from outside content; no value). '
     'The value "$run.customer" stands for the run\'s customer. Empty: any arguments.'
 )
 
