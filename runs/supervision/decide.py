@@ -29,6 +29,7 @@ from runs.supervision.checks import (
 from runs.supervision.gate import EXPIRED, _expire
 from runs.supervision.grants import grant_create
 from runs.supervision.quorum import quorum_met, quorum_voters
+from runs.supervision.twins import twins_record_shown
 from toolsapp.models import Tool
 
 __all__ = ["AlreadyDecided", "EditRefused", "NotAllowed", "approval_decide", "approval_expire", "approvals_expire"]
@@ -149,6 +150,7 @@ def _decide_read(
         ApprovalVote.objects.filter(approval=approval, superseded_at__isnull=True).update(superseded_at=now)
         _vote(approval=approval, user=person, reason=reason, args_hash=target.hash)
     event_record(run_id=approval.run_id, kind="approval", data={"call_pk": approval.tool_call_id, **approval_brief(approval)})
+    twins_record_shown(approval)  # the twins this person was shown, kept with the call's evidence
     if grant and approval.status == Approval.Status.APPROVED:
         grant_create(approval=approval, user=person, scope=grant)
     approvals_changed(run_id=approval.run_id)
