@@ -24,6 +24,7 @@ from runs.engine.conversation import build_messages, step_messages
 from runs.engine.db import connection_lost, loop_connections, on_fresh_connection, release_db_connection
 from runs.engine.decisions import StopReason
 from runs.engine.leases import LeaseLost, keeper, lease_claim, lease_held, lease_release
+from runs.engine.prior_reads import unread_refused
 from runs.engine.records import Recorder, operator_stop_first, paused_at_boundary, run_close
 from runs.engine.request_fit import RequestFit
 from runs.engine.run_tools import RunTools
@@ -330,6 +331,7 @@ class _Driver:
         unavailable = frozenset(self.toolbox.unavailable)
         checks = [check_call(tool_name=p.tool_name, raw_arguments=p.arguments, tools=self.tools, unavailable=unavailable)
                   for p in planned]
+        checks = unread_refused(run_id=self.run.pk, planned=planned, checks=checks, tools=self.tools)  # after the schema
         arguments = {p.index: args for p, (args, _) in zip(planned, checks)}
         return planned, [error for _, error in checks], arguments
 
