@@ -123,8 +123,9 @@ def _quorum_save(rule: ApprovalRule) -> None:
         del rule.pending_quorum_groups
 
 
-def rule_create(*, data: dict, user, project=None) -> ApprovalRule:
-    """A new rule, in `project` (None: Default)."""
+def rule_create(*, data: dict, user, project=None, saved_over: list[dict] | None = None) -> ApprovalRule:
+    """A new rule, in `project` (None: Default). `saved_over`: the calls people rejected that it
+    would have approved, as its saver confirmed them (runs.supervision.backtest), kept on its version."""
     errors = rule_errors(rule=None, data=data, project=project)
     if errors:
         raise InvalidRule(errors)
@@ -136,12 +137,13 @@ def rule_create(*, data: dict, user, project=None) -> ApprovalRule:
         rule.updated_by_name = _name(user)
         rule.save()
         _quorum_save(rule)
-        _record(rule, ApprovalRuleVersion.Change.CREATED, user)
+        _record(rule, ApprovalRuleVersion.Change.CREATED, user, saved_over=saved_over)
     return rule
 
 
-def rule_update(*, rule: ApprovalRule, data: dict, user) -> ApprovalRule:
-    """Change the given fields; a save that changes nothing makes no new version."""
+def rule_update(*, rule: ApprovalRule, data: dict, user, saved_over: list[dict] | None = None) -> ApprovalRule:
+    """Change the given fields; a save that changes nothing makes no new version. `saved_over`
+    as for rule_create."""
     errors = rule_errors(rule=rule, data=data)
     if errors:
         raise InvalidRule(errors)
@@ -157,7 +159,7 @@ def rule_update(*, rule: ApprovalRule, data: dict, user) -> ApprovalRule:
         current.updated_by_name = _name(user)
         current.save()
         _quorum_save(current)
-        _record(current, ApprovalRuleVersion.Change.UPDATED, user)
+        _record(current, ApprovalRuleVersion.Change.UPDATED, user, saved_over=saved_over)
     return current
 
 
@@ -173,10 +175,10 @@ def rule_delete(*, rule: ApprovalRule, user) -> None:
         current.delete()
 
 
-def _record(rule: ApprovalRule, change: str, user) -> None:
+def _record(rule: ApprovalRule, change: str, user, *, saved_over: list[dict] | None = None) -> None:
     ApprovalRuleVersion.objects.create(
         rule=rule, rule_key=rule.pk, version=rule.version, change=change,
-        snapshot=rule_snapshot(rule), changed_by_name=_name(user),
+        snapshot=rule_snapshot(rule), changed_by_name=_name(user), saved_over=list(saved_over or ()),
     )
 
 
