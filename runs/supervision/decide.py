@@ -28,6 +28,7 @@ from runs.supervision.checks import (
 )
 from runs.supervision.gate import EXPIRED, _expire
 from runs.supervision.grants import grant_create
+from runs.supervision.nudges import check_nudge
 from runs.supervision.quorum import quorum_met, quorum_voters
 from runs.supervision.twins import twins_record_shown
 from toolsapp.models import Tool
@@ -122,6 +123,7 @@ def _decide_read(
     else:
         tool = Tool.objects.filter(name=approval.tool_call.tool_name).first()
         check_decider(approval=approval, user=person, approve=approve)
+        check_nudge(approval=approval, user=person, approve=approve, reason=reason)  # after quick approvals in a row
         check_grant(approval=approval, tool=tool, approve=approve, scope=grant)
         edit = edit_of(approval=approval, tool=tool, text=arguments, approve=approve)
         if approve:
