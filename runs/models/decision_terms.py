@@ -33,6 +33,9 @@ APPROVED, REJECTED = Approval.Status.APPROVED, Approval.Status.REJECTED
 # A person's decision: approved or rejected by someone, not automatically (expiry is nobody's).
 BY_A_PERSON = Q(status__in=(APPROVED, REJECTED), automatic=False)
 QUICK_LIMIT = "run__agent__project__quick_approval_seconds"
+# "Within 5 s" holds 5 s exactly, measured to the millisecond (SQLite's day fractions are off by
+# microseconds: 5 s can read 5.00000002).
+MILLISECOND = 0.001
 # The tool's own answer that the call changed nothing: checked as text, on the few rows that hold it.
 ALREADY_DONE_TEXT = '"already_'
 ALREADY_DONE_PATTERN = r'"already_[A-Za-z0-9_]*"\s*:\s*true'
@@ -50,7 +53,7 @@ def seconds_to_decide(requested_at: datetime, shown_at: datetime | None, decided
 
 
 def quick_approval(status: str, automatic: bool, seconds: float, limit: int) -> bool:
-    return status == APPROVED and not automatic and seconds <= limit
+    return status == APPROVED and not automatic and seconds <= limit + MILLISECOND
 
 
 # --- In SQL, over Approval rows ---------------------------------------------------------------------
@@ -88,7 +91,7 @@ def decide_seconds() -> Case:
 
 def quick_approvals(seconds: str) -> Q:
     """People's approvals whose annotated `seconds` (decide_seconds) are within their project's limit."""
-    return Q(status=APPROVED, automatic=False, **{f"{seconds}__lte": F(QUICK_LIMIT)})
+    return Q(status=APPROVED, automatic=False, **{f"{seconds}__lte": F(QUICK_LIMIT) + Value(MILLISECOND)})
 
 
 def failed() -> Q:

@@ -13,6 +13,7 @@ from runs.web.views import (
     replay,
     rules,
     runs,
+    supervision,
     webhooks,
 )
 
@@ -45,6 +46,7 @@ urlpatterns = [
     path("approvals/bulk/", approvals.approval_bulk, name="approval_bulk"),
     path("grants/<int:pk>/revoke/", runs.grant_revoke_view, name="grant_revoke"),
     path("metrics/", metrics.metrics, name="metrics"),
+    path("supervision/", supervision.supervision, name="supervision"),
     path("budgets/", budgets.budget_list, name="budget_list"),
     path("budgets/new/", budgets.budget_create, name="budget_create"),
     path("budgets/<int:pk>/", budgets.budget_edit, name="budget_edit"),
