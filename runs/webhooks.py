@@ -27,7 +27,7 @@ from django.utils import timezone
 from audit.models import AuditEntry
 from audit.record import audited, entry_write, shown_repr
 from runs.engine.dispatch import task_send
-from runs.models import Agent, Webhook, WebhookDelivery
+from runs.models import Agent, CallEvidence, Webhook, WebhookDelivery
 from toolsapp import net
 
 log = logging.getLogger("runs.services.notifications")  # its name from before the move: operators filter on it
@@ -195,6 +195,9 @@ def webhook_send(*, url: str, event: str, body: dict, delivery_id: int | None = 
 
 
 def approval_pending_data(approval) -> dict:
+    """approval.pending's body: the call without its arguments (their keyed hash only), and where
+    each argument came from, without the values (`evidence`, null for a call without evidence):
+    enough for a receiver to page someone when a value came from outside content."""
     call = approval.tool_call
     return {
         "approval": {
@@ -208,8 +211,21 @@ def approval_pending_data(approval) -> dict:
             "requested_at": approval.requested_at.isoformat() if approval.requested_at else None,
             "expires_at": approval.expires_at.isoformat() if approval.expires_at else None,
             "url": settings.SITE_URL.rstrip("/") + reverse("approval_queue"),
+            "evidence": _evidence_sources(approval.pk),
         }
     }
+
+
+def _evidence_sources(approval_id: int) -> dict | None:
+    """{"sources": {"$.order_id": "tool", ...}, "outside_paths": [...]} from the call's stored
+    evidence (runs/models/evidence.py); the words and values stay on the card."""
+    row = CallEvidence.objects.filter(approval_id=approval_id).values_list("data", "outside_paths").first()
+    if row is None:
+        return None
+    data, outside = row
+    values = (data or {}).get("values") if isinstance(data, dict) else None
+    sources = {str(v.get("path")): v.get("source") for v in values or () if isinstance(v, dict) and v.get("path")}
+    return {"sources": sources, "outside_paths": list(outside or ())}
 
 
 def budget_alert_data(alert) -> dict:

@@ -18,12 +18,15 @@ from projects.models import Project
 from runs.engine.dispatch import task_send
 from runs.models import Agent, Approval, ChatMessage
 from runs.supervision.escalation import masked_arguments_text
+from runs.supervision.evidence_text import evidence_read, evidence_sections, section_text
 from toolsapp import net
 from toolsapp.models import Tool
 
 log = logging.getLogger("runs.chat")
 POST_TASK = "runs.tasks.chat_post"
 ARGUMENTS_CHARS = 2500  # of the masked arguments in one message; the dashboard shows all
+# Of one part of the evidence, in one block: Slack refuses a section's text over 3,000 characters.
+EVIDENCE_CHARS = 2800
 RESEND_AFTER = timedelta(seconds=30)
 CLAIM_TIMEOUT = timedelta(seconds=60)  # a claim older than this was its process's last act
 MAX_ATTEMPTS = 5
@@ -157,7 +160,8 @@ def _summary(approval: Approval) -> str:
 
 
 def message_blocks(approval: Approval, *, outcome: str = "") -> list[dict]:
-    """The message: what is asked, with masked arguments and their hash; the buttons while it waits."""
+    """The message: what is asked, with masked arguments and their hash, the call's evidence as
+    the queue's card tells it (evidence_text.py); the buttons while it waits."""
     call, run = approval.tool_call, approval.run
     tool = Tool.objects.filter(name=call.tool_name).values_list("sensitive_fields", flat=True).first() or []
     arguments = masked_arguments_text(call.arguments, list(tool))
@@ -171,6 +175,7 @@ def message_blocks(approval: Approval, *, outcome: str = "") -> list[dict]:
             + (f"\nNeeds {needs}" if needs else "") + f"\n```{_plain(arguments)}```")}},
         {"type": "context", "elements": [{"type": "mrkdwn", "text": (
             f"Argument hash `{call.args_hash[:16]}` · <{link}|Open it in the dashboard>")}]},
+        *evidence_blocks(approval, sensitive_fields=list(tool)),
     ]
     if outcome:
         blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": f"*{_plain(outcome)}*"}})
@@ -182,6 +187,50 @@ def message_blocks(approval: Approval, *, outcome: str = "") -> list[dict]:
          "text": {"type": "plain_text", "text": "Reject"}},
     ]})
     return blocks
+
+
+def evidence_blocks(approval: Approval, *, sensitive_fields: list[str]) -> list[dict]:
+    """Each part of the evidence as a block: its title (the product's words, bold), then its
+    lines as plain text, never read as Slack's markup (a result or the model's words cannot
+    format, link or mention anyone). Nothing for a call asked before evidence was kept."""
+    evidence = evidence_read(approval, sensitive_fields=sensitive_fields)
+    if evidence is None:
+        return []
+    blocks = []
+    for section in evidence_sections(evidence, now=timezone.now()):
+        blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": f"*{_plain(section.title)}*"}]})
+        blocks.append({"type": "section", "text": {"type": "plain_text", "emoji": False,
+                                                   "text": section_text(section, limit=EVIDENCE_CHARS)}})
+    return blocks
+
+
+def chat_evidence_refresh(*, approval_id: int) -> int:
+    """Show a waiting call's evidence again on its message (bot token only), once its state check
+    has answered: the message was posted when the call was asked, before the check ran. Returns 1
+    when the message changed. A decision shown meanwhile is shown again, so the buttons never
+    come back on a decided call."""
+    if not settings.SLACK_BOT_TOKEN:
+        return 0
+    message = (ChatMessage.objects.filter(approval_id=approval_id, status=ChatMessage.Status.POSTED, outcome_shown="",
+                                          approval__status=Approval.Status.PENDING).exclude(ts="")
+               .select_related("approval__run__agent", "approval__tool_call").first())
+    if message is None:
+        return 0
+    approval = message.approval
+    try:
+        slack_api("chat.update", {"channel": message.channel, "ts": message.ts, "text": _summary(approval),
+                                  "blocks": message_blocks(approval)})
+    except (net.OutboundError, net.Blocked, ChatError) as exc:
+        log.warning(json.dumps({"event": "chat_evidence_not_shown", "message": message.pk, "error": str(exc)[:300]}))
+        return 0
+    shown = ChatMessage.objects.filter(pk=message.pk).values_list("outcome_shown", flat=True).first()
+    if shown and not shown.startswith("(not shown"):
+        try:  # decided while this update was on its way: the outcome again, last
+            slack_api("chat.update", {"channel": message.channel, "ts": message.ts, "text": shown,
+                                      "blocks": message_blocks(approval, outcome=shown)})
+        except (net.OutboundError, net.Blocked, ChatError):
+            ChatMessage.objects.filter(pk=message.pk, outcome_shown=shown).update(outcome_shown="")  # the sweep retries
+    return 1
 
 
 def _plain(text: str) -> str:

@@ -11,7 +11,8 @@ once: when the mail server refuses or cannot be reached it is logged and not tri
 webhook is the channel that retries; an e-mail retried after a timeout could reach people twice).
 
 Neither carries a raw secret: the e-mail shows the arguments with the tool's sensitive fields
-masked, and the webhook only their keyed hash. The link opens the queue item; it holds no token,
+masked, and the call's evidence as stored (masked when it was written: evidence_text.py), and
+the webhook only their keyed hash. The link opens the queue item; it holds no token,
 so it needs a signed-in person with the right to see approvals, and opening it decides nothing.
 """
 import json
@@ -27,6 +28,7 @@ from django.utils import timezone
 
 from runs.models import Approval
 from runs.supervision.argument_lines import argument_lines
+from runs.supervision.evidence_text import age_text, evidence_plain, evidence_read, evidence_sections
 from runs.webhooks import approval_pending_data, notify
 from toolsapp.models import Tool
 from toolsapp.sensitive import MASK
@@ -36,26 +38,12 @@ log = logging.getLogger("runs.services.escalation")  # its name from before the 
 
 ESCALATIONS_PER_SWEEP = 100  # the rest wait for the next sweep, a few seconds later
 ARGUMENTS_MAX_CHARS = 8000  # of the pretty-printed arguments in one e-mail; the page shows all
+EVIDENCE_MAX_CHARS = 8000  # of the evidence (evidence_text.py) in one e-mail; the page shows all
 
 
 def approval_link(approval_id: int) -> str:
     """The queue item's address, for people: SITE_URL + /approvals/<id>/."""
     return settings.SITE_URL.rstrip("/") + reverse("approval_detail", args=[approval_id])
-
-
-def age_text(seconds: float) -> str:
-    """ "45 s", "4 min", "2 h 5 min", "3 d 4 h": as the header badge says it."""
-    s = max(0, int(seconds))
-    if s < 60:
-        return f"{s} s"
-    minutes = s // 60
-    if minutes < 60:
-        return f"{minutes} min"
-    hours = minutes // 60
-    if hours < 24:
-        return f"{hours} h {minutes % 60} min" if minutes % 60 else f"{hours} h"
-    days = hours // 24
-    return f"{days} d {hours % 24} h" if hours % 24 else f"{days} d"
 
 
 def escalation_recipients(agent) -> list[str]:
@@ -98,7 +86,7 @@ def approval_email(
     approval: Approval, *, now: datetime, sensitive_fields: list[str], headline: str, subject: str,
 ) -> EmailMessage | None:
     """An e-mail about one waiting approval to its agent's escalation addresses: `headline`, then
-    the call's facts and masked arguments, then its link; None when nobody is to be told."""
+    the call's facts, masked arguments and evidence, then its link; None when nobody is to be told."""
     recipients = escalation_recipients(approval.run.agent)
     if not recipients:
         return None
@@ -128,6 +116,7 @@ def approval_email(
         f"Arguments (sensitive fields shown as {MASK}):",
         masked_arguments_text(call.arguments, sensitive_fields),
         "",
+        *_evidence_paragraphs(approval, now=now, sensitive_fields=sensitive_fields),
         "Open it to decide (sign-in required; the link alone decides nothing):",
         approval_link(approval.pk),
     ])
@@ -137,6 +126,15 @@ def approval_email(
         to=recipients,
         headers={"X-Agentsite-Approval": str(approval.pk)},
     )
+
+
+def _evidence_paragraphs(approval: Approval, *, now: datetime, sensitive_fields: list[str]) -> list[str]:
+    """The call's evidence as the queue's card tells it (evidence_text.py); nothing for a call
+    asked before evidence was kept."""
+    evidence = evidence_read(approval, sensitive_fields=sensitive_fields)
+    if evidence is None:
+        return []
+    return [evidence_plain(evidence_sections(evidence, now=now), limit=EVIDENCE_MAX_CHARS), ""]
 
 
 def approval_escalated_data(approval: Approval, *, now: datetime) -> dict:
