@@ -8,4 +8,5 @@ urlpatterns = [
     # its own with an address): each view finds them, 404 for a project the person does not see.
     path("projects/members/add/", views.member_add, name="project_member_add"),
     path("projects/members/change/", views.member_change, name="project_member_change"),
+    path("projects/nudge/", views.nudge_settings, name="project_nudge_settings"),
 ]

@@ -1,5 +1,6 @@
 """The projects page: the projects a person sees, their role in each, and who else works there;
-a project's admins (and site administrators) add people, change their role and remove them."""
+a project's admins (and site administrators) add people, change their role and remove them, and
+set when the nudge against quick approvals asks for a reason."""
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404
@@ -8,7 +9,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from projects import access, people
-from projects.forms import MemberAddForm, MemberRoleForm
+from projects.forms import MemberAddForm, MemberRoleForm, NudgeSettingsForm
 from projects.models import Membership, Project
 
 # The site's role groups (runs/roles.py) as a person is named by them: "an operator".
@@ -50,6 +51,7 @@ def project_list(request):
                          if manages else None}
                         for m in members.get(p.pk, [])],
             "add_form": MemberAddForm(auto_id=f"id_{p.slug}_%s") if manages else None,
+            "nudge_form": NudgeSettingsForm(instance=p, auto_id=f"id_{p.slug}_nudge_%s") if manages else None,
         })
     return render(request, "projects/project_list.html", {"rows": rows, "site_roles": site_roles})
 
@@ -107,3 +109,19 @@ def member_change(request):
     except people.PeopleRefused as refused:
         return project_answer(request, project, str(refused), ok=False)
     return project_answer(request, project, f"{name} is now {role_name(changed.role.name)} in {project}.")
+
+
+@login_required
+@require_POST
+def nudge_settings(request):
+    """A project's nudge thresholds, set by its admins (audited as a change of the project)."""
+    project = people.project_managed(request.user, request.POST.get("project", ""))
+    form = NudgeSettingsForm(request.POST, instance=project)
+    if not form.is_valid():
+        return project_answer(request, project, form_problem(form), ok=False)
+    form.save(commit=False).save(update_fields=list(NudgeSettingsForm.Meta.fields))  # nothing else of the project
+    after = project.nudge_after_quick_approvals
+    text = (f"After {after} quick approval{'s' if after != 1 else ''} in a row (each within "
+            f"{project.quick_approval_seconds} s), the next card in {project} asks for a reason before Approve."
+            if after else f"The nudge is off in {project}: no card asks for a reason before Approve.")
+    return project_answer(request, project, text)
