@@ -16,6 +16,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
 from runs.observability.prometheus import counters as q
+from runs.observability.prometheus.decision_counters import DECIDE_BUCKETS, decision_quality_figures
 
 PREFIX = "agentsite"
 
@@ -80,10 +81,28 @@ class DatabaseCollector:
                        ["outcome", "decider"], decided)
         yield _histogram("approval_wait_seconds", "Seconds from asking to deciding, by who decided.", ["decider"],
                          q.APPROVAL_WAIT_BUCKETS, wait)
+        yield from _decision_quality(pruned)
         busy = GaugeMetricFamily(f"{PREFIX}_worker_slots_busy",
                                  "Runs a worker drives now (a live lease holds one worker thread), all hosts.")
         busy.add_metric([], q.runs_driven())
         yield busy
+
+
+def _decision_quality(pruned: dict):
+    """How people decide, per project (runs/observability/prometheus/decision_counters.py)."""
+    found = decision_quality_figures(pruned)
+    yield _counter("project_decisions", "Decisions on tool calls per project, by who or what decided (person, rule, "
+                   "grant, policy: the run's own, expiry, run_ended).", ["project", "decider"], found["decided"])
+    yield _histogram("approval_decide_seconds", "Seconds from a card appearing (first shown to someone who may "
+                     "decide it, else asked) to a person's decision, per project.", ["project"], DECIDE_BUCKETS,
+                     found["decide_seconds"])
+    yield _counter("approvals_quick", "People's approvals within the project's quick_approval_seconds of the card "
+                   "appearing.", ["project"], found["quick"])
+    yield _counter("approvals_contradicted", "Approved calls later contradicted, by who approved and why (failed; "
+                   "moot: already done; reversed by a later call on the same thing).", ["project", "decider", "why"],
+                   found["contradicted"])
+    yield _counter("nudges_shown", "Cards that asked their person for a reason before Approve after a streak of "
+                   "quick approvals.", ["project"], found["nudges"])
 
 
 def metrics_text() -> bytes:

@@ -8,14 +8,18 @@ PrunedTotals, in its own transaction: either the runs are still there, or their 
 from collections.abc import Iterable
 
 from runs.models import PrunedTotals
-from runs.observability.prometheus.counters import PRUNED_FAMILIES, decode, encode, figures_of_runs, merge
+from runs.observability.prometheus import decision_counters
+from runs.observability.prometheus.counters import PRUNED_FAMILIES, decode, encode, merge
+
+# Every family of counted rows, each a function of the runs' ids giving what they count.
+FAMILIES = {**PRUNED_FAMILIES, **decision_counters.PRUNED_FAMILIES}
 
 
 def pruned_totals_add(*, run_ids: Iterable[int]) -> None:
     """Call inside the transaction that deletes these runs, before it deletes them."""
     run_ids = list(run_ids)
-    for family in PRUNED_FAMILIES:
-        found = figures_of_runs(family, run_ids=run_ids)
+    for family, figures in FAMILIES.items():
+        found = figures(run_ids)
         if not found:
             continue
         # Locked: two deletions at once (the prune and an administrator) add up, not overwrite.
