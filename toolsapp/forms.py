@@ -13,6 +13,7 @@ from django.db.models import Q
 from projects import access
 from projects.models import DEFAULT_SLUG, Project
 from runs.roles import PERM_ADD_TOOL, PERM_MANAGE_TOOLS
+from toolsapp.decision_settings import EXAMPLE, decision_settings_problems, decision_settings_save
 from toolsapp.executors.http import SECRET_ENV_PREFIX
 from toolsapp.models import Tool
 from toolsapp.services import ToolInvalid, tool_save, tool_validate
@@ -137,6 +138,7 @@ def tool_save_in_project(*, tool: Tool | None, data: dict, project) -> Tool:
         if not adding and saved.kind != Tool.Kind.MCP and saved.project_id != (project.pk if project else None):
             Tool.objects.filter(pk=saved.pk).update(project=project)
             saved.project = project
+        decision_settings_save(tool=saved, data=data)  # checked against the tool as saved, in its project
     return saved
 
 
@@ -214,6 +216,22 @@ class ToolForm(forms.ModelForm):
         help_text=f"Name of an environment variable starting with {SECRET_ENV_PREFIX}; its value is sent "
                   "as a Bearer token. The secret itself is never stored.",
     )
+    # The moment of decision (toolsapp/decision_settings.py checks them, for the API too).
+    identifier_fields = forms.CharField(
+        required=False, label="Identifier fields",
+        help_text="Comma separated argument names that say which thing a call acts on (order_id): calls with "
+                  "the same values are twins, shown on each other's cards. Empty: all arguments.",
+    )
+    state_check = forms.CharField(
+        required=False, label="State check", widget=forms.Textarea(attrs={"rows": 2, "spellcheck": "false"}),
+        help_text=f"A read-only tool run before a person decides, its arguments taken from the call: {EXAMPLE}. "
+                  "Its answer shows on the card. Empty: none.",
+    )
+    requires_read = forms.CharField(
+        required=False, label="Requires an earlier read", widget=forms.Textarea(attrs={"rows": 2, "spellcheck": "false"}),
+        help_text=f"A call is refused (the model is told what to call first) unless this read succeeded earlier "
+                  f"in the run with the same values: {EXAMPLE}. Empty: none.",
+    )
 
     class Meta:
         model = Tool
@@ -221,6 +239,7 @@ class ToolForm(forms.ModelForm):
             "name", "description", "parameters", "destructive", "always_ask", "critical", "allow_argument_edits",
             "parallel_safe", "idempotent", "in_experiments",
             "timeout_seconds", "repeat_limit", "sensitive_fields", "kind", "handler", "url", "secret_env", "enabled",
+            "identifier_fields", "state_check", "requires_read", "reads_outside_content",
         ]
         widgets = {"description": forms.Textarea(attrs={"rows": 3})}
         help_texts = {"kind": "MCP tools are added by discovering an MCP server's tools."}
@@ -244,6 +263,10 @@ class ToolForm(forms.ModelForm):
                 indent=2, ensure_ascii=False,
             )
             self.initial["sensitive_fields"] = ", ".join(self.initial.get("sensitive_fields") or [])
+            self.initial["identifier_fields"] = ", ".join(self.initial.get("identifier_fields") or [])
+            for name in ("state_check", "requires_read"):
+                value = self.initial.get(name)
+                self.initial[name] = json.dumps(value, ensure_ascii=False) if value else ""
             config = self.instance.config or {}
             self.initial.setdefault("url", config.get("url", ""))
             self.initial.setdefault("secret_env", config.get("secret_env", ""))
@@ -276,13 +299,54 @@ class ToolForm(forms.ModelForm):
     def clean_sensitive_fields(self):
         return [part.strip() for part in self.cleaned_data["sensitive_fields"].split(",") if part.strip()]
 
+    def clean_identifier_fields(self):
+        return [part.strip() for part in self.cleaned_data["identifier_fields"].split(",") if part.strip()]
+
+    def _kept(self, name: str) -> bool:
+        """A form sent without the field (a script, an older page) keeps what the tool has."""
+        return self.is_bound and self.stored is not None and self.add_prefix(name) not in self.data
+
+    def clean_state_check(self):
+        return self._link("state_check")
+
+    def clean_requires_read(self):
+        return self._link("requires_read")
+
+    def _link(self, name: str) -> dict:
+        """A state check's or a required read's JSON text as an object ({} when empty)."""
+        text = self.cleaned_data[name].strip()
+        if not text:
+            return {}
+        try:
+            value = bounded_loads(text)
+        except (JsonTooDeep, json.JSONDecodeError) as exc:
+            raise forms.ValidationError(f"Not valid JSON ({exc}); write it as {EXAMPLE}.") from None
+        if not isinstance(value, dict):
+            raise forms.ValidationError(f"An object such as {EXAMPLE}, or empty for none.")
+        return value
+
     def clean(self):
         data = super().clean()
+        for name in ("identifier_fields", "state_check", "requires_read"):
+            if self._kept(name):
+                data.pop(name, None)
         try:
             tool_validate(tool=self.stored, data=data)
         except ToolInvalid as exc:
             self.add_tool_errors(exc)
+        self.add_tool_errors(ToolInvalid(self._decision_problems(data)))
         return data
+
+    def _decision_problems(self, data: dict) -> dict:
+        """The state check, required read and identifiers, against the schema and project typed here."""
+        stored = self.stored
+        parameters = data.get("parameters", stored.parameters if stored else None)
+        name = data.get("name") or (stored.name if stored else "")
+        project = data.get("project") if "project" in self.fields else (stored.project if stored else None)
+        return decision_settings_problems(
+            values={field: data[field] for field in ("identifier_fields", "state_check", "requires_read") if field in data},
+            parameters=parameters, tool_name=(name or "").strip(), project_id=project.pk if project else None,
+        )
 
     def add_tool_errors(self, exc: ToolInvalid) -> None:
         """The service's errors on their fields; a field that already has an error (it could not

@@ -5,6 +5,7 @@ from rest_framework import serializers
 
 from runs.web.api.serializers.fields import choice
 from runs.web.api.strict import KnownFieldsOnly
+from toolsapp.decision_settings import EXAMPLE, decision_settings_problems
 from toolsapp.forms import (
     ProjectRefused,
     project_named,
@@ -57,6 +58,17 @@ class ToolSerializer(KnownFieldsOnly, serializers.ModelSerializer):
         required=False, allow_blank=True, max_length=100,
         help_text="HTTP tools: environment variable (TOOL_SECRET_...) whose value is sent as a Bearer token.",
     )
+    identifier_fields = serializers.ListField(
+        child=serializers.CharField(max_length=MAX_SENSITIVE_FIELD_CHARS), required=False,
+        help_text="Argument names that say which thing a call acts on: calls with the same values are twins. "
+                  "Empty: all arguments.",
+    )
+    state_check = serializers.JSONField(required=False, help_text=(
+        f"A read-only tool run before a person decides, its arguments taken from the call by JSON paths: {EXAMPLE}. "
+        "{} for none. The named tool must not be destructive, and must be this tool's project's or shared."))
+    requires_read = serializers.JSONField(required=False, help_text=(
+        f"A read that must have succeeded earlier in the run with the same values, else a call is refused as data: "
+        f"{EXAMPLE}. {{}} for none."))
     project = ToolProjectField(required=False, allow_null=True, help_text=(
         "The team whose tool it is (its agents may use it); null: shared by the site, for every project's agents, "
         "which only admins of every project may choose. Omitted on a new tool: the caller's one project where they "
@@ -72,7 +84,8 @@ class ToolSerializer(KnownFieldsOnly, serializers.ModelSerializer):
             "id", "name", "project", "project_name", "description", "parameters", "destructive", "always_ask", "critical", "allow_argument_edits",
             "parallel_safe", "idempotent", "in_experiments",
             "timeout_seconds", "repeat_limit", "sensitive_fields", "kind", "handler", "url", "secret_env",
-            "mcp_server", "enabled", "schema_warnings", "created_at", "updated_at",
+            "mcp_server", "enabled", "identifier_fields", "state_check", "requires_read", "reads_outside_content",
+            "schema_warnings", "created_at", "updated_at",
         ]
         read_only_fields = ["created_at", "updated_at"]
         extra_kwargs = {
@@ -107,9 +120,22 @@ class ToolSerializer(KnownFieldsOnly, serializers.ModelSerializer):
             tool_validate(tool=self.instance, data=attrs)
         except ToolInvalid as exc:
             errors.update(exc.errors)
+        for field, problems in self._decision_problems(attrs).items():
+            errors.setdefault(field, problems)
         if errors:
             raise serializers.ValidationError(errors)
         return attrs
+
+    def _decision_problems(self, attrs) -> dict:
+        """The state check, required read and identifiers, against the schema and project sent (or the tool's)."""
+        tool = self.instance
+        project = attrs["project"] if "project" in attrs else (tool.project if tool is not None else None)
+        name = attrs.get("name", tool.name if tool is not None else "")
+        return decision_settings_problems(
+            values={field: attrs[field] for field in ("identifier_fields", "state_check", "requires_read") if field in attrs},
+            parameters=attrs.get("parameters", tool.parameters if tool is not None else None),
+            tool_name=name.strip() if isinstance(name, str) else "", project_id=project.pk if project else None,
+        )
 
     def _project_problem(self, attrs) -> str:
         """Why the caller may not put the tool where `attrs` says (a new one with no project named
