@@ -1,11 +1,18 @@
 """Deciding several approvals at once, as the queue's bulk actions and the API do: each approval
 is decided on its own by `approval_decide` (its own transaction and conditional UPDATE), so one
-decided meanwhile, or one this person may not decide, is reported and never stops the others."""
+decided meanwhile, or one this person may not decide, is reported and never stops the others.
+
+Approving a selection that holds twins (calls on the same thing: runs/supervision/twins.py)
+decides nothing until the person names them: one click must not cancel the same order twice."""
 from dataclasses import dataclass, field
 
+from projects.access import visible_projects
 from runs.models import Approval
 from runs.supervision.decide import AlreadyDecided, EditRefused, NotAllowed, approval_decide
 from runs.supervision.queue import approval_decision_text
+from runs.supervision.twins import TwinsUnconfirmed, twins_check
+
+__all__ = ["MAX_BULK", "BulkOutcome", "TwinsUnconfirmed", "approvals_decide_many", "decided_projects"]
 
 MAX_BULK = 200
 
@@ -17,8 +24,19 @@ class BulkOutcome:
     refused: list[tuple[int, str]] = field(default_factory=list)  # (id, why this person may not)
 
 
-def approvals_decide_many(*, approval_ids, user, approve: bool, reason: str = "") -> BulkOutcome:
-    """Decide each approval of `approval_ids` (in order, each once) with one reason."""
+def decided_projects(user) -> set[int] | None:
+    """The projects whose calls this person may be deciding (None: any), as decide.py scopes them:
+    twins are looked for there only, so nobody learns of another team's calls."""
+    return visible_projects(user) or None  # no role anywhere: the permission alone decides, as in decide.py
+
+
+def approvals_decide_many(*, approval_ids, user, approve: bool, reason: str = "", twins_confirmed=()) -> BulkOutcome:
+    """Decide each approval of `approval_ids` (in order, each once) with one reason.
+
+    An approval of twins raises TwinsUnconfirmed, deciding none, unless `twins_confirmed` names
+    every one of them (the ids TwinsUnconfirmed.confirm lists); a rejection needs no confirmation."""
+    if approve:
+        twins_check(approval_ids, confirmed=twins_confirmed, projects=decided_projects(user))
     outcome = BulkOutcome()
     for approval_id in dict.fromkeys(approval_ids):
         try:

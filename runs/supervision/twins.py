@@ -4,7 +4,10 @@ sees the others; nothing approves a call automatically while a twin of it ran in
 
 The key is a keyed hash (like the arguments' hash) of the tool's name and those values, stored
 with the call's evidence when it is asked about (runs/models/evidence.py), so finding twins is
-one indexed query."""
+one indexed query. Twins are looked for in the call's own project only: nobody learns of another
+team's runs. A single Approve of a call with twins is allowed (its card names them); approving it
+with others (bulk) or with a grant for the rest of its run needs them confirmed by name
+(`twins_check`), and each decision keeps the twins its decider was shown (`twins_record_shown`)."""
 import hashlib
 import hmac
 import json
@@ -83,6 +86,7 @@ TWINS_SHOWN = 10  # per call: the waiting ones first, then the newest
 ROWS_READ = 500  # the evidence rows one read may bring, however many twins wait
 
 WAITING = "waiting"
+_NOT_DONE = {str(Approval.Status.REJECTED), str(Approval.Status.EXPIRED)}
 _RAN = {ToolCall.Status.SUCCEEDED: "succeeded", ToolCall.Status.FAILED: "failed", ToolCall.Status.UNKNOWN: "outcome unknown"}
 _FIELDS = (
     "approval_id", "project_id", "identity", "tool_name", "created_at", "twins_at_decision", "approval__run_id",
@@ -203,8 +207,8 @@ class TwinsUnconfirmed(Exception):
 def selection_conflicts(approval_ids, *, projects: set[int] | None = None) -> list[dict]:
     """The twins of a selection of approvals (those waiting, of `projects`; None: any), one entry
     per thing acted on: {"approvals": [{"id", "run", "tool"}] (the selected ones, in the
-    selection's order), "twins": [the others on it, waiting or decided in the window, as
-    twins_attach gives them], "words": "#12 cancel_order in run 41 and #13 cancel_order in run 42
+    selection's order), "twins": [the others on it, waiting, or approved or run in the window, as
+    twins_attach gives them; rejected ones are only shown on the cards], "words": "#12 cancel_order in run 41 and #13 cancel_order in run 42
     act on the same thing", "confirm": [their ids]}. A selected call alone on its thing is in none.
     One query."""
     ids = list(dict.fromkeys(int(pk) for pk in approval_ids))
@@ -221,6 +225,8 @@ def selection_conflicts(approval_ids, *, projects: set[int] | None = None) -> li
         group["approvals"].append({"id": approval_id, "run": row["approval__run_id"], "tool": row["tool_name"]})
         known = {twin["approval"] for twin in group["twins"]}
         for twin in _twins_of(row, rows, now, limit=None):
+            if twin["state"] in _NOT_DONE:
+                continue  # rejected or expired: it did not run, and approving this one does not repeat it
             if twin["approval"] not in selected and twin["approval"] not in known:
                 group["twins"].append(twin)
                 known.add(twin["approval"])

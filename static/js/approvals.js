@@ -1,15 +1,13 @@
 // The approval queue (and one approval's page): the list is refetched whenever the socket says
 // approvals changed, and decisions are posted with fetch, so nothing needs a page reload.
 import { subscribe } from "./badge.js";
+import { installBulk } from "./approvals_bulk.js";
 import { installQueueKeys } from "./queue_keys.js";
 import { argumentErrors } from "./schema_check.js";
 
 const live = document.getElementById("approval-live");
 const flash = document.getElementById("approval-flash");
 const liveStatus = document.getElementById("approval-live-status");
-const bulkForm = document.getElementById("bulk-form");
-const selectAll = document.getElementById("select-all");
-const bulkCount = document.getElementById("bulk-count");
 const keys = installQueueKeys({ live, help: document.getElementById("keys-help") });
 document.getElementById("keys-help-button")?.addEventListener("click", () => keys.toggleHelp());
 
@@ -175,7 +173,7 @@ function replaceList(html) {
     }
   }
   keys.restore(cardHadFocus);
-  updateBulkCount();
+  bulk.updateCount();
   placeAnswers();
 }
 
@@ -302,6 +300,10 @@ live.addEventListener("submit", async (event) => {
   // Pressing Enter in a text field submits with the first button, which is Reject.
   const button = event.submitter;
   if (button && button.name) body.set(button.name, button.value);
+  // The twins' confirmation sits above the form (_card_twins.html): sent with it when ticked.
+  if (!body.has("confirm_twins")) {
+    for (const box of card.querySelectorAll("input.confirm-twins:checked")) body.append("confirm_twins", box.value);
+  }
   const approving = String(body.get("decision") || "").startsWith("approve");
   if (approving) {
     const problems = editProblems(card);
@@ -340,56 +342,9 @@ live.addEventListener("submit", async (event) => {
   }
 });
 
-// --- bulk decisions -------------------------------------------------------------------------
+// --- bulk decisions (approvals_bulk.js) -------------------------------------------------------
 
-function selectedBoxes() {
-  return [...live.querySelectorAll("input.select-approval:checked")];
-}
-
-function updateBulkCount() {
-  if (!bulkCount) return;
-  const boxes = live.querySelectorAll("input.select-approval");
-  const n = selectedBoxes().length;
-  bulkCount.textContent = n ? `${n} selected` : "none selected";
-  if (selectAll) {
-    selectAll.checked = boxes.length > 0 && n === boxes.length;
-    selectAll.indeterminate = n > 0 && n < boxes.length;
-  }
-}
-
-live.addEventListener("change", (event) => {
-  if (event.target.matches("input.select-approval")) updateBulkCount();
-});
-
-selectAll?.addEventListener("change", () => {
-  for (const box of live.querySelectorAll("input.select-approval")) box.checked = selectAll.checked;
-  updateBulkCount();
-});
-
-bulkForm?.addEventListener("submit", async (event) => {
-  event.preventDefault();
-  const body = new FormData(bulkForm); // the cards' checkboxes belong to this form
-  if (event.submitter && event.submitter.name) body.set(event.submitter.name, event.submitter.value);
-  const ids = body.getAll("ids");
-  if (!ids.length) {
-    showMessage("Select at least one approval first (x, or the boxes).", "error");
-    return;
-  }
-  for (const id of ids) setDeciding(id, true);
-  try {
-    const { response, data } = await postForm(bulkForm, body);
-    if (!response.ok) showMessage(data.error || `Nothing was recorded (HTTP ${response.status}).`, "error");
-    else {
-      showMessage(data.message, data.already.length || data.refused.length ? "warning" : "success");
-      bulkForm.querySelector("input[name=reason]").value = "";
-    }
-  } catch {
-    showMessage("Network error: the decisions may not have been recorded; check the list.", "error");
-  } finally {
-    for (const id of ids) setDeciding(id, false);
-    await refresh();
-  }
-});
+const bulk = installBulk({ live, form: document.getElementById("bulk-form"), showMessage, setDeciding, postForm, refresh });
 
 subscribe((message) => {
   if (message.type === "socket.open") {

@@ -4,6 +4,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
 from django.http import Http404, HttpResponseBadRequest, JsonResponse
 from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
@@ -12,7 +13,7 @@ from runs.engine.snapshots import approval_brief
 from runs.models import Approval
 from runs.roles import PERM_DECIDE, PERM_VIEW_APPROVAL, PERM_VIEW_BUDGET
 from runs.supervision.budget_requests import budget_requests, budget_requests_count
-from runs.supervision.bulk_decisions import approvals_decide_many
+from runs.supervision.bulk_decisions import TwinsUnconfirmed, approvals_decide_many, decided_projects
 from runs.supervision.decide import AlreadyDecided, EditRefused, NotAllowed, approval_decide
 from runs.supervision.queue import (
     PAGE_SIZE,
@@ -21,6 +22,7 @@ from runs.supervision.queue import (
     approvals_waiting,
 )
 from runs.supervision.queue_controls import approval_for_page, approvals_queue_page, decision_refusals
+from runs.supervision.twins import confirmed_ids, twins_check
 from runs.web.forms.budgets import BudgetRaiseForm
 
 # The buttons of a card: approve alone, approve with a grant for the rest of the run, reject.
@@ -163,6 +165,12 @@ def approval_decide_view(request, pk: int):
     # The edit box holds the call's arguments (masked values as shown): sent unchanged, the
     # service finds the same arguments hash and records no edit.
     arguments = data["arguments"] if approve and data["arguments"].strip() else None
+    if grant:  # approving more than this call: its twins first, by name (the card's checkbox)
+        try:
+            twins_check([pk], confirmed=confirmed_ids(request.POST.getlist("confirm_twins")),
+                        projects=decided_projects(request.user))
+        except TwinsUnconfirmed as exc:
+            return _refused(request, _twins_text(exc, card=True), 409, twins=exc)
     try:
         approval = approval_decide(
             approval_id=pk, user=request.user, approve=approve, reason=data["reason"],
@@ -185,11 +193,13 @@ def approval_decide_view(request, pk: int):
     return _back(request)
 
 
-def _refused(request, text: str, status: int, approval: dict | None = None):
+def _refused(request, text: str, status: int, approval: dict | None = None, twins: TwinsUnconfirmed | None = None):
     if _wants_json(request):
         body = {"error": text}
         if approval is not None:
             body["approval"] = approval
+        if twins is not None:
+            body.update(twins=twins.conflicts, twins_to_confirm=twins.confirm)
         return JsonResponse(body, status=status)
     messages.error(request, text)
     return _back(request)
@@ -230,9 +240,13 @@ def approval_bulk(request):
         text = "Select at least one approval." if "ids" in form.errors else "invalid bulk decision"
         return _refused(request, text, 400)
     approve = form.cleaned_data["decision"] == "approve"
-    outcome = approvals_decide_many(
-        approval_ids=form.cleaned_data["ids"], user=request.user, approve=approve, reason=form.cleaned_data["reason"]
-    )
+    try:
+        outcome = approvals_decide_many(
+            approval_ids=form.cleaned_data["ids"], user=request.user, approve=approve, reason=form.cleaned_data["reason"],
+            twins_confirmed=confirmed_ids(request.POST.getlist("confirm_twins")),
+        )
+    except TwinsUnconfirmed as exc:
+        return _bulk_twins_refused(request, exc, ids=form.cleaned_data["ids"], reason=form.cleaned_data["reason"])
     text = bulk_message(outcome, approve=approve)
     if _wants_json(request):
         return JsonResponse({
@@ -244,3 +258,20 @@ def approval_bulk(request):
     level = messages.WARNING if outcome.already or outcome.refused else messages.SUCCESS
     messages.add_message(request, level, text)
     return redirect("approval_queue")
+
+
+def _twins_text(refusal: TwinsUnconfirmed, *, card: bool = False) -> str:
+    how = ("tick “I know …” under the twins on its card, or approve it alone" if card
+           else "confirm them by name below, or select fewer")
+    return f"Nothing was approved: {refusal} To approve anyway, {how}."
+
+
+def _bulk_twins_refused(request, refusal: TwinsUnconfirmed, *, ids: list[int], reason: str):
+    """A bulk approval holding twins: nothing decided; the page names them and offers to confirm them."""
+    context = {"twins_refusal": refusal, "twins_ids": ids, "twins_reason": reason, "twins_text": _twins_text(refusal)}
+    if _wants_json(request):
+        return JsonResponse({
+            "error": context["twins_text"], "twins": refusal.conflicts, "twins_to_confirm": refusal.confirm,
+            "confirm_html": render_to_string("runs/_bulk_twins.html", context, request=request),
+        }, status=409)
+    return render(request, "runs/approvals.html", {**_queue_context(request), **context}, status=409)

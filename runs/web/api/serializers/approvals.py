@@ -1,7 +1,7 @@
 """Approvals in the API: the pending queue, a decision and its answer, bulk decisions, grants."""
 import json
 
-from drf_spectacular.utils import extend_schema_field
+from drf_spectacular.utils import extend_schema_field, inline_serializer
 from rest_framework import serializers
 
 from runs.engine.text import storable_text
@@ -13,6 +13,7 @@ from runs.web.api.strict import KnownFieldsOnly
 from toolsapp.text import MAX_SAFE_INTEGER
 
 REASON_CHARS = 2000
+MAX_CONFIRMED = 1000  # twins named at once: the selection's, and theirs waiting or decided in the window
 
 
 class TextField(serializers.CharField):
@@ -63,6 +64,83 @@ class ApprovalBriefSerializer(serializers.Serializer):
                                              "`args_hash` is the model's).")
 
 
+TWIN_STATES = ["waiting", "approved", "running", "succeeded", "failed", "unknown", "rejected", "expired"]
+
+
+class TwinSerializer(serializers.Serializer):
+    approval = serializers.IntegerField(help_text="The twin's approval (its `id`).")
+    run = serializers.IntegerField(help_text="The twin's run.")
+    state = choice([(state, state) for state in TWIN_STATES], "TwinState",
+                   help_text="Waiting for a person; approved (not run yet), running, or run (succeeded, failed, "
+                             "outcome unknown); or rejected or expired in the window.")
+    words = serializers.CharField(help_text='As the card says it: "also waiting in run 42", '
+                                            '"ran 3 min ago in run 17: succeeded".')
+
+
+class TwinConflictSerializer(serializers.Serializer):
+    approvals = inline_serializer("TwinSelected", {
+        "id": serializers.IntegerField(), "run": serializers.IntegerField(), "tool": serializers.CharField(),
+    }, many=True, help_text="The approvals of the request that act on this one thing.")
+    twins = TwinSerializer(many=True, help_text="The other calls on it: waiting, or decided in the window.")
+    words = serializers.CharField(help_text='"#12 cancel_order in run 41 and #13 cancel_order in run 42 act on '
+                                            'the same thing".')
+    confirm = serializers.ListField(child=serializers.IntegerField(), help_text="The approval ids to name for it.")
+
+
+class TwinsConflictSerializer(serializers.Serializer):
+    detail = serializers.CharField(help_text="Nothing was decided: which calls act on the same thing.")
+    twins = TwinConflictSerializer(many=True, help_text="One entry per thing acted on by more than one call.")
+    twins_to_confirm = serializers.ListField(
+        child=serializers.IntegerField(),
+        help_text="Send these ids as `twins_confirmed` to approve anyway, knowing the twins.")
+
+
+class ReadSerializer(serializers.Serializer):
+    kind = choice([("tool", "tool"), ("operator", "operator")], "EvidenceReadKind",
+                  help_text="A tool's result, or an operator's message.")
+    text = serializers.CharField(allow_blank=True, help_text="The whole text, the tool's sensitive fields masked "
+                                                            "(cut at 20,000 characters).")
+    step = serializers.IntegerField(required=False)
+    tool = serializers.CharField(required=False)
+    call_pk = serializers.IntegerField(required=False)
+    outside = serializers.BooleanField(required=False, help_text="The tool reads outside content (HTTP, MCP, marked).")
+    chars = serializers.IntegerField(required=False, help_text="The result's length before any cut.")
+    by = serializers.CharField(required=False, help_text="The operator who wrote it.")
+
+
+class ValueSourceSerializer(serializers.Serializer):
+    path = serializers.CharField(help_text='The value\'s place in the arguments: "$.order_id".')
+    value = serializers.JSONField(help_text="The value (a string, number, boolean or null); ••••: a sensitive field.")
+    source = choice([(s, s) for s in ("task", "operator", "tool", "memory", "system", "model")], "ValueSourceKind",
+                    help_text="Where the run first saw it; model: nowhere (the model wrote it).")
+    words = serializers.CharField(help_text='"from lookup_order\'s result at step 2", "the model wrote this".')
+    tool = serializers.CharField(required=False)
+    step = serializers.IntegerField(required=False)
+    call_pk = serializers.IntegerField(required=False)
+    before = serializers.CharField(required=False, allow_blank=True, help_text="Text around the value where it was "
+                                   "seen (left out for a sensitive field).")
+    match = serializers.CharField(required=False, allow_blank=True)
+    after = serializers.CharField(required=False, allow_blank=True)
+    outside = serializers.BooleanField(required=False, help_text="It came from outside content.")
+
+
+class EvidenceSerializer(serializers.Serializer):
+    said = serializers.CharField(allow_blank=True, help_text="The model's own words before the call.")
+    read = ReadSerializer(many=True, help_text="What the model had just read before asking, newest first (at most 8).")
+    values = ValueSourceSerializer(many=True, help_text="Where each value of the arguments came from, in order.")
+
+
+class StateSerializer(serializers.Serializer):
+    tool = serializers.CharField(required=False, help_text="The read-only tool that checked.")
+    ok = serializers.BooleanField(required=False, help_text="false: the check failed (`error` says why); it never "
+                                                            "blocks a decision.")
+    summary = serializers.CharField(required=False, allow_blank=True, help_text='"ORD-1001: cancelled".')
+    answer = serializers.CharField(required=False, allow_blank=True, help_text="Its whole answer, masked.")
+    error = serializers.CharField(required=False, allow_blank=True)
+    arguments = serializers.JSONField(required=False, help_text="What it was asked, masked.")
+    checking = serializers.BooleanField(required=False, help_text="Asked again and not answered yet.")
+
+
 class PendingApprovalSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     run_id = serializers.IntegerField()
@@ -99,6 +177,23 @@ class PendingApprovalSerializer(serializers.Serializer):
     rule_version = serializers.IntegerField(allow_null=True)
     allow_edits = serializers.BooleanField(help_text="The tool allows editing the arguments before approving.")
     parameters = serializers.JSONField(help_text="The tool's JSON schema, which an edit must satisfy.")
+    # The card's evidence (issue 47), as stored when the call was asked about: masked there.
+    evidence = EvidenceSerializer(help_text="What the model said and had just read, and where each value came from "
+                                            "(empty lists when not recorded).")
+    outside_paths = serializers.ListField(child=serializers.CharField(),
+                                          help_text='Argument paths whose value came from outside content ("$.email").')
+    state = StateSerializer(help_text="The tool's state check's answer ({} when the tool names none).")
+    state_checked_at = serializers.DateTimeField(allow_null=True, help_text="When the state check answered.")
+    twins = TwinSerializer(many=True, help_text="Other calls of this project on the same thing (same tool and "
+                                                "identifying arguments), waiting or decided in the window.")
+
+
+def twins_confirmed_field() -> serializers.ListField:
+    return serializers.ListField(
+        child=serializers.IntegerField(min_value=1, max_value=MAX_SAFE_INTEGER), required=False,
+        max_length=MAX_CONFIRMED,
+        help_text="The approvals you know act on the same thing (twins), by id: approving calls that have twins "
+                  "together (in bulk, or with a grant) is refused with 409, naming them, unless every one is listed.")
 
 
 class DecisionSerializer(KnownFieldsOnly, serializers.Serializer):
@@ -119,7 +214,8 @@ class ApproveSerializer(DecisionSerializer):
     )
     grant = choice([(scope, scope or "none") for scope in GRANT_SCOPES], "GrantScope", required=False,
                    help_text='Also approve, for the rest of this run, "identical" calls (same tool and '
-                             'arguments hash) or every call of the "tool".')
+                             'arguments hash) or every call of the "tool". A call with twins needs `twins_confirmed`.')
+    twins_confirmed = twins_confirmed_field()
 
 
 class RejectSerializer(DecisionSerializer):
@@ -134,6 +230,7 @@ class BulkDecisionSerializer(KnownFieldsOnly, serializers.Serializer):
     )
     decision = choice([("approve", "approve"), ("reject", "reject")], "BulkDecision")
     reason = TextField(required=False, allow_blank=True, max_length=REASON_CHARS)
+    twins_confirmed = twins_confirmed_field()
 
 
 class BulkItemSerializer(serializers.Serializer):
@@ -174,6 +271,15 @@ class DecisionResultSerializer(serializers.Serializer):
     detail = serializers.CharField()
     approval = ApprovalBriefSerializer()
     grant = GrantSerializer(required=False, help_text="The grant given with this approval, if one was asked for.")
+
+
+class DecisionConflictSerializer(serializers.Serializer):
+    detail = serializers.CharField()
+    approval = ApprovalBriefSerializer(required=False, help_text="Already decided: the decision that stands.")
+    twins = TwinConflictSerializer(many=True, required=False, help_text="Twins not confirmed: the calls on the same "
+                                                                        "thing; nothing was decided.")
+    twins_to_confirm = serializers.ListField(child=serializers.IntegerField(), required=False,
+                                             help_text="Send these ids as `twins_confirmed` to approve anyway.")
 
 
 class ArchivedApprovalSerializer(serializers.ModelSerializer):

@@ -9,14 +9,17 @@ from projects.access import visible_projects
 from runs.engine.snapshots import approval_brief, grant_brief
 from runs.models import Approval
 from runs.roles import PERM_DECIDE, PERM_VIEW_APPROVAL
-from runs.supervision.bulk_decisions import approvals_decide_many
+from runs.supervision.bulk_decisions import TwinsUnconfirmed, approvals_decide_many, decided_projects
 from runs.supervision.checks import GrantRefused
 from runs.supervision.decide import AlreadyDecided, EditRefused, NotAllowed, approval_decide
 from runs.supervision.facts import Supervision
 from runs.supervision.grants import grant_of_approval
 from runs.supervision.queue import ARCHIVE_PAGE, approval_decision_text, approvals_archived, approvals_pending_page
+from runs.supervision.queue_controls import pending_supervision
+from runs.supervision.twins import twins_check
 from runs.web.api import serializers as api
 from runs.web.api.schema import errors
+from runs.web.api.serializers.approvals import DecisionConflictSerializer, TwinsConflictSerializer
 from runs.web.api.views.base import ApiView
 from runs.web.api.views.runs import PAGE_PARAMETER, _page_number, _page_url
 
@@ -57,7 +60,20 @@ def _pending_item(item, supervision: Supervision) -> dict:
         "rule_version": approval.rule_version,
         "allow_edits": supervision.allow_edits,
         "parameters": supervision.parameters,
+        # The card's evidence, as the queue shows it (masked when stored).
+        "evidence": {key: item.evidence.get(key, default) for key, default in (("said", ""), ("read", []), ("values", []))},
+        "outside_paths": item.outside_paths,
+        "state": item.state,
+        "state_checked_at": item.state_checked_at,
+        "twins": item.twins,
     }
+
+
+def _twins_refused(refusal: TwinsUnconfirmed) -> Response:
+    return Response({
+        "detail": f"Nothing was approved: {refusal} Send \"twins_confirmed\": {refusal.confirm} to approve anyway.",
+        "twins": refusal.conflicts, "twins_to_confirm": refusal.confirm,
+    }, status=status.HTTP_409_CONFLICT)
 
 
 _PAGE = inline_serializer("PendingApprovalPage", {
@@ -78,6 +94,7 @@ class ApprovalListView(ApiView):
     def get(self, request):
         page = approvals_pending_page(page=_page_number(request), projects=visible_projects(request.user))
         items = list(page.object_list)
+        pending_supervision(items)  # what the queue's cards add: twins, the state check's answer
         return Response({
             "count": page.paginator.count,
             "next": _page_url(request, page.next_page_number() if page.has_next() else None),
@@ -95,6 +112,11 @@ class ApprovalDecisionView(ApiView):
         decision = self.serializer(data=request.data)
         decision.is_valid(raise_exception=True)
         given = decision.validated_data
+        if self.approve and given.get("grant"):  # approving more than this call: its twins first, by name
+            try:
+                twins_check([pk], confirmed=given.get("twins_confirmed", ()), projects=decided_projects(request.user))
+            except TwinsUnconfirmed as exc:
+                return _twins_refused(exc)
         try:
             approval = approval_decide(
                 approval_id=pk, user=request.user, approve=self.approve, reason=given.get("reason", ""),
@@ -135,7 +157,9 @@ def decision_text(approval: Approval) -> str:
 
 _DECISION_RESPONSES = {
     200: api.DecisionResultSerializer,
-    409: OpenApiResponse(api.DecisionResultSerializer, description="Already decided: `detail` says by whom and when."),
+    409: OpenApiResponse(DecisionConflictSerializer, description="Already decided: `detail` says by whom and when, "
+                         "`approval` how. Or, approving with a grant, the call has twins not named in "
+                         "`twins_confirmed`: `twins` lists them, nothing was decided."),
     **errors(400, 404),
 }
 
@@ -174,16 +198,25 @@ class ApprovalBulkView(ApiView):
     @extend_schema(
         operation_id="approvals_bulk", summary="Approve or reject several pending calls with one reason",
         description="Each approval is decided on its own: those decided meanwhile are listed in `already`, those "
-                    "this person may not decide (or that do not exist) in `refused`; the others are decided.",
-        request=api.BulkDecisionSerializer, responses={200: api.BulkOutcomeSerializer, **errors(400)},
+                    "this person may not decide (or that do not exist) in `refused`; the others are decided. "
+                    "An approval of calls that have twins (calls on the same thing, of each other or waiting or "
+                    "decided in the window) decides nothing, 409, unless `twins_confirmed` names every one.",
+        request=api.BulkDecisionSerializer,
+        responses={200: api.BulkOutcomeSerializer,
+                   409: OpenApiResponse(TwinsConflictSerializer, description="Twins not confirmed: nothing decided."),
+                   **errors(400)},
     )
     def post(self, request):
         body = api.BulkDecisionSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        outcome = approvals_decide_many(
-            approval_ids=body.validated_data["ids"], user=request.user,
-            approve=body.validated_data["decision"] == "approve", reason=body.validated_data.get("reason", ""),
-        )
+        try:
+            outcome = approvals_decide_many(
+                approval_ids=body.validated_data["ids"], user=request.user,
+                approve=body.validated_data["decision"] == "approve", reason=body.validated_data.get("reason", ""),
+                twins_confirmed=body.validated_data.get("twins_confirmed", ()),
+            )
+        except TwinsUnconfirmed as exc:
+            return _twins_refused(exc)
         return Response({
             "decided": [approval_brief(approval) for approval in outcome.decided],
             "already": [{"id": approval_id, "detail": detail} for approval_id, detail in outcome.already],
