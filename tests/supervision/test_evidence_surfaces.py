@@ -1,5 +1,5 @@
 """The same evidence everywhere a call is decided: the chat message (a local server speaking
-Slack's protocol) and the e-mails (a real local SMTP server) carry what the model
+Slack's protocol), the e-mails (a real local SMTP server) and the run page carry what the model
 had just read, where each value came from (outside content marked), the model's own words, the
 state check's answer and the call's twins; a sensitive value is never among them.
 
@@ -10,6 +10,8 @@ import re
 from datetime import timedelta
 
 import pytest
+from django.test import Client
+from django.urls import reverse
 from django.utils import timezone
 
 from runs.lifecycle.housekeeping import runs_sweep
@@ -198,6 +200,50 @@ def test_an_email_about_a_call_without_evidence_says_nothing_of_it(launch, mailb
     [mail] = mailbox.messages
     assert "What the model had just read" not in mail["body"] and SECRET_REASON not in mail["body"]
     assert '"order_id": "ORD-1001"' in mail["body"]
+
+
+# --- the run page -------------------------------------------------------------------------------------
+
+
+def card_of(page: str, approval_id: int) -> str:
+    start = page.index(f'<article class="card approval" data-approval-id="{approval_id}"')
+    card = page[start:page.index("</article>", start)]
+    # What differs by page and request only: where the form comes back to, and the CSRF token.
+    card = re.sub(r'name="csrfmiddlewaretoken" value="[^"]*"', "", card)
+    return re.sub(r'name="next" value="[^"]*"', "", card)
+
+
+def test_the_run_page_shows_its_waiting_call_as_the_queue_card(asking, launch, alice):
+    first, second = twin_runs(launch)
+    client = Client()
+    client.force_login(alice)
+
+    page = client.get(reverse("run_detail", args=[second.run_id])).content.decode()
+    alone = client.get(reverse("approval_detail", args=[second.pk])).content.decode()
+
+    assert 'id="run-waiting"' in page and 'id="run-waiting" aria-labelledby="waiting-title"' in page
+    card = card_of(page, second.pk)
+    assert card == card_of(alone, second.pk)  # the same card, evidence and controls as its own page
+    assert f'action="{reverse("approval_decide", args=[second.pk])}"' in card and "approve-button" in card
+    assert SECRET_REASON not in page
+    assert first.pk != second.pk and f'data-approval-id="{first.pk}"' not in page  # only this run's calls
+    # The script's refresh: the same cards alone.
+    partial = client.get(reverse("run_detail", args=[second.run_id]) + "?partial=waiting").content.decode()
+    assert card_of(partial, second.pk) == card
+
+
+def test_the_run_page_shows_the_card_to_watchers_without_controls_and_nothing_once_decided(asking, launch, viewer, alice,
+                                                                                           no_dispatch):
+    approval = pending_approval(launch(TASK))
+    client = Client()
+    client.force_login(viewer)
+    page = client.get(reverse("run_detail", args=[approval.run_id])).content.decode()
+    assert f'data-approval-id="{approval.pk}"' in page and "approve-button" not in page
+
+    approval_decide(approval_id=approval.pk, user=alice, approve=False, reason="already cancelled")
+    page = client.get(reverse("run_detail", args=[approval.run_id])).content.decode()
+    assert f'data-approval-id="{approval.pk}"' not in page and 'id="run-waiting" aria-labelledby="waiting-title"' in page
+    assert re.search(r'id="run-waiting"[^>]*\shidden>', page)
 
 
 # --- the webhook ----------------------------------------------------------------------------------

@@ -16,9 +16,10 @@ from runs.lifecycle.replay import replays_of_run
 from runs.lifecycle.reruns import rerun_create
 from runs.lifecycle.run_reads import agent_defaults, call_in_run, run_for_page
 from runs.lifecycle.runs import InvalidRun, run_cancel, run_create
-from runs.models import BudgetHold, Run, RunGrant, ToolCall
-from runs.roles import PERM_CANCEL, PERM_DECIDE, PERM_LAUNCH, PERM_VIEW
+from runs.models import Approval, BudgetHold, Run, RunGrant, ToolCall
+from runs.roles import PERM_CANCEL, PERM_DECIDE, PERM_LAUNCH, PERM_VIEW, PERM_VIEW_APPROVAL
 from runs.supervision.grants import grant_revoke, grants_of_run
+from runs.supervision.queue_controls import approval_for_page, decision_refusals
 from runs.web.forms.launch import LaunchForm
 from runs.web.timeline_html import timeline_html
 from runs.web.views.levers import GRANT_ANSWER, answer_at_controls, back_to_controls
@@ -59,7 +60,16 @@ def run_detail(request, pk: int):
     run = run_for_page(run_id=pk)
     if run is None:
         raise Http404("No such run.")
+    sees_approvals = request.user.has_perm(PERM_VIEW_APPROVAL)
+    waiting = run_waiting_cards(run, request.user) if sees_approvals else []
+    if request.GET.get("partial") == "waiting":  # the run page's script, when approvals change
+        if not sees_approvals:
+            raise PermissionDenied("You may not see approvals.")
+        return render(request, "runs/_run_waiting.html", {"waiting": waiting})
     context = {
+        # Its calls waiting for a person, as the queue's cards (the same evidence, the same controls).
+        "sees_approvals": sees_approvals,
+        "waiting": waiting,
         "run": run,
         # The run it came from (fork or re-run), its forks and its re-runs.
         "family": run_family(run),
@@ -83,6 +93,18 @@ def run_detail(request, pk: int):
     context["timeline_html"] = timeline_html(run=run, timeline=timeline)
     context["timeline_arguments"] = timeline["arguments"]
     return render(request, "runs/run_detail.html", context)
+
+
+WAITING_CARDS = 10  # of one run on its page (each read as its own page reads it); the rest in the queue
+
+
+def run_waiting_cards(run: Run, user) -> list:
+    """The run's calls waiting for a person, oldest first, as the approval queue shows them."""
+    ids = (Approval.objects.filter(run=run, status=Approval.Status.PENDING).order_by("requested_at", "pk")
+           .values_list("pk", flat=True)[:WAITING_CARDS])
+    items = [item for item in (approval_for_page(approval_id=pk) for pk in ids) if item is not None]
+    decision_refusals(items, user)
+    return items
 
 
 @login_required
