@@ -17,7 +17,8 @@ Nothing here may break or slow a run. After the commit the driver's thread only 
 it wrote (a dict copy each) and queues them; the spans of steps and calls are built from those
 copies in the exporting thread, just before they are encoded (runs/observability/tracing/exporter.py), where building a
 batch of them in one go costs half as much as one at a time between iterations. Only the run's
-span, which reads its levers from the database, is built in the committing thread, once per run.
+span, which reads its levers from the database, is built in the committing thread, once per run;
+and a commit holding decided approvals reads their evidence there first (approval_events.py).
 Any error is logged and the span dropped.
 """
 
@@ -33,6 +34,7 @@ from django.utils import timezone
 
 from runs.models import Approval, Run, RunEvent, Step, ToolCall
 from runs.observability.prometheus.counters import UNREGISTERED_TOOL
+from runs.observability.tracing.approval_events import approval_attributes, approval_events, decision_facts
 from runs.observability.tracing.values import (
     call_id_value,
     conversation_id,
@@ -124,19 +126,22 @@ def _export(run: Run, records: list, ended: bool) -> None:
     try:
         tracing = _tracing()
         view = run_view(run)
-        exported = set()
+        exported, calls = set(), []
         for record in records:
             if id(record) in exported:
                 continue
             exported.add(id(record))
             if isinstance(record, Step):
-                calls = [_frozen(c) for c in records if isinstance(c, ToolCall) and c.step_id == record.pk]
-                tracing.emit_later(chat_span, view, _frozen(record), calls)
+                steps_calls = [_frozen(c) for c in records if isinstance(c, ToolCall) and c.step_id == record.pk]
+                tracing.emit_later(chat_span, view, _frozen(record), steps_calls)
             elif record.status in ToolCall.DONE_STATUSES:
                 # The decision it waited for, if any (loaded with the call wherever a call meets its
                 # approval: no query).
                 approval = record._state.fields_cache.get("approval")
-                tracing.emit_later(tool_span, view, _frozen(record), approval and _frozen(approval))
+                calls.append((_frozen(record), approval and _frozen(approval)))
+        decision_facts([approval for _call, approval in calls if approval is not None])  # one query, if any decided
+        for call, approval in calls:
+            tracing.emit_later(tool_span, view, call, approval)
         if ended:
             for span in run_spans(run, view):
                 tracing.emit(span)
@@ -280,11 +285,9 @@ def tool_span(run: RunView, call: ToolCall, approval: Approval | None = None) ->
         attributes["agentsite.tool.latency_ms"] = call.latency_ms
     events = []
     if approval is not None:
-        attributes.update(
-            _approval_attributes(approval.status, approval.automatic, approval.grant_id, approval.rule_name)
-        )
+        attributes.update(approval_attributes(approval))
         start = min(start, unix_ns(approval.requested_at))
-        events = _approval_events(approval)
+        events = approval_events(approval, _event)
     return _span(
         run,
         f"execute_tool {tool}",
@@ -393,27 +396,6 @@ def _failed_chat_span(run: Run, view: RunView, end: int) -> dict:
         error_type="model_error",
         error_message=f"model_error: no model answered ({tried or 'none asked'})"[:MESSAGE_CHARS],
     )
-
-
-def _approval_attributes(status: str, automatic: bool, grant_id, rule_name: str) -> dict:
-    attributes = {"agentsite.approval.status": status}
-    kind = Approval.decider_kind(status, automatic, grant_id, rule_name)
-    if kind:
-        attributes["agentsite.approval.decider"] = kind
-    return attributes
-
-
-def _approval_events(approval: Approval) -> list:
-    events = [
-        _event("agentsite.approval.requested", unix_ns(approval.requested_at), {"agentsite.approval.id": approval.pk})
-    ]
-    if approval.decided_at is not None:
-        decided = _approval_attributes(approval.status, approval.automatic, approval.grant_id, approval.rule_name)
-        # Never below 0: a decision stamped by a host whose clock is behind the asking one's.
-        wait = (approval.decided_at - approval.requested_at).total_seconds() * 1000
-        decided["agentsite.approval.wait_ms"] = max(wait, 0.0)
-        events.append(_event("agentsite.approval.decided", unix_ns(approval.decided_at), decided))
-    return events
 
 
 def _lever_events(run: Run) -> list:
