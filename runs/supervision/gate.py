@@ -15,11 +15,12 @@ from django.utils import timezone
 from runs.engine import hooks
 from runs.engine.events import approvals_changed, event_record
 from runs.engine.snapshots import approval_brief
-from runs.models import Approval, ToolCall
+from runs.models import Approval, CallEvidence, ToolCall
 from runs.supervision.chat_messages import chat_request
 from runs.supervision.expiry_warnings import warning_due_at
-from runs.supervision.route_facts import call_routes
+from runs.supervision.route_facts import CallRoutes, call_routes
 from runs.supervision.shadow import shadow_decisions_record
+from runs.supervision.state_checks import state_check_soon
 from runs.webhooks import approval_pending_data, notify
 
 EXPIRED = "approval expired"
@@ -83,9 +84,13 @@ def approval_request(
     (`routes.route_call` says which; this gathers the facts and writes its route).
 
     A call whose outcome is unknown (it may have taken effect) always waits for a person,
-    whatever the policy: approving it again is a decision about a possible second effect."""
+    whatever the policy: approving it again is a decision about a possible second effect.
+
+    Every approval, automatic ones too, gets its evidence (CallEvidence) in the same transaction:
+    a person's card shows it, and twins and backtests read it later."""
     run = recorder.run
-    route, unseen, shadowed = call_routes(call=call, tool=tool, run=run, config=config, outcome_unknown=outcome_unknown)
+    routes = call_routes(call=call, tool=tool, run=run, config=config, outcome_unknown=outcome_unknown)
+    route, unseen, shadowed = routes.route, routes.unseen, routes.shadowed
     timeout = config.get("approval_timeout_seconds")
     now = timezone.now()
     approval = Approval(
@@ -112,8 +117,12 @@ def approval_request(
             approval.save()
             approval.decided_at = approval.requested_at
             approval.save(update_fields=["decided_at"])
+            _evidence_save(approval, routes)
     else:
-        approval.save()
+        with transaction.atomic():
+            approval.save()
+            _evidence_save(approval, routes)
+        state_check_soon(approval)
     shadow_decisions_record(approval, shadowed)
     call.approval = approval
     if approval.status != Approval.Status.PENDING:
@@ -123,6 +132,13 @@ def approval_request(
     approvals_changed(run_id=run.pk)
     notify("approval.pending", lambda: approval_pending_data(approval), agent_id=run.agent_id)
     return WAIT
+
+
+def _evidence_save(approval: Approval, routes: CallRoutes) -> None:
+    CallEvidence.objects.create(
+        approval=approval, project_id=routes.project_id, tool_name=approval.tool_call.tool_name,
+        identity=routes.identity, data=routes.evidence.data, outside_paths=routes.evidence.outside_paths,
+    )
 
 
 def _apply(call: ToolCall, approval: Approval, recorder) -> str:

@@ -1,10 +1,15 @@
 """The facts a call's route is decided from, read from the database when the loop asks: the
-call's arguments, the rule in force (held until the decision commits), the run's grants and the
-identifiers its model was never shown. routes.route_call decides from them, as plain data."""
+call's arguments, the rule in force (held until the decision commits), the run's grants, the
+identifiers its model was never shown, the argument values that came from outside content (the
+call's evidence) and its twins that ran. routes.route_call decides from them, as plain data."""
+from dataclasses import dataclass, field
+
 from django.db import connection
 
 from runs.engine.guards import parse_arguments
 from runs.models import ApprovalRule, RunGrant
+from runs.supervision import twins
+from runs.supervision.evidence import Evidence, call_evidence
 from runs.supervision.provenance import call_unseen_ids
 from runs.supervision.routes import GrantFacts, Route, route_call
 from runs.supervision.rules import CallFacts, RuleSpec, first_match, rules_enabled
@@ -12,26 +17,46 @@ from runs.supervision.shadow import shadow_routes
 from toolsapp.sensitive import MASK
 
 
+@dataclass
+class CallRoutes:
+    """What the gate writes for one asked-about call: its route, the identifiers it holds that the
+    run had not seen, what rules in shadow would have decided, and its evidence (stored as
+    CallEvidence with the approval: `identity` is the key its twins share)."""
+
+    route: Route
+    unseen: tuple[str, ...]
+    shadowed: list[tuple[RuleSpec, Route]]
+    evidence: Evidence
+    project_id: int | None = None
+    identity: str = ""
+    twins_ran: tuple[str, ...] = field(default_factory=tuple)
+
+
 def call_route(*, call, tool, run, config: dict, outcome_unknown: bool = False) -> tuple[Route, tuple[str, ...]]:
     """(the route of `call`, the identifiers of its arguments the run had not seen, a sensitive
     one as "field: ••••")."""
-    route, unseen, _shadows = call_routes(call=call, tool=tool, run=run, config=config, outcome_unknown=outcome_unknown)
-    return route, unseen
+    routes = call_routes(call=call, tool=tool, run=run, config=config, outcome_unknown=outcome_unknown)
+    return routes.route, routes.unseen
 
 
-def call_routes(
-    *, call, tool, run, config: dict, outcome_unknown: bool = False
-) -> tuple[Route, tuple[str, ...], list[tuple[RuleSpec, Route]]]:
-    """`call_route`, and what each rule in shadow would have decided instead (shadow.shadow_routes;
-    none for a call asked about again after a crash: its first asking was recorded).
+def call_routes(*, call, tool, run, config: dict, outcome_unknown: bool = False) -> CallRoutes:
+    """`call_route`, what each rule in shadow would have decided instead (shadow.shadow_routes;
+    none for a call asked about again after a crash: its first asking was recorded), and the
+    call's evidence.
 
     Reads the rules in force now (a rule changed since the last call counts with its new version),
-    the run's active grants for the tool and, for the arguments, what the run had been shown."""
+    the run's active grants for the tool, for the arguments what the run had been shown and where
+    each value came from (evidence.call_evidence), and the twins of the call that ran in the
+    window in the run's project (twins.twins_ran): a twin that ran holds the call for a person."""
     policy = config.get("approval_policy", "ask")
     arguments, _error = parse_arguments(call.arguments)  # a call that got here has valid arguments
     arguments = arguments or {}
+    evidence = call_evidence(run=run, call=call, arguments=arguments, tool=tool)
+    project_id = run.agent.project_id
+    identity = twins.call_identity(call.tool_name, arguments, tool.identifier_fields or ())
+    ran = tuple(twins.twins_ran(project_id=project_id, identity=identity, exclude_run_id=run.pk))
     facts = CallFacts(call.tool_name, arguments, run.agent_id, customer=run.customer or "",
-                      launched_by_id=run.created_by_id)
+                      launched_by_id=run.created_by_id, outside_paths=tuple(evidence.outside_paths))
     rule, acting, shadows = _matching_rule(run=run, facts=facts)
     grants = tuple(
         GrantFacts(pk, args_hash)
@@ -49,14 +74,17 @@ def call_routes(
         return route_call(
             tool_name=call.tool_name, args_hash=call.args_hash, policy=policy, rule=rule,
             always_ask=tool.always_ask, critical=tool.critical, unseen_ids=tuple(unseen),
-            unseen_sensitive=tuple(unseen_fields), outcome_unknown=outcome_unknown, grants=grants,
+            unseen_sensitive=tuple(unseen_fields), outcome_unknown=outcome_unknown, grants=grants, twins_ran=ran,
         )
 
     shadowed = [] if outcome_unknown or not shadows else shadow_routes(
         acting=acting, shadows=shadows, facts=facts, route_for=route_under
     )
     # What the approval records: the ids, and each sensitive field that held one by its name only.
-    return route_under(rule), (*unseen, *(f"{name}: {MASK}" for name in unseen_fields)), shadowed
+    return CallRoutes(
+        route=route_under(rule), unseen=(*unseen, *(f"{name}: {MASK}" for name in unseen_fields)), shadowed=shadowed,
+        evidence=evidence, project_id=project_id, identity=identity, twins_ran=ran,
+    )
 
 
 def _matching_rule(*, run, facts: CallFacts) -> tuple[RuleSpec | None, list[RuleSpec], list[RuleSpec]]:
