@@ -12,16 +12,16 @@ import json
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
+from types import SimpleNamespace
 
 from runs.models import Approval, CallEvidence
-from runs.supervision.twins import twins_ran
+from runs.supervision.twins import twins_attach
 from toolsapp.sensitive import MASK
 
 READ_PREVIEW_CHARS = 200  # of one result or message, on one line; the dashboard shows all
 VALUE_CHARS = 120  # of one argument value
 SAID_CHARS = 1000  # of the model's words
 VALUES_SHOWN = 40  # argument values listed at most; the rest are counted
-TWINS_SHOWN = 5
 
 WORDS_OF_SOURCE = {
     "task": "from the task",
@@ -85,7 +85,7 @@ class Section:
 
 
 def evidence_read(approval: Approval, *, sensitive_fields=()) -> Evidence | None:
-    """The approval's stored evidence and its twins (three queries at most); None when the call
+    """The approval's stored evidence and its twins (two queries); None when the call
     has no evidence row (asked before evidence was kept, or its writing failed)."""
     row = CallEvidence.objects.filter(approval_id=approval.pk).first()
     if row is None:
@@ -96,22 +96,17 @@ def evidence_read(approval: Approval, *, sensitive_fields=()) -> Evidence | None
         state=row.state if isinstance(row.state, dict) else {},
         state_checked_at=row.state_checked_at,
         state_requested_at=row.state_requested_at,
-        twins=tuple(twins_words(row, run_id=approval.run_id)),
+        twins=tuple(twins_words(approval)),
         sensitive_fields=tuple(sensitive_fields or ()),
     )
 
 
-def twins_words(row: CallEvidence, *, run_id: int) -> list[str]:
-    """ "also waiting in run 42", then "ran 3 min ago in run 17: succeeded" (twins.twins_ran)."""
-    if not row.identity:
-        return []
-    waiting = (
-        CallEvidence.objects.filter(identity=row.identity, project_id=row.project_id, approval__status=Approval.Status.PENDING)
-        .exclude(approval_id=row.approval_id).order_by("created_at")
-        .values_list("approval__run_id", flat=True)[:TWINS_SHOWN]
-    )
-    words = [f"also waiting in run {other}" + (" (this run)" if other == run_id else "") for other in waiting]
-    return words + twins_ran(project_id=row.project_id, identity=row.identity, exclude_run_id=run_id)
+def twins_words(approval: Approval) -> list[str]:
+    """The card's twins in its words (twins.twins_attach: "also waiting in run 42", "ran 3 min ago
+    in run 17: succeeded"); a decided call's are those its decider was shown."""
+    holder = SimpleNamespace(approval=approval, twins=[])
+    twins_attach([holder])
+    return [twin["words"] for twin in holder.twins if twin.get("words")]
 
 
 # --- the lines -------------------------------------------------------------------------------------
