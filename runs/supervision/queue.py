@@ -6,16 +6,17 @@ a fixed number of queries, however many approvals wait.
 """
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
 from django.core.paginator import Page, Paginator
 from django.db.models import Count, Min, Q
 from django.utils import timezone
 
-from runs.models import Approval, ArchivedApproval, Run, ToolCall
+from runs.models import Approval, ArchivedApproval, CallEvidence, Run, ToolCall
 from runs.supervision.argument_lines import ArgumentLine, argument_lines
+from runs.supervision.evidence import assistant_text, evidence_shown, tools_quoted
 from runs.supervision.facts import Supervision, approvals_supervision
 from runs.supervision.provenance import known_text, runs_shown, unseen_identifiers, unseen_in_lines
+from toolsapp.models import Tool
 from toolsapp.text import JsonTooDeep
 from toolsapp.text import loads as bounded_loads
 
@@ -27,19 +28,6 @@ PAGE_SIZE = 50  # pending approvals per page of the queue and of the API
 
 
 # --- Masked, pretty-printed arguments ------------------------------------------------------------
-
-
-def assistant_text(message: Any) -> str:
-    """The text of an assistant message (a string, or a list of content parts)."""
-    if not isinstance(message, dict):
-        return ""
-    content = message.get("content")
-    if isinstance(content, str):
-        return content.strip()
-    if isinstance(content, list):
-        parts = [p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text"]
-        return "\n".join(p for p in parts if p).strip()
-    return ""
 
 
 # --- Selectors ---------------------------------------------------------------------------------
@@ -93,7 +81,7 @@ def approvals_pending_count(projects: set[int] | None = None) -> int:
 
 def approvals_pending_page(*, page=1, per_page: int = PAGE_SIZE, projects: set[int] | None = None) -> Page:
     """One page of the pending approvals, oldest first; its object_list holds PendingApproval
-    items with what an operator needs to decide them (7 queries at most, however many approvals wait
+    items with what an operator needs to decide them (9 queries at most, however many approvals wait
     and however long their runs are). A page number out of range gives the last page."""
     paginator = Paginator(
         in_projects(Approval.objects.filter(status=Approval.Status.PENDING), projects)
@@ -115,6 +103,7 @@ def _pending_items(approvals: list[Approval]) -> list[PendingApproval]:
     steps, results = runs_shown(upto)
     # Its sensitive fields mask the arguments; the queue's controls and the API read the rest.
     supervision = approvals_supervision(approvals)
+    stored = _EvidenceRows(approvals)
     now = timezone.now()
     pending = []
     for approval in approvals:
@@ -136,6 +125,7 @@ def _pending_items(approvals: list[Approval]) -> list[PendingApproval]:
             supervision=supervision[approval.pk],
         )
         sensitive = item.supervision.sensitive_fields
+        arguments = None
         try:
             arguments = bounded_loads(call.arguments or "{}")
         except ValueError as exc:
@@ -150,6 +140,9 @@ def _pending_items(approvals: list[Approval]) -> list[PendingApproval]:
                 arguments, sensitive_fields=sensitive, unseen=lambda k, v, known=known: unseen_identifiers(k, v, known)
             )
             item.unseen = unseen_in_lines(item.lines)
+        # What the model had read and where each value came from, masked as the tools say today.
+        item.evidence = stored.shown(approval.pk, arguments=arguments, sensitive_fields=sensitive)
+        item.outside_paths, item.state, item.state_checked_at = stored.facts(approval.pk)
         if approval.status == Approval.Status.PENDING and approval.edited_arguments:
             item.proposed_lines = argument_lines(
                 bounded_loads(approval.edited_arguments), sensitive_fields=sensitive,
@@ -157,6 +150,34 @@ def _pending_items(approvals: list[Approval]) -> list[PendingApproval]:
             )
         pending.append(item)
     return pending
+
+
+class _EvidenceRows:
+    """The stored evidence of a page of approvals (CallEvidence), read in one query, and the
+    sensitive fields of the tools it quotes in one more (only when it quotes any)."""
+
+    def __init__(self, approvals: list[Approval]):
+        self.rows = {
+            pk: (data or {}, outside or [], state or {}, checked)
+            for pk, data, outside, state, checked in CallEvidence.objects.filter(
+                approval_id__in=[a.pk for a in approvals]
+            ).values_list("approval_id", "data", "outside_paths", "state", "state_checked_at")
+        }
+        quoted = tools_quoted(row[0] for row in self.rows.values())
+        self.sensitive_by_tool = {
+            name: fields for name, fields in Tool.objects.filter(name__in=quoted).values_list("name", "sensitive_fields")
+            if fields
+        } if quoted else {}
+
+    def shown(self, approval_id: int, *, arguments, sensitive_fields) -> dict:
+        if approval_id not in self.rows:
+            return {}
+        return evidence_shown(self.rows[approval_id][0], arguments=arguments, sensitive_fields=sensitive_fields,
+                              sensitive_by_tool=self.sensitive_by_tool)
+
+    def facts(self, approval_id: int) -> tuple[list[str], dict, datetime | None]:
+        _data, outside, state, checked = self.rows.get(approval_id, ({}, [], {}, None))
+        return list(outside), dict(state), checked
 
 
 # --- What a run's model was shown: the identifiers a call may use -------------------------------
