@@ -1,12 +1,13 @@
 """The evidence of a waiting call in words, for the surfaces that are not the card: the chat
 message and the e-mails tell the same story as the queue, from the same stored row
-(CallEvidence, written when the call was asked about, already masked).
+(CallEvidence, written when the call was asked about, masked then and again as the card masks it).
 
 One story, in one order: the state now (the tool's read-only check), the twins (the same tool on
 the same thing, waiting or run lately), the model's own words (quoted, and said to be the
 model's, apart from the product's), what the model had just read (newest first, one line each),
 and where each argument value came from. Plain data in, plain data out; only `evidence_read`
-touches the database. The product's words here describe; they never argue for a decision.
+touches the database (the row, the quoted tools' sensitive fields, the twins: three queries).
+The product's words here describe; they never argue for a decision.
 """
 import json
 import re
@@ -15,8 +16,11 @@ from datetime import datetime
 from types import SimpleNamespace
 
 from runs.models import Approval, CallEvidence
+from runs.supervision.evidence import evidence_shown, tools_quoted
 from runs.supervision.twins import twins_attach
+from toolsapp.models import Tool
 from toolsapp.sensitive import MASK
+from toolsapp.text import loads as bounded_loads
 
 READ_PREVIEW_CHARS = 200  # of one result or message, on one line; the dashboard shows all
 VALUE_CHARS = 120  # of one argument value
@@ -85,13 +89,24 @@ class Section:
 
 
 def evidence_read(approval: Approval, *, sensitive_fields=()) -> Evidence | None:
-    """The approval's stored evidence and its twins (two queries); None when the call
-    has no evidence row (asked before evidence was kept, or its writing failed)."""
+    """The approval's stored evidence, masked again as the card masks it (evidence.evidence_shown:
+    by the sensitive fields of its tool and of the tools it quotes, as they are today), and its
+    twins; None when the call has no evidence row (asked before evidence was kept)."""
     row = CallEvidence.objects.filter(approval_id=approval.pk).first()
     if row is None:
         return None
+    data = row.data if isinstance(row.data, dict) else {}
+    try:
+        arguments = bounded_loads(approval.tool_call.arguments or "{}")
+    except ValueError:
+        arguments = None  # evidence_shown hides every value then, when the tool has sensitive fields
+    quoted = tools_quoted([data])
+    sensitive_by_tool = {
+        name: fields for name, fields in Tool.objects.filter(name__in=quoted).values_list("name", "sensitive_fields") if fields
+    } if quoted else {}
     return Evidence(
-        data=row.data if isinstance(row.data, dict) else {},
+        data=evidence_shown(data, arguments=arguments, sensitive_fields=list(sensitive_fields or ()),
+                            sensitive_by_tool=sensitive_by_tool),
         outside_paths=tuple(row.outside_paths or ()),
         state=row.state if isinstance(row.state, dict) else {},
         state_checked_at=row.state_checked_at,
@@ -180,6 +195,9 @@ def value_lines(evidence: Evidence) -> list[str]:
         lines.append(f"{path}: {shown} — {words}" + (f" {OUTSIDE}" if outside else ""))
     if len(values) > VALUES_SHOWN:
         lines.append(f"… and {len(values) - VALUES_SHOWN} more values: the dashboard shows all")
+    left_out = evidence.data.get("values_left_out")
+    if isinstance(left_out, int) and left_out > 0:
+        lines.append(f"… {left_out} more not traced: rules count them as from outside content")
     return lines
 
 

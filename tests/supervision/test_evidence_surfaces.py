@@ -189,6 +189,18 @@ def test_the_escalation_email_carries_the_evidence(asking, launch, mailbox, brok
     assert body.index("What the model had just read") > body.index("Arguments (sensitive fields shown as")
 
 
+def test_a_field_a_quoted_tool_marks_sensitive_today_is_masked_in_the_email(asking, launch, mailbox, broker):  # noqa: F811
+    approval = pending_approval(launch(TASK))
+    Tool.objects.filter(name="lookup_order").update(sensitive_fields=["item"])  # after the call was asked about
+    Approval.objects.filter(pk=approval.pk).update(escalate_at=timezone.now())
+
+    runs_sweep()
+
+    [mail] = mailbox.messages
+    [line] = [line for line in mail["body"].splitlines() if line.startswith("- lookup_order's result at step")]
+    assert "Standing desk" not in mail["body"] and MASK in line and "cancelled" in line
+
+
 def test_an_email_about_a_call_without_evidence_says_nothing_of_it(launch, mailbox, broker):  # noqa: F811
     Tool.objects.filter(name="cancel_order").update(sensitive_fields=["reason"])
     approval = pending_approval(launch(TASK))
@@ -290,6 +302,9 @@ def test_a_value_under_a_sensitive_field_is_masked_whatever_the_row_holds():
     [values] = [s for s in evidence_sections(evidence, now=NOW) if s.title == "Where each value came from"]
     assert values.lines == (f"$.card.number: {MASK} — from an operator's message", f'$["Reason"]: {MASK} — from the task',
                             '$.order_id: "ORD-1" — the model wrote this')
+    beyond = Evidence(data={"values": [{"path": "$.a", "value": 1, "source": "model"}], "values_left_out": 7})
+    [values] = [s for s in evidence_sections(beyond, now=NOW) if s.title == "Where each value came from"]
+    assert values.lines[-1] == "… 7 more not traced: rules count them as from outside content"
 
 
 def test_a_long_section_keeps_whole_lines_and_counts_the_rest():
