@@ -79,6 +79,13 @@ class Source:
             return self.text
         return result_shown(self.text, self.sensitive_fields, arguments=self.arguments)
 
+    @cached_property
+    def quoted(self) -> str:
+        """The same on one line, where a value is quoted with the text around it."""
+        if not self.is_result:
+            return self.text
+        return result_shown(self.text, self.sensitive_fields, arguments=self.arguments, indent=None)
+
     def attribution(self) -> dict:
         where = {"source": self.kind, "outside": self.outside}
         if self.kind == SYSTEM:
@@ -106,11 +113,12 @@ class Source:
 # --- Masking a result for people -----------------------------------------------------------------
 
 
-def result_shown(text: str, sensitive_fields: Iterable[str], *, arguments: Any = None) -> str:
-    """A tool result as a person is shown it: pretty-printed JSON with the tool's sensitive fields
-    masked at any depth (also inside JSON text a field holds, as a cut result's preview does), and
-    the call's own sensitive argument values blanked out wherever the result repeats them. A
-    result that is not JSON (cut short) has each sensitive field's value masked where it appears."""
+def result_shown(text: str, sensitive_fields: Iterable[str], *, arguments: Any = None, indent: int | None = 2) -> str:
+    """A tool result as a person is shown it: JSON, pretty-printed (on one line when `indent` is
+    None), with the tool's sensitive fields masked at any depth (also inside JSON text a field
+    holds, as a cut result's preview does), and the call's own sensitive argument values blanked
+    out wherever the result repeats them. A result that is not JSON (cut short) has each
+    sensitive field's value masked where it appears."""
     names = [f for f in sensitive_fields or () if isinstance(f, str)]
     try:
         data = bounded_loads(text)
@@ -119,7 +127,7 @@ def result_shown(text: str, sensitive_fields: Iterable[str], *, arguments: Any =
     else:
         if names:
             data = _strings_masked(masked(data, names), names)
-        shown = json.dumps(data, indent=2, ensure_ascii=False)
+        shown = json.dumps(data, indent=indent, ensure_ascii=False)
     if names and arguments is not None:
         shown = redact(shown, sensitive_values(arguments, names))
     return shown
@@ -205,8 +213,8 @@ def first_seen(value: Any, sources: list[Source]) -> tuple[Source, Needle] | Non
 
 def _context(source: Source, needle: Needle) -> dict:
     """The value where it was found, with the text around it, from what people may see of the
-    source; nothing when the value sits inside a masked part of it."""
-    shown = source.shown
+    source (a result on one line); nothing when the value sits inside a masked part of it."""
+    shown = source.quoted
     span = needle.find(shown, json_text=source.is_result)
     if span is None:
         return {}

@@ -46,7 +46,8 @@ def test_a_value_copied_from_a_tool_result_names_that_tool_and_step_with_the_tex
     assert (value["source"], value["tool"], value["step"], value["call_pk"]) == ("tool", "lookup_order", 2, 12)
     assert value["words"] == "from lookup_order's result at step 2"
     assert value["match"] == "ORD-1001"
-    assert value["before"].endswith('"order_id": "') and value["after"].startswith('",\n    "item": "Standing desk"')
+    assert value["before"] == '{"ok": true, "result": {"order_id": "'
+    assert value["after"] == '", "item": "Standing desk", "total": "499.00", "status": "ca…'  # 60 characters
     assert value["outside"] is False
 
 
