@@ -151,6 +151,15 @@ def test_a_result_cut_short_has_its_sensitive_fields_masked_all_the_same():
     assert "bob@shop.test" not in result_shown(preview, ["email"])
 
 
+def test_values_past_the_traced_ones_count_as_outside_content_for_the_rules():
+    from runs.supervision.evidence import MAX_VALUES
+
+    arguments = {"items": [f"SKU-{n}" for n in range(MAX_VALUES)], "email": "mallory@evil.test"}
+    evidence = evidence_of(said="", sources=conversation(), arguments=arguments)
+    assert len(evidence.data["values"]) == MAX_VALUES and evidence.data["values_left_out"] == 1
+    assert evidence.outside_paths == ["$.email"], "not traced: held as if from outside, never let through"
+
+
 # --- The matching rule (evidence_match.py) -----------------------------------------------------------
 
 
