@@ -252,7 +252,7 @@ def values_traced(arguments: Any, sources: list[Source], sensitive_fields: Itera
 def evidence_of(*, said: str, sources: list[Source], arguments: Any, sensitive_fields: Iterable[str] = ()) -> Evidence:
     """The evidence from what the model was shown (`sources`, in conversation order)."""
     values, outside = values_traced(arguments, sources, sensitive_fields)
-    read = [s.read_entry() for s in reversed(sources) if s.kind in (OPERATOR, TOOL, MEMORY)][:READ_MAX]
+    read = [s.read_entry() for s in [s for s in reversed(sources) if s.kind in (OPERATOR, TOOL, MEMORY)][:READ_MAX]]
     data = {"said": (said or "")[:SAID_CHARS], "read": read, "values": values}
     left_out = sum(1 for _ in scalars(arguments)) - len(values)
     if left_out > 0:
