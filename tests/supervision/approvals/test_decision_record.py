@@ -161,8 +161,9 @@ def test_exports_say_what_decided_a_call_when_no_person_did(launch, script, alic
     ApprovalRule.objects.create(name="cancels of ORD-1001", action="approve", tool_pattern="cancel_*",
                                 conditions=[{"path": "$.order_id", "op": "eq", "value": "ORD-1001"}])
     by_rule = launch("Cancel order ORD-1001", models=[script(cancel("ORD-1001", "c1"), {"content": "done"})])
-    by_policy = launch("Cancel order ORD-1003", approval_policy="approve",
-                       models=[script(cancel("ORD-1003", "c1"), {"content": "done"})])
+    # Another customer's order: the same cancel would be a twin that ran, which holds the grant's call.
+    by_policy = launch("Cancel order ORD-2001", approval_policy="approve", customer="globex",
+                       models=[script(cancel("ORD-2001", "c1"), {"content": "done"})])
     by_grant = launch("Cancel order ORD-1003", models=[
         script(cancel("ORD-1003", "first"), cancel("ORD-1003", "again"), {"content": "done"})])
     approval_decide(approval_id=pending_approval(by_grant).pk, user=alice, approve=True, grant=IDENTICAL)

@@ -72,6 +72,7 @@ def test_bulk_decisions_report_what_was_decided_meanwhile_and_what_was_refused(l
 
     outcome = approvals_decide_many(
         approval_ids=[mine.pk, taken.pk, finance.pk, 999_999, mine.pk], user=alice, approve=True, reason="batch",
+        twins_confirmed=[mine.pk, taken.pk, finance.pk],  # all three cancel ORD-1001: twins, confirmed by name
     )
 
     assert [(a.pk, a.status, a.reason) for a in outcome.decided] == [(mine.pk, Approval.Status.APPROVED, "batch")]

@@ -65,7 +65,7 @@ def test_conditions_that_cannot_work_are_refused_in_words(ada):
 
     assert refused.value.errors["conditions"] == [
         "Condition 1: lt compares with a number.",
-        "Condition 2: op must be one of eq, ne, lt, gt, in, fullmatch, matches, present, absent.",
+        "Condition 2: op must be one of eq, ne, lt, gt, in, fullmatch, matches, present, absent, outside.",
     ]
     assert not ApprovalRule.objects.exists() and not ApprovalRuleVersion.objects.exists()
 

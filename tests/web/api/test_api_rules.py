@@ -132,7 +132,7 @@ def test_a_whole_value_condition_is_written_and_described_in_the_openapi_schema(
     document = APIClient().get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
     rule_schema = document["components"]["schemas"]["Rule"]["properties"]
     condition = rule_schema["conditions"]["items"]["properties"]
-    assert condition["op"]["enum"] == ["eq", "ne", "lt", "gt", "in", "fullmatch", "matches", "present", "absent"]
+    assert condition["op"]["enum"] == ["eq", "ne", "lt", "gt", "in", "fullmatch", "matches", "present", "absent", "outside"]
     assert "the whole value must match" in condition["value"]["description"]
     assert "username" in rule_schema["launched_by"]["description"]
     assert rule_schema["launched_by_unresolved"]["readOnly"] is True
