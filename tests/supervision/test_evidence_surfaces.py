@@ -3,8 +3,9 @@ Slack's protocol), the e-mails (a real local SMTP server) and the run page carry
 had just read, where each value came from (outside content marked), the model's own words, the
 state check's answer and the call's twins; a sensitive value is never among them.
 
-The evidence row is written as the loop writes it, in the transaction that asks about the call
-(gate.approval_request), before the chat message is posted on its commit."""
+Most tests hold a fixed story: they write the evidence row where the loop writes it, in the
+transaction that asks about the call (gate.approval_request), before the chat message is posted
+on its commit. One drives a real run and reads what the loop stored."""
 import json
 import re
 from datetime import timedelta
