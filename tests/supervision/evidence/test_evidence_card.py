@@ -45,7 +45,10 @@ def test_the_card_shows_the_lookup_the_model_had_just_read_and_where_each_value_
 
     read = section(card, "What the model had just read")
     assert re.search(r'<span class="read-source mono">lookup_order</span> <span class="muted">step 1</span>', read)
-    assert "&quot;status&quot;: &quot;cancelled&quot;" in read, "the lookup's answer, whole, on the card"
+    assert '&quot;status&quot;: &quot;<mark class="read-state">cancelled</mark>&quot;' in read, (
+        "the lookup's answer, whole, on the card, the state it reports marked")
+    summary = re.search(r"<summary>.*?</summary>", read, re.S).group(0)
+    assert '<mark class="read-state">status: cancelled</mark>' in summary, "the state at a glance, without opening it"
 
     where = section(card, "Where each value came from")
     order_line = re.search(r'data-path="\$\.order_id".*?</li>', where, re.S).group(0)
@@ -88,3 +91,14 @@ def test_the_queue_reads_every_cards_evidence_at_once(launch, script, client, al
     with django_assert_max_num_queries(len(few.captured_queries)):
         page = client.get(reverse("approval_queue")).content.decode()
     assert page.count("What the model had just read") == len(approvals)
+
+
+def test_reported_states_are_marked_and_escaped_and_prose_is_not_taken_for_a_state():
+    from runs.templatetags.approval_display import reported_states, states_marked
+
+    text = '{"status": "cancelled", "note": "<b>x</b>", "state": "on hold", "body": "status: open"}'
+    assert reported_states(text) == ["status: cancelled", "state: on hold"]
+    marked = str(states_marked(text))
+    assert '&quot;status&quot;: &quot;<mark class="read-state">cancelled</mark>&quot;' in marked
+    assert "&lt;b&gt;x&lt;/b&gt;" in marked and "<b>" not in marked
+    assert reported_states('{"status": "' + "x" * 61 + '"}') == [], "a long value is prose, not a state"
