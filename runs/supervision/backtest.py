@@ -15,22 +15,23 @@ or policy, not expired, not closed with the run); the others are counted apart. 
 again after a crash counts once, by its newest approval. One streaming query reads the calls (only
 the columns the replay needs), one the tools, one the evidence of the calls listed.
 """
+import heapq
 import json
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db.models import BooleanField, ExpressionWrapper, Q
+from django.db.models import BooleanField, ExpressionWrapper, F, JSONField, Q, Value
 from django.db.models.fields.json import KeyTextTransform
+from django.db.models.sql.constants import MULTI
 from django.utils import timezone
 
-from runs.models import Approval, ApprovalRule
+from runs.models import Agent, Approval, ApprovalRule, ToolCall
 from runs.supervision.routes import APPROVED, REJECTED, route_call
 from runs.supervision.rule_preview import OUTCOME_UNKNOWN_NOTE, draft_spec
 from runs.supervision.rules import CallFacts, RuleSpec, rule_matches, rule_spec
 from toolsapp.models import Tool
 from toolsapp.sensitive import masked
-from toolsapp.text import loads as bounded_loads
 
 DEFAULT_DAYS = 30
 LISTED = 50  # disagreements listed with their evidence; every one is counted
@@ -113,6 +114,10 @@ class Backtest:
         return self.agreed_approved + self.agreed_rejected
 
     @property
+    def not_replayed(self) -> str:
+        return NOT_REPLAYED
+
+    @property
     def disagreed(self) -> int:
         return self.approved_rejected + self.approved_edited + self.rejected_approved
 
@@ -186,14 +191,14 @@ def backtest(rules: list[RuleSpec], *, labels: list[str], project_id: int, days:
     tools = {name: (asks, critical, fields or []) for name, asks, critical, fields in
              Tool.objects.values_list("name", "always_ask", "critical", "sensitive_fields")}
     matched = [0] * len(rules)
-    listed: dict[str, list[tuple]] = {kind: [] for kind in KIND_WORDS}
-    seen_calls: set[int] = set()
-    for row in _calls(project_id, since):
-        (pk, call_id, run_id, status, automatic, person, edited, unseen, unknown, policy,
-         tool_name, arguments, args_hash, agent_id, customer, launcher, outside) = row
-        if call_id in seen_calls:
-            continue  # asked about again after a crash: its newest approval (read first) counts
-        seen_calls.add(call_id)
+    listed: dict[str, list[tuple]] = {kind: [] for kind in KIND_WORDS}  # each a heap of the newest
+    routes: dict[tuple, object] = {}
+    candidates: dict[tuple, tuple[int, ...]] = {}
+    whole_runs = [replace(rule, conditions=()) for rule in rules]
+    outside_read = any(c.get("op") == "outside" for rule in rules for c in rule.conditions)
+    for row in _rows(calls_query(project_id, since, outside=outside_read)):
+        (pk, run_id, status, automatic, person, edited, unseen, tool_name, arguments, args_hash,
+         agent_id, customer, launcher, outside, policy, unknown) = row
         if status not in _PEOPLE:
             result.undecided += 1
             continue
@@ -202,52 +207,92 @@ def backtest(rules: list[RuleSpec], *, labels: list[str], project_id: int, days:
             continue
         result.considered += 1
         try:
-            parsed = bounded_loads(arguments)
-        except ValueError:
+            # Arguments that reached a person were read by the loop's bounded reader already.
+            parsed = json.loads(arguments)
+        except (ValueError, TypeError, RecursionError):
             result.unreadable += 1
             continue
         facts = CallFacts(tool_name, parsed, agent_id, customer=customer or "", launched_by_id=launcher,
-                          outside_paths=tuple(outside or ()))
-        index = next((i for i, rule in enumerate(rules) if rule_matches(rule, facts)), None)
+                          outside_paths=tuple(_json_list(outside)))
+        # The rules whose tool, agent, customer and launcher fit, found once per kind of run and
+        # tool by rule_matches itself (conditions left out); then each is tried whole, in order.
+        fit = (tool_name, agent_id, facts.customer, launcher)
+        if fit not in candidates:
+            candidates[fit] = tuple(i for i, rule in enumerate(whole_runs) if rule_matches(rule, facts))
+        index = next((i for i in candidates[fit] if rule_matches(rules[i], facts)), None)
         if index is not None:
             matched[index] += 1
-        asks, critical, _fields = tools.get(tool_name, (False, False, []))
-        route = route_call(
-            tool_name=tool_name, args_hash=args_hash, policy=policy or "ask",
-            rule=rules[index] if index is not None else None, always_ask=asks, critical=critical,
-            unseen_ids=tuple(unseen or ()), outcome_unknown=bool(unknown),
-        )
+        unseen = tuple(_json_list(unseen))
+        # The route depends on these only (no grants, no twins): worked out once per kind of call.
+        key = (tool_name, policy, index, bool(unseen), bool(unknown))
+        route = routes.get(key)
+        if route is None:
+            asks, critical, _fields = tools.get(tool_name, (False, False, []))
+            route = routes[key] = route_call(
+                tool_name=tool_name, args_hash=args_hash, policy=policy or "ask",
+                rule=rules[index] if index is not None else None, always_ask=asks, critical=critical,
+                unseen_ids=unseen, outcome_unknown=bool(unknown),
+            )
         kind = _compare(result, route.status, person=status, edited=bool(edited), held=bool(route.note))
         if kind is None:
             continue
         if kind == APPROVED_REJECTED:
             result.rejected_over.append({"approval": pk, "run": run_id, "tool": tool_name, "person": person})
-        if len(listed[kind]) < LISTED:
-            would = _would_words(route, labels[index] if index is not None else "")
-            listed[kind].append((kind, pk, run_id, tool_name, args_hash, parsed, would, person, status))
+        item = (pk, run_id, tool_name, args_hash, _would_words(route, labels[index] if index is not None else ""),
+                person, status)
+        (heapq.heappush if len(listed[kind]) < LISTED else heapq.heappushpop)(listed[kind], item)
     result.rules = [{"label": label, "name": rule.name, "decided": count}
                     for label, rule, count in zip(labels, rules, matched, strict=True)]
-    rows = [item for kind in KIND_WORDS for item in listed[kind]][:LISTED]
-    result.disagreements = _listed(rows, tools)
+    result.rejected_over.sort(key=lambda call: -call["approval"])
+    newest = [(kind, *item) for kind in KIND_WORDS for item in sorted(listed[kind], reverse=True)][:LISTED]
+    result.disagreements = _listed(newest, tools)
     return result
 
 
-def _calls(project_id: int, since: datetime):
-    """The project's approvals asked for since `since`, newest first, as the replay's columns."""
-    return (
-        Approval.objects.filter(run__agent__project_id=project_id, requested_at__gte=since)
-        .annotate(
-            policy=KeyTextTransform("approval_policy", "run__config"),
-            unknown=ExpressionWrapper(Q(note__startswith=OUTCOME_UNKNOWN_NOTE), output_field=BooleanField()),
-        )
-        .order_by("-pk")
-        .values_list(
-            "pk", "tool_call_id", "run_id", "status", "automatic", "decided_by_name", "edited_args_hash",
-            "unseen_ids", "unknown", "policy", "tool_call__tool_name", "tool_call__arguments",
-            "tool_call__args_hash", "run__agent_id", "run__customer", "run__created_by_id", "evidence__outside_paths",
-        )
-        .iterator(chunk_size=CHUNK)
+def calls_query(project_id: int, since: datetime, *, outside: bool = True):
+    """The project's calls asked about since `since`, each with the approval that counts now
+    (its newest: a call asked about again after a crash points at it), as the replay's columns, in
+    no order (streamed: _rows). Read from the calls' side, so each call comes once by its own
+    pointer. Without `outside`, the evidence's outside paths are not read (no rule looks at them,
+    and the evidence table is the widest to join)."""
+    query = ToolCall.objects.filter(
+        run__agent_id__in=Agent.objects.filter(project_id=project_id).values("pk"), approval__requested_at__gte=since,
+    ).annotate(
+        outside=F("approval__evidence__outside_paths") if outside else Value(None, output_field=JSONField()),
+        policy=KeyTextTransform("approval_policy", "run__config"),
+        unknown=ExpressionWrapper(Q(approval__note__startswith=OUTCOME_UNKNOWN_NOTE), output_field=BooleanField()),
     )
+    return query.order_by().values_list(*_COLUMNS, *_ANNOTATED)
+
+
+_COLUMNS = ("approval_id", "run_id", "approval__status", "approval__automatic", "approval__decided_by_name",
+            "approval__edited_args_hash", "approval__unseen_ids", "tool_name", "arguments", "args_hash", "run__agent_id",
+            "run__customer", "run__created_by_id")
+_ANNOTATED = ("outside", "policy", "unknown")
+
+
+def _rows(query):
+    """The query's rows as the database sends them, in chunks (a server-side cursor on
+    PostgreSQL): no per-value conversion, at 100,000 rows it cost more than the replay itself.
+    The replay reads its JSON lists and booleans itself (_json_list; 0 and 1 on SQLite)."""
+    # Django selects the columns first and the annotations after them, in the order named.
+    assert (*query.query.values_select, *query.query.annotation_select) == (*_COLUMNS, *_ANNOTATED)
+    compiler = query.query.get_compiler(using=query.db)
+    for chunk in compiler.execute_sql(MULTI, chunked_fetch=True, chunk_size=CHUNK):
+        yield from chunk
+
+
+def _json_list(value) -> list:
+    """A JSON list column as read raw: text on SQLite (and on PostgreSQL as Django reads jsonb),
+    or already a list; [] for none."""
+    if not value or value in ("[]", "null"):
+        return []
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return []
+    return value if isinstance(value, list) else []
 
 
 def _compare(result: Backtest, replayed: str, *, person: str, edited: bool, held: bool) -> str | None:
@@ -282,17 +327,17 @@ def _would_words(route, label: str) -> str:
 
 
 def _listed(rows: list[tuple], tools: dict) -> list[Disagreement]:
-    """The disagreements to list, with the person's reason and the card's evidence (one query)."""
+    """The disagreements to list, with the arguments, the person's reason and the card's evidence
+    (one query)."""
     details = {
-        pk: (decided_at, reason, data)
-        for pk, decided_at, reason, data in Approval.objects.filter(pk__in=[row[1] for row in rows]).values_list(
-            "pk", "decided_at", "reason", "evidence__data"
-        )
+        pk: (decided_at, reason, arguments, data)
+        for pk, decided_at, reason, arguments, data in Approval.objects.filter(pk__in=[row[1] for row in rows])
+        .values_list("pk", "decided_at", "reason", "tool_call__arguments", "evidence__data")
     }
     listed = []
-    for kind, pk, run_id, tool, args_hash, parsed, would, person, status in rows:
-        decided_at, reason, data = details.get(pk, (None, "", None))
-        shown = json.dumps(masked(parsed, tools.get(tool, (False, False, []))[2]), ensure_ascii=False)
+    for kind, pk, run_id, tool, args_hash, would, person, status in rows:
+        decided_at, reason, arguments, data = details.get(pk, (None, "", "{}", None))
+        shown = json.dumps(masked(json.loads(arguments), tools.get(tool, (False, False, []))[2]), ensure_ascii=False)
         listed.append(Disagreement(
             kind=kind, approval=pk, run=run_id, tool=tool, args_hash=args_hash, arguments=_cut(shown, ARGUMENTS_CHARS),
             would=would, person=person, person_decision=status, decided_at=decided_at, reason=reason,
@@ -328,33 +373,37 @@ class SavedOverUnconfirmed(Exception):
         super().__init__(saved_over_words(calls))
 
 
+def decides_once_saved(data: dict, rule: ApprovalRule | None) -> bool:
+    """Whether the rule, saved with `data`, decides calls (enabled and not in shadow)."""
+    enabled = data.get("enabled", rule.enabled if rule is not None else True)
+    shadow = data.get("shadow", rule.shadow if rule is not None else False)
+    return bool(enabled) and not shadow
+
+
 def saved_over_needed(data: dict, *, rule: ApprovalRule | None, project_id: int) -> list[dict]:
     """The calls a person rejected that the rule, saved with `data`, would have approved; [] when
     the rule as saved decides nothing (disabled or in shadow)."""
-    enabled = data.get("enabled", rule.enabled if rule is not None else True)
-    shadow = data.get("shadow", rule.shadow if rule is not None else False)
-    if not enabled or shadow:
+    if not decides_once_saved(data, rule):
         return []
     return rule_backtest(draft_spec(data, rule=rule), project_id=project_id).rejected_over
 
 
-def saved_over_check(data: dict, *, rule: ApprovalRule | None, project_id: int, confirmed) -> list[dict]:
-    """What the new version records in `saved_over`; raises SavedOverUnconfirmed unless
-    `confirmed` (approval ids) is exactly the set of calls it would have approved over people's
-    rejections now: one that appeared or left since the person read them asks again."""
-    calls = saved_over_needed(data, rule=rule, project_id=project_id)
-    if {call["approval"] for call in calls} != set(confirmed or ()):
-        if calls:
-            raise SavedOverUnconfirmed(calls)
+def saved_over_check(calls: list[dict], confirmed) -> list[dict]:
+    """What the new version records in `saved_over` (`calls`, saved_over_needed's); raises
+    SavedOverUnconfirmed unless `confirmed` (approval ids) is exactly those calls: one that
+    appeared or left since the person read them (a new rejection, one gone out of the window, a
+    rule changed) asks again, naming the calls as they are now."""
+    if calls and {call["approval"] for call in calls} != set(confirmed or ()):
+        raise SavedOverUnconfirmed(calls)
     return calls
 
 
-def saved_over_words(calls: list[dict]) -> str:
+def saved_over_words(calls: list[dict], *, confirm: bool = True) -> str:
     shown = "; ".join(f"approval {c['approval']} (run {c['run']}, {c['tool']}, rejected by {c['person'] or 'a person'})"
                       for c in calls[:10])
     more = f"; and {len(calls) - 10} more" if len(calls) > 10 else ""
     return (f"This rule would have approved {len(calls)} call{'s' if len(calls) != 1 else ''} that a person "
-            f"rejected: {shown}{more}. Confirm them by their approval ids to save over them.")
+            f"rejected: {shown}{more}." + (" Confirm them by their approval ids to save over them." if confirm else ""))
 
 
 def confirmed_ids(text: str) -> set[int]:

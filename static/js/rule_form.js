@@ -157,3 +157,19 @@ if (action) {
   action.addEventListener("change", showRelevant);
   showRelevant();
 }
+
+// The confirmation names the calls people rejected that the rule, as previewed, would have
+// approved. Once the rule is changed it may no longer be those calls (the server asks again when
+// they differ), so the box is cleared and the page says why.
+const confirmBox = document.getElementById("rule-confirm-saved-over");
+if (confirmBox) {
+  const stale = document.getElementById("rule-confirm-stale");
+  const changed = (event) => {
+    if (event.target === confirmBox || !confirmBox.checked) return;
+    confirmBox.checked = false;
+    stale.hidden = false;
+  };
+  const ruleForm = document.getElementById("rule-form");
+  ruleForm.addEventListener("input", changed);
+  ruleForm.addEventListener("change", changed);
+}

@@ -12,6 +12,7 @@ from projects.choices import people_of, project_field_clean, project_field_prepa
 from projects.models import Project
 from runs.models import Agent, ApprovalRule
 from runs.roles import PERM_ADD_RULES
+from runs.supervision.backtest import confirmed_ids
 from runs.supervision.quorum import MAX_APPROVALS
 from runs.supervision.rule_admin import MAX_INT, RULE_FIELDS, rule_errors
 from runs.supervision.rules import OPERATORS
@@ -120,6 +121,10 @@ class RuleForm(forms.Form):
         help_text="Calls this rule sends to people warn this long before they expire (webhook, e-mail, the queue's "
         "badge); empty: the agent's setting.",
     )
+    # The approval ids of the calls people rejected that the rule would have approved, as the
+    # person confirmed them after reading them (runs.supervision.backtest.saved_over_check).
+    # Shown with those calls, not among the rule's fields (_rule_backtest.html).
+    confirm_saved_over = forms.CharField(required=False, max_length=1_000_000, label="Save over these calls")
 
     def __init__(self, *args, rule: ApprovalRule | None = None, user=None, **kwargs):
         self.rule = rule
@@ -166,6 +171,9 @@ class RuleForm(forms.Form):
             return bounded_loads(text)
         except ValueError as exc:
             raise forms.ValidationError(f"Conditions are not valid JSON: {exc}.")
+
+    def clean_confirm_saved_over(self) -> set[int]:
+        return confirmed_ids(self.cleaned_data["confirm_saved_over"])
 
     def chosen_project(self):
         """The rule's project: its own, or the one chosen for a new rule."""

@@ -1,13 +1,26 @@
-"""Approval rules: the list in the order they are tried, the editor with its preview, deletion,
-and the audit trail of changes."""
+"""Approval rules: the list in the order they are tried, the editor with its preview and its
+backtest (what people decided), deletion, and the audit trail of changes.
+
+A save of a rule that would have approved calls people rejected goes through only once the person
+confirms exactly those calls (the form's confirm_saved_over); the version records them."""
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.defaultfilters import pluralize
 from django.views.decorators.http import require_GET, require_POST
 
 from projects.access import scoped, visible_projects
 from runs.models import Agent, ApprovalRule
 from runs.roles import PERM_DELETE_RULES, PERM_MANAGE_RULES, PERM_VIEW_RULES
+from runs.supervision.backtest import (
+    LISTED,
+    SavedOverUnconfirmed,
+    decides_once_saved,
+    rule_backtest,
+    saved_over_check,
+    saved_over_needed,
+    saved_over_words,
+)
 from runs.supervision.rule_admin import SAFEGUARDS_TEXT, rule_create, rule_delete, rule_update
 from runs.supervision.rule_history import rule_conditions_text, rule_history, rule_list
 from runs.supervision.rule_preview import PREVIEW_CALLS, draft_spec, rule_preview
@@ -60,6 +73,13 @@ def rule_shadow_view(request, pk: int):
     rule = get_object_or_404(ApprovalRule, pk=pk)
     shadow = request.POST.get("shadow") == "on"
     saved = rule_update(rule=rule, data={"shadow": shadow}, user=request.user)
+    # One click, not a confirmation: the rule's page lists what it decided in shadow against
+    # people. What it would have approved over people's rejections is said, not recorded as
+    # confirmed (the editor and the API confirm by name).
+    calls = [] if shadow else saved_over_needed({}, rule=saved, project_id=saved.project_id)
+    if calls:
+        messages.warning(request, f"{saved_over_words(calls, confirm=False)} Its page lists them beside what "
+                         "it decided in shadow; put it back in shadow if it should not decide them.")
     if shadow:
         messages.success(request, f"Rule {saved.name!r} is in shadow (version {saved.version}): it records what it "
                          "would decide on every live call, and people decide as if it did not exist.")
@@ -77,24 +97,36 @@ def _rule_form(request, rule: ApprovalRule | None):
     form = RuleForm(request.POST if request.method == "POST" else None, rule=rule, initial=initial, user=request.user)
     preview = {}
     if request.method == "POST" and form.is_valid():
-        if "preview" in request.POST:  # the same form, shown again with what the rule would have done
-            data = form.rule_data()
-            preview = {
-                "preview": rule_preview(draft_spec(data, rule=rule), project_id=form.chosen_project().pk),
-                "preview_conditions": [condition_text(c) for c in data["conditions"]],
-                "condition_warnings": condition_warnings(data["conditions"]),
-                "preview_action": ApprovalRule.Action(data["action"]).label,
-            }
-        else:
-            data = form.rule_data()
-            saved = (rule_update(rule=rule, data=data, user=request.user) if rule
-                     else rule_create(data=data, user=request.user, project=form.chosen_project()))
-            messages.success(request, f"Rule {saved.name!r} saved (version {saved.version}).")
+        data, project_id = form.rule_data(), form.chosen_project().pk
+        # Preview and Save alike replay the rule as edited over what people decided (one read).
+        tested = rule_backtest(draft_spec(data, rule=rule), project_id=project_id)
+        calls = tested.rejected_over if decides_once_saved(data, rule) else []
+        try:
+            saved_over = None if "preview" in request.POST else saved_over_check(
+                calls, form.cleaned_data["confirm_saved_over"])
+        except SavedOverUnconfirmed:
+            saved_over = None  # shown again with those calls, and the box that confirms them
+        if saved_over is not None:
+            saved = (rule_update(rule=rule, data=data, user=request.user, saved_over=saved_over) if rule
+                     else rule_create(data=data, user=request.user, project=form.chosen_project(), saved_over=saved_over))
+            over = f", over {len(saved_over)} call{pluralize(len(saved_over))} people rejected" if saved_over else ""
+            messages.success(request, f"Rule {saved.name!r} saved (version {saved.version}{over}).")
             return redirect("rule_list")
+        preview = {
+            "preview": rule_preview(draft_spec(data, rule=rule), project_id=project_id),
+            "preview_conditions": [condition_text(c) for c in data["conditions"]],
+            "condition_warnings": condition_warnings(data["conditions"]),
+            "preview_action": ApprovalRule.Action(data["action"]).label,
+            "backtest": tested, "backtest_acts": decides_once_saved(data, rule), "confirm_calls": calls,
+            "confirm_ids": ",".join(str(call["approval"]) for call in calls),
+            "confirm_refused": "preview" not in request.POST,
+        }
     if request.method == "GET" and rule is not None:
         preview["condition_warnings"] = condition_warnings(rule.conditions)
     report = shadow_report(rule.pk) if rule is not None else None
+    history = rule_history(rule_key=rule.pk, limit=20) if rule else []
     return render(request, "runs/rule_form.html", {
         "form": form, "rule": rule, **preview, "preview_calls": PREVIEW_CALLS, "shadow": report,
-        "safeguards": SAFEGUARDS_TEXT, "history": rule_history(rule_key=rule.pk, limit=20) if rule else [],
+        "safeguards": SAFEGUARDS_TEXT, "history": history, "listed": LISTED,
+        "saved_over_versions": [change.version for change in history if change.version.saved_over],
     })
