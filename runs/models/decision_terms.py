@@ -22,7 +22,21 @@ the traces (runs/observability), which never import each other; like deciders.py
 """
 from datetime import datetime
 
-from django.db.models import Case, Exists, F, FloatField, Func, OuterRef, Q, Value, When
+from django.db.models import (
+    Case,
+    CharField,
+    Count,
+    F,
+    FloatField,
+    Func,
+    IntegerField,
+    Q,
+    RowRange,
+    Sum,
+    Value,
+    When,
+    Window,
+)
 from django.db.models.functions import Coalesce, Greatest
 from django.db.models.lookups import LessThan
 
@@ -105,12 +119,29 @@ def moot() -> Q:
 
 
 def reversed_later() -> Q:
-    later = CallEvidence.objects.filter(
-        identity=OuterRef("evidence__identity"), created_at__gt=OuterRef("evidence__created_at"),
-        approval__tool_call__status=ToolCall.Status.SUCCEEDED,
-    ).exclude(approval__tool_call__args_hash=OuterRef("tool_call__args_hash"))
-    return Q(status=APPROVED) & ~Q(evidence__identity="") & Exists(later)
+    """Approvals a later call reversed, found once for the whole query (an uncorrelated IN, which
+    the database hashes): among the calls on a thing more than one call was on (most are not),
+    each call's later succeeded calls on the same thing, counted by two window sums, outnumber
+    those with its own arguments."""
+    repeated = (CallEvidence.objects.exclude(identity="").order_by().values("identity")
+                .annotate(calls=Count("pk")).filter(calls__gt=1).values("identity"))
+    succeeded = Case(When(approval__tool_call__status=ToolCall.Status.SUCCEEDED, then=Value(1)), default=Value(0),
+                     output_field=IntegerField())
+    after, order = RowRange(start=1, end=None), [F("created_at").asc(), F("pk").asc()]
+    thing = [F("project_id"), F("identity")]
+    reversed_calls = CallEvidence.objects.filter(identity__in=repeated).annotate(
+        later=Window(Sum(succeeded), partition_by=thing, order_by=order, frame=after),
+        later_same=Window(Sum(succeeded), partition_by=[*thing, F("approval__tool_call__args_hash")], order_by=order,
+                          frame=after),
+    ).filter(later__gt=Coalesce(F("later_same"), Value(0)))
+    return Q(status=APPROVED, pk__in=reversed_calls.values("pk"))
 
 
 def contradicted() -> Q:
     return failed() | moot() | reversed_later()
+
+
+def contradicted_why() -> Case:
+    """"failed", "moot" or "reversed": the first that holds of a contradicted approval, else ""."""
+    return Case(When(failed(), then=Value("failed")), When(moot(), then=Value("moot")),
+                When(reversed_later(), then=Value("reversed")), default=Value(""), output_field=CharField())

@@ -5,8 +5,10 @@ from the card appearing, quick approvals, contradicted approvals).
 
 A scope is one project's people's decisions (operators and admins read it) or one person's in
 that project (everyone reads their own), decided in the period. Every figure is aggregated by
-the database: a fixed number of queries, whatever the number of approvals. Percentiles are
-nearest-rank (the value at position ceil(p/100 * n)), found with window functions, per day too.
+the database: a fixed number of queries, whatever the number of approvals. The counts are read
+once per person and day, and summed here into the scope's, each person's and each day's (a
+contradiction costs a join; it is found once). Percentiles are nearest-rank (the value at
+position ceil(p/100 * n)), found with window functions, overall, per person and per day at once.
 """
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -23,11 +25,9 @@ from runs.models.decision_terms import (
     BY_A_PERSON,
     SecondsBetween,
     contradicted,
+    contradicted_why,
     decide_seconds,
-    failed,
-    moot,
     quick_approvals,
-    reversed_later,
 )
 from runs.supervision.shadow_report import verdict
 
@@ -37,6 +37,7 @@ LONGEST_SHOWN = 10
 CONTRADICTED_SHOWN = 10
 PEOPLE_SHOWN = 50
 PERCENTS = (50, 90)
+REASONS = ("failed", "moot", "reversed")  # why an approval was contradicted (decision_terms.contradicted_why)
 
 
 @dataclass(frozen=True)
@@ -65,25 +66,32 @@ def decisions(scope: Scope):
     return rows if scope.person_id is None else rows.filter(decided_by_id=scope.person_id)
 
 
+COUNTED = ("decisions", "approved", "quick", *REASONS, "active_hours")
+
+
 @dataclass
-class Figures:
+class Counts:
+    """What a group of decisions counts; a contradicted approval under the first reason that holds."""
+
     decisions: int = 0
     approved: int = 0
     quick: int = 0  # approvals within the project's quick_approval_seconds of the card appearing
     failed: int = 0
     moot: int = 0
     reversed: int = 0
-    contradicted: int = 0  # approvals failed, moot or reversed (one may be several)
-    active_hours: int = 0  # clock hours with at least one decision
-    decide_p50: float | None = None  # seconds from the card appearing to the decision
-    decide_p90: float | None = None
-    shadow_agreed: int = 0
-    shadow_disagreed: int = 0
-    nudges: int = 0
+    active_hours: int = 0  # clock hours with a decision (summed over people: person-hours)
+
+    def add(self, row) -> None:
+        for name, value in zip(COUNTED, row):
+            setattr(self, name, getattr(self, name) + value)
 
     @property
     def rejected(self) -> int:
         return self.decisions - self.approved
+
+    @property
+    def contradicted(self) -> int:
+        return self.failed + self.moot + self.reversed
 
     @property
     def approved_percent(self) -> float | None:
@@ -98,13 +106,38 @@ class Figures:
         return _percent(self.contradicted, self.approved)
 
     @property
+    def per_hour(self) -> float | None:
+        """Decisions per hour in the hours with any decision (a person's, or people's person-hours)."""
+        return round(self.decisions / self.active_hours, 1) if self.active_hours else None
+
+
+@dataclass
+class Figures(Counts):
+    decide_p50: float | None = None  # seconds from the card appearing to the decision
+    decide_p90: float | None = None
+    shadow_agreed: int = 0
+    shadow_disagreed: int = 0
+    nudges: int = 0
+
+    @property
     def shadow_percent(self) -> float | None:
         return _percent(self.shadow_agreed, self.shadow_agreed + self.shadow_disagreed)
 
-    @property
-    def per_hour(self) -> float | None:
-        """Decisions per hour in the hours the person (or the project's people) decided any."""
-        return round(self.decisions / self.active_hours, 1) if self.active_hours else None
+
+@dataclass
+class PersonFigures(Counts):
+    name: str = ""
+    decide_p50: float | None = None
+
+
+@dataclass
+class Report:
+    figures: Figures
+    people: list[PersonFigures]  # busiest first; empty when not asked for
+    days: list[date]
+    by_day: dict = field(default_factory=dict)  # day -> Counts
+    ranks: dict = field(default_factory=dict)  # (day, percent) -> seconds
+    nudges: dict = field(default_factory=dict)  # day -> nudges shown
 
 
 def _percent(part: int, whole: int) -> float | None:
@@ -124,51 +157,77 @@ class HourOf(Func):
                            **extra_context)
 
 
-def _counts() -> dict:
-    """The counts every figure and point shares, over rows annotated with `_s` (decide_seconds)."""
-    return {
-        "n": Count("pk"), "approved": Count("pk", filter=Q(status=APPROVED)),
-        "quick": Count("pk", filter=quick_approvals("_s")), "contradicted": Count("pk", filter=contradicted()),
-    }
-
-
-def quality_figures(scope: Scope) -> Figures:
-    """The scope's figures: four queries (counts, percentiles, shadow rules, nudges)."""
-    rows = decisions(scope).annotate(_s=decide_seconds())
-    found = rows.aggregate(
-        **_counts(), failed=Count("pk", filter=failed()), moot=Count("pk", filter=moot()),
-        reversed=Count("pk", filter=reversed_later()), hours=Count(HourOf("decided_at"), distinct=True),
+def quality_report(scope: Scope, *, people: bool = True) -> Report:
+    """The scope's figures, each person's (`people`) and each day's, in five queries: the counts
+    per person, day and reason of contradiction (each found once for all the rows), the hours
+    with decisions per person and day, the percentiles by window functions, the rules in shadow,
+    the nudges per day. The scope's hours are person-hours: its decisions an hour are a person's."""
+    grouped = (
+        decisions(scope).annotate(_s=decide_seconds(), _why=contradicted_why(), _day=TruncDay("decided_at"))
+        .values_list("decided_by_name", "_day", "_why")
+        .annotate(n=Count("pk"), approved=Count("pk", filter=Q(status=APPROVED)),
+                  quick=Count("pk", filter=quick_approvals("_s")))
+        .order_by()
     )
-    ranks = nearest_ranks(decisions(scope), decide_seconds(), PERCENTS)
-    agreed, disagreed = shadow_agreement(scope)
-    return Figures(
-        decisions=found["n"], approved=found["approved"], quick=found["quick"], failed=found["failed"],
-        moot=found["moot"], reversed=found["reversed"], contradicted=found["contradicted"], active_hours=found["hours"],
-        decide_p50=_seconds(ranks.get((None, 50))), decide_p90=_seconds(ranks.get((None, 90))),
-        shadow_agreed=agreed, shadow_disagreed=disagreed, nudges=nudges_in(scope).count(),
+    hours = (decisions(scope).annotate(_day=TruncDay("decided_at")).values_list("decided_by_name", "_day")
+             .annotate(hours=Count(HourOf("decided_at"), distinct=True)).order_by())
+    figures, by_person, by_day = Figures(), defaultdict(Counts), defaultdict(Counts)
+    rows = [(name, day, (n, approved, quick, *(n if why == reason else 0 for reason in REASONS), 0))
+            for name, day, why, n, approved, quick in grouped]
+    rows += [(name, day, (0, 0, 0, 0, 0, 0, n)) for name, day, n in hours]
+    for name, day, counts in rows:
+        figures.add(counts)
+        by_person[name].add(counts)
+        by_day[_day(day)].add(counts)
+    partitions = {"all": None, "day": TruncDay("decided_at")}
+    if people:
+        partitions["person"] = F("decided_by_name")
+    ranks = nearest_ranks(decisions(scope), decide_seconds(), PERCENTS, partitions)
+    figures.decide_p50, figures.decide_p90 = ranks.get(("all", None, 50)), ranks.get(("all", None, 90))
+    figures.shadow_agreed, figures.shadow_disagreed = shadow_agreement(scope)
+    nudges = {_day(day): n for day, n in nudges_in(scope).annotate(_day=TruncDay("shown_at")).values_list("_day")
+              .annotate(n=Count("pk")).order_by()}
+    figures.nudges = sum(nudges.values())
+    busiest = sorted(by_person.items(), key=lambda item: (-item[1].decisions, item[0]))[:PEOPLE_SHOWN] if people else []
+    return Report(
+        figures=figures,
+        people=[PersonFigures(**vars(counts), name=name, decide_p50=ranks.get(("person", name, 50)))
+                for name, counts in busiest],
+        days=scope.days, by_day=dict(by_day),
+        ranks={(_day(day), p): seconds for (kind, day, p), seconds in ranks.items() if kind == "day"},
+        nudges=nudges,
     )
 
 
-def nearest_ranks(rows, value, percents: tuple[int, ...], *, by=None) -> dict:
-    """{(group or None, percent): the nearest-rank percentile of `value`} over `rows`, per group
-    of `by` (an expression) when given: one query, the rows ranked by window functions and only
-    the ranks wanted read back (rank r is the p-th percentile of n rows when r - 1 < p n / 100 <= r)."""
-    partition = [F("_group")] if by is not None else None
-    ranked = rows.annotate(_value=value, _group=by if by is not None else Value(None, output_field=CharField()))
-    ranked = ranked.filter(_value__isnull=False).annotate(
-        _n=Window(Count("pk"), partition_by=partition),
-        _rank=Window(RowNumber(), partition_by=partition, order_by=[F("_value").asc(), F("pk").asc()]),
-    )
-    wanted = Q()
-    for p in percents:
-        wanted |= Q(_hundred_rank__gte=F("_n") * p, _hundred_below__lt=F("_n") * p)
-    ranked = ranked.annotate(_hundred_rank=F("_rank") * 100, _hundred_below=(F("_rank") - 1) * 100).filter(wanted)
-    found = {}
-    for group, rank, n, seconds in ranked.order_by().values_list("_group", "_rank", "_n", "_value"):
+def nearest_ranks(rows, value, percents: tuple[int, ...], partitions: dict) -> dict:
+    """{(partition, group, percent): the nearest-rank percentile of `value`} over `rows`, for each
+    of `partitions` ({name: an expression to group by, or None for all the rows}), in one query:
+    the rows ranked by window functions and only the ranks wanted read back (rank r of n rows is
+    the p-th percentile when r - 1 < p n / 100 <= r, in whole numbers: 100 (r - 1) < p n <= 100 r)."""
+    ranked = rows.annotate(_value=value).filter(_value__isnull=False)
+    wanted, columns = Q(), ["_value"]
+    for key, by in enumerate(partitions.values()):
+        group, n, rank = f"_group{key}", f"_n{key}", f"_rank{key}"
+        partition = [F(group)] if by is not None else None
+        ranked = ranked.annotate(**{group: by if by is not None else Value("", output_field=CharField())}).annotate(**{
+            n: Window(Count("pk"), partition_by=partition),
+            rank: Window(RowNumber(), partition_by=partition, order_by=[F("_value").asc(), F("pk").asc()]),
+        }).annotate(**{f"{rank}_100": F(rank) * 100, f"{rank}_below": (F(rank) - 1) * 100})
         for p in percents:
-            if rank * 100 >= n * p > (rank - 1) * 100:
-                found[group, p] = round(seconds, 3)  # to the millisecond, as decision_terms measures
+            wanted |= Q(**{f"{rank}_100__gte": F(n) * p, f"{rank}_below__lt": F(n) * p})
+        columns += [group, n, rank]
+    found = {}
+    for row in ranked.filter(wanted).order_by().values_list(*columns):
+        seconds = round(row[0], 3)  # to the millisecond, as decision_terms measures
+        for key, name in enumerate(partitions):
+            group, n, rank = row[1 + 3 * key: 4 + 3 * key]
+            for p in percents:
+                if rank * 100 >= n * p > (rank - 1) * 100:
+                    found[name, None if partitions[name] is None else group, p] = seconds
     return found
+
+
+# --- People, longest waits, contradicted calls ---------------------------------------------------
 
 
 def shadow_agreement(scope: Scope) -> tuple[int, int]:
@@ -189,38 +248,7 @@ def nudges_in(scope: Scope):
     return rows if scope.person_id is None else rows.filter(user_id=scope.person_id)
 
 
-# --- People, longest waits, contradicted calls ---------------------------------------------------
-
-
-@dataclass(frozen=True)
-class PersonFigures:
-    name: str
-    decisions: int
-    approved: int
-    quick: int
-    contradicted: int
-    active_hours: int
-    decide_p50: float | None
-
-    @property
-    def per_hour(self) -> float | None:
-        return round(self.decisions / self.active_hours, 1) if self.active_hours else None
-
-    @property
-    def quick_percent(self) -> float | None:
-        return _percent(self.quick, self.approved)
-
-
-def people_figures(scope: Scope) -> list[PersonFigures]:
-    """Each person's figures in the scope, busiest first (PEOPLE_SHOWN at most): two queries.
-    By the name kept with each decision, which outlives the account."""
-    rows = (decisions(scope).annotate(_s=decide_seconds()).values_list("decided_by_name")
-            .annotate(**_counts(), hours=Count(HourOf("decided_at"), distinct=True)).order_by("-n", "decided_by_name"))
-    rows = list(rows[:PEOPLE_SHOWN])
-    medians = nearest_ranks(decisions(scope).filter(decided_by_name__in=[r[0] for r in rows]), decide_seconds(),
-                            (50,), by=F("decided_by_name"))
-    return [PersonFigures(name, n, approved, quick, wrong, hours, _seconds(medians.get((name, 50))))
-            for name, n, approved, quick, wrong, hours in rows]
+# --- Longest waits, contradicted calls ------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -266,9 +294,7 @@ WHY_WORDS = {
 
 def contradicted_calls(scope: Scope, *, limit: int = CONTRADICTED_SHOWN) -> list[Contradicted]:
     """The scope's latest approvals that were later contradicted, with the first reason that holds."""
-    why = Case(When(failed(), then=Value("failed")), When(moot(), then=Value("moot")),
-               When(reversed_later(), then=Value("reversed")), default=Value(""), output_field=CharField())
-    found = (decisions(scope).filter(contradicted()).annotate(_why=why).select_related("tool_call")
+    found = (decisions(scope).filter(contradicted()).annotate(_why=contradicted_why()).select_related("tool_call")
              .defer("tool_call__arguments", "tool_call__result", "tool_call__result_text")
              .order_by("-decided_at", "-pk")[:limit])
     return [Contradicted(approval, approval._why) for approval in found]
@@ -277,41 +303,22 @@ def contradicted_calls(scope: Scope, *, limit: int = CONTRADICTED_SHOWN) -> list
 # --- Over time -------------------------------------------------------------------------------------
 
 
-@dataclass
-class Series:
-    days: list[date]
-    counts: dict = field(default_factory=dict)  # day -> {"n", "approved", "quick", "contradicted"}
-    ranks: dict = field(default_factory=dict)  # (day, percent) -> seconds
-    nudges: dict = field(default_factory=dict)  # day -> nudges shown
-
-
-def quality_series(scope: Scope) -> Series:
-    """The scope's figures per site day: three queries."""
-    rows = (decisions(scope).annotate(_s=decide_seconds(), _day=TruncDay("decided_at")).values("_day")
-            .annotate(**_counts()).order_by())
-    counts = {_day(row.pop("_day")): row for row in rows}
-    ranks = {(_day(day), p): seconds for (day, p), seconds in
-             nearest_ranks(decisions(scope), decide_seconds(), PERCENTS, by=TruncDay("decided_at")).items()}
-    nudges = {_day(day): n for day, n in nudges_in(scope).annotate(_day=TruncDay("shown_at")).values_list("_day")
-              .annotate(n=Count("pk")).order_by()}
-    return Series(scope.days, counts, ranks, nudges)
-
-
 def _day(value) -> date:
     return date.fromisoformat(value) if isinstance(value, str) else value
 
 
-def series_charts(series: Series) -> dict:
-    """The series as the metrics page's charts draw them (static/js/metrics_charts.js)."""
+def series_charts(series: Report) -> dict:
+    """The report's days as the metrics page's charts draw them (static/js/metrics_charts.js)."""
     x = [int(day_start(day).timestamp()) for day in series.days]
+    none = Counts()
 
     def count(key: str) -> list:
-        return [series.counts.get(day, {}).get(key, 0) for day in series.days]
+        return [getattr(series.by_day.get(day, none), key) for day in series.days]
 
     def line(label: str, colour: str, values: list, **extra) -> dict:
         return {"label": label, "colour": colour, "values": values, **extra}
 
-    approved, decided = count("approved"), count("n")
+    approved, decided = count("approved"), count("decisions")
     charts = [
         ("decisions", "Decisions by people", "Calls people approved and rejected each day.", "count", [
             line("Approved", "--ok", approved), line("Rejected", "--bad", [n - a for n, a in zip(decided, approved)])]),

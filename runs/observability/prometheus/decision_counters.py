@@ -14,7 +14,7 @@ from django.db.models import Case, CharField, Count, IntegerField, Q, Value, Whe
 
 from runs.models import Approval, NudgeShown
 from runs.models.deciders import ANSWERED, CLOSED, EXPIRED
-from runs.models.decision_terms import BY_A_PERSON, contradicted, decide_seconds, failed, moot, quick_approvals
+from runs.models.decision_terms import BY_A_PERSON, contradicted_why, decide_seconds, quick_approvals
 from runs.observability.prometheus.counters import Histogram, _histograms, decode, merge
 
 DECIDE_BUCKETS = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0, 14400.0, 86400.0)
@@ -31,8 +31,6 @@ DECIDER = Case(
     When(status__in=ANSWERED, automatic=True, then=Value("policy")),
     output_field=CharField(),
 )
-WHY = Case(When(failed(), then=Value("failed")), When(moot(), then=Value("moot")), default=Value("reversed"),
-           output_field=CharField())
 
 
 def _approvals(run_ids):
@@ -59,7 +57,7 @@ def _decider_rows(run_ids) -> list[Histogram]:
 
 
 def _contradicted_rows(run_ids) -> list[Histogram]:
-    rows = _approvals(run_ids).filter(contradicted()).annotate(decider=DECIDER, why=WHY)
+    rows = _approvals(run_ids).annotate(why=contradicted_why()).exclude(why="").annotate(decider=DECIDER)
     return _counted(rows, (PROJECT, "decider", "why"))
 
 

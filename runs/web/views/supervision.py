@@ -55,13 +55,11 @@ def supervision(request):
         whose, context["only_yours"] = ME, True
     days = data.get("days") or quality.DEFAULT_DAYS
     scope = quality.scope_of(project_id=project.pk, person_id=user.pk if whose == ME else None, days=days)
+    report = quality.quality_report(scope, people=whose == EVERYONE)
     context.update({
         "whose": whose, "decides": decides, "days": days, "scope": scope, "manages": manages_people(user, project),
-        "f": quality.quality_figures(scope),
-        "people": quality.people_figures(scope) if whose == EVERYONE else [],
-        "waits": quality.longest_waits(scope),
-        "contradicted": quality.contradicted_calls(scope),
+        "f": report.figures, "people": report.people, "series": quality.series_charts(report),
+        "waits": quality.longest_waits(scope), "contradicted": quality.contradicted_calls(scope),
         "why_words": quality.WHY_WORDS,
-        "series": quality.series_charts(quality.quality_series(scope)),
     })
     return render(request, "runs/supervision.html", context)

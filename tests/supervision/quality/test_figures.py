@@ -3,14 +3,7 @@
 agreement with rules in shadow, nudges, the longest waits, per person and per project."""
 import pytest
 
-from runs.supervision.decision_quality import (
-    contradicted_calls,
-    longest_waits,
-    people_figures,
-    quality_figures,
-    quality_series,
-    scope_of,
-)
+from runs.supervision.decision_quality import contradicted_calls, longest_waits, quality_report, scope_of
 from tests.supervision.quality.history import history
 from tests.supervision.quality.seed import NOW, at
 
@@ -20,6 +13,10 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def h():
     return history()
+
+
+def quality_figures(scope):
+    return quality_report(scope, people=False).figures
 
 
 def test_a_projects_figures_count_its_peoples_decisions_in_the_period_only(h):
@@ -56,7 +53,7 @@ def test_another_projects_decisions_never_count(h):
 
 def test_each_person_of_the_project_with_their_rate_and_median(h):
     rows = [(p.name, p.decisions, p.approved, p.quick, p.contradicted, p.active_hours, p.per_hour, p.decide_p50)
-            for p in people_figures(scope_of(project_id=h.shop.pk, now=NOW))]
+            for p in quality_report(scope_of(project_id=h.shop.pk, now=NOW)).people]
     assert rows == [("alice", 8, 7, 4, 4, 6, 1.3, 5.0), ("bob", 3, 2, 1, 0, 3, 1.0, 8.0)]
 
 
@@ -79,9 +76,10 @@ def test_contradicted_calls_newest_first_with_why(h):
 
 
 def test_the_series_has_a_point_per_day_with_the_days_figures(h):
-    series = quality_series(scope_of(project_id=h.shop.pk, days=30, now=NOW))
+    series = quality_report(scope_of(project_id=h.shop.pk, days=30, now=NOW))
     assert len(series.days) == 30 and series.days[-1] == NOW.date()
-    fifth = at(5).date()
-    assert series.counts[fifth] == {"n": 3, "approved": 3, "quick": 3, "contradicted": 0}
-    assert (series.ranks[fifth, 50], series.ranks[fifth, 90]) == (4.0, 5.0)
+    fifth = series.by_day[at(5).date()]
+    assert (fifth.decisions, fifth.approved, fifth.quick, fifth.contradicted, fifth.active_hours) == (3, 3, 3, 0, 1)
+    assert series.by_day[at(6).date()].failed == 1
+    assert (series.ranks[at(5).date(), 50], series.ranks[at(5).date(), 90]) == (4.0, 5.0)
     assert series.nudges == {at(15).date(): 1, at(14).date(): 1}
