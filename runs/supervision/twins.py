@@ -4,7 +4,7 @@ sees the others; nothing approves a call automatically while a twin of it ran in
 
 The key is a keyed hash (like the arguments' hash) of the tool's name and those values, stored
 with the call's evidence when it is asked about (runs/models/evidence.py), so finding twins is
-one indexed query. Twins are looked for in the call's own project only: nobody learns of another
+two indexed queries. Twins are looked for in the call's own project only: nobody learns of another
 team's runs. A single Approve of a call with twins is allowed (its card names them); approving it
 with others (bulk) or with a grant for the rest of its run needs them confirmed by name
 (`twins_check`), and each decision keeps the twins its decider was shown (`twins_record_shown`)."""
@@ -15,7 +15,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Case, IntegerField, Q, Value, When
+from django.db.models import Q
 from django.utils import timezone
 
 from runs.models import Approval, CallEvidence, ToolCall
@@ -96,22 +96,27 @@ _FIELDS = (
 
 
 def _rows(approval_ids, *, now, projects: set[int] | None = None) -> list[dict]:
-    """One query: the evidence rows of these approvals (of `projects`, None: any) and of every call
-    sharing their tool, identifying values and project that waits, or was asked or decided in the
-    window. Theirs first, so the cap never drops them."""
-    own = CallEvidence.objects.filter(approval_id__in=approval_ids).exclude(identity="")
+    """Two indexed queries: the evidence rows of these approvals (of `projects`, None: any), then
+    those of every call sharing their tool, identifying values and project that waits, or was
+    asked or decided in the window (the newest ROWS_READ). Newest first."""
+    own_rows = CallEvidence.objects.filter(approval_id__in=list(approval_ids)).exclude(identity="")
     if projects is not None:
-        own = own.filter(project_id__in=projects)
+        own_rows = own_rows.filter(project_id__in=projects)
+    own = list(own_rows.values(*_FIELDS))
+    if not own:
+        return []
+    keys = {(row["identity"], row["project_id"]) for row in own}
     since = now - window()
-    twins = Q(identity__in=own.values("identity"), project_id__in=own.values("project_id")) & (
-        Q(approval__status=Approval.Status.PENDING) | Q(created_at__gte=since) | Q(approval__decided_at__gte=since)
-    )
-    first = Case(When(approval_id__in=approval_ids, then=Value(0)), default=Value(1), output_field=IntegerField())
-    return list(
-        CallEvidence.objects.filter(Q(approval_id__in=own.values("approval_id")) | twins)
-        .order_by(first, "-created_at", "-approval_id")
-        .values(*_FIELDS)[:ROWS_READ]
-    )
+    others = CallEvidence.objects.filter(identity__in={identity for identity, _ in keys}).exclude(
+        approval_id__in=[row["approval_id"] for row in own]
+    ).filter(Q(approval__status=Approval.Status.PENDING) | Q(created_at__gte=since) | Q(approval__decided_at__gte=since))
+    project_ids = {project_id for _, project_id in keys}
+    if None not in project_ids:
+        others = others.filter(project_id__in=project_ids)
+    found = own + [row for row in others.order_by("-created_at", "-approval_id").values(*_FIELDS)[:ROWS_READ]
+                   if (row["identity"], row["project_id"]) in keys]
+    found.sort(key=lambda row: (row["created_at"], row["approval_id"]), reverse=True)
+    return found
 
 
 def _state(row: dict, now) -> tuple[str, str] | None:
@@ -160,7 +165,7 @@ def twins_attach(items: list) -> None:
     """Set each queue item's `twins`, the other calls of its project on the same thing, waiting in
     any run or asked or decided in the window: [{"approval", "run", "state", "words": "also waiting
     in run 42" | "ran 3 min ago in run 17: succeeded"}]. A decided item keeps the twins its decider
-    was shown (`twins_at_decision`). One query, however many items."""
+    was shown (`twins_at_decision`). Two queries, however many items."""
     for item in items:
         item.twins = []
     if not items:
@@ -210,7 +215,7 @@ def selection_conflicts(approval_ids, *, projects: set[int] | None = None) -> li
     selection's order), "twins": [the others on it, waiting, or approved or run in the window, as
     twins_attach gives them; rejected ones are only shown on the cards], "words": "#12 cancel_order in run 41 and #13 cancel_order in run 42
     act on the same thing", "confirm": [their ids]}. A selected call alone on its thing is in none.
-    One query."""
+    Two queries."""
     ids = list(dict.fromkeys(int(pk) for pk in approval_ids))
     now = timezone.now()
     rows = _rows(ids, now=now, projects=projects)

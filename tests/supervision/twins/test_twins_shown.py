@@ -154,3 +154,19 @@ def test_a_decision_keeps_the_twins_its_decider_was_shown(launch, alice, no_disp
     item = approval_for_page(approval_id=first.pk)
     assert item.twins == shown
     assert json.dumps(CallEvidence.objects.get(pk=second.pk).twins_at_decision) == "[]"
+
+
+def test_the_twins_of_a_page_are_read_in_two_queries_however_many_calls_wait(launch, django_assert_num_queries):
+    from runs.supervision.queue import approvals_pending_page
+    from runs.supervision.twins import twins_attach
+
+    def twins_of_page() -> dict[int, int]:
+        items = list(approvals_pending_page().object_list)
+        with django_assert_num_queries(2):
+            twins_attach(items)
+        return {item.approval.pk: len(item.twins) for item in items}
+
+    first, second = waiting(launch), waiting(launch)
+    assert twins_of_page() == {first.pk: 1, second.pk: 1}
+    more = [waiting(launch) for _ in range(4)]
+    assert twins_of_page() == {a.pk: 5 for a in (first, second, *more)}
