@@ -69,3 +69,12 @@ def build_rollups() -> None:
     from runs.observability.metrics.rollups import build_pending
 
     build_pending()
+
+
+# A read before a person decides (runs/supervision/state_checks.py): a lost one is asked again
+# when its card is opened, so nothing retries it here.
+@shared_task(acks_late=False, ignore_result=True)
+def state_check_run(approval_id: int) -> None:
+    from runs.supervision.state_checks import state_check_run as run_check
+
+    run_check(approval_id=approval_id)
