@@ -1,5 +1,7 @@
 from django.contrib import admin, messages
+from django.db import transaction
 
+from .decision_settings import decision_settings_save
 from .forms import ToolForm
 from .mcp.forms import McpServerForm
 from .mcp.services import deletion_summary, mcp_server_delete, mcp_server_save
@@ -19,7 +21,8 @@ class ToolAdmin(admin.ModelAdmin):
     search_fields = ("name", "description")
 
     def save_model(self, request, obj, form, change):
-        tool_save(tool=obj, data=form.cleaned_data)
+        with transaction.atomic():  # the decision settings with the tool, checked against it as saved
+            decision_settings_save(tool=tool_save(tool=obj, data=form.cleaned_data), data=form.cleaned_data)
 
 
 admin.site.register(WeatherReport)

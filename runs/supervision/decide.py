@@ -30,6 +30,7 @@ from runs.supervision.gate import EXPIRED, _expire
 from runs.supervision.grants import grant_create
 from runs.supervision.nudges import check_nudge
 from runs.supervision.quorum import quorum_met, quorum_voters
+from runs.supervision.state_checks import state_check_soon
 from runs.supervision.twins import twins_record_shown
 from toolsapp.models import Tool
 
@@ -157,6 +158,8 @@ def _decide_read(
         grant_create(approval=approval, user=person, scope=grant)
     approvals_changed(run_id=approval.run_id)
     if approval.status == Approval.Status.PENDING:
+        if restart:
+            state_check_soon(approval)  # the state of what approving now would run: the edited arguments
         return approval  # one of several approvals: the run keeps waiting
     if not paused and not Approval.objects.filter(run_id=approval.run_id, status=Approval.Status.PENDING).exists():
         # The last open decision of this run: hand it back to a worker.
