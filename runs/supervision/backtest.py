@@ -106,7 +106,8 @@ class Backtest:
     unreadable: int = 0  # arguments that are not JSON: no rule matches them
     rules: list[dict] = field(default_factory=list)  # each rule of the set: how many calls it was first to match
     disagreements: list[Disagreement] = field(default_factory=list)  # the first LISTED, harmful first
-    # Every call a person rejected that the set would have approved: what a save over them records.
+    # Every call a person rejected that the set (or the rule tested, in its place) would have
+    # approved: what a save over them records (runs.supervision.saved_over).
     rejected_over: list[dict] = field(default_factory=list)
 
     @property
@@ -153,7 +154,7 @@ def rule_backtest(spec: RuleSpec, *, project_id: int, days: int | None = None) -
     # Where the loop would try it: by position, then by id (a new rule's is the newest).
     order = sorted([*others, draft], key=lambda r: (r.position, r.id if r.id is not None else float("inf")))
     labels = [_draft_label(r) if r is draft else r.label for r in order]
-    return backtest(order, labels=labels, project_id=project_id, days=days)
+    return backtest(order, labels=labels, project_id=project_id, days=days, deciding=next(i for i, r in enumerate(order) if r is draft))
 
 
 def ruleset_backtest(specs: list[RuleSpec], *, project_id: int, days: int | None = None) -> Backtest:
@@ -183,8 +184,10 @@ def _draft_label(spec: RuleSpec) -> str:
 
 
 def backtest(rules: list[RuleSpec], *, labels: list[str], project_id: int, days: int | None = None,
-             now: datetime | None = None) -> Backtest:
-    """Replay `rules` (in the order tried) over the project's calls of the last `days` days."""
+             now: datetime | None = None, deciding: int | None = None) -> Backtest:
+    """Replay `rules` (in the order tried) over the project's calls of the last `days` days.
+    With `deciding` (a rule's index), `rejected_over` holds the calls a person rejected that this
+    rule itself would have approved (a save of it is a save over those); else every such call."""
     days = backtest_days() if days is None else days
     since = (now or timezone.now()) - timedelta(days=days)
     result = Backtest(days=days, since=since)
@@ -236,7 +239,7 @@ def backtest(rules: list[RuleSpec], *, labels: list[str], project_id: int, days:
         kind = _compare(result, route.status, person=status, edited=bool(edited), held=bool(route.note))
         if kind is None:
             continue
-        if kind == APPROVED_REJECTED:
+        if kind == APPROVED_REJECTED and (deciding is None or index == deciding):
             result.rejected_over.append({"approval": pk, "run": run_id, "tool": tool_name, "person": person})
         item = (pk, run_id, tool_name, args_hash, _would_words(route, labels[index] if index is not None else ""),
                 person, status)
@@ -359,53 +362,3 @@ def evidence_preview(data: dict) -> dict:
 
 def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-# --- Saving over people's rejections --------------------------------------------------------------
-
-
-class SavedOverUnconfirmed(Exception):
-    """A save of a rule that would have approved calls people rejected, without the saver
-    confirming exactly those calls. `calls` names them (saved_over entries)."""
-
-    def __init__(self, calls: list[dict]):
-        self.calls = calls
-        super().__init__(saved_over_words(calls))
-
-
-def decides_once_saved(data: dict, rule: ApprovalRule | None) -> bool:
-    """Whether the rule, saved with `data`, decides calls (enabled and not in shadow)."""
-    enabled = data.get("enabled", rule.enabled if rule is not None else True)
-    shadow = data.get("shadow", rule.shadow if rule is not None else False)
-    return bool(enabled) and not shadow
-
-
-def saved_over_needed(data: dict, *, rule: ApprovalRule | None, project_id: int) -> list[dict]:
-    """The calls a person rejected that the rule, saved with `data`, would have approved; [] when
-    the rule as saved decides nothing (disabled or in shadow)."""
-    if not decides_once_saved(data, rule):
-        return []
-    return rule_backtest(draft_spec(data, rule=rule), project_id=project_id).rejected_over
-
-
-def saved_over_check(calls: list[dict], confirmed) -> list[dict]:
-    """What the new version records in `saved_over` (`calls`, saved_over_needed's); raises
-    SavedOverUnconfirmed unless `confirmed` (approval ids) is exactly those calls: one that
-    appeared or left since the person read them (a new rejection, one gone out of the window, a
-    rule changed) asks again, naming the calls as they are now."""
-    if calls and {call["approval"] for call in calls} != set(confirmed or ()):
-        raise SavedOverUnconfirmed(calls)
-    return calls
-
-
-def saved_over_words(calls: list[dict], *, confirm: bool = True) -> str:
-    shown = "; ".join(f"approval {c['approval']} (run {c['run']}, {c['tool']}, rejected by {c['person'] or 'a person'})"
-                      for c in calls[:10])
-    more = f"; and {len(calls) - 10} more" if len(calls) > 10 else ""
-    return (f"This rule would have approved {len(calls)} call{'s' if len(calls) != 1 else ''} that a person "
-            f"rejected: {shown}{more}." + (" Confirm them by their approval ids to save over them." if confirm else ""))
-
-
-def confirmed_ids(text: str) -> set[int]:
-    """Approval ids as a form posts them: "12,15 18"."""
-    return {int(part) for part in text.replace(",", " ").split() if part.isdigit()}

@@ -12,10 +12,10 @@ from projects.choices import people_of, project_field_clean, project_field_prepa
 from projects.models import Project
 from runs.models import Agent, ApprovalRule
 from runs.roles import PERM_ADD_RULES
-from runs.supervision.backtest import confirmed_ids
 from runs.supervision.quorum import MAX_APPROVALS
 from runs.supervision.rule_admin import MAX_INT, RULE_FIELDS, rule_errors
 from runs.supervision.rules import OPERATORS
+from runs.supervision.saved_over import confirmed_ids
 from toolsapp.models import Tool
 from toolsapp.text import loads as bounded_loads
 

@@ -12,19 +12,19 @@ from django.views.decorators.http import require_GET, require_POST
 from projects.access import scoped, visible_projects
 from runs.models import Agent, ApprovalRule
 from runs.roles import PERM_DELETE_RULES, PERM_MANAGE_RULES, PERM_VIEW_RULES
-from runs.supervision.backtest import (
-    LISTED,
-    SavedOverUnconfirmed,
-    decides_once_saved,
-    rule_backtest,
-    saved_over_check,
-    saved_over_needed,
-    saved_over_words,
-)
+from runs.supervision.backtest import rule_backtest
 from runs.supervision.rule_admin import SAFEGUARDS_TEXT, rule_create, rule_delete, rule_update
 from runs.supervision.rule_history import rule_conditions_text, rule_history, rule_list
 from runs.supervision.rule_preview import PREVIEW_CALLS, draft_spec, rule_preview
 from runs.supervision.rules import condition_text, condition_warnings
+from runs.supervision.saved_over import (
+    SavedOverUnconfirmed,
+    decides_once_saved,
+    not_yet_confirmed,
+    saved_over_check,
+    saved_over_needed,
+    saved_over_words,
+)
 from runs.supervision.shadow_report import shadow_report
 from runs.web.forms.rules import RuleForm
 
@@ -100,7 +100,7 @@ def _rule_form(request, rule: ApprovalRule | None):
         data, project_id = form.rule_data(), form.chosen_project().pk
         # Preview and Save alike replay the rule as edited over what people decided (one read).
         tested = rule_backtest(draft_spec(data, rule=rule), project_id=project_id)
-        calls = tested.rejected_over if decides_once_saved(data, rule) else []
+        calls = not_yet_confirmed(tested.rejected_over, rule) if decides_once_saved(data, rule) else []
         try:
             saved_over = None if "preview" in request.POST else saved_over_check(
                 calls, form.cleaned_data["confirm_saved_over"])
@@ -127,6 +127,6 @@ def _rule_form(request, rule: ApprovalRule | None):
     history = rule_history(rule_key=rule.pk, limit=20) if rule else []
     return render(request, "runs/rule_form.html", {
         "form": form, "rule": rule, **preview, "preview_calls": PREVIEW_CALLS, "shadow": report,
-        "safeguards": SAFEGUARDS_TEXT, "history": history, "listed": LISTED,
+        "safeguards": SAFEGUARDS_TEXT, "history": history,
         "saved_over_versions": [change.version for change in history if change.version.saved_over],
     })

@@ -147,6 +147,18 @@ def test_the_projects_other_rules_before_it_still_decide(decided):
     assert replay({**APPROVE_CANCELS, "position": 0}, decided).approved_rejected == 2
 
 
+def test_a_save_is_over_the_rejections_the_rule_itself_would_approve_not_another_rules(decided):
+    theirs = decided.add("cancel_order", {"order_id": "ORD-1"}, decision="rejected")
+    rule_create(data={**APPROVE_CANCELS, "name": "approve all cancels", "position": 50}, user=None)
+
+    never_vip = replay({"name": "never VIP", "tool_pattern": "cancel_order", "action": "reject", "position": 1,
+                        "conditions": [{"path": "$.order_id", "op": "fullmatch", "value": "VIP-.*"}]}, decided)
+
+    assert [d.approval for d in never_vip.disagreements] == [theirs.pk]  # shown: the set would approve it
+    assert never_vip.disagreements[0].would == "approved automatically by rule 'approve all cancels' v1"
+    assert never_vip.rejected_over == []  # but not this rule's doing
+
+
 def test_an_edit_of_a_saved_rule_replaces_it_in_the_set(decided):
     rule = rule_create(data={**APPROVE_CANCELS, "action": "reject"}, user=None)
     decided.add("cancel_order", {"order_id": "ORD-1"}, decision="rejected")

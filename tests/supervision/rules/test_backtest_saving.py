@@ -81,6 +81,9 @@ def test_saving_asks_for_confirmation_naming_the_calls_and_the_version_records_t
     editor = words(admin.get(reverse("rule_edit", args=[version.rule_key])))
     assert "Saved over people's rejections" in editor
     assert "Version 1, saved by ada" in editor and f"approval #{history.rejected.pk}: cancel_order" in editor
+    # Confirmed once for this rule: an edit of something else does not ask about the same call again.
+    assert admin.post(reverse("rule_edit", args=[version.rule_key]), form(save="1", name="renamed")).status_code == 302
+    assert ApprovalRule.objects.get().name == "renamed"
 
 
 def test_a_confirmation_of_other_calls_is_refused_and_the_calls_are_named_as_they_are_now(admin, history):

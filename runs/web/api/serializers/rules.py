@@ -5,9 +5,12 @@ from django.contrib.auth.models import Group
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from projects.models import Project
 from runs.models import Agent, ApprovalRule, ApprovalRuleVersion
+from runs.supervision.backtest import KIND_WORDS
 from runs.supervision.rule_admin import RULE_FIELDS, rule_create, rule_errors, rule_update
 from runs.supervision.rules import OPERATORS
+from runs.supervision.saved_over import saved_over_check, saved_over_needed
 from runs.web.api.serializers.fields import (
     NameRelatedField,
     choice,
@@ -20,6 +23,7 @@ from runs.web.api.serializers.fields import (
 )
 from runs.web.api.strict import KnownFieldsOnly
 
+MAX_SET_RULES = 500
 CONDITIONS_SCHEMA = {
     "type": "array",
     "items": {
@@ -63,10 +67,17 @@ class RuleSerializer(KnownFieldsOnly, serializers.ModelSerializer):
     conditions = ConditionsField(required=False, help_text="All must hold.")
     action = choice(ApprovalRule.Action.choices, "RuleAction", required=False)
     project = project_field()
+    confirm_saved_over = serializers.ListField(
+        child=serializers.IntegerField(min_value=1), required=False, write_only=True, max_length=1_000_000,
+        help_text="The approval ids of the calls people rejected that this rule would have approved (the 409's "
+        "saved_over), confirmed after reading them: the save goes through only when they are exactly the calls "
+        "it would approve over a rejection now, and its version records them.",
+    )
 
     class Meta:
         model = ApprovalRule
-        fields = ["id", "project", *RULE_FIELDS, "launched_by_unresolved", "version", "updated_by_name", "created_at", "updated_at"]
+        fields = ["id", "project", *RULE_FIELDS, "launched_by_unresolved", "version", "updated_by_name", "created_at",
+                  "updated_at", "confirm_saved_over"]
         read_only_fields = ["launched_by_unresolved", "version", "updated_by_name", "created_at", "updated_at"]
         # Blank text reaches rule_errors, which says what the field is for.
         extra_kwargs = {"name": {"allow_blank": True}, "tool_pattern": {"allow_blank": True}}
@@ -82,6 +93,7 @@ class RuleSerializer(KnownFieldsOnly, serializers.ModelSerializer):
         people_scoped(self, "launched_by")
 
     def validate(self, attrs):
+        self.confirmed = attrs.pop("confirm_saved_over", None)
         self.project = project_chosen(self, attrs, "runs.add_approvalrule")
         person_in_project(self, attrs, "launched_by", self.project)
         errors = rule_errors(rule=self.instance, data=attrs, project=self.project)
@@ -90,16 +102,24 @@ class RuleSerializer(KnownFieldsOnly, serializers.ModelSerializer):
         return attrs
 
     def create(self, validated_data):
-        return rule_create(data=validated_data, user=self.context["request"].user, project=self.project)
+        # Raises SavedOverUnconfirmed (the view's 409) for calls people rejected, unless confirmed.
+        calls = saved_over_needed(validated_data, rule=None, project_id=self.project.pk)
+        return rule_create(data=validated_data, user=self.context["request"].user, project=self.project,
+                           saved_over=saved_over_check(calls, self.confirmed))
 
     def update(self, instance, validated_data):
-        return rule_update(rule=instance, data=validated_data, user=self.context["request"].user)
+        calls = saved_over_needed(validated_data, rule=instance, project_id=instance.project_id)
+        return rule_update(rule=instance, data=validated_data, user=self.context["request"].user,
+                           saved_over=saved_over_check(calls, self.confirmed))
 
 
 class RuleDraftSerializer(RuleSerializer):
     """A rule to preview: every field may be left out (a new rule's defaults apply)."""
 
+    confirm_saved_over = None  # nothing is saved
+
     class Meta(RuleSerializer.Meta):
+        fields = [name for name in RuleSerializer.Meta.fields if name != "confirm_saved_over"]
         extra_kwargs = {**RuleSerializer.Meta.extra_kwargs, "name": {"allow_blank": True, "required": False}}
 
     def validate(self, attrs):
@@ -108,10 +128,77 @@ class RuleDraftSerializer(RuleSerializer):
 
 class RuleVersionSerializer(serializers.ModelSerializer):
     snapshot = serializers.DictField(help_text="Every field of the rule as this version had it.")
+    saved_over = serializers.SerializerMethodField()
 
     class Meta:
         model = ApprovalRuleVersion
-        fields = ["rule_key", "version", "change", "snapshot", "changed_by_name", "changed_at"]
+        fields = ["rule_key", "version", "change", "snapshot", "changed_by_name", "changed_at", "saved_over"]
+
+    @extend_schema_field(serializers.ListField(child=serializers.DictField(), help_text=(
+        "The calls people rejected that this version would have approved, as its saver confirmed them "
+        "({approval, run, tool, person}); [] for most versions.")))
+    def get_saved_over(self, version) -> list:
+        return version.saved_over or []
+
+
+class SavedOverCallSerializer(serializers.Serializer):
+    approval = serializers.IntegerField()
+    run = serializers.IntegerField()
+    tool = serializers.CharField()
+    person = serializers.CharField(help_text="Who rejected it.")
+
+
+class BacktestDisagreementSerializer(serializers.Serializer):
+    kind = serializers.ChoiceField(choices=list(KIND_WORDS), help_text="; ".join(f"{k}: {w}" for k, w in KIND_WORDS.items()))
+    words = serializers.CharField()
+    approval = serializers.IntegerField()
+    run = serializers.IntegerField()
+    tool = serializers.CharField()
+    args_hash = serializers.CharField()
+    arguments = serializers.CharField(help_text="Compact JSON, the tool's sensitive fields masked.")
+    would = serializers.CharField(help_text="What the rule set would have done, in words.")
+    person = serializers.CharField()
+    person_decision = serializers.CharField()
+    decided_at = serializers.DateTimeField(allow_null=True)
+    reason = serializers.CharField()
+    evidence = serializers.DictField(help_text="The card's evidence: the model's words (said), previews of what it "
+                                     "had just read (read), where each value came from (values); masked as stored.")
+
+
+class BacktestSerializer(serializers.Serializer):
+    days = serializers.IntegerField(help_text="The window: the calls asked about in the last days (BACKTEST_DAYS).")
+    since = serializers.DateTimeField()
+    considered = serializers.IntegerField(help_text="Calls a person decided (each once: a call asked again after a "
+                                          "crash by its newest approval).")
+    agreed = serializers.IntegerField()
+    agreed_approved = serializers.IntegerField()
+    agreed_rejected = serializers.IntegerField()
+    left_to_people = serializers.IntegerField(help_text="The set would have asked people, as happened.")
+    held_by_safeguard = serializers.IntegerField(help_text="Of those: an approval a safeguard holds back.")
+    disagreed = serializers.IntegerField()
+    approved_rejected = serializers.IntegerField(help_text="Would have approved what a person rejected.")
+    approved_edited = serializers.IntegerField(help_text="Would have approved a call a person edited first.")
+    rejected_approved = serializers.IntegerField(help_text="Would have rejected what a person approved.")
+    automatic = serializers.IntegerField(help_text="Decided automatically then (a rule, a grant, a policy): apart.")
+    undecided = serializers.IntegerField(help_text="No person decided (waiting, expired, closed): apart.")
+    unreadable = serializers.IntegerField()
+    rules = serializers.ListField(child=serializers.DictField(), help_text="Each rule of the set in the order tried "
+                                  "({label, name, decided}): the calls it was the first to match.")
+    disagreements = BacktestDisagreementSerializer(many=True, help_text="At most 50, the harmful first, newest first.")
+    rejected_over = SavedOverCallSerializer(many=True, help_text="Every call a person rejected that it would approve.")
+    not_replayed = serializers.CharField()
+
+
+class RuleSetBacktestRequestSerializer(KnownFieldsOnly, serializers.Serializer):
+    project = serializers.SlugRelatedField(slug_field="slug", queryset=Project.objects.all(),
+                                           help_text="The project's slug: its calls, by its people.")
+    rules = serializers.ListField(child=serializers.DictField(), max_length=MAX_SET_RULES, help_text=(
+        "The rule set as drafted, in the order tried (first match wins; positions aside): each a rule's fields as "
+        "for creating one. A rule disabled or in shadow decides nothing and is left out."))
+
+
+class RuleSetBacktestSerializer(BacktestSerializer):
+    left_out = serializers.ListField(child=serializers.IntegerField(), help_text="Indexes of rules disabled or in shadow.")
 
 
 class PreviewExampleSerializer(serializers.Serializer):
@@ -136,6 +223,7 @@ class RulePreviewSerializer(serializers.Serializer):
     not_matched = serializers.IntegerField()
     unreadable = serializers.IntegerField(help_text="Calls whose arguments are not JSON (never matched).")
     examples = PreviewExampleSerializer(many=True)
+    backtest = BacktestSerializer(help_text="The rule, as a new rule in its project's set, beside what people decided.")
 
 
 class ShadowVersionSerializer(serializers.Serializer):
