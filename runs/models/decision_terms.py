@@ -20,6 +20,7 @@ the traces (runs/observability), which never import each other; like deciders.py
     CallEvidence.identity: the tool's identifier fields) with other arguments succeeded, so it
     changed again what this one had changed. The same arguments again are a repeat, not a reversal.
 """
+import re
 from datetime import datetime
 
 from django.db.models import (
@@ -68,6 +69,15 @@ def seconds_to_decide(requested_at: datetime, shown_at: datetime | None, decided
 
 def quick_approval(status: str, automatic: bool, seconds: float, limit: int) -> bool:
     return status == APPROVED and not automatic and seconds <= limit + MILLISECOND
+
+
+def why_contradicted(call_status: str, state: dict | None, result_text: str) -> str:
+    """Of an approval known to be contradicted: "failed", "moot", else "reversed" (the first that
+    holds, as contradicted_why says in SQL)."""
+    if call_status == ToolCall.Status.FAILED:
+        return "failed"
+    said_done = ALREADY_DONE_TEXT in result_text and re.search(ALREADY_DONE_PATTERN, result_text)
+    return "moot" if (state or {}).get("moot") is True or said_done else "reversed"
 
 
 # --- In SQL, over Approval rows ---------------------------------------------------------------------
@@ -137,6 +147,10 @@ def reversed_later(project_id: int | None = None) -> Q:
                           frame=after),
     ).filter(later__gt=Coalesce(F("later_same"), Value(0)))
     return Q(status=APPROVED, pk__in=reversed_calls.values("pk"))
+
+
+def contradicted(project_id: int | None = None) -> Q:
+    return failed() | moot() | reversed_later(project_id)
 
 
 def contradicted_why(project_id: int | None = None) -> Case:

@@ -19,14 +19,16 @@ from django.db.models import BooleanField, Case, CharField, Count, F, FloatField
 from django.utils import timezone
 
 from runs.days import TruncDay, day_of, day_start
-from runs.models import Approval, NudgeShown, ShadowDecision
+from runs.models import Approval, CallEvidence, NudgeShown, ShadowDecision
 from runs.models.decision_terms import (
     APPROVED,
     BY_A_PERSON,
     SecondsBetween,
+    contradicted,
     contradicted_why,
     decide_seconds,
     quick_approvals,
+    why_contradicted,
 )
 from runs.supervision.shadow_report import verdict
 
@@ -282,11 +284,20 @@ WHY_WORDS = {"failed": "failed", "moot": "changed nothing", "reversed": "reverse
 
 
 def contradicted_calls(scope: Scope, *, limit: int = CONTRADICTED_SHOWN) -> list[Contradicted]:
-    """The scope's latest approvals that were later contradicted, with the first reason that holds."""
-    found = (decisions(scope).annotate(_why=contradicted_why(scope.project_id)).exclude(_why="").select_related("tool_call")
-             .defer("tool_call__arguments", "tool_call__result", "tool_call__result_text")
+    """The scope's latest approvals that were later contradicted, with the first reason that holds
+    (told apart here for the few rows read: in SQL, a second time would find the reversals again)."""
+    found = (decisions(scope).filter(contradicted(scope.project_id)).select_related("tool_call", "evidence")
+             .defer("tool_call__arguments", "tool_call__result", "evidence__data")
              .order_by("-decided_at", "-pk")[:limit])
-    return [Contradicted(approval, approval._why) for approval in found]
+    return [Contradicted(a, why_contradicted(a.tool_call.status, _evidence_state(a), a.tool_call.result_text))
+            for a in found]
+
+
+def _evidence_state(approval: Approval) -> dict:
+    try:
+        return approval.evidence.state
+    except CallEvidence.DoesNotExist:
+        return {}
 
 
 # --- Over time -------------------------------------------------------------------------------------

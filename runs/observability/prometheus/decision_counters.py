@@ -57,8 +57,11 @@ def _decider_rows(run_ids) -> list[Histogram]:
 
 
 def _contradicted_rows(run_ids) -> list[Histogram]:
-    rows = _approvals(run_ids).annotate(why=contradicted_why()).exclude(why="").annotate(decider=DECIDER)
-    return _counted(rows, (PROJECT, "decider", "why"))
+    approved = _approvals(run_ids).filter(status=Approval.Status.APPROVED)  # only an approval is contradicted
+    # Grouped by the reason, "" included and left out here: filtering on it in SQL would find
+    # the reversals twice.
+    rows = approved.annotate(why=contradicted_why(), decider=DECIDER)
+    return [h for h in _counted(rows, (PROJECT, "decider", "why")) if h.labels[2]]
 
 
 def _nudge_rows(run_ids) -> list[Histogram]:
