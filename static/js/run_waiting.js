@@ -16,8 +16,8 @@ function csrfToken(form) {
 
 function say(text, level) {
   if (!text) return;
-  const item = document.createElement("li");
-  item.className = `msg-${level}`;
+  const item = document.createElement("p");
+  item.className = `card-answer msg-${level}`;
   item.textContent = text;
   answers.prepend(item);
   while (answers.children.length > 3) answers.lastElementChild.remove();

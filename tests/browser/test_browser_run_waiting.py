@@ -29,6 +29,9 @@ def test_a_waiting_call_is_decided_on_its_run_page_with_its_evidence(live, brows
     expect(card).to_be_visible()
     expect(card.locator(".evidence")).to_contain_text("What the model had just read")
     expect(card.locator(".evidence")).to_contain_text("lookup_order")
+    # Beside the timeline, which still starts in the first screen.
+    assert card.bounding_box()["x"] > page.locator("#timeline-title").bounding_box()["x"] + 500
+    assert page.locator("#timeline-title").bounding_box()["y"] < 600
     found = {"desktop": waiting_violations(page)}
     for scheme in ("light", "dark"):
         page.emulate_media(color_scheme=scheme)
@@ -47,7 +50,7 @@ def test_a_waiting_call_is_decided_on_its_run_page_with_its_evidence(live, brows
     assert Approval.objects.get(pk=approval.pk).status == Approval.Status.PENDING
 
     card.locator(".approve-button").click()
-    expect(page.locator("#run-waiting-answers li").first).to_contain_text(f"Approved cancel_order in run {run.pk}")
+    expect(page.locator("#run-waiting-answers .card-answer").first).to_contain_text(f"Approved cancel_order in run {run.pk}")
     expect(card).to_have_count(0)
     assert page.url.endswith(f"/runs/{run.pk}/")  # still the run page: nothing reloaded it
     assert Approval.objects.get(pk=approval.pk).status == Approval.Status.APPROVED
