@@ -26,6 +26,10 @@ from datetime import timedelta
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CALLS_PER_RUN = 10
+# A run's settings as launched: the agent's whole system prompt among them (stored out of line by
+# PostgreSQL, so read per call it would be unpacked 100,000 times).
+RUN_CONFIG = {"approval_policy": "ask", "agent_name": "demo", "system_prompt": "You help customers of the shop. " * 120,
+              "models": ["demo"], "max_iterations": 20, "tools": ["lookup_order", "cancel_order", "refund_order"]}
 BATCH = 5000
 
 
@@ -95,7 +99,7 @@ def seed(total: int) -> dict:
 def _batch(agent, count: int, oldest: float, newest: float, now, rng, models) -> int:
     Run, Step, ToolCall, Approval, CallEvidence = models
     runs = Run.objects.bulk_create([Run(agent=agent, task="cancel what the customer asked", customer=f"C{n % 50}",
-                                        status="succeeded", config={"approval_policy": "ask"})
+                                        status="succeeded", config=RUN_CONFIG)
                                     for n in range(count // CALLS_PER_RUN + 1)])
     steps = Step.objects.bulk_create([Step(run=run, index=1, iteration=1, model="m", message={}) for run in runs])
     calls, approvals, evidences = [], [], []

@@ -13,7 +13,7 @@ the project's other acting rules before it still decide what they decide.
 Only calls a person decided are compared (approved or rejected by a person: not by a rule, grant
 or policy, not expired, not closed with the run); the others are counted apart. A call asked about
 again after a crash counts once, by its newest approval. One streaming query reads the calls (only
-the columns the replay needs), one the tools, one the evidence of the calls listed.
+the columns the replay needs), one their runs, one the tools, one the evidence of the calls listed.
 """
 import heapq
 import json
@@ -26,7 +26,7 @@ from django.db.models.fields.json import KeyTextTransform
 from django.db.models.sql.constants import MULTI
 from django.utils import timezone
 
-from runs.models import Agent, Approval, ApprovalRule, ToolCall
+from runs.models import Agent, Approval, ApprovalRule, Run, ToolCall
 from runs.supervision.routes import APPROVED, REJECTED, route_call
 from runs.supervision.rule_preview import OUTCOME_UNKNOWN_NOTE, draft_spec
 from runs.supervision.rules import CallFacts, RuleSpec, rule_matches, rule_spec
@@ -199,9 +199,9 @@ def backtest(rules: list[RuleSpec], *, labels: list[str], project_id: int, days:
     candidates: dict[tuple, tuple[int, ...]] = {}
     whole_runs = [replace(rule, conditions=()) for rule in rules]
     outside_read = any(c.get("op") == "outside" for rule in rules for c in rule.conditions)
+    runs = runs_facts(project_id, since)
     for row in _rows(calls_query(project_id, since, outside=outside_read)):
-        (pk, run_id, status, automatic, person, edited, unseen, tool_name, arguments, args_hash,
-         agent_id, customer, launcher, outside, policy, unknown) = row
+        pk, run_id, status, automatic, person, edited, unseen, tool_name, arguments, outside, unknown = row
         if status not in _PEOPLE:
             result.undecided += 1
             continue
@@ -215,6 +215,9 @@ def backtest(rules: list[RuleSpec], *, labels: list[str], project_id: int, days:
         except (ValueError, TypeError, RecursionError):
             result.unreadable += 1
             continue
+        if run_id not in runs:  # ended before the window yet asked in it (a clock moved): read alone
+            runs.update(runs_facts(project_id, None, run_id=run_id))
+        agent_id, customer, launcher, policy = runs[run_id]
         facts = CallFacts(tool_name, parsed, agent_id, customer=customer or "", launched_by_id=launcher,
                           outside_paths=tuple(_json_list(outside)))
         # The rules whose tool, agent, customer and launcher fit, found once per kind of run and
@@ -232,7 +235,7 @@ def backtest(rules: list[RuleSpec], *, labels: list[str], project_id: int, days:
         if route is None:
             asks, critical, _fields = tools.get(tool_name, (False, False, []))
             route = routes[key] = route_call(
-                tool_name=tool_name, args_hash=args_hash, policy=policy or "ask",
+                tool_name=tool_name, args_hash="", policy=policy or "ask",  # the hash is for grants: none
                 rule=rules[index] if index is not None else None, always_ask=asks, critical=critical,
                 unseen_ids=unseen, outcome_unknown=bool(unknown),
             )
@@ -241,8 +244,7 @@ def backtest(rules: list[RuleSpec], *, labels: list[str], project_id: int, days:
             continue
         if kind == APPROVED_REJECTED and (deciding is None or index == deciding):
             result.rejected_over.append({"approval": pk, "run": run_id, "tool": tool_name, "person": person})
-        item = (pk, run_id, tool_name, args_hash, _would_words(route, labels[index] if index is not None else ""),
-                person, status)
+        item = (pk, run_id, tool_name, _would_words(route, labels[index] if index is not None else ""), person, status)
         (heapq.heappush if len(listed[kind]) < LISTED else heapq.heappushpop)(listed[kind], item)
     result.rules = [{"label": label, "name": rule.name, "decided": count}
                     for label, rule, count in zip(labels, rules, matched, strict=True)]
@@ -256,22 +258,34 @@ def calls_query(project_id: int, since: datetime, *, outside: bool = True):
     """The project's calls asked about since `since`, each with the approval that counts now
     (its newest: a call asked about again after a crash points at it), as the replay's columns, in
     no order (streamed: _rows). Read from the calls' side, so each call comes once by its own
-    pointer. Without `outside`, the evidence's outside paths are not read (no rule looks at them,
-    and the evidence table is the widest to join)."""
+    pointer. The runs' facts are read apart (runs_facts): once per run, not per call (a run's
+    settings hold its whole system prompt). Without `outside`, the evidence's outside paths are
+    not read (no rule looks at them, and the evidence table is the widest to join)."""
     query = ToolCall.objects.filter(
         run__agent_id__in=Agent.objects.filter(project_id=project_id).values("pk"), approval__requested_at__gte=since,
     ).annotate(
         outside=F("approval__evidence__outside_paths") if outside else Value(None, output_field=JSONField()),
-        policy=KeyTextTransform("approval_policy", "run__config"),
         unknown=ExpressionWrapper(Q(approval__note__startswith=OUTCOME_UNKNOWN_NOTE), output_field=BooleanField()),
     )
     return query.order_by().values_list(*_COLUMNS, *_ANNOTATED)
 
 
 _COLUMNS = ("approval_id", "run_id", "approval__status", "approval__automatic", "approval__decided_by_name",
-            "approval__edited_args_hash", "approval__unseen_ids", "tool_name", "arguments", "args_hash", "run__agent_id",
-            "run__customer", "run__created_by_id")
-_ANNOTATED = ("outside", "policy", "unknown")
+            "approval__edited_args_hash", "approval__unseen_ids", "tool_name", "arguments")
+_ANNOTATED = ("outside", "unknown")
+
+
+def runs_facts(project_id: int, since: datetime | None, *, run_id: int | None = None) -> dict[int, tuple]:
+    """{run id: (agent id, customer, launcher id, approval policy)} of the project's runs that
+    were not over before `since` (or the one run `run_id`): what rules and the policy read of a run."""
+    runs = Run.objects.filter(agent__project_id=project_id)
+    if run_id is not None:
+        runs = runs.filter(pk=run_id)
+    if since is not None:
+        runs = runs.filter(Q(finished_at__isnull=True) | Q(finished_at__gte=since))
+    rows = runs.annotate(policy=KeyTextTransform("approval_policy", "config")).order_by().values_list(
+        "pk", "agent_id", "customer", "created_by_id", "policy")
+    return {pk: facts for pk, *facts in rows.iterator(chunk_size=CHUNK)}
 
 
 def _rows(query):
@@ -333,13 +347,13 @@ def _listed(rows: list[tuple], tools: dict) -> list[Disagreement]:
     """The disagreements to list, with the arguments, the person's reason and the card's evidence
     (one query)."""
     details = {
-        pk: (decided_at, reason, arguments, data)
-        for pk, decided_at, reason, arguments, data in Approval.objects.filter(pk__in=[row[1] for row in rows])
-        .values_list("pk", "decided_at", "reason", "tool_call__arguments", "evidence__data")
+        pk: (decided_at, reason, arguments, args_hash, data)
+        for pk, decided_at, reason, arguments, args_hash, data in Approval.objects.filter(pk__in=[row[1] for row in rows])
+        .values_list("pk", "decided_at", "reason", "tool_call__arguments", "tool_call__args_hash", "evidence__data")
     }
     listed = []
-    for kind, pk, run_id, tool, args_hash, would, person, status in rows:
-        decided_at, reason, arguments, data = details.get(pk, (None, "", "{}", None))
+    for kind, pk, run_id, tool, would, person, status in rows:
+        decided_at, reason, arguments, args_hash, data = details.get(pk, (None, "", "{}", "", None))
         shown = json.dumps(masked(json.loads(arguments), tools.get(tool, (False, False, []))[2]), ensure_ascii=False)
         listed.append(Disagreement(
             kind=kind, approval=pk, run=run_id, tool=tool, args_hash=args_hash, arguments=_cut(shown, ARGUMENTS_CHARS),
