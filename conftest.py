@@ -109,6 +109,8 @@ def demo_data(transactional_db):
 
     importlib.import_module("toolsapp.migrations.0002_demo_tools").create(django_apps, None)
     importlib.import_module("toolsapp.migrations.0008_context_and_memory_tools").create(django_apps, None)
+    # The demo shop's cancel_order: twins on the same order, and lookup_order as its state check.
+    importlib.import_module("toolsapp.migrations.0011_decision_evidence").demo_shop_checks(django_apps, None)
     importlib.import_module("runs.migrations.0002_demo_agent").create(django_apps, None)
     from django.contrib.auth.models import Group, Permission
 

@@ -153,7 +153,7 @@ def state_check(approval) -> dict | None:
     if not payload["ok"]:
         return _failed(name, redact(str(payload.get("error") or "the check failed"), secrets), shown)
     answer = masked(payload.get("result"), hidden)
-    text = redact(answer if isinstance(answer, str) else json.dumps(answer, ensure_ascii=False, indent=1), secrets)
+    text = redact(answer if isinstance(answer, str) else json.dumps(answer, ensure_ascii=False, indent=2), secrets)
     if len(text) > ANSWER_CHARS:
         text = text[:ANSWER_CHARS] + "…"
     return {"tool": name, "ok": True, "arguments": shown, "summary": redact(state_summary(answer, shown), secrets),

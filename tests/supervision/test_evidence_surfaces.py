@@ -78,7 +78,9 @@ def asking(monkeypatch, demo_data):
     """The demo order already cancelled, cancel_order's reason sensitive, and each call asked
     about gets its evidence row in the asking transaction, before its chat message is queued."""
     Order.objects.filter(order_id="ORD-1001").update(status="cancelled")
-    Tool.objects.filter(name="cancel_order").update(sensitive_fields=["reason"], identifier_fields=["order_id"])
+    # No check of its own: evidence_write gives each call the answer a check would have given.
+    Tool.objects.filter(name="cancel_order").update(sensitive_fields=["reason"], identifier_fields=["order_id"],
+                                                    state_check={})
     chat_request = gate.chat_request
 
     def ask(approval):
@@ -217,6 +219,22 @@ def test_a_real_runs_chat_message_and_email_tell_the_loops_evidence(launch, scri
         assert f"also waiting in run {first.run_id}" in text
         assert MAIL_SECRET not in text and "8841" not in text
     assert MAIL_SECRET not in json.dumps(message, ensure_ascii=False)
+
+
+def test_a_real_runs_chat_message_shows_the_state_checks_answer(launch, slack):  # noqa: F811
+    Order.objects.filter(order_id="ORD-1001").update(status="cancelled")
+    Tool.objects.filter(name="cancel_order").update(
+        sensitive_fields=["reason"], identifier_fields=["order_id"],
+        state_check={"tool": "lookup_order", "arguments": {"order_id": "$.order_id"}})
+
+    approval = pending_approval(launch(TASK))
+
+    [message] = slack.of("chat.postMessage")
+    text = message_text(message)
+    # Asked once the call reached the queue, answered before the message was posted (tasks run at once here).
+    assert re.search(r"By lookup_order: ORD-1001: cancelled, checked \d+ s before this message", text)
+    assert re.search(r"\$\.order_id: \"ORD-1001\" — from the task", text) and SECRET_REASON not in text
+    assert CallEvidence.objects.get(pk=approval.pk).state["summary"] == "ORD-1001: cancelled"
 
 
 # --- the e-mails -------------------------------------------------------------------------------------

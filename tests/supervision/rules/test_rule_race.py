@@ -36,6 +36,15 @@ TASK = "Cancel order ORD-1001"  # the order id is in the task: seen, so no safeg
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+@pytest.fixture(autouse=True)
+def distinct_calls(demo_data):
+    """Each call cancels with a reason of its own: here distinct calls, not twins on one order (a
+    twin that ran would hold the next for a person: tests/supervision/twins is about that)."""
+    from toolsapp.models import Tool
+
+    Tool.objects.filter(name="cancel_order").update(identifier_fields=["order_id", "reason"])
+
+
 def rule_state(change: int) -> dict:
     """The fields of the rule's `change`th save: every save flips the action; the conditions move
     between calls marked "a-" and "b-" every second save; every third save disables the rule."""

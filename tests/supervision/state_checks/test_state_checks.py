@@ -79,7 +79,7 @@ def test_the_check_runs_when_the_call_reaches_the_queue_and_the_card_shows_it(la
     assert "ORD-1001: cancelled</strong>, checked <time" in page
     assert " s ago</time>" in page
     assert "lookup_order's whole answer</summary>" in page
-    assert "&quot;status&quot;: &quot;cancelled&quot;" in page
+    assert '&quot;status&quot;: &quot;<mark class="read-state">cancelled</mark>&quot;' in page, "marked as in a result read"
 
 
 def test_a_failing_check_says_so_and_the_decision_still_works(launch, script, eager_tasks, client, alice):
