@@ -86,10 +86,12 @@ def test_the_nudge_asks_for_a_reason_after_quick_approvals(live, browser, users,
     everywhere(page, "queue-nudge", found, only="nudge")
     assert_no_violations(found)
 
+    card.evaluate("card => { card.dataset.before = 'refusal'; }")
     card.locator(".approve-button").click()
-    expect(page.locator("body")).to_contain_text("give a one-line reason to approve this one")
+    expect(page.locator("#approval-flash")).to_contain_text("give a one-line reason to approve this one")
     assert Approval.objects.get(pk=approval.pk).status == Approval.Status.PENDING
-    card = page.locator(f"#approval-list .approval[data-approval-id='{approval.pk}']")
+    # The queue shows the list again after every decision sent, refused or not: type once it has.
+    card = page.locator(f"#approval-list .approval[data-approval-id='{approval.pk}']:not([data-before])")
     card.get_by_label("Your reason for approving").fill("Customer confirmed on the phone")
     card.locator(".approve-button").click()
     wait_until(lambda: Approval.objects.get(pk=approval.pk).status == Approval.Status.APPROVED,
