@@ -5,7 +5,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from runs.models import Agent
+from runs.models import Agent, Run
 from runs.supervision.backtest import (
     APPROVED_EDITED,
     APPROVED_REJECTED,
@@ -188,3 +188,16 @@ def test_the_calls_are_read_in_a_fixed_number_of_queries(decided):
         result = replay(APPROVE_CANCELS, decided)
 
     assert result.disagreed == 3 + 5 and len(many) == len(few) <= 5
+
+
+def test_the_runs_own_policy_routes_as_in_the_loop(decided):
+    approve_all = Run.objects.create(agent=decided.agent, task="t", config={"approval_policy": "approve"})
+    decided.add("create_ticket", {"title": "a"}, decision="rejected", run=approve_all, unseen=["T-9"])  # held
+    plain = decided.add("create_ticket", {"title": "b"}, decision="rejected", run=approve_all)
+
+    result = replay({"name": "elsewhere", "tool_pattern": "refund_*", "action": "reject"}, decided)
+
+    assert (result.left_to_people, result.held_by_safeguard, result.approved_rejected) == (1, 1, 1)
+    assert result.disagreements[0].approval == plain.pk
+    assert result.disagreements[0].would == "approved automatically by the run's policy"
+    assert result.rejected_over == [], "the policy approved it, not the rule being saved"
