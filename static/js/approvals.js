@@ -85,6 +85,14 @@ function cardById(id) {
 // What the operator has typed, opened or selected in one card: a refresh must not lose it.
 const KEPT_FIELDS = ["input[name=reason]", "input[name=guidance]", "textarea.edit-arguments"];
 
+// What a person opened on a card (a result the model read, the check's whole answer) stays open
+// when the list is fetched again: a refresh must not close what they are reading.
+function detailsKey(details) {
+  if (details.matches(".state-answer")) return "state";
+  const entry = details.closest(".read-entry");
+  return entry ? `read:${[...entry.parentElement.children].indexOf(entry)}` : null;
+}
+
 function cardState(card) {
   const fields = {};
   for (const selector of KEPT_FIELDS) {
@@ -94,6 +102,7 @@ function cardState(card) {
   return {
     fields,
     editOpen: Boolean(card.querySelector("details.edit-args")?.open),
+    openDetails: [...card.querySelectorAll("details[open]:not(.edit-args)")].map(detailsKey).filter(Boolean),
     selected: Boolean(card.querySelector("input.select-approval")?.checked),
     editError: card.querySelector(".edit-error:not([hidden])")?.textContent || "",
   };
@@ -106,6 +115,9 @@ function restoreCard(card, state) {
   }
   const edit = card.querySelector("details.edit-args");
   if (edit && state.editOpen) setEditOpen(edit, true);
+  for (const details of card.querySelectorAll("details:not(.edit-args)")) {
+    if (state.openDetails.includes(detailsKey(details))) details.open = true;
+  }
   const box = card.querySelector("input.select-approval");
   if (box) box.checked = state.selected;
   if (state.editError) showEditError(card, state.editError);

@@ -59,9 +59,8 @@ def value_line(card_, path: str):
 
 
 def open_details(details) -> None:
-    """Open a <details> of a card by its summary, as a person would. The page's live refresh
-    (when its socket opens, when approvals change) replaces the cards and closes what was open
-    (approvals.js keeps only the edit box open): open it again until it stays open."""
+    """Open a <details> of a card by its summary, as a person would, until it is seen open (the
+    page's first live refresh may land between the click and the check)."""
     for _ in range(5):
         if not details.evaluate("d => d.open"):
             details.locator("summary").first.click()
@@ -311,3 +310,23 @@ def test_an_address_copied_from_an_http_tools_result_is_outside_content_and_a_ru
         expect(mine).to_have_count(0)
         wait_for_status(held_run.pk, *Run.FINISHED_STATUSES)
     assert [m["email"] for m in contacts.sent] == [ASKED], "the injected address never got a mail"
+
+
+def test_what_a_person_opened_on_a_card_stays_open_when_another_call_arrives(live, browser, users):
+    page = browser.login(users["operator"])
+    first_run = launch_in_page(page, CANCEL_ORDER)
+    first = wait_until(lambda: Approval.objects.filter(run_id=first_run, status=Approval.Status.PENDING).first(),
+                       message=lambda: "the first cancel to wait for a person\n" + live.logs())
+    open_queue(page)
+    read = card(page, first).locator(".evidence .read-entry details").first
+    read.locator("summary").click()
+    expect(read).to_have_attribute("open", "")
+
+    other = browser.login(users["operator2"])
+    second_run = launch_in_page(other, "Cancel order ORD-1002")
+    # The second card arrives live: the list is fetched again, and the opened result stays open.
+    second = wait_until(lambda: Approval.objects.filter(run_id=second_run, status=Approval.Status.PENDING).first(),
+                        message=lambda: "the second cancel to wait for a person\n" + live.logs())
+    expect(card(page, second)).to_be_visible()
+    expect(read).to_have_attribute("open", "")
+    expect(read.locator("pre.read-whole")).to_be_visible()
