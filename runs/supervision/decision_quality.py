@@ -222,7 +222,7 @@ def seconds_percentiles(scope: Scope) -> dict:
     return ranks
 
 
-# --- People, longest waits, contradicted calls ---------------------------------------------------
+# --- Rules in shadow, nudges ---------------------------------------------------------------------
 
 
 def shadow_agreement(scope: Scope) -> tuple[int, int]:
