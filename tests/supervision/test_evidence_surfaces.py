@@ -109,7 +109,7 @@ def assert_evidence(text: str, approval: Approval, twin: Approval) -> None:
     """The story every surface tells of `approval`, whose twin waits in another run."""
     assert re.search(r"lookup_order's result at step \d+: \{.*\"status\":\"cancelled\"", text)  # the lookup's result
     assert f"also waiting in run {twin.run_id}" in text
-    assert re.search(r"By lookup_order: ORD-1001: cancelled, checked [45] s before this message \(\d\d:\d\d:\d\d UTC\)", text)
+    assert re.search(r"By lookup_order: ORD-1001: cancelled, checked \d+ s before this message \(\d\d:\d\d:\d\d UTC\)", text)
     assert '$.order_id: "ORD-1001" — from fetch_page\'s result at step 0 [from outside content]' in text
     assert f"fetch_page's result at step 0 [from outside content]: {INJECTED}" in text
     assert "olga's message at step 1: Check the order first." in text
