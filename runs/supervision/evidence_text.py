@@ -153,8 +153,22 @@ def state_line(evidence: Evidence, *, now: datetime) -> str:
     return f"{by}{one_line(answer, READ_PREVIEW_CHARS)}, {checked}"
 
 
+# A field of a tool result that says what state a thing is in ("status": "cancelled"): what a
+# person deciding a change of that thing must see first. Only short string values: a state, not prose.
+_STATE_FIELD = re.compile(r'"(status|state)"\s*:\s*"([^"\\\n]{1,60})"', re.IGNORECASE)
+_STATE_SCAN_CHARS = 20_000
+
+
+def reported_states(text) -> list[str]:
+    """The states a result reports, in its words: ["status: cancelled"] (at most three), as the
+    card marks them at a glance."""
+    found = dict.fromkeys(f"{m.group(1).lower()}: {m.group(2)}" for m in _STATE_FIELD.finditer(str(text or "")[:_STATE_SCAN_CHARS]))
+    return list(found)[:3]
+
+
 def read_lines(evidence: Evidence) -> list[str]:
-    """What the model had just read, newest first (as stored), one line each."""
+    """What the model had just read, newest first (as stored), one line each; a result's reported
+    states first ("lookup_order's result at step 2 (status: cancelled): {…}")."""
     lines = []
     for item in evidence.data.get("read") or ():
         if not isinstance(item, dict):
@@ -165,7 +179,10 @@ def read_lines(evidence: Evidence) -> list[str]:
             lines.append(f"{who}{step}: {one_line(item.get('text', ''), READ_PREVIEW_CHARS)}")
             continue
         outside = f" {OUTSIDE}" if item.get("outside") else ""
-        lines.append(f"{item.get('tool') or 'a tool'}'s result{step}{outside}: {one_line(item.get('text', ''), READ_PREVIEW_CHARS)}")
+        states = reported_states(item.get("text", ""))
+        said = f" ({', '.join(states)})" if states else ""
+        lines.append(f"{item.get('tool') or 'a tool'}'s result{step}{outside}{said}: "
+                     f"{one_line(item.get('text', ''), READ_PREVIEW_CHARS)}")
     return lines or [NOTHING_READ]
 
 

@@ -107,7 +107,8 @@ def twin_runs(launch) -> tuple[Approval, Approval]:
 
 def assert_evidence(text: str, approval: Approval, twin: Approval) -> None:
     """The story every surface tells of `approval`, whose twin waits in another run."""
-    assert re.search(r"lookup_order's result at step \d+: \{.*\"status\":\"cancelled\"", text)  # the lookup's result
+    # The lookup's result, with the state it reports first, as the card marks it at a glance.
+    assert re.search(r"lookup_order's result at step \d+ \(status: cancelled\): \{.*\"status\":\"cancelled\"", text)
     assert f"also waiting in run {twin.run_id}" in text
     assert re.search(r"By lookup_order: ORD-1001: cancelled, checked \d+ s before this message \(\d\d:\d\d:\d\d UTC\)", text)
     assert '$.order_id: "ORD-1001" — from fetch_page\'s result at step 0 [from outside content]' in text
