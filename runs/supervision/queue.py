@@ -66,6 +66,7 @@ class PendingApproval:
     outside_paths: list[str] = field(default_factory=list)
     state: dict = field(default_factory=dict)
     state_checked_at: datetime | None = None
+    shown_at: datetime | None = None  # when a person who may decide it was first shown the card
     twins: list = field(default_factory=list)
     nudge: dict | None = None
 
@@ -142,7 +143,7 @@ def _pending_items(approvals: list[Approval]) -> list[PendingApproval]:
             item.unseen = unseen_in_lines(item.lines)
         # What the model had read and where each value came from, masked as the tools say today.
         item.evidence = stored.shown(approval.pk, arguments=arguments, sensitive_fields=sensitive)
-        item.outside_paths, item.state, item.state_checked_at = stored.facts(approval.pk)
+        item.outside_paths, item.state, item.state_checked_at, item.shown_at = stored.facts(approval.pk)
         if approval.status == Approval.Status.PENDING and approval.edited_arguments:
             item.proposed_lines = argument_lines(
                 bounded_loads(approval.edited_arguments), sensitive_fields=sensitive,
@@ -158,10 +159,10 @@ class _EvidenceRows:
 
     def __init__(self, approvals: list[Approval]):
         self.rows = {
-            pk: (data or {}, outside or [], state or {}, checked)
-            for pk, data, outside, state, checked in CallEvidence.objects.filter(
+            pk: (data or {}, outside or [], state or {}, checked, shown)
+            for pk, data, outside, state, checked, shown in CallEvidence.objects.filter(
                 approval_id__in=[a.pk for a in approvals]
-            ).values_list("approval_id", "data", "outside_paths", "state", "state_checked_at")
+            ).values_list("approval_id", "data", "outside_paths", "state", "state_checked_at", "shown_at")
         }
         quoted = tools_quoted(row[0] for row in self.rows.values())
         self.sensitive_by_tool = {
@@ -175,9 +176,9 @@ class _EvidenceRows:
         return evidence_shown(self.rows[approval_id][0], arguments=arguments, sensitive_fields=sensitive_fields,
                               sensitive_by_tool=self.sensitive_by_tool)
 
-    def facts(self, approval_id: int) -> tuple[list[str], dict, datetime | None]:
-        _data, outside, state, checked = self.rows.get(approval_id, ({}, [], {}, None))
-        return list(outside), dict(state), checked
+    def facts(self, approval_id: int) -> tuple[list[str], dict, datetime | None, datetime | None]:
+        _data, outside, state, checked, shown = self.rows.get(approval_id, ({}, [], {}, None, None))
+        return list(outside), dict(state), checked, shown
 
 
 # --- What a run's model was shown: the identifiers a call may use -------------------------------

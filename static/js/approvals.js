@@ -83,7 +83,7 @@ function cardById(id) {
 }
 
 // What the operator has typed, opened or selected in one card: a refresh must not lose it.
-const KEPT_FIELDS = ["input[name=reason]", "input[name=guidance]", "textarea.edit-arguments"];
+const KEPT_FIELDS = ["input[name=reason]", "input[name=guidance]", "textarea.edit-arguments", "textarea.nudge-reason"];
 
 // What a person opened on a card (a result the model read, the check's whole answer) stays open
 // when the list is fetched again: a refresh must not close what they are reading.

@@ -173,7 +173,9 @@ def approval_decide_view(request, pk: int):
             return _refused(request, _twins_text(exc, card=True), 409, twins=exc)
     try:
         approval = approval_decide(
-            approval_id=pk, user=request.user, approve=approve, reason=data["reason"],
+            approval_id=pk, user=request.user, approve=approve,
+            # A nudged card has two reason fields (rejecting, and the nudge's): the one written counts.
+            reason=next((r for r in request.POST.getlist("reason") if r.strip()), data["reason"])[:2000],
             arguments=arguments, guidance="" if approve else data["guidance"].strip(), grant=grant,
             args_hash=data["args_hash"],
         )

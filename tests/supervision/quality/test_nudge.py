@@ -152,3 +152,20 @@ def test_a_card_is_stamped_shown_once_by_someone_who_may_decide_it(client, alice
     assert first is not None
     card(client, approval)
     assert CallEvidence.objects.get(pk=approval.pk).shown_at == first
+
+
+def test_a_nudged_card_keeps_the_reason_written_in_either_of_its_two_reason_fields(client, alice, run):
+    """A nudged card sends two fields named reason (rejecting's, then the nudge's): the one the
+    person wrote is the one recorded, whichever it is."""
+    quick(run, alice, 3)
+    rejected, approved = waiting(run), waiting(run)
+    client.force_login(alice)
+    url = reverse("approval_decide", args=[rejected.pk])
+    client.post(url, {"decision": "reject", "reason": ["Order already cancelled", ""]}, HTTP_ACCEPT="application/json")
+    assert Approval.objects.get(pk=rejected.pk).reason == "Order already cancelled"
+    quick(run, alice, 3)
+    url = reverse("approval_decide", args=[approved.pk])
+    answer = client.post(url, {"decision": "approve", "reason": ["", "Checked the order: still open"]},
+                         HTTP_ACCEPT="application/json")
+    assert answer.status_code == 200
+    assert Approval.objects.get(pk=approved.pk).reason == "Checked the order: still open"
