@@ -21,6 +21,7 @@ from runs.engine.dispatch import task_send
 from runs.engine.events import approvals_changed
 from runs.engine.tool_exec import check_call, execute_calls
 from runs.models import Approval, CallEvidence
+from runs.supervision.chat_messages import chat_evidence_refresh
 from toolsapp.argument_paths import arguments_taken
 from toolsapp.executors.base import ToolContext
 from toolsapp.models import Tool
@@ -116,6 +117,8 @@ def state_check_run(*, approval_id: int) -> None:
         state=state or {}, state_checked_at=timezone.now() if state else None, state_requested_at=None,
     )
     approvals_changed(run_id=approval.run_id)
+    if state:
+        chat_evidence_refresh(approval_id=approval_id)  # its chat message may have been posted before this answer
 
 
 def state_check(approval) -> dict | None:

@@ -390,3 +390,19 @@ def test_a_long_section_keeps_whole_lines_and_counts_the_rest():
     assert all(line.endswith("x" * 90) for line in kept[:-1])
     one_long = section_text(Section("t", ("y" * 5000,)), limit=300)
     assert len(one_long) <= 300 and one_long.endswith("…")
+
+
+def test_a_chat_message_posted_before_the_check_answered_shows_the_answer_once_it_comes(launch, slack, monkeypatch):  # noqa: F811
+    from runs.supervision import state_checks
+
+    Order.objects.filter(order_id="ORD-1001").update(status="cancelled")
+    Tool.objects.filter(name="cancel_order").update(
+        state_check={"tool": "lookup_order", "arguments": {"order_id": "$.order_id"}})
+    monkeypatch.setattr("runs.supervision.gate.state_check_soon", lambda approval: None)  # the worker is slow
+    approval = pending_approval(launch(TASK))
+    [posted] = slack.of("chat.postMessage")
+    assert "ORD-1001: cancelled" not in message_text(posted)
+    state_checks.state_check_run(approval_id=approval.pk)
+    [updated] = slack.of("chat.update")
+    assert re.search(r"By lookup_order: ORD-1001: cancelled, checked \d+ s before this message", message_text(updated))
+    assert [b for b in updated["blocks"] if b["type"] == "actions"], "still waiting: the buttons stay"
