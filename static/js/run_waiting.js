@@ -43,6 +43,16 @@ function busy() {
   return Boolean(active && cards.contains(active) && active.matches("input[type=text], textarea"));
 }
 
+// What a person opened on a card (a result the model read, the check's whole answer) stays open
+// when the cards are fetched again.
+function detailsKey(details) {
+  const card = details.closest(".approval[data-approval-id]");
+  if (!card) return null;
+  if (details.matches(".state-answer")) return `${card.dataset.approvalId}:state`;
+  const entry = details.closest(".read-entry");
+  return entry ? `${card.dataset.approvalId}:read:${[...entry.parentElement.children].indexOf(entry)}` : null;
+}
+
 let inFlight = null;
 let again = false;
 
@@ -64,7 +74,11 @@ async function refresh() {
         return;
       }
       if (!response.ok) throw new Error(`HTTP ${response.status}`);
+      const opened = new Set([...cards.querySelectorAll("details[open]:not(.edit-args)")].map(detailsKey));
       cards.innerHTML = await response.text();
+      for (const details of cards.querySelectorAll("details:not(.edit-args)")) {
+        if (opened.has(detailsKey(details))) details.open = true;
+      }
       backHere();
       section.hidden = !cards.querySelector(".approval[data-approval-id]") && !answers.children.length;
     } while (again);
