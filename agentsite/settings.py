@@ -374,15 +374,15 @@ EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)  # STARTTLS, usually port 587
 EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL", False)  # TLS from the start, usually port 465
 if EMAIL_USE_TLS and EMAIL_USE_SSL:
     raise ImproperlyConfigured("EMAIL_USE_TLS and EMAIL_USE_SSL cannot both be set")
-# Seconds one SMTP connection may block: the sweep sends escalation e-mails itself.
-EMAIL_TIMEOUT = env_float("EMAIL_TIMEOUT", 10.0)
+EMAIL_TIMEOUT = env_float("EMAIL_TIMEOUT", 10.0)  # seconds an SMTP connection may block the sweep
 EMAIL_BACKEND = env_str(
     "EMAIL_BACKEND",
     "django.core.mail.backends.smtp.EmailBackend" if EMAIL_HOST else "django.core.mail.backends.console.EmailBackend",
 )
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "agentsite@localhost")
 APPROVAL_ESCALATION_EMAILS = env_list("APPROVAL_ESCALATION_EMAILS", [])
-
+# Twins: how long a call that ran still counts; the rule backtest: how many days of decisions (README).
+TWIN_WINDOW_HOURS, BACKTEST_DAYS = env_int("TWIN_WINDOW_HOURS", 24), env_int("BACKTEST_DAYS", 30)
 # --- REST API ----------------------------------------------------------------------------
 # The largest body Django reads (default 2.5 MB): a dataset's 10 MB of JSONL; past it, the limit in
 # words (runs/web/request_limits.py). Files uploaded to a page do not count.
