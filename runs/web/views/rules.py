@@ -19,11 +19,11 @@ from runs.supervision.rule_preview import PREVIEW_CALLS, draft_spec, rule_previe
 from runs.supervision.rules import condition_text, condition_warnings
 from runs.supervision.saved_over import (
     SavedOverUnconfirmed,
+    confirmed_ids,
     decides_once_saved,
     not_yet_confirmed,
     saved_over_check,
     saved_over_needed,
-    saved_over_words,
 )
 from runs.supervision.shadow_report import shadow_report
 from runs.web.forms.rules import RuleForm
@@ -72,14 +72,15 @@ def rule_shadow_view(request, pk: int):
     """One click: put the rule in shadow, or let it decide again. Versioned like any edit."""
     rule = get_object_or_404(ApprovalRule, pk=pk)
     shadow = request.POST.get("shadow") == "on"
-    saved = rule_update(rule=rule, data={"shadow": shadow}, user=request.user)
-    # One click, not a confirmation: the rule's page lists what it decided in shadow against
-    # people. What it would have approved over people's rejections is said, not recorded as
-    # confirmed (the editor and the API confirm by name).
-    calls = [] if shadow else saved_over_needed({}, rule=saved, project_id=saved.project_id)
-    if calls:
-        messages.warning(request, f"{saved_over_words(calls, confirm=False)} Its page lists them beside what "
-                         "it decided in shadow; put it back in shadow if it should not decide them.")
+    # Letting it decide again is a save that decides: what it would approve over people's
+    # rejections must be confirmed by name, as in the editor and the API.
+    try:
+        calls = [] if shadow else saved_over_needed({"shadow": False}, rule=rule, project_id=rule.project_id)
+        saved_over = saved_over_check(calls, confirmed_ids(request.POST.get("confirm_saved_over", "")))
+    except SavedOverUnconfirmed as exc:
+        messages.error(request, f"{exc} Untick \"In shadow\" below, press Preview, and confirm them there.")
+        return redirect("rule_edit", rule.pk)
+    saved = rule_update(rule=rule, data={"shadow": shadow}, user=request.user, saved_over=saved_over)
     if shadow:
         messages.success(request, f"Rule {saved.name!r} is in shadow (version {saved.version}): it records what it "
                          "would decide on every live call, and people decide as if it did not exist.")

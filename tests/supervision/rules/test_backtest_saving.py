@@ -111,10 +111,16 @@ def test_letting_a_rule_in_shadow_decide_in_one_click_names_the_rejections_it_wo
     page = admin.post(reverse("rule_shadow", args=[rule.pk]), {"shadow": ""}, follow=True)
 
     rule.refresh_from_db()
-    assert rule.shadow is False
+    assert rule.shadow is True, "a save that decides over a rejection waits for it to be confirmed by name"
     assert f"approval {history.rejected.pk} (run {history.run.pk}, cancel_order, rejected by rita)" in text(page)
-    # Said, not recorded as confirmed: nobody confirmed them by name.
-    assert rule.versions.order_by("-version").first().saved_over == []
+    assert rule.versions.count() == 1
+
+    admin.post(reverse("rule_shadow", args=[rule.pk]), {"shadow": "", "confirm_saved_over": str(history.rejected.pk)})
+    rule.refresh_from_db()
+    assert rule.shadow is False
+    assert [c["approval"] for c in rule.versions.order_by("-version").first().saved_over] == [history.rejected.pk]
+    # The audit trail of rule changes says so.
+    assert f"saved over 1 call people rejected: #{history.rejected.pk}" in text(admin.get(reverse("rule_list")))
 
 
 def test_a_rule_that_agrees_with_people_saves_at_once(admin, history):

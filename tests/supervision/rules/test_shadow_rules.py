@@ -114,6 +114,10 @@ def test_putting_a_rule_in_shadow_is_one_click_versioned_and_its_page_shows_the_
 
     admin.post(reverse("rule_shadow", args=[rule.pk]), {"shadow": "off", "next": "edit"})
     rule.refresh_from_db()
+    assert (rule.shadow, rule.version) == (True, 2), "it would approve what alice rejected: confirmed by name first"
+    rejected = Approval.objects.get(run=run)
+    admin.post(reverse("rule_shadow", args=[rule.pk]), {"shadow": "off", "next": "edit", "confirm_saved_over": str(rejected.pk)})
+    rule.refresh_from_db()
     assert (rule.shadow, rule.version) == (False, 3)
     run = launch(f"Cancel order {DESK}", models=[script(cancel(DESK), {"content": "Cancelled."})])
     assert run.status == Run.Status.SUCCEEDED, "acting again, the rule approves"
