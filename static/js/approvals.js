@@ -63,6 +63,12 @@ function placeAnswers() {
       const list = live.querySelector("#approval-list") || live;
       if (above) above.after(node);
       else list.prepend(node);
+      // The card the person acted on left (a tall one, with its evidence): its answer, now where
+      // the card began, is brought into view once, so they read what happened without scrolling.
+      if (!answer.moved) {
+        answer.moved = true;
+        node.scrollIntoView({ block: "nearest" });
+      }
     }
   }
 }

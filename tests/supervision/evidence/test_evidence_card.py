@@ -44,7 +44,8 @@ def test_the_card_shows_the_lookup_the_model_had_just_read_and_where_each_value_
     card = card_of(client, approval)
 
     read = section(card, "What the model had just read")
-    assert re.search(r'<span class="read-source mono">lookup_order</span> <a class="muted read-step" href="/runs/\d+/#step-1">step 1</a>', read)
+    assert re.search(r'<span class="read-source mono">lookup_order</span> <span class="muted read-step">step 1</span>', read)
+    assert re.search(r'<a href="/runs/\d+/#step-1">Step 1 on the run page</a>', read), "a link to the step, outside the summary"
     assert '&quot;status&quot;: &quot;<mark class="read-state">cancelled</mark>&quot;' in read, (
         "the lookup's answer, whole, on the card, the state it reports marked")
     summary = re.search(r"<summary>.*?</summary>", read, re.S).group(0)
