@@ -39,6 +39,57 @@ class Mutation:
 
 
 MUTATIONS = [
+    # Issue 47's own lines (the moment of decision).
+    Mutation(
+        "i47 twins: a twin that ran holds a call for a person", "runs/supervision/routes.py",
+        '    ) + [f"the same call {twin}" for twin in twins_ran]',
+        "    )",
+        ("tests/supervision/evidence/test_evidence_in_loop.py",),
+    ),
+    Mutation(
+        "i47 rules: outside content is a condition", "runs/supervision/rules.py",
+        '        return found is not _MISSING and from_outside(condition["path"], facts.outside_paths)',
+        "        return False",
+        ("tests/supervision/evidence/test_evidence_in_loop.py",),
+    ),
+    Mutation(
+        "i47 twins: approving twins together needs their names", "runs/supervision/twins.py",
+        "    if conflicts and not set(confirmation_needed(conflicts)) <= set(confirmed or ()):",
+        "    if False:",
+        ("tests/supervision/twins/test_twins_confirmed.py",),
+    ),
+    Mutation(
+        "i47 backtest: a save over rejections needs them confirmed", "runs/supervision/saved_over.py",
+        '    if calls and {call["approval"] for call in calls} != set(confirmed or ()):',
+        "    if False:",
+        ("tests/supervision/rules/test_backtest_saving.py", "tests/supervision/rules/test_backtest_api.py"),
+    ),
+    Mutation(
+        "i47 backtest: one project's decisions only", "runs/supervision/backtest.py",
+        'run__agent_id__in=Agent.objects.filter(project_id=project_id).values("pk"), ',
+        "",
+        ("tests/supervision/rules/test_backtest.py",),
+    ),
+    Mutation(
+        "i47 prior reads: the read must have happened", "runs/engine/prior_reads.py",
+        """    if any(all(same_value(call.get(name), value) for name, value in values.items())
+           for call in earlier if isinstance(call, dict)):
+        return None""",
+        "    return None",
+        ("tests/engine/test_prior_reads.py",),
+    ),
+    Mutation(
+        "i47 nudge: a due nudge refuses an approval without a reason", "runs/supervision/nudges.py",
+        "    if streak:\n        raise NotAllowed(",
+        "    if False:\n        raise NotAllowed(",
+        ("tests/supervision/quality/test_nudge.py",),
+    ),
+    Mutation(
+        "i47 evidence: a sensitive value is masked", "runs/supervision/evidence.py",
+        '        entry = {"path": path, "value": MASK if secret else value}',
+        '        entry = {"path": path, "value": value}',
+        ("tests/supervision/evidence/test_provenance.py",),
+    ),
     # Issue 46's own lines (round four of the promises at the edges).
     # Not listed, as each is backed by another guard (a break of one alone changes nothing anyone sees):
     # a limited token's change of a shared tool is refused by projects/access.py may() and by
