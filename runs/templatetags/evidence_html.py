@@ -6,11 +6,16 @@ from django import template
 from django.urls import reverse
 from django.utils.html import escape, format_html
 from django.utils.safestring import mark_safe
-from django.utils.text import Truncator
 
 from runs.templatetags.approval_display import reported_states, states_marked
 
 register = template.Library()
+
+
+def _cut(text: str, limit: int) -> str:
+    """Django's truncatechars (`limit` characters, the last an ellipsis), without its Unicode
+    normalisation: these are previews of stored JSON and words."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _read_entry(r: dict, run_url: str) -> str:
@@ -33,7 +38,7 @@ def _read_entry(r: dict, run_url: str) -> str:
         '<span class="read-preview mono">{}</span></summary>'
         '<pre class="read-whole mono" tabindex="0" aria-label="{}">{}</pre>'
         '<p class="muted"><a href="{}#step-{}">Step {} on the run page</a></p>{}</details></li>',
-        kind, mark_safe(pk), source, step, mark_safe(outside), mark_safe(marks), Truncator(text).chars(140),
+        kind, mark_safe(pk), source, step, mark_safe(outside), mark_safe(marks), _cut(text, 140),
         label, whole, run_url, step, step, cut,
     )
 
@@ -45,7 +50,7 @@ def _shown(value) -> str:
         return "false"
     if value is None:
         return "null"
-    return Truncator(str(value)).chars(200)
+    return _cut(str(value), 200)
 
 
 def _value_entry(v: dict) -> str:
