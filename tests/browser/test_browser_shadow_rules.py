@@ -56,5 +56,15 @@ def test_a_rule_in_shadow_leaves_the_call_to_people_and_shows_where_it_disagreed
 
     admin.goto(f"/rules/{rule.pk}/")
     admin.locator("#rule-shadow-toggle").click()
-    expect(admin.locator(".messages")).to_contain_text("decides calls again (version 3)")
+    # It would approve the call the operator rejected: one click does not let it decide; the
+    # editor names the call, and a Save that confirms it by name does.
+    expect(admin.locator(".messages")).to_contain_text(f"approval {approval.pk} (run {run.pk}, cancel_order, rejected by operator)")
+    assert ApprovalRule.objects.get(pk=rule.pk).shadow
+    admin.locator("#id_shadow").uncheck()
+    admin.locator("#rule-preview-button").click()
+    admin.locator("#rule-confirm-saved-over").check()
+    admin.locator("#rule-save").click()
+    expect(admin.locator(".messages")).to_contain_text("saved (version 3")
+    assert not ApprovalRule.objects.get(pk=rule.pk).shadow
+    admin.goto(f"/rules/{rule.pk}/")
     expect(admin.locator("#rule-shadow-toggle")).to_have_text("Put in shadow")
