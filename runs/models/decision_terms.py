@@ -84,7 +84,8 @@ def why_contradicted(call_status: str, state: dict | None, result_text: str) -> 
 
 
 class SecondsBetween(Func):
-    """end - start in seconds, as a float (the metrics' aggregates have the same for their figures)."""
+    """end - start in seconds, as a float, in SQL (Django computes datetime differences on SQLite
+    with a Python function per row): the metrics' aggregates and the supervision figures."""
 
     arity = 2
     output_field = FloatField()
@@ -96,6 +97,11 @@ class SecondsBetween(Func):
     def as_postgresql(self, compiler, connection, **extra_context):
         return self.as_sql(compiler, connection, template="EXTRACT(EPOCH FROM (%(expressions)s))::float8",
                            arg_joiner=" - ", **extra_context)
+
+    def as_sql(self, compiler, connection, **extra_context):
+        if connection.vendor not in ("sqlite", "postgresql"):
+            raise NotImplementedError(f"SecondsBetween is not written for {connection.vendor}")
+        return super().as_sql(compiler, connection, **extra_context)
 
 
 def card_appeared() -> Greatest:

@@ -9,7 +9,9 @@ is nearer (p95 counts back from the top) so the database keeps only k + 1 rows w
 import math
 
 from django.db import connections
-from django.db.models import Aggregate, Case, Count, F, FloatField, Func, QuerySet, Value, When
+from django.db.models import Aggregate, Case, Count, F, FloatField, QuerySet, Value, When
+
+from runs.models.decision_terms import SecondsBetween  # noqa: F401 - also read from here (tests)
 
 
 def nearest_rank_offset(count: int, percent: float) -> int:
@@ -75,24 +77,8 @@ class PercentileDisc(Aggregate):
 
 
 
-class SecondsBetween(Func):
-    """end - start in seconds, as a float."""
-
-    arity = 2
-    output_field = FloatField()
-
-    def as_sqlite(self, compiler, connection, **extra_context):
-        return self.as_sql(compiler, connection, template="((julianday(%(expressions)s)) * 86400.0)",
-                           arg_joiner=") - julianday(", **extra_context)
-
-    def as_postgresql(self, compiler, connection, **extra_context):
-        return self.as_sql(compiler, connection, template="EXTRACT(EPOCH FROM (%(expressions)s))::float8",
-                           arg_joiner=" - ", **extra_context)
-
-    def as_sql(self, compiler, connection, **extra_context):
-        if connection.vendor not in ("sqlite", "postgresql"):
-            raise NotImplementedError(f"SecondsBetween is not written for {connection.vendor}")
-        return super().as_sql(compiler, connection, **extra_context)
+# SecondsBetween: the one definition is with the decisions' terms, in the bottom layer, so the
+# supervision figures use it too (supervision and observability never import each other).
 
 
 def approval_wait_seconds() -> Case:
