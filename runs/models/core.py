@@ -85,8 +85,7 @@ WORK_NAMES = ("models_used", "tools_used")  # Run's columns only the database wr
 
 
 class ProductionRuns(models.Manager):
-    """Runs that are not experiments: what metrics, budgets and alerts count (evals' experiment
-    runs touch nothing real and are kept apart from everything operators watch)."""
+    """Runs that are not experiments (which touch nothing real): what metrics, budgets and alerts count."""
 
     def get_queryset(self):
         return super().get_queryset().filter(experiment=False)
@@ -422,7 +421,8 @@ class Approval(models.Model):
         ordering = ["requested_at", "pk"]
         permissions = [("decide_approval", "Can approve or reject destructive calls")]
         indexes = [models.Index(fields=["status", "requested_at"]), models.Index(fields=["status", "escalate_at"]),
-                   models.Index(fields=["status", "warn_at"], name="approval_warn_due")]
+                   models.Index(fields=["status", "warn_at"], name="approval_warn_due"),  # and the audit, newest first:
+                   models.Index(fields=["decided_at", "id"], name="approval_decided")]
 
     def __str__(self):
         return f"Approval of {self.tool_call}"

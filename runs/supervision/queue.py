@@ -16,6 +16,7 @@ from runs.supervision.argument_lines import ArgumentLine, argument_lines
 from runs.supervision.evidence import assistant_text, evidence_shown, tools_quoted
 from runs.supervision.facts import Supervision, approvals_supervision
 from runs.supervision.provenance import known_text, runs_shown, unseen_identifiers, unseen_in_lines
+from runs.supervision.twins import EVIDENCE_FIELDS, twin_row
 from toolsapp.models import Tool
 from toolsapp.text import JsonTooDeep
 from toolsapp.text import loads as bounded_loads
@@ -68,6 +69,7 @@ class PendingApproval:
     state_checked_at: datetime | None = None
     shown_at: datetime | None = None  # when a person who may decide it was first shown the card
     twins: list = field(default_factory=list)
+    twin_row: dict | None = None  # its evidence's row as twins.py reads it (twins.twin_row)
     nudge: dict | None = None
 
 
@@ -144,6 +146,7 @@ def _pending_items(approvals: list[Approval]) -> list[PendingApproval]:
         # What the model had read and where each value came from, masked as the tools say today.
         item.evidence = stored.shown(approval.pk, arguments=arguments, sensitive_fields=sensitive)
         item.outside_paths, item.state, item.state_checked_at, item.shown_at = stored.facts(approval.pk)
+        item.twin_row = twin_row(approval, call, stored.twin_fields(approval.pk))
         if approval.status == Approval.Status.PENDING and approval.edited_arguments:
             item.proposed_lines = argument_lines(
                 bounded_loads(approval.edited_arguments), sensitive_fields=sensitive,
@@ -158,12 +161,12 @@ class _EvidenceRows:
     sensitive fields of the tools it quotes in one more (only when it quotes any)."""
 
     def __init__(self, approvals: list[Approval]):
-        self.rows = {
-            pk: (data or {}, outside or [], state or {}, checked, shown)
-            for pk, data, outside, state, checked, shown in CallEvidence.objects.filter(
-                approval_id__in=[a.pk for a in approvals]
-            ).values_list("approval_id", "data", "outside_paths", "state", "state_checked_at", "shown_at")
-        }
+        self.rows, self.twin_rows = {}, {}
+        for pk, data, outside, state, checked, shown, *twin in CallEvidence.objects.filter(
+            approval_id__in=[a.pk for a in approvals]
+        ).values_list("approval_id", "data", "outside_paths", "state", "state_checked_at", "shown_at", *EVIDENCE_FIELDS):
+            self.rows[pk] = (data or {}, outside or [], state or {}, checked, shown)
+            self.twin_rows[pk] = dict(zip(EVIDENCE_FIELDS, twin))
         quoted = tools_quoted(row[0] for row in self.rows.values())
         self.sensitive_by_tool = {
             name: fields for name, fields in Tool.objects.filter(name__in=quoted).values_list("name", "sensitive_fields")
@@ -175,6 +178,9 @@ class _EvidenceRows:
             return {}
         return evidence_shown(self.rows[approval_id][0], arguments=arguments, sensitive_fields=sensitive_fields,
                               sensitive_by_tool=self.sensitive_by_tool)
+
+    def twin_fields(self, approval_id: int) -> dict:
+        return self.twin_rows.get(approval_id, {})
 
     def facts(self, approval_id: int) -> tuple[list[str], dict, datetime | None, datetime | None]:
         _data, outside, state, checked, shown = self.rows.get(approval_id, ({}, [], {}, None, None))

@@ -50,7 +50,7 @@ def pending_supervision(items: list[PendingApproval]) -> None:
         item.schema = facts.parameters
         item.edit_json, item.edit_refusal = edit_offer(item, facts)
         item.grant_refusal = grant_refusal(approval, facts)
-    twins_attach(items)
+    twins_attach(items, own_rows=[item.twin_row for item in items if item.twin_row is not None])
     state_refresh_stale(items)
 
 

@@ -95,14 +95,31 @@ _FIELDS = (
 )
 
 
-def _rows(approval_ids, *, now, projects: set[int] | None = None) -> list[dict]:
-    """Two indexed queries: the evidence rows of these approvals (of `projects`, None: any), then
-    those of every call sharing their tool, identifying values and project that waits, or was
-    asked or decided in the window (the newest ROWS_READ). Newest first."""
-    own_rows = CallEvidence.objects.filter(approval_id__in=list(approval_ids)).exclude(identity="")
-    if projects is not None:
-        own_rows = own_rows.filter(project_id__in=projects)
-    own = list(own_rows.values(*_FIELDS))
+# The fields of an approval's own evidence row that twin_row takes from what the queue already read.
+EVIDENCE_FIELDS = ("approval_id", "project_id", "identity", "tool_name", "created_at", "twins_at_decision")
+
+
+def twin_row(approval: Approval, call: ToolCall, evidence: dict) -> dict | None:
+    """An approval's row as _rows reads it, from its evidence's EVIDENCE_FIELDS and the approval
+    and call the queue read anyway (its twins then cost one query, not two); None without an identity."""
+    if not evidence.get("identity"):
+        return None
+    return {**evidence, "approval__run_id": approval.run_id, "approval__tool_call_id": approval.tool_call_id,
+            "approval__status": approval.status, "approval__requested_at": approval.requested_at,
+            "approval__decided_at": approval.decided_at, "approval__tool_call__status": call.status,
+            "approval__tool_call__finished_at": call.finished_at}
+
+
+def _rows(approval_ids, *, now, projects: set[int] | None = None, own: list[dict] | None = None) -> list[dict]:
+    """Two indexed queries: the evidence rows of these approvals (of `projects`, None: any; or
+    `own`, those rows already read, from twin_row), then those of every call sharing their tool,
+    identifying values and project that waits, or was asked or decided in the window (the newest
+    ROWS_READ). Newest first."""
+    if own is None:
+        own_rows = CallEvidence.objects.filter(approval_id__in=list(approval_ids)).exclude(identity="")
+        if projects is not None:
+            own_rows = own_rows.filter(project_id__in=projects)
+        own = list(own_rows.values(*_FIELDS))
     if not own:
         return []
     keys = {(row["identity"], row["project_id"]) for row in own}
@@ -161,17 +178,18 @@ def _twins_of(row: dict, rows: list[dict], now, limit: int | None = TWINS_SHOWN)
     return found[:limit]
 
 
-def twins_attach(items: list) -> None:
+def twins_attach(items: list, *, own_rows: list[dict] | None = None) -> None:
     """Set each queue item's `twins`, the other calls of its project on the same thing, waiting in
     any run or asked or decided in the window: [{"approval", "run", "state", "words": "also waiting
     in run 42" | "ran 3 min ago in run 17: succeeded"}]. A decided item keeps the twins its decider
-    was shown (`twins_at_decision`). Two queries, however many items."""
+    was shown (`twins_at_decision`). Two queries, however many items; one with `own_rows`, the
+    items' own rows already read (twin_row)."""
     for item in items:
         item.twins = []
     if not items:
         return
     now = timezone.now()
-    rows = _rows([item.approval.pk for item in items], now=now)
+    rows = _rows([item.approval.pk for item in items], now=now, own=own_rows)
     own = {row["approval_id"]: row for row in rows}
     for item in items:
         row = own.get(item.approval.pk)
