@@ -23,6 +23,7 @@ from django.utils import timezone
 
 from runs.engine.db import write_transaction
 from runs.engine.loop import run_end
+from runs.lifecycle import forks as forks_module
 from runs.lifecycle.archive import runs_delete
 from runs.lifecycle.forks import run_fork
 from runs.lifecycle.reruns import rerun_create
@@ -306,7 +307,7 @@ def assert_alerts(world: World, agents: list[Agent]) -> None:
 
 @pytest.mark.parametrize("seed", [25, 2025])
 def test_every_figure_counts_a_forks_copied_work_once_on_every_path(seed, client, token, monkeypatch):  # noqa: F811
-    monkeypatch.setattr("runs.lifecycle.forks.run_dispatch", lambda run_id: None)  # forks wait, as if queued
+    monkeypatch.setattr(forks_module, "run_dispatch", lambda run_id: None)  # forks wait, as if queued
     rng = random.Random(seed)
     agents = [Agent.objects.create(name=f"figures-{n}") for n in range(3)]
     rollups.rebuild(days=DAYS)  # every day of the window built (empty): each ending adds itself to its day
@@ -339,7 +340,7 @@ def test_days_counted_twice_before_are_read_raw_until_rebuilt(monkeypatch):
     """Rollups built before counted a fork's copies again; migration 0024 keeps what older forks
     inherited and marks their days not built, so the page reads them exactly from the runs' rows
     until a rebuild corrects them."""
-    monkeypatch.setattr("runs.lifecycle.forks.run_dispatch", lambda run_id: None)
+    monkeypatch.setattr(forks_module, "run_dispatch", lambda run_id: None)
     migration = importlib.import_module("runs.migrations.0024_forks_counted_once")
     world, agent = World(random.Random(7)), Agent.objects.create(name="figures-upgrade")
     parent = world.adopt(Run.objects.create(agent=agent, task="t"), 1)

@@ -102,7 +102,7 @@ def test_a_rebuild_and_the_counter_at_once_count_each_run_once(held, monkeypatch
     late = [Run.objects.create(agent=agent, task="t", status=Run.Status.RUNNING, lease_owner=OWNER, iterations=4,
                                tokens_in=10) for _ in range(3)]
     Run.objects.filter(pk__in=[r.pk for r in late]).update(created_at=timezone.now() - timedelta(days=1))
-    monkeypatch.setattr("runs.observability.metrics.counter.wake", lambda: None)  # counted below, by the threads
+    monkeypatch.setattr(counter, "wake", lambda: None)  # counted below, by the threads
     for r in late:
         end_run(r)
     assert UncountedRun.objects.count() == 3

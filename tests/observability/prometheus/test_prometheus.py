@@ -11,6 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from runs.engine.dispatch import run_dispatch
 from runs.engine.leases import lease_claim
 from runs.engine.loop import run_advance
+from runs.lifecycle import forks
 from runs.lifecycle.runs import run_create
 from runs.models import Agent, Approval, ApprovalRule, Run, Step
 from runs.supervision.decide import approval_decide
@@ -202,7 +203,7 @@ def test_a_fork_does_not_count_again_the_work_it_copied_from_its_parent(client, 
     from runs.lifecycle.archive import runs_delete
     from runs.lifecycle.forks import run_fork
 
-    monkeypatch.setattr("runs.lifecycle.forks.run_dispatch", lambda run_id: None)  # the fork stays queued
+    monkeypatch.setattr(forks, "run_dispatch", lambda run_id: None)  # the fork stays queued
     before = scrape(client)
     fork = run_fork(run_id=scripted["weather"].pk, step_index=2, user=scripted["alice"])
     assert (fork.iterations, Step.objects.filter(run=fork).count(), fork.tool_calls.count()) == (2, 2, 3)

@@ -15,6 +15,7 @@ from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode,
 from runs.engine.loop import run_advance
 from runs.models import Approval, Run
 from runs.observability.tracing import otlp_encoder
+from runs.supervision import decide, levers
 from runs.supervision.decide import approval_decide
 from runs.supervision.levers import run_message, run_pause, run_resume
 from tests.engine.loop_contract.support import FAST, call, calls
@@ -135,8 +136,8 @@ def test_the_spans_of_a_real_run_encode_as_the_sdk_encodes_them(launch, script, 
     built = []
     monkeypatch.setattr(tracing, "emit", built.append)
     monkeypatch.setattr(tracing, "emit_later", lambda build, *args: built.append(build(*args)))
-    monkeypatch.setattr("runs.supervision.decide.run_dispatch", lambda run_id: None)
-    monkeypatch.setattr("runs.supervision.levers.run_dispatch", lambda run_id: None)
+    monkeypatch.setattr(decide, "run_dispatch", lambda run_id: None)
+    monkeypatch.setattr(levers, "run_dispatch", lambda run_id: None)
     settings.TRACES_ENDPOINT = "http://127.0.0.1:9/v1/traces"  # never reached: the spans are caught above
     bad = script({"status": 500, "error": "boom", "repeat": True, "headers": FAST})
     weather = [call("get_weather", {"city": "Lagos"}, "w1"), call("get_weather", {"city": "London"}, "w2")]

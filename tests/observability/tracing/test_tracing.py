@@ -10,6 +10,7 @@ import pytest
 from runs.engine.loop import run_advance
 from runs.models import Approval, Run, Step, ToolCall
 from runs.observability.tracing import run_spans
+from runs.supervision import decide, levers
 from runs.supervision.decide import approval_decide
 from runs.supervision.levers import run_message, run_pause, run_resume, run_stop
 from tests.engine.loop_contract.support import FAST, call, calls
@@ -46,8 +47,8 @@ def collector(settings):
 @pytest.fixture
 def levers_here(monkeypatch):
     """No worker: a resume or a decision does not enqueue the run; the test drives it."""
-    monkeypatch.setattr("runs.supervision.decide.run_dispatch", lambda run_id: None)
-    monkeypatch.setattr("runs.supervision.levers.run_dispatch", lambda run_id: None)
+    monkeypatch.setattr(decide, "run_dispatch", lambda run_id: None)
+    monkeypatch.setattr(levers, "run_dispatch", lambda run_id: None)
 
 
 def flushed(receiver: OtlpReceiver):
