@@ -16,6 +16,7 @@ from runs.lifecycle.housekeeping import runs_sweep
 from runs.lifecycle.runs import run_create
 from runs.models import Agent, Budget, BudgetHold, BudgetNotice, BudgetRaise, Run, RunEvent, ToolCall, WebhookDelivery
 from runs.supervision import budgets
+from runs.supervision import levers as levers_module
 from runs.supervision.budget_requests import RaiseRefused, budget_raise, budget_requests
 from runs.supervision.budget_warnings import budget_notices_send
 from runs.supervision.levers import LeverRefused, run_resume, run_stop
@@ -46,7 +47,7 @@ def _timeline_equals_rows(demo_data):
 def dispatched(monkeypatch):
     """No worker here: what a release hands to the workers is recorded; the test drives it."""
     sent = []
-    monkeypatch.setattr("runs.supervision.levers.run_dispatch", lambda run_id: sent.append(run_id))
+    monkeypatch.setattr(levers_module, "run_dispatch", lambda run_id: sent.append(run_id))
     return sent
 
 

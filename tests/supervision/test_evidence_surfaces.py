@@ -398,7 +398,7 @@ def test_a_chat_message_posted_before_the_check_answered_shows_the_answer_once_i
     Order.objects.filter(order_id="ORD-1001").update(status="cancelled")
     Tool.objects.filter(name="cancel_order").update(
         state_check={"tool": "lookup_order", "arguments": {"order_id": "$.order_id"}})
-    monkeypatch.setattr("runs.supervision.gate.state_check_soon", lambda approval: None)  # the worker is slow
+    monkeypatch.setattr(gate, "state_check_soon", lambda approval: None)  # the worker is slow
     approval = pending_approval(launch(TASK))
     [posted] = slack.of("chat.postMessage")
     assert "ORD-1001: cancelled" not in message_text(posted)

@@ -12,6 +12,7 @@ from django.contrib.auth.models import Group, User
 from django.db import connection
 
 from runs.models import Approval, RunEvent
+from runs.supervision import decide as decide_module
 from runs.supervision.decide import AlreadyDecided, approval_decide
 
 DEMO_TASK = "Cancel order ORD-1001"
@@ -56,7 +57,7 @@ def decide_together(approval_id: int, deciders: list[tuple[User, bool]]) -> list
 @pytest.mark.django_db(transaction=True)
 def test_two_operators_deciding_at_once_one_wins(launch, monkeypatch):
     dispatched = []
-    monkeypatch.setattr("runs.supervision.decide.run_dispatch", lambda run_id: dispatched.append(run_id))
+    monkeypatch.setattr(decide_module, "run_dispatch", lambda run_id: dispatched.append(run_id))
     alice, bob = make_operator("alice"), make_operator("bob")
 
     for round_number in range(ROUNDS):
@@ -95,7 +96,7 @@ def test_two_operators_posting_at_once_get_200_and_409_naming_the_winner(launch,
     from django.test import Client
     from django.urls import reverse
 
-    monkeypatch.setattr("runs.supervision.decide.run_dispatch", lambda run_id: None)
+    monkeypatch.setattr(decide_module, "run_dispatch", lambda run_id: None)
     operators = [make_operator("alice"), make_operator("bob")]
     clients = []
     for user in operators:

@@ -12,6 +12,7 @@ from runs.engine.conversation import build_messages
 from runs.engine.loop import run_advance
 from runs.lifecycle.runs import run_create
 from runs.models import Agent, OperatorMessage, Run, RunEvent, Step
+from runs.supervision import levers as levers_module
 from runs.supervision.levers import LeverRefused, run_message, run_pause, run_resume, run_stop
 from tests.conftest import wait_until
 from tests.engine.loop_contract.support import PROBE_SCHEMA, call, calls
@@ -63,7 +64,7 @@ def alice(demo_data):
 def dispatched(monkeypatch):
     """No worker here: a resume's dispatch is recorded, and the test drives the run itself."""
     sent = []
-    monkeypatch.setattr("runs.supervision.levers.run_dispatch", lambda run_id: sent.append(run_id))
+    monkeypatch.setattr(levers_module, "run_dispatch", lambda run_id: sent.append(run_id))
     return sent
 
 

@@ -9,6 +9,7 @@ from rest_framework.test import APIClient
 from accounts.services import api_token_create
 from runs.engine.loop import run_advance
 from runs.models import Approval, OperatorMessage, Run, RunEvent, ToolCall
+from runs.supervision import levers
 from runs.supervision.decide import approval_decide
 from runs.supervision.levers import run_pause, run_resume
 from tests.support.approval_fixtures import make_user, pending_approval
@@ -20,7 +21,7 @@ from toolsapp.models import Order
 @pytest.fixture
 def dispatched(monkeypatch):
     sent = []
-    monkeypatch.setattr("runs.supervision.levers.run_dispatch", lambda run_id: sent.append(run_id))
+    monkeypatch.setattr(levers, "run_dispatch", lambda run_id: sent.append(run_id))
     return sent
 
 

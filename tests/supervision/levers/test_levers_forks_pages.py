@@ -6,6 +6,7 @@ from django.contrib.auth.models import Group, User
 from django.test import Client
 from django.urls import reverse
 
+from runs.lifecycle import forks
 from runs.lifecycle.runs import run_create
 from runs.models import Agent, OperatorMessage, Run, RunEvent
 
@@ -33,7 +34,7 @@ def users(demo_data):
 def dispatched(monkeypatch):
     """Run ids handed to workers by forks (no worker runs in these tests)."""
     ids = []
-    monkeypatch.setattr("runs.lifecycle.forks.run_dispatch", lambda *, run_id: ids.append(run_id))
+    monkeypatch.setattr(forks, "run_dispatch", lambda *, run_id: ids.append(run_id))
     return ids
 
 

@@ -6,6 +6,7 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.urls import reverse
 
+from runs.lifecycle import forks
 from runs.models import OperatorMessage, Run
 from runs.models.levers import NOTE_MAX_CHARS
 from tests.supervision.levers.test_levers_api import api, socket_levers
@@ -42,7 +43,7 @@ def test_an_over_long_note_over_the_websocket_is_refused_in_words(launch, sessio
 
 
 def test_a_forks_message_is_bounded_in_the_api_and_its_schema(launch, script, alice, monkeypatch):
-    monkeypatch.setattr("runs.lifecycle.forks.run_dispatch", lambda run_id: None)
+    monkeypatch.setattr(forks, "run_dispatch", lambda run_id: None)
     schema = api(alice).get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
     message = schema["components"]["schemas"]["ForkEditRequest"]["properties"]["message"]
     assert message["maxLength"] == NOTE_MAX_CHARS
@@ -54,7 +55,7 @@ def test_a_forks_message_is_bounded_in_the_api_and_its_schema(launch, script, al
 
 
 def test_the_fork_form_puts_an_over_long_message_error_on_the_text(client, users, launch, script, monkeypatch):  # noqa: F811
-    monkeypatch.setattr("runs.lifecycle.forks.run_dispatch", lambda run_id: None)
+    monkeypatch.setattr(forks, "run_dispatch", lambda run_id: None)
     parent = launch(models=[script(*FOUR_STEPS)])
     signed_in(client, users["operator"])
     response = client.post(reverse("run_fork", args=[parent.pk]), {"step": 2, "edit": "message", "content": LONG})

@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from projects.models import Project
 from runs.models import Approval, CallEvidence, NudgeShown, ToolCall
+from runs.supervision import decide
 from runs.supervision.decide import NotAllowed, approval_decide
 from runs.supervision.nudges import streak_of
 from tests.projects import member, project
@@ -21,7 +22,7 @@ WHY = "You approved the last 3 calls within 5 s of seeing them: give a one-line 
 
 @pytest.fixture(autouse=True)
 def no_dispatch(monkeypatch):
-    monkeypatch.setattr("runs.supervision.decide.run_dispatch", lambda run_id: None)
+    monkeypatch.setattr(decide, "run_dispatch", lambda run_id: None)
 
 
 @pytest.fixture
