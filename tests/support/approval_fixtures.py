@@ -3,6 +3,7 @@ import pytest
 from django.contrib.auth.models import Group, User
 
 from runs.models import Approval
+from runs.supervision import decide
 
 
 def make_user(name: str, group: str | None) -> User:
@@ -20,7 +21,7 @@ def pending_approval(run) -> Approval:
 def no_dispatch(monkeypatch):
     """No worker here: a decision must not enqueue the run."""
     dispatched = []
-    monkeypatch.setattr("runs.supervision.decide.run_dispatch", lambda run_id: dispatched.append(run_id))
+    monkeypatch.setattr(decide, "run_dispatch", lambda run_id: dispatched.append(run_id))
     return dispatched
 
 

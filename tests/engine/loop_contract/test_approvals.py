@@ -1,6 +1,7 @@
 """Destructive calls wait for a decision."""
 
 from runs.models import Approval, Run, ToolCall
+from runs.supervision import decide
 from tests.engine.loop_contract.support import call, calls, result_for
 from toolsapp.models import Order
 
@@ -43,7 +44,7 @@ def test_operator_rejection_with_reason_reaches_the_model(launch, monkeypatch, a
     from runs.engine.loop import run_advance
     from runs.supervision.decide import approval_decide
 
-    monkeypatch.setattr("runs.supervision.decide.run_dispatch", lambda run_id: None)
+    monkeypatch.setattr(decide, "run_dispatch", lambda run_id: None)
     run = launch("Cancel order ORD-1001")
     approval = Approval.objects.get(run=run, status=Approval.Status.PENDING)
     approval_decide(approval_id=approval.pk, user=alice, approve=False, reason="too risky")
@@ -61,7 +62,7 @@ def test_operator_approval_lets_the_call_run(launch, monkeypatch, alice):
     from runs.engine.loop import run_advance
     from runs.supervision.decide import approval_decide
 
-    monkeypatch.setattr("runs.supervision.decide.run_dispatch", lambda run_id: None)
+    monkeypatch.setattr(decide, "run_dispatch", lambda run_id: None)
     run = launch("Cancel order ORD-1001")
     approval = Approval.objects.get(run=run, status=Approval.Status.PENDING)
     approval_decide(approval_id=approval.pk, user=alice, approve=True)
@@ -76,7 +77,7 @@ def test_history_is_resent_in_full_when_a_parked_run_resumes(launch, script, mon
     from runs.engine.loop import run_advance
     from runs.supervision.decide import approval_decide
 
-    monkeypatch.setattr("runs.supervision.decide.run_dispatch", lambda run_id: None)
+    monkeypatch.setattr(decide, "run_dispatch", lambda run_id: None)
     model = script(
         calls(call("lookup_order", {"order_id": "ORD-1003"}, "c1")),
         calls(call("cancel_order", {"order_id": "ORD-1003", "reason": "customer asked"}, "c2")),

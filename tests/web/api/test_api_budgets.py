@@ -12,6 +12,7 @@ from audit.models import AuditEntry
 from runs.engine.loop import run_advance
 from runs.lifecycle.runs import run_create
 from runs.models import Agent, Budget, BudgetHold, BudgetRaise, Run
+from runs.supervision import levers
 from tests.support.approval_fixtures import make_user
 
 BUDGET = {"name": "Support", "scope": "agent", "agent": "demo", "measure": "tokens", "period": "day", "limit": 1000}
@@ -38,7 +39,7 @@ def people(demo_data):
 @pytest.fixture
 def held(script, people, monkeypatch):
     """A run paused by a spent budget of 1,000 tokens a day."""
-    monkeypatch.setattr("runs.supervision.levers.run_dispatch", lambda run_id: None)
+    monkeypatch.setattr(levers, "run_dispatch", lambda run_id: None)
     budget = Budget.objects.create(**{**BUDGET, "agent": Agent.objects.get(name="demo")})
     model = script({"tool_calls": [{"id": "c1", "name": "get_weather", "arguments": '{"city": "Paris"}'}],
                     "usage": {"prompt_tokens": 1500, "completion_tokens": 0}}, {"content": "Sunny."})

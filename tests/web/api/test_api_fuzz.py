@@ -19,6 +19,9 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from accounts.services import api_token_create
+from runs.lifecycle import forks
+from runs.supervision import levers
+from runs.web.api.views import runs as api_run_views
 from tests.support.approval_fixtures import make_user
 
 EXAMPLES = {GenerationMode.POSITIVE: 12, GenerationMode.NEGATIVE: 8}
@@ -31,9 +34,9 @@ def takes_input(operation) -> bool:
 
 @pytest.fixture
 def fuzz_world(launch, no_dispatch, monkeypatch):
-    monkeypatch.setattr("runs.web.api.views.runs.run_dispatch", lambda run_id: None)
-    monkeypatch.setattr("runs.supervision.levers.run_dispatch", lambda run_id: None)  # a resume
-    monkeypatch.setattr("runs.lifecycle.forks.run_dispatch", lambda run_id: None)
+    monkeypatch.setattr(api_run_views, "run_dispatch", lambda run_id: None)
+    monkeypatch.setattr(levers, "run_dispatch", lambda run_id: None)  # a resume
+    monkeypatch.setattr(forks, "run_dispatch", lambda run_id: None)
     launch()
     launch("Cancel order ORD-1001")
     admin = make_user("fuzzy", "admins")
