@@ -8,9 +8,11 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.utils import timezone
 
+from runs.engine import dispatch
 from runs.lifecycle import housekeeping
 from runs.lifecycle.housekeeping import runs_prune, runs_sweep
 from runs.models import Agent, Approval, ArchivedApproval, Run, RunEvent, Step, ToolCall
+from runs.supervision import decide
 from toolsapp.models import Tool
 
 pytestmark = pytest.mark.django_db
@@ -184,7 +186,7 @@ def dispatched(monkeypatch):
         sent.append(run_id)
 
     monkeypatch.setattr(housekeeping, "run_dispatch", record)
-    monkeypatch.setattr("runs.supervision.decide.run_dispatch", record)
+    monkeypatch.setattr(decide, "run_dispatch", record)
     return sent
 
 
@@ -264,7 +266,7 @@ def test_a_queued_run_whose_message_was_lost_is_sent_again_within_the_default_ti
     # claim), so the sweep re-sends a queued run soon after its last dispatch, as soon as it would
     # hand out the run of a worker that died (lease + sweep interval), not a minute after its creation.
     sent = []
-    monkeypatch.setattr("runs.engine.dispatch._send", sent.append)
+    monkeypatch.setattr(dispatch, "_send", sent.append)
     requeue = settings.RUN_REQUEUE_AFTER_SECONDS  # the default
     assert requeue + settings.SWEEP_INTERVAL_SECONDS <= settings.RUN_LEASE_SECONDS + settings.SWEEP_INTERVAL_SECONDS
     now = timezone.now()

@@ -20,6 +20,7 @@ from runs.lifecycle.agents import agent_save
 from runs.roles import ensure_roles
 from tests.projects import member, project
 from tests.support.approval_fixtures import make_user
+from toolsapp.mcp import discovery
 from toolsapp.models import McpServer, Tool
 
 SCHEMA = {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"], "additionalProperties": False}
@@ -287,7 +288,7 @@ def remote_tools(monkeypatch):
     """What an MCP server lists, without starting one."""
     listed = [mcp_types.Tool(name="search", description="Search.", inputSchema=SCHEMA,
                              annotations=mcp_types.ToolAnnotations(readOnlyHint=True))]
-    monkeypatch.setattr("toolsapp.mcp.discovery.list_tools", lambda server, timeout: listed)
+    monkeypatch.setattr(discovery, "list_tools", lambda server, timeout: listed)
     return listed
 
 

@@ -3,6 +3,7 @@ and a fork compared with its parent."""
 import pytest
 
 from runs.engine.loop import run_advance
+from runs.lifecycle import forks
 from runs.models import Run
 from tests.engine.loop_contract.support import call, calls
 from tests.support.timeline_replay import mismatches
@@ -17,7 +18,7 @@ def weather(city, call_id, n):
 @pytest.fixture
 def dispatched(monkeypatch):
     sent = []
-    monkeypatch.setattr("runs.lifecycle.forks.run_dispatch", lambda run_id: sent.append(run_id))
+    monkeypatch.setattr(forks, "run_dispatch", lambda run_id: sent.append(run_id))
     return sent
 
 

@@ -11,10 +11,12 @@ from django.contrib.auth.models import User
 from runs.engine import guards
 from runs.engine.events import event_record
 from runs.engine.loop import run_advance
+from runs.lifecycle import forks
 from runs.lifecycle.forks import NOT_EXECUTED, ForkRefused, run_fork
 from runs.lifecycle.relatives import NotAFork, run_comparison, run_family
 from runs.lifecycle.reruns import rerun_create
 from runs.models import Approval, OperatorMessage, Run, RunEvent, Step, ToolCall
+from runs.supervision import decide
 from runs.supervision.decide import approval_decide
 from tests.engine.loop_contract.support import call, calls, result_for
 from tests.support.timeline_replay import fork_mismatches, mismatches
@@ -70,8 +72,8 @@ def _timeline_equals_rows(_tools):
 def dispatched(monkeypatch):
     """No worker here: the runs a fork or a decision hands out, driven by the test."""
     sent = []
-    monkeypatch.setattr("runs.lifecycle.forks.run_dispatch", lambda run_id: sent.append(run_id))
-    monkeypatch.setattr("runs.supervision.decide.run_dispatch", lambda run_id: sent.append(run_id))
+    monkeypatch.setattr(forks, "run_dispatch", lambda run_id: sent.append(run_id))
+    monkeypatch.setattr(decide, "run_dispatch", lambda run_id: sent.append(run_id))
     return sent
 
 

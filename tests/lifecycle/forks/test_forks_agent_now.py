@@ -7,6 +7,7 @@ a fork whose copied conversation already used what the agent now allows is refus
 import pytest
 
 from runs.engine.loop import run_advance
+from runs.lifecycle import forks
 from runs.lifecycle.fork_settings import config_differences
 from runs.lifecycle.forks import ForkRefused, run_fork
 from runs.models import Agent, Run, RunEvent, ToolCall
@@ -42,7 +43,7 @@ def _tools(demo_data):
 @pytest.fixture
 def dispatched(monkeypatch):
     sent = []
-    monkeypatch.setattr("runs.lifecycle.forks.run_dispatch", lambda run_id: sent.append(run_id))
+    monkeypatch.setattr(forks, "run_dispatch", lambda run_id: sent.append(run_id))
     return sent
 
 
