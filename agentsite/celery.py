@@ -14,7 +14,7 @@ def _check_redis(sender, **kwargs):
     # A Redis that may evict keys can silently drop queued runs: say so at startup.
     from django.conf import settings
 
-    from agentsite.processes import redis_eviction_warning
+    from hosting.processes import redis_eviction_warning
 
     warning = redis_eviction_warning(settings.CELERY_BROKER_URL)
     if warning:

@@ -7,11 +7,10 @@ from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
+from hosting.databases import databases
+from hosting.env import env_bool, env_choice, env_float, env_int, env_json, env_list, env_str
+from hosting.secret import local_key
 from toolsapp.outbound_rules import allowlist_errors, host_pattern_errors, secret_hosts_errors
-
-from .databases import databases
-from .env import env_bool, env_choice, env_float, env_int, env_json, env_list, env_str
-from .secret import local_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(env_str("AGENTSITE_DATA_DIR", str(BASE_DIR / "var")))
@@ -96,8 +95,8 @@ TEMPLATES = [
 WSGI_APPLICATION = "agentsite.wsgi.application"
 ASGI_APPLICATION = "agentsite.asgi.application"
 
-DATABASES = databases(DATA_DIR)  # agentsite/databases.py: SQLite by default, DATABASE_URL, a read replica
-DATABASE_ROUTERS = ["agentsite.replica.ReplicaRouter"]
+DATABASES = databases(DATA_DIR)  # hosting/databases.py: SQLite by default, DATABASE_URL, a read replica
+DATABASE_ROUTERS = ["hosting.replica.ReplicaRouter"]
 # A replica further behind than this is not read; it is asked again after DATABASE_REPLICA_CHECK_SECONDS.
 DATABASE_REPLICA_MAX_LAG_SECONDS = env_float("DATABASE_REPLICA_MAX_LAG_SECONDS", 10.0)
 DATABASE_REPLICA_CHECK_SECONDS = env_float("DATABASE_REPLICA_CHECK_SECONDS", 5.0)

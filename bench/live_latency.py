@@ -64,7 +64,7 @@ def main():
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    from agentsite.processes import wait_for_port
+    from hosting.processes import wait_for_port
 
     wait_for_port("127.0.0.1", port)
     delays: list[float] = []

@@ -24,7 +24,7 @@ import pytest
 import redis as redis_lib
 from django.db import close_old_connections, connection
 
-from agentsite.processes import embedded_redis_binary
+from hosting.processes import embedded_redis_binary
 from tests.support import worker_tools
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -41,8 +41,8 @@ def loop_connections():
     """While inside, this thread drives runs: it takes and hands back its connection around every
     wait, and goes on from the rows when one turns out dead. So PostgreSQL's pool hands it a
     connection that was out a moment ago without a round trip to check it, and prepares its
-    statements (agentsite/postgres/base.py); on SQLite its connection is shared with the other
-    driving threads while it waits (agentsite/sqlite/base.py)."""
+    statements (hosting/postgres/base.py); on SQLite its connection is shared with the other
+    driving threads while it waits (hosting/sqlite/base.py)."""
     connection.drives_runs = True
     try:
         yield

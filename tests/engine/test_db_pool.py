@@ -1,5 +1,5 @@
 """The PostgreSQL pool checks a connection it hands out only when it was not out a moment ago
-(agentsite/postgres/base.py): a connection the server closed while it sat in the pool is
+(hosting/postgres/base.py): a connection the server closed while it sat in the pool is
 replaced, and the loop's many quick returns and takes cost no round trip each."""
 
 from contextlib import nullcontext
@@ -8,7 +8,7 @@ import pytest
 from django.db import connection
 from psycopg_pool import ConnectionPool
 
-from agentsite.postgres import base as pool_backend
+from hosting.postgres import base as pool_backend
 from runs.engine.db import loop_connections
 from tests.engine.fault_matrix.test_database_lost import terminate_backends
 

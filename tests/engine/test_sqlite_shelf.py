@@ -1,5 +1,5 @@
 """On SQLite the threads that drive runs share their connections while they wait
-(agentsite/sqlite/base.py): a worker with hundreds of runs in flight holds about as many
+(hosting/sqlite/base.py): a worker with hundreds of runs in flight holds about as many
 connections as threads working at once, not one per run."""
 
 import threading
@@ -7,7 +7,7 @@ import threading
 import pytest
 from django.db import connection
 
-from agentsite.sqlite import base as sqlite_backend
+from hosting.sqlite import base as sqlite_backend
 from runs.engine.db import loop_connections, release_db_connection
 from runs.models import Run
 

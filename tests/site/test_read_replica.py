@@ -1,4 +1,4 @@
-"""A PostgreSQL read replica (DATABASE_REPLICA_URL, agentsite/replica.py), against a real
+"""A PostgreSQL read replica (DATABASE_REPLICA_URL, hosting/replica.py), against a real
 streaming replica this module starts: a primary and a replica made with pg_basebackup, each a
 cluster of its own on a free port. Each check runs in a process configured as a deployment with
 a replica is (tests/support/replica_checks.py): pages (the history, its API and exports, the
@@ -49,7 +49,7 @@ def test_the_read_replica(pair, check):
 
 
 def test_without_a_replica_every_read_goes_to_the_primary():
-    from agentsite import replica
+    from hosting import replica
     from runs.models import Run
 
     if replica.configured():

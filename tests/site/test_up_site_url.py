@@ -7,7 +7,7 @@ import pytest
 from django.core.management import call_command
 
 from agentsite import celery as agentsite_celery
-from agentsite import processes
+from hosting import processes
 from tests.site.test_security_settings import ROOT
 
 LINK_OF_A_NEW_PROCESS = """

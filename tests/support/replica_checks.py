@@ -34,7 +34,7 @@ from django.test import Client  # noqa: E402
 from django.test.utils import setup_test_environment  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
-from agentsite import replica  # noqa: E402
+from hosting import replica  # noqa: E402
 from runs.models import Agent, Run  # noqa: E402
 
 setup_test_environment()  # the test client's host, and the pages' contexts on their responses

@@ -5,7 +5,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
-from agentsite import processes
+from hosting import processes
 
 
 class Command(BaseCommand):

@@ -2,7 +2,7 @@ from django.contrib.auth.decorators import login_required, permission_required
 from django.shortcuts import redirect, render
 from django.urls import reverse
 
-from agentsite.replica import reads_from_replica
+from hosting.replica import reads_from_replica
 from runs.lifecycle.run_list import history_filter_suggestions, run_history, run_history_page
 from runs.roles import PERM_VIEW
 from runs.web.forms.filters import HistoryFilterForm
@@ -16,7 +16,7 @@ def home(request):
 
 @login_required
 @permission_required(PERM_VIEW, raise_exception=True)
-@reads_from_replica  # slightly stale is fine here (agentsite/replica.py)
+@reads_from_replica  # slightly stale is fine here (hosting/replica.py)
 def run_list(request):
     form = HistoryFilterForm(request.GET, user=request.user)
     page = None

@@ -1,7 +1,7 @@
 from django.contrib.auth.decorators import login_required, permission_required
 from django.shortcuts import render
 
-from agentsite.replica import reads_from_replica
+from hosting.replica import reads_from_replica
 from projects.access import may_see
 from runs.observability.metrics.page import budget_alerts_recent, metrics_with_series
 from runs.roles import PERM_VIEW
@@ -10,7 +10,7 @@ from runs.web.forms.filters import MetricsFilterForm
 
 @login_required
 @permission_required(PERM_VIEW, raise_exception=True)
-@reads_from_replica  # slightly stale is fine here (agentsite/replica.py)
+@reads_from_replica  # slightly stale is fine here (hosting/replica.py)
 def metrics(request):
     form = MetricsFilterForm(request.GET, user=request.user)
     summary = series = None

@@ -11,12 +11,12 @@ from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from accounts.signin_throttle import client_ip
-from agentsite.replica import reads_from_replica
+from hosting.replica import reads_from_replica
 from runs.observability.prometheus.exposition import metrics_text
 
 
 @require_GET
-@reads_from_replica  # counters may be a moment stale (agentsite/replica.py)
+@reads_from_replica  # counters may be a moment stale (hosting/replica.py)
 def prometheus_metrics(request):
     refusal = scrape_refusal(request)
     if refusal == 401:

@@ -6,7 +6,7 @@ from django.contrib.auth.decorators import login_required
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from agentsite.replica import reads_from_replica
+from hosting.replica import reads_from_replica
 from projects.access import may, visible_projects
 from projects.models import Project
 from projects.people import manages_people
@@ -39,7 +39,7 @@ def project_chosen(user, projects: list[Project], slug: str) -> Project | None:
 
 @login_required
 @require_GET
-@reads_from_replica  # figures a moment stale are fine (agentsite/replica.py)
+@reads_from_replica  # figures a moment stale are fine (hosting/replica.py)
 def supervision(request):
     user = request.user
     form = SupervisionForm(request.GET)

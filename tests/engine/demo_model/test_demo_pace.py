@@ -2,7 +2,7 @@
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from agentsite.env import env_choice
+from hosting.env import env_choice
 from runs.demo_model.model import DemoModel
 
 WEATHER = {"model": "demo", "messages": [{"role": "user", "content": "What's the weather in Lagos and London?"}]}

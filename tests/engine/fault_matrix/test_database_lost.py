@@ -18,7 +18,7 @@ from django.db import DatabaseError, OperationalError, connection, connections
 from django.test import Client
 from rest_framework.test import APIClient
 
-from agentsite.sqlite import base as sqlite_backend
+from hosting.sqlite import base as sqlite_backend
 from runs.engine.loop import run_advance
 from runs.lifecycle.runs import run_create
 from runs.models import Agent, Run, RunEvent, RunRollup, Step, ToolCall, UncountedRun

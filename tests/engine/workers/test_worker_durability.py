@@ -21,7 +21,7 @@ from django.core.management import call_command
 from django.db import connection
 from django.utils import timezone
 
-from agentsite.processes import redis_eviction_warning
+from hosting.processes import redis_eviction_warning
 from runs.engine import guards
 from runs.engine.conversation import build_messages
 from runs.engine.dispatch import run_dispatch

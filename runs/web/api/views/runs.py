@@ -9,7 +9,7 @@ from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.response import Response
 from rest_framework.reverse import reverse
 
-from agentsite.replica import reads_from_replica, replica_streamed
+from hosting.replica import reads_from_replica, replica_streamed
 from runs.engine.dispatch import run_dispatch
 from runs.engine.snapshots import run_data, run_summary
 from runs.lifecycle.exports import runs_csv, runs_jsonl
@@ -73,7 +73,7 @@ class RunListView(ApiView):
         parameters=[*form_parameters(HistoryFilterForm), PAGE_PARAMETER],
         responses={200: api.RunPageSerializer, **errors(400)},
     )
-    @method_decorator(reads_from_replica)  # slightly stale is fine here (agentsite/replica.py)
+    @method_decorator(reads_from_replica)  # slightly stale is fine here (hosting/replica.py)
     def get(self, request):
         filters = HistoryFilterForm(request.query_params, user=request.user)
         form_or_400(filters)
@@ -219,7 +219,7 @@ class RunExportView(ApiView):
         filters = HistoryFilterForm(request.query_params, user=request.user)
         form_or_400(filters)
         content_type, render = self.FILES[self.kind]
-        # Read while it streams, from the replica when there is one (agentsite/replica.py).
+        # Read while it streams, from the replica when there is one (hosting/replica.py).
         response = StreamingHttpResponse(replica_streamed(render(run_history(**filters.filters()))), content_type=content_type)
         response["Content-Disposition"] = f'attachment; filename="runs.{self.kind}"'
         return response

@@ -1,5 +1,5 @@
 """Django's PostgreSQL backend with a pool health check made for a pool that hands out hundreds
-of connections a second (ENGINE "agentsite.postgres", set by settings.py for a DATABASE_URL of
+of connections a second (ENGINE "hosting.postgres", set by settings.py for a DATABASE_URL of
 PostgreSQL).
 
 Django's check (CONN_HEALTH_CHECKS with a pool) sends an empty query every time a connection

@@ -1,5 +1,5 @@
 """DATABASES from the environment: SQLite in var/ by default, DATABASE_URL for another database
-(PostgreSQL at scale), DATABASE_REPLICA_URL for a PostgreSQL read replica (agentsite/replica.py)."""
+(PostgreSQL at scale), DATABASE_REPLICA_URL for a PostgreSQL read replica (hosting/replica.py)."""
 import os
 from pathlib import Path
 
@@ -32,8 +32,8 @@ def databases(data_dir: Path) -> dict:
         default["TEST"] = {"NAME": f"{default['NAME']}_test_{os.getpid()}"}
     elif default["ENGINE"].endswith("sqlite3"):
         default["OPTIONS"] = {**SQLITE_OPTIONS, **default.get("OPTIONS", {})}
-        # The threads that drive runs share their connections while they wait (agentsite/sqlite/base.py).
-        default["ENGINE"] = "agentsite.sqlite"
+        # The threads that drive runs share their connections while they wait (hosting/sqlite/base.py).
+        default["ENGINE"] = "hosting.sqlite"
         # On disk, never in memory: tool handlers run in threads and tests start real worker
         # processes, and all of them must open the same database.
         default["TEST"] = {"NAME": env_str("TEST_SQLITE_PATH", str(data_dir / f"test-{os.getpid()}.sqlite3"))}
@@ -42,7 +42,7 @@ def databases(data_dir: Path) -> dict:
     replica_url = env_str("DATABASE_REPLICA_URL")
     if replica_url:
         replica = dj_database_url.parse(replica_url)
-        if not (replica["ENGINE"].endswith("postgresql") and default["ENGINE"] == "agentsite.postgres"):
+        if not (replica["ENGINE"].endswith("postgresql") and default["ENGINE"] == "hosting.postgres"):
             raise ImproperlyConfigured("DATABASE_REPLICA_URL is a PostgreSQL replica of a PostgreSQL DATABASE_URL")
         _postgres(replica, pool=False)
         # A replica that does not answer must not hold a page: the page goes to the primary.
@@ -53,9 +53,9 @@ def databases(data_dir: Path) -> dict:
 
 
 def _postgres(database: dict, *, pool: bool) -> None:
-    # The loop's statements go through agentsite/postgres/base.py: a health check of the pool for a
+    # The loop's statements go through hosting/postgres/base.py: a health check of the pool for a
     # pool that hands out hundreds of connections a second, and statements prepared per connection.
-    database["ENGINE"] = "agentsite.postgres"
+    database["ENGINE"] = "hosting.postgres"
     options = database.setdefault("OPTIONS", {})
     # Parameters sent apart from the statement (psycopg's server-side binding), so the loop's
     # statements can be prepared once per connection: DB_PREPARED_STATEMENTS=off for PgBouncer in

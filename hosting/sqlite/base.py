@@ -1,5 +1,5 @@
 """Django's SQLite backend, with the connections of the threads that drive runs shared while
-they wait (ENGINE "agentsite.sqlite", set by settings.py for every SQLite database).
+they wait (ENGINE "hosting.sqlite", set by settings.py for every SQLite database).
 
 A worker holds hundreds of runs in flight, one thread each, and a Django connection belongs to
 its thread: on SQLite each one is a connection of its own with its schema, its statement cache

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from django.conf import settings
 from django.db import DatabaseError, connections
 
-log = logging.getLogger("agentsite.replica")
+log = logging.getLogger("agentsite.replica")  # the name operators filter logs by
 
 REPLICA = "replica"
 _reading = contextvars.ContextVar("replica_reads", default=False)
