@@ -13,7 +13,7 @@ from django.db.models.functions import Coalesce
 from evals.expectations import expectation_errors
 from evals.models import Case, Dataset, Experiment
 from runs.engine.simulation import recorded_answers
-from runs.lifecycle.launch import customer_problem
+from runs.lifecycle.launch_rules import customer_problem
 from runs.models import Run
 from toolsapp.text import MAX_JSON_DEPTH, loads, nested_deeper_than, storable_json
 

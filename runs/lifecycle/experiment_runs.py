@@ -18,7 +18,7 @@ from runs.engine.dispatch import run_send
 from runs.engine.guards import parse_arguments
 from runs.engine.snapshots import run_summary
 from runs.lifecycle.agent_versions import VERSIONED_FIELDS
-from runs.lifecycle.launch import LIMIT_SETTINGS, customer_problem
+from runs.lifecycle.launch_rules import LIMIT_SETTINGS, customer_problem
 from runs.lifecycle.runs import InvalidRun, run_config
 from runs.models import Agent, Run, RunEvent
 from runs.roles import PERM_MANAGE_AGENTS

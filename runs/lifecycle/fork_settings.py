@@ -4,7 +4,7 @@ A fork copies its parent's conversation, not its parent's rights. Everything tha
 may do (tools, limits and budgets, models and endpoints, approval timeouts, the system prompt)
 comes from the agent as it is now, as for a re-run (reruns.py). The parent's launch choices go
 along only where the person forking could make them today: its tools that the agent still has,
-and its limits where they stay within what that person may set (launch.launch_bounds_problems);
+and its limits where they stay within what that person may set (launch_rules.launch_bounds_problems);
 a choice beyond that gives way to the agent's value. The approval policy is "ask".
 
 A fork whose copied conversation already used what the agent now allows (iterations, tokens or
@@ -14,7 +14,7 @@ next model request), perhaps after a summary request the budget no longer covers
 from urllib.parse import urlsplit
 
 from runs.engine.llm_clients import TRUSTED_BASE_URL_KEY
-from runs.lifecycle.launch import LIMIT_SETTINGS, launch_bounds_problems, launch_overrides
+from runs.lifecycle.launch_rules import LIMIT_SETTINGS, launch_bounds_problems, launch_overrides
 from runs.lifecycle.runs import run_config
 from runs.models import Run
 

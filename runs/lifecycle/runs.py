@@ -9,7 +9,7 @@ from runs.engine.leases import lease_held
 from runs.engine.llm_clients import TRUSTED_BASE_URL_KEY
 from runs.engine.loop import run_end
 from runs.engine.snapshots import run_summary
-from runs.lifecycle.launch import (
+from runs.lifecycle.launch_rules import (
     APPROVAL_POLICIES,
     OVERRIDABLE,
     TOOL_CHOICE_SETTINGS,
@@ -130,8 +130,8 @@ def run_create(
     shell_base_url: str = "",
 ) -> Run:
     """A new queued run. `user` None is the host's operator (the command line): unrestricted;
-    a person's overrides stay within the agent (launch.launch_bounds_problems). Who may choose
-    `approval_policy` is checked by the caller (launch.launch_policy). `shell_base_url`: a model
+    a person's overrides stay within the agent (launch_rules.launch_bounds_problems). Who may choose
+    `approval_policy` is checked by the caller (launch_rules.launch_policy). `shell_base_url`: a model
     endpoint typed at the host's shell (run_agent --base-url), which the run then trusts like
     LLM_BASE_URL (see llm_clients.resolve_endpoint). Only the command sets it; a re-run does not copy it."""
     task = (task or "").strip()

@@ -7,7 +7,7 @@ from django.core.management.base import BaseCommand, CommandError
 from runs.engine.guards import InvalidLimit, check_positive_int
 from runs.engine.loop import run_advance
 from runs.engine.snapshots import run_data
-from runs.lifecycle.launch import launch_overrides
+from runs.lifecycle.launch_rules import launch_overrides
 from runs.lifecycle.runs import InvalidRun, run_create
 from runs.models import Agent, Run
 

@@ -2,7 +2,7 @@
 from django import forms
 
 from runs.engine.guards import POSITIVE_INT_LIMITS
-from runs.lifecycle.launch import (
+from runs.lifecycle.launch_rules import (
     LIMIT_SETTINGS,
     POLICY_LABELS,
     TOOL_CHOICE_SETTINGS,

@@ -10,7 +10,7 @@ from django.views.decorators.http import require_POST, require_safe
 from runs.demo_model.scenarios import DEMO_EXAMPLES
 from runs.engine.dispatch import run_dispatch
 from runs.lifecycle.call_arguments import run_call_arguments, run_timeline
-from runs.lifecycle.launch import POLICY_LABELS, LaunchNotAllowed, launch_policy
+from runs.lifecycle.launch_rules import POLICY_LABELS, LaunchNotAllowed, launch_policy
 from runs.lifecycle.relatives import run_family
 from runs.lifecycle.replay import replays_of_run
 from runs.lifecycle.reruns import rerun_create

@@ -2,7 +2,7 @@
 from rest_framework import serializers
 
 from runs.engine.guards import POSITIVE_INT_LIMITS
-from runs.lifecycle.launch import (
+from runs.lifecycle.launch_rules import (
     LAUNCH_CHOICES,
     LIMIT_SETTINGS,
     POLICY_LABELS,

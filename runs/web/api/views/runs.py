@@ -13,7 +13,7 @@ from hosting.replica import reads_from_replica, replica_streamed
 from runs.engine.dispatch import run_dispatch
 from runs.engine.snapshots import run_data, run_summary
 from runs.lifecycle.exports import runs_csv, runs_jsonl
-from runs.lifecycle.launch import LaunchNotAllowed, launch_policy
+from runs.lifecycle.launch_rules import LaunchNotAllowed, launch_policy
 from runs.lifecycle.relatives import run_family
 from runs.lifecycle.reruns import rerun_create
 from runs.lifecycle.run_list import run_history, run_history_page
