@@ -110,6 +110,8 @@ function cardState(card) {
     editOpen: Boolean(card.querySelector("details.edit-args")?.open),
     openDetails: [...card.querySelectorAll("details[open]:not(.edit-args)")].map(detailsKey).filter(Boolean),
     selected: Boolean(card.querySelector("input.select-approval")?.checked),
+    // The twins confirmed by name: kept only while the card names the same twins (its value lists them).
+    twinsConfirmed: card.querySelector("input.confirm-twins:checked")?.value || "",
     editError: card.querySelector(".edit-error:not([hidden])")?.textContent || "",
   };
 }
@@ -126,6 +128,8 @@ function restoreCard(card, state) {
   }
   const box = card.querySelector("input.select-approval");
   if (box) box.checked = state.selected;
+  const twins = card.querySelector("input.confirm-twins");
+  if (twins && state.twinsConfirmed && twins.value === state.twinsConfirmed) twins.checked = true;
   if (state.editError) showEditError(card, state.editError);
 }
 

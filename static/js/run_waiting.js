@@ -75,9 +75,14 @@ async function refresh() {
       }
       if (!response.ok) throw new Error(`HTTP ${response.status}`);
       const opened = new Set([...cards.querySelectorAll("details[open]:not(.edit-args)")].map(detailsKey));
+      // Twins confirmed by name stay ticked while the card names the same ones (the value lists them).
+      const confirmed = new Set([...cards.querySelectorAll("input.confirm-twins:checked")].map((box) => box.value));
       cards.innerHTML = await response.text();
       for (const details of cards.querySelectorAll("details:not(.edit-args)")) {
         if (opened.has(detailsKey(details))) details.open = true;
+      }
+      for (const box of cards.querySelectorAll("input.confirm-twins")) {
+        if (confirmed.has(box.value)) box.checked = true;
       }
       backHere();
       section.hidden = !cards.querySelector(".approval[data-approval-id]") && !answers.children.length;

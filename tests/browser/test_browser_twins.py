@@ -1,9 +1,14 @@
 """Twins in the browser: two runs cancelling the same order show each other on their cards, and a
 bulk approval of both decides nothing until the person ticks the line naming them; a grant for
 the rest of a run asks the same on the card. With SCREENSHOT_DIR set, the moments are saved."""
+import asyncio
+import threading
+
 import pytest
+from channels_redis.core import RedisChannelLayer
 from playwright.sync_api import expect
 
+from runs.engine.events import APPROVALS_GROUP
 from runs.models import Approval, Run, RunGrant
 from tests.browser import CANCEL_ORDER, assert_no_violations, axe_violations, requires_chromium, screenshot
 from tests.conftest import wait_for_status, wait_until
@@ -34,6 +39,16 @@ def card(page, approval: Approval):
 def twins_violations(page) -> list[str]:
     """axe-core's findings on the twins' own markup (the cards' boxes, the bulk confirmation)."""
     return [line for line in axe_violations(page) if "twins" in line.split(" :: ")[0]]
+
+
+def tell_queues_changed(redis_url: str, *, run_id: int) -> None:
+    """What the loop says when a run's approvals change, on the live server's channel layer (from a
+    thread of its own: Playwright's event loop runs in this one)."""
+    layer = RedisChannelLayer(hosts=[redis_url])
+    message = {"type": "approvals.changed", "run_id": run_id}
+    sender = threading.Thread(target=lambda: asyncio.run(layer.group_send(APPROVALS_GROUP, message)))
+    sender.start()
+    sender.join()
 
 
 def status(approval: Approval) -> str:
@@ -91,6 +106,12 @@ def test_a_grant_for_the_rest_of_the_run_asks_for_the_twins_on_the_card(live, br
     assert status(first) == "pending" and not RunGrant.objects.exists()
 
     card(page, first).locator("input.confirm-twins").check()
+    # The list is fetched again when anything changes (here: a word from another run): the card is
+    # replaced, and the tick stays, since it names the same twins.
+    card(page, first).evaluate("el => el.setAttribute('data-before-refresh', '')")
+    tell_queues_changed(live.redis_url, run_id=second.run_id)
+    expect(page.locator("#approval-list .approval[data-before-refresh]")).to_have_count(0)
+    expect(card(page, first).locator("input.confirm-twins")).to_be_checked()
     card(page, first).locator(".approve-identical-button").click()
     expect(card(page, first)).to_have_count(0)
     assert status(first) == "approved" and RunGrant.objects.get().source_approval_id == first.pk
