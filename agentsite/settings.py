@@ -18,7 +18,7 @@ DATA_DIR = Path(env_str("AGENTSITE_DATA_DIR", str(BASE_DIR / "var")))
 DEBUG = env_bool("DJANGO_DEBUG", False)
 # --- Security --------------------------------------------------------------------------------
 # Keys are generated into the data folder (mode 0600) when none is given, so a laptop works out
-# of the box; production sets them. README "Keys and rotation" says what rotating each one breaks.
+# of the box; production sets them. docs/administrators.md "Keys and rotation" says what rotating each one breaks.
 SECRET_KEY = env_str("DJANGO_SECRET_KEY") or local_key(DATA_DIR / "secret_key")
 # Keys the HMAC of tool arguments shown in logs, timelines and exports (never the raw arguments).
 # Its own key, so rotating SECRET_KEY (sessions, password resets) keeps old runs comparable.
@@ -126,8 +126,8 @@ LOGOUT_REDIRECT_URL = "login"
 # Off unless OIDC_RP_CLIENT_ID is set. accounts/sso_config.py reads every OIDC_* variable and
 # LOCAL_SIGNIN (on by default; off: no password sign-in anywhere) and stops the start, naming
 # what is missing, when they are half set. It sets SSO_ENABLED, LOCAL_SIGNIN, and with single
-# sign-on AUTHENTICATION_BACKENDS and the OIDC_* settings mozilla-django-oidc reads. README
-# "Single sign-on (OpenID Connect)".
+# sign-on AUTHENTICATION_BACKENDS and the OIDC_* settings mozilla-django-oidc reads.
+# docs/administrators.md "Single sign-on (OpenID Connect)".
 from accounts.sso_config import SsoConfigError, sso_settings  # noqa: E402
 
 try:
@@ -340,7 +340,7 @@ SITE_URL = env_str("SITE_URL") or "http://127.0.0.1:8000"
 
 # --- Traces (OpenTelemetry) ---------------------------------------------------------------
 # Runs exported as traces over OTLP/HTTP (runs/observability/tracing/exporter.py) to the SDK's endpoint
-# variables; empty: no tracing, the SDK never loaded. The SDK reads its other OTEL_* itself (README).
+# variables; empty: no tracing, the SDK never loaded. The SDK reads its other OTEL_* itself (docs/integrators.md "Traces").
 _otlp_base = env_str("OTEL_EXPORTER_OTLP_ENDPOINT")
 TRACES_ENDPOINT = env_str("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or (
     f"{_otlp_base.removesuffix('/')}/v1/traces" if _otlp_base else ""
@@ -380,7 +380,7 @@ EMAIL_BACKEND = env_str(
 )
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "agentsite@localhost")
 APPROVAL_ESCALATION_EMAILS = env_list("APPROVAL_ESCALATION_EMAILS", [])
-# Twins: how long a call that ran still counts; the rule backtest: how many days of decisions (README).
+# Twins: how long a call that ran still counts; the rule backtest: how many days of decisions (docs/operators.md).
 TWIN_WINDOW_HOURS, BACKTEST_DAYS = env_int("TWIN_WINDOW_HOURS", 24), env_int("BACKTEST_DAYS", 30)
 # --- REST API ----------------------------------------------------------------------------
 # The largest body Django reads (default 2.5 MB): a dataset's 10 MB of JSONL; past it, the limit in
@@ -439,7 +439,7 @@ AUDITED_MODELS = {
 }
 
 
-# Decisions from chat (runs/supervision/chat.py, README "Decisions from chat"): a bot token and a channel,
+# Decisions from chat (runs/supervision/chat.py, docs/administrators.md "Decisions from chat: setting it up"): a bot token and a channel,
 # or only an incoming webhook; clicks signed with the signing secret, at most SLACK_MAX_AGE_SECONDS apart.
 SLACK_API_URL = (env_str("SLACK_API_URL") or "https://slack.com/api").rstrip("/")
 SLACK_BOT_TOKEN = env_str("SLACK_BOT_TOKEN")
