@@ -1,6 +1,6 @@
-"""The rules of a launch (who may launch what; runs are made in runs.py): what one launch may
-change of its agent's settings, the one list of them, the agent's value of each, which of a
-launch's choices are overrides, and what a person launching may choose.
+"""The rules of a launch (who may launch what; runs are made in runs.py and launched through
+launch.py): what one launch may change of its agent's settings, the one list of them, the agent's
+value of each, which of a launch's choices are overrides, and what a person launching may choose.
 
 The launch page's form, the API's launch serializer, the `run_agent` command, the launch page's
 placeholders and run_config all read the lists below.

@@ -13,8 +13,8 @@ from django.core.management import call_command
 from rest_framework.test import APIClient
 
 from runs.engine.loop import run_advance
+from runs.lifecycle import launch as launch_module
 from runs.models import Run
-from runs.web.api.views import runs as api_run_views
 from tests.support.approval_fixtures import make_user
 from tests.tools.local_http import LocalServer
 
@@ -91,7 +91,7 @@ def test_run_agent_base_url_on_loopback_reaches_a_local_model_server(demo_data, 
 
 
 def test_the_same_base_url_sent_to_the_api_is_refused_by_the_guard(demo_data, demo_server, script, monkeypatch):
-    monkeypatch.setattr(api_run_views, "run_dispatch", lambda run_id: None)  # driven here, below
+    monkeypatch.setattr(launch_module, "run_dispatch", lambda run_id: None)  # driven here, below
     model = script({"content": "must never be asked"})
     client = APIClient()
     client.force_authenticate(make_user("ada", "admins"))

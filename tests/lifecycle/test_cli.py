@@ -10,6 +10,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from runs.lifecycle import launch as launch_module
 from runs.models import Run, ToolCall
 from toolsapp.models import Order
 
@@ -132,6 +133,17 @@ def test_bad_max_iterations_exits_2_without_asking_the_model(demo_data, script, 
     assert "max-iterations" in str(info.value)
     assert script.requests(model) == []
     assert not Run.objects.exists()
+
+
+def test_run_agent_drives_the_run_itself_and_enqueue_hands_it_to_the_workers(demo_data, script, monkeypatch):
+    sent = []
+    monkeypatch.setattr(launch_module, "run_dispatch", lambda *, run_id: sent.append(run_id))
+    model = script({"content": "done here"})
+    driven = run_agent("hi", "--model", model)
+    assert driven["status"] == Run.Status.SUCCEEDED and sent == [], "no worker is told of a run this process drives"
+    queued = run_agent("hi", "--model", model, "--enqueue")
+    assert queued["status"] == Run.Status.QUEUED and sent == [queued["run_id"]]
+    assert len(script.requests(model)) == 1, "the queued run waits for a worker"
 
 
 def test_max_iterations_at_the_safe_integer_limit_is_accepted(demo_data, script):

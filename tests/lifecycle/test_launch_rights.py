@@ -7,10 +7,9 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 from runs.engine.loop import run_advance
+from runs.lifecycle import launch as launch_module
 from runs.lifecycle.runs import run_create
 from runs.models import Agent, Approval, Run
-from runs.web.api.views import runs as api_run_views
-from runs.web.views import runs as run_views
 from tests.support.approval_fixtures import make_user
 from toolsapp.models import Tool
 
@@ -19,8 +18,7 @@ CANCEL = "Cancel order ORD-1001"
 
 @pytest.fixture(autouse=True)
 def _no_worker(monkeypatch):
-    for where in (api_run_views, run_views):
-        monkeypatch.setattr(where, "run_dispatch", lambda run_id: None)
+    monkeypatch.setattr(launch_module, "run_dispatch", lambda run_id: None)
 
 
 @pytest.fixture

@@ -7,8 +7,9 @@ from django.core.management.base import BaseCommand, CommandError
 from runs.engine.guards import InvalidLimit, check_positive_int
 from runs.engine.loop import run_advance
 from runs.engine.snapshots import run_data
+from runs.lifecycle.launch import run_launch
 from runs.lifecycle.launch_rules import launch_overrides
-from runs.lifecycle.runs import InvalidRun, run_create
+from runs.lifecycle.runs import InvalidRun
 from runs.models import Agent, Run
 
 
@@ -51,16 +52,14 @@ class Command(BaseCommand):
             settings.LLM_API_KEY = options["api_key"]  # this process only; never stored with the run
         policy = "approve" if options["approve_all"] else "reject" if options["reject_all"] else "ask"
         try:
-            run = run_create(
+            # Without --enqueue this process drives the run below, so no worker is told of it.
+            run = run_launch(
                 agent=agent, task=options["task"], overrides=overrides, customer=options["customer"],
-                approval_policy=policy, shell_base_url=options["base_url"] or "",
+                approval_policy=policy, shell_base_url=options["base_url"] or "", dispatch=options["enqueue"],
             )
         except InvalidRun as exc:
             raise _bad(str(exc)) from None
         if options["enqueue"]:
-            from runs.engine.dispatch import run_dispatch
-
-            run_dispatch(run_id=run.pk)
             self.stdout.write(json.dumps({"run_id": run.pk, "status": run.status}) if options["json"] else str(run.pk))
             return
         run_advance(run_id=run.pk)

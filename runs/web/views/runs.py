@@ -8,14 +8,13 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST, require_safe
 
 from runs.demo_model.scenarios import DEMO_EXAMPLES
-from runs.engine.dispatch import run_dispatch
 from runs.lifecycle.call_arguments import run_call_arguments, run_timeline
+from runs.lifecycle.launch import rerun_launch, run_launch
 from runs.lifecycle.launch_rules import POLICY_LABELS, LaunchNotAllowed, launch_policy
 from runs.lifecycle.relatives import run_family
 from runs.lifecycle.replay import replays_of_run
-from runs.lifecycle.reruns import rerun_create
 from runs.lifecycle.run_reads import agent_defaults, call_in_run, run_for_page
-from runs.lifecycle.runs import InvalidRun, run_cancel, run_create
+from runs.lifecycle.runs import InvalidRun, run_cancel
 from runs.models import Approval, BudgetHold, Run, RunGrant, ToolCall
 from runs.roles import PERM_CANCEL, PERM_DECIDE, PERM_LAUNCH, PERM_VIEW, PERM_VIEW_APPROVAL
 from runs.supervision.grants import grant_revoke, grants_of_run
@@ -28,14 +27,14 @@ from toolsapp.builtin import MEMORY_TOOLS
 
 @login_required
 @permission_required(PERM_LAUNCH, raise_exception=True)
-def run_launch(request):
+def run_launch_view(request):
     # ?agent=<pk> preselects the agent; ?task= fills the task (the demo's example links).
     initial = {"agent": request.GET.get("agent"), "task": request.GET.get("task", "")[:20_000]}
     form = LaunchForm(request.POST if request.method == "POST" else None, initial=initial, user=request.user)
     if form.is_bound and form.is_valid():
         data = form.cleaned_data
         try:
-            run = run_create(
+            run = run_launch(
                 agent=data["agent"],
                 task=data["task"],
                 user=request.user,
@@ -46,7 +45,6 @@ def run_launch(request):
         except InvalidRun as exc:
             form.add_error(exc.setting if exc.setting in form.fields else None, str(exc))
         else:
-            run_dispatch(run_id=run.pk)
             return redirect("run_detail", pk=run.pk)
     agents = list(form.fields["agent"].queryset)
     return render(request, "runs/launch.html", {"form": form, "agent_defaults": agent_defaults(agents=agents),
@@ -154,11 +152,10 @@ def run_rerun(request, pk: int):
         answer_at_controls(request, messages.ERROR, f"Could not run it again: {exc}.")
         return back_to_controls(original.pk)
     try:
-        run = rerun_create(original=original, user=request.user, approval_policy=policy)
+        run = rerun_launch(original=original, user=request.user, approval_policy=policy)
     except InvalidRun as exc:
         answer_at_controls(request, messages.ERROR, f"Could not run it again: {exc}.")
         return back_to_controls(original.pk)
-    run_dispatch(run_id=run.pk)
     return redirect("run_detail", pk=run.pk)
 
 

@@ -14,8 +14,8 @@ from rest_framework.test import APIClient
 
 from accounts.services import api_token_create
 from runs.engine.loop import run_advance
+from runs.lifecycle import launch as launch_module
 from runs.models import Agent, Approval, Run
-from runs.web.api.views import runs as api_run_views
 from tests.support.approval_fixtures import make_user, pending_approval
 from toolsapp.models import Tool
 
@@ -39,7 +39,7 @@ def admin(demo_data):
 def dispatched(monkeypatch):
     """No worker here: launches are recorded instead of handed to Celery."""
     sent = []
-    monkeypatch.setattr(api_run_views, "run_dispatch", lambda run_id: sent.append(run_id))
+    monkeypatch.setattr(launch_module, "run_dispatch", lambda run_id: sent.append(run_id))
     return sent
 
 

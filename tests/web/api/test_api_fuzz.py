@@ -20,8 +20,8 @@ from schemathesis.specs.openapi.checks import (
 
 from accounts.services import api_token_create
 from runs.lifecycle import forks
+from runs.lifecycle import launch as launch_module
 from runs.supervision import levers
-from runs.web.api.views import runs as api_run_views
 from tests.support.approval_fixtures import make_user
 
 EXAMPLES = {GenerationMode.POSITIVE: 12, GenerationMode.NEGATIVE: 8}
@@ -34,7 +34,7 @@ def takes_input(operation) -> bool:
 
 @pytest.fixture
 def fuzz_world(launch, no_dispatch, monkeypatch):
-    monkeypatch.setattr(api_run_views, "run_dispatch", lambda run_id: None)
+    monkeypatch.setattr(launch_module, "run_dispatch", lambda run_id: None)  # a launch or a re-run
     monkeypatch.setattr(levers, "run_dispatch", lambda run_id: None)  # a resume
     monkeypatch.setattr(forks, "run_dispatch", lambda run_id: None)
     launch()

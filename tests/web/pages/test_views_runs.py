@@ -5,9 +5,9 @@ import pytest
 from django.contrib.auth.models import Group, User
 from django.urls import reverse
 
+from runs.lifecycle import launch as launch_module
 from runs.lifecycle.runs import run_create
 from runs.models import Agent, Run, ToolCall
-from runs.web.views import runs as run_views
 
 
 @pytest.fixture
@@ -25,7 +25,7 @@ def users(demo_data):
 def dispatched(monkeypatch):
     """Run ids handed to workers by the views (no worker runs in these tests)."""
     ids = []
-    monkeypatch.setattr(run_views, "run_dispatch", lambda *, run_id: ids.append(run_id))
+    monkeypatch.setattr(launch_module, "run_dispatch", lambda *, run_id: ids.append(run_id))
     return ids
 
 

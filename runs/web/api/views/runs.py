@@ -10,15 +10,14 @@ from rest_framework.response import Response
 from rest_framework.reverse import reverse
 
 from hosting.replica import reads_from_replica, replica_streamed
-from runs.engine.dispatch import run_dispatch
 from runs.engine.snapshots import run_data, run_summary
 from runs.lifecycle.exports import runs_csv, runs_jsonl
+from runs.lifecycle.launch import rerun_launch, run_launch
 from runs.lifecycle.launch_rules import LaunchNotAllowed, launch_policy
 from runs.lifecycle.relatives import run_family
-from runs.lifecycle.reruns import rerun_create
 from runs.lifecycle.run_list import run_history, run_history_page
 from runs.lifecycle.run_reads import run_for_page
-from runs.lifecycle.runs import InvalidRun, run_cancel, run_create
+from runs.lifecycle.runs import InvalidRun, run_cancel
 from runs.models import Run
 from runs.roles import PERM_CANCEL, PERM_LAUNCH, PERM_VIEW
 from runs.supervision.lever_state import run_lever_state
@@ -118,7 +117,7 @@ class RunListView(ApiView):
         data = launch.validated_data
         policy = _policy(request, data)
         try:
-            run = run_create(
+            run = run_launch(
                 agent=data["agent"], task=data["task"], user=request.user, approval_policy=policy,
                 overrides=data["overrides"], customer=data.get("customer", "").strip() or None,
             )
@@ -135,7 +134,6 @@ def _policy(request, data) -> str:
 
 
 def _created(request, run: Run) -> Response:
-    run_dispatch(run_id=run.pk)
     headers = {"Location": reverse("api-run-detail", args=[run.pk], request=request)}
     return Response(_run_detail(run_for_page(run_id=run.pk)), status=status.HTTP_201_CREATED, headers=headers)
 
@@ -159,7 +157,7 @@ class RunRerunView(ApiView):
         body.is_valid(raise_exception=True)
         policy = _policy(request, body.validated_data)
         try:
-            run = rerun_create(original=original, user=request.user, approval_policy=policy)
+            run = rerun_launch(original=original, user=request.user, approval_policy=policy)
         except InvalidRun as exc:
             raise ValidationError({exc.setting: [str(exc)]} if exc.setting else str(exc))
         return _created(request, run)
