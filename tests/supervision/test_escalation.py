@@ -224,7 +224,7 @@ def test_two_sweeps_at_once_escalate_once(waiting, mailbox, transactional_db):
 
 
 def test_the_agent_form_sets_threshold_and_addresses_and_runs_freeze_the_threshold(demo_data, launch):
-    from runs.web.forms.filters import AgentForm
+    from runs.web.forms.agents import AgentForm
 
     base = {"name": "ops", "system_prompt": "Be brief.", "max_iterations": 5, "repeat_limit": 2,
             "max_wall_seconds": 60, "max_tokens": 1000, "max_cost_usd": 1, "first_tool_choice": "auto",

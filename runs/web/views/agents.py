@@ -19,7 +19,7 @@ from runs.lifecycle.agents import InvalidAgent, version_make_current
 from runs.lifecycle.run_list import agent_recent_runs
 from runs.models import Agent
 from runs.roles import PERM_ADD_AGENT, PERM_MANAGE_AGENTS, PERM_VIEW_AGENT
-from runs.web.forms.filters import AgentForm
+from runs.web.forms.agents import AgentForm
 
 
 @login_required

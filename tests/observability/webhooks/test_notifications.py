@@ -165,7 +165,7 @@ def test_alerts_are_listed_on_the_metrics_page(watched_agent):
 
 
 def test_thresholds_are_set_on_the_agent_form(demo_data):
-    from runs.web.forms.filters import AgentForm
+    from runs.web.forms.agents import AgentForm
 
     assert {"daily_token_alert", "daily_cost_alert_usd"} <= set(AgentForm().fields)
     base = {"name": "ops", "system_prompt": "Be brief.", "max_iterations": 5, "repeat_limit": 2,
