@@ -3,8 +3,8 @@ without becoming current, two versions compare field by field, and any version c
 current again (as a new version with its contents). Runs record the version they ran with.
 
 A version holds every setting a person chooses (agent_settings below: the fields of
-runs.lifecycle.agents.AGENT_FIELDS, tools by name), so it can be compared and restored whatever
-changed since, tools deleted or renamed included.
+runs.lifecycle.agent_fields.AGENT_FIELDS, tools by name), so it can be compared and restored
+whatever changed since, tools deleted or renamed included.
 """
 import difflib
 import json
@@ -12,19 +12,13 @@ from dataclasses import dataclass, field
 
 from django.db.models import Max
 
+from runs.lifecycle.agent_fields import AGENT_FIELDS
 from runs.models import Agent, AgentVersion
 from toolsapp.models import Tool
 
-# The settings a version holds, in the editor's order (the same list as the editor's).
-VERSIONED_FIELDS = (
-    "name", "description", "system_prompt", "model_list", "base_url", "tools",
-    "max_iterations", "repeat_limit", "max_wall_seconds", "max_tokens", "max_cost_usd", "max_output_tokens",
-    "context_budget_tokens", "compact_context",
-    "first_tool_choice", "later_tool_choice", "parallel_tool_calls", "stream_answers", "provider_options",
-    "verifier", "summarize_on_stop", "approval_timeout_seconds", "escalate_after_seconds", "expiry_warning_seconds",
-    "escalation_emails",
-    "daily_token_alert", "daily_cost_alert_usd",
-)
+# The settings a version holds: every setting a person chooses, in the editor's order. The one
+# difference is in how, not which: "tools" is held as the tools' names, not as rows (agent_settings).
+VERSIONED_FIELDS = AGENT_FIELDS
 LABELS = {"model_list": "models", "system_prompt": "system prompt", "base_url": "endpoint"}
 
 

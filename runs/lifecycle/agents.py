@@ -19,20 +19,11 @@ from runs.engine.guards import (
     check_positive_number,
 )
 from runs.engine.text import check_storable_json, storable_text
+from runs.lifecycle.agent_fields import AGENT_FIELDS  # every setting a person chooses, in the editor's order
 from runs.lifecycle.agent_versions import agent_settings, agent_version, version_data, version_record
 from runs.models import Agent, AgentVersion
 from toolsapp.verifiers import VERIFIERS
 
-# Every setting of an agent that a person chooses, in the editor's order.
-AGENT_FIELDS = (
-    "name", "description", "system_prompt", "model_list", "base_url", "tools",
-    "max_iterations", "repeat_limit", "max_wall_seconds", "max_tokens", "max_cost_usd", "max_output_tokens",
-    "context_budget_tokens", "compact_context",
-    "first_tool_choice", "later_tool_choice", "parallel_tool_calls", "stream_answers", "provider_options",
-    "verifier", "summarize_on_stop", "approval_timeout_seconds", "escalate_after_seconds", "expiry_warning_seconds",
-    "escalation_emails",
-    "daily_token_alert", "daily_cost_alert_usd",
-)
 MAX_MODEL_NAME = 200
 MAX_ESCALATION_EMAILS_CHARS = 2000
 _HTTP_URL = URLValidator(schemes=["http", "https"])
