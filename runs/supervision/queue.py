@@ -67,6 +67,7 @@ class PendingApproval:
     outside_paths: list[str] = field(default_factory=list)
     state: dict = field(default_factory=dict)
     state_checked_at: datetime | None = None
+    state_requested_at: datetime | None = None  # when its check was last asked for (state_checks.py)
     shown_at: datetime | None = None  # when a person who may decide it was first shown the card
     twins: list = field(default_factory=list)
     twin_row: dict | None = None  # its evidence's row as twins.py reads it (twins.twin_row)
@@ -145,7 +146,8 @@ def _pending_items(approvals: list[Approval]) -> list[PendingApproval]:
             item.unseen = unseen_in_lines(item.lines)
         # What the model had read and where each value came from, masked as the tools say today.
         item.evidence = stored.shown(approval.pk, arguments=arguments, sensitive_fields=sensitive)
-        item.outside_paths, item.state, item.state_checked_at, item.shown_at = stored.facts(approval.pk)
+        (item.outside_paths, item.state, item.state_checked_at, item.state_requested_at,
+         item.shown_at) = stored.facts(approval.pk)
         item.twin_row = twin_row(approval, call, stored.twin_fields(approval.pk))
         if approval.status == Approval.Status.PENDING and approval.edited_arguments:
             item.proposed_lines = argument_lines(
@@ -162,10 +164,11 @@ class _EvidenceRows:
 
     def __init__(self, approvals: list[Approval]):
         self.rows, self.twin_rows = {}, {}
-        for pk, data, outside, state, checked, shown, *twin in CallEvidence.objects.filter(
+        for pk, data, outside, state, checked, asked, shown, *twin in CallEvidence.objects.filter(
             approval_id__in=[a.pk for a in approvals]
-        ).values_list("approval_id", "data", "outside_paths", "state", "state_checked_at", "shown_at", *EVIDENCE_FIELDS):
-            self.rows[pk] = (data or {}, outside or [], state or {}, checked, shown)
+        ).values_list("approval_id", "data", "outside_paths", "state", "state_checked_at", "state_requested_at",
+                      "shown_at", *EVIDENCE_FIELDS):
+            self.rows[pk] = (data or {}, outside or [], state or {}, checked, asked, shown)
             self.twin_rows[pk] = dict(zip(EVIDENCE_FIELDS, twin))
         quoted = tools_quoted(row[0] for row in self.rows.values())
         self.sensitive_by_tool = {
@@ -182,9 +185,9 @@ class _EvidenceRows:
     def twin_fields(self, approval_id: int) -> dict:
         return self.twin_rows.get(approval_id, {})
 
-    def facts(self, approval_id: int) -> tuple[list[str], dict, datetime | None, datetime | None]:
-        _data, outside, state, checked, shown = self.rows.get(approval_id, ({}, [], {}, None, None))
-        return list(outside), dict(state), checked, shown
+    def facts(self, approval_id: int) -> tuple[list[str], dict, datetime | None, datetime | None, datetime | None]:
+        _data, outside, state, checked, asked, shown = self.rows.get(approval_id, ({}, [], {}, None, None, None))
+        return list(outside), dict(state), checked, asked, shown
 
 
 # --- What a run's model was shown: the identifiers a call may use -------------------------------

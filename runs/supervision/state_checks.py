@@ -74,7 +74,8 @@ def state_refresh_stale(items: list) -> None:
     """Cards being opened (their `state` and `state_checked_at` read with them): the pending ones
     whose check answered longer than STALE_AFTER ago, or was asked that long ago and never answered
     (a lost task), are asked again unless someone asked within STALE_AFTER: one UPDATE, and the
-    tasks sent after the commit, never waited for here. No query when none is stale."""
+    tasks sent after the commit, never waited for here. No query when none is stale, or when all
+    that are were asked within STALE_AFTER (their `state_requested_at`, read with the cards)."""
     old = timezone.now() - STALE_AFTER
     due = [
         item for item in items
@@ -82,13 +83,16 @@ def state_refresh_stale(items: list) -> None:
             item.state_checked_at < old if item.state_checked_at is not None
             else item.state.get("checking") and item.approval.requested_at < old)
     ]
+    for item in due:  # asked now, or by someone else within the minute: an answer is on its way
+        item.state = {**item.state, "checking": True}
+    # Those asked within the minute, as read with the cards, are not asked again here (no UPDATE
+    # at all when a worker is slow to answer and the page is opened again and again).
+    due = [item for item in due if getattr(item, "state_requested_at", None) is None or item.state_requested_at <= old]
     if not due:
         return
     now, ids = timezone.now(), [item.approval.pk for item in due]
     not_asked_lately = Q(state_requested_at__isnull=True) | Q(state_requested_at__lte=old)
     asked = CallEvidence.objects.filter(not_asked_lately, approval_id__in=ids).update(state_requested_at=now)
-    for item in due:  # asked now, or by someone else within the minute: an answer is on its way
-        item.state = {**item.state, "checking": True}
     if not asked:
         return
     if asked < len(ids):  # those asked by someone else within the minute are not asked twice

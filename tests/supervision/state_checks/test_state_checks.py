@@ -5,7 +5,8 @@ import time
 from datetime import timedelta
 
 import pytest
-from django.db import transaction
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
@@ -135,8 +136,10 @@ def test_a_stale_check_is_asked_again_when_the_card_is_opened(launch, script, se
     page = card(client, alice, approval)
     assert "ORD-1001: open" in page and "checking again…" in page
     assert sent[1:] == [(state_checks.CHECK_TASK, approval.pk)]
-    card(client, alice, approval)
-    assert len(sent) == 2  # asked within the minute: not again
+    with CaptureQueriesContext(connection) as queries:
+        page = card(client, alice, approval)
+    assert len(sent) == 2 and "checking again…" in page  # asked within the minute: not again, and said so
+    assert not [q["sql"] for q in queries if "state_requested_at" in q["sql"] and q["sql"].startswith("UPDATE")]
     state_check_run(approval_id=approval.pk)
     page = card(client, alice, approval)
     assert "ORD-1001: cancelled" in page and "checking" not in page
