@@ -26,7 +26,7 @@ from runs.supervision.checks import (
     check_vote,
     edit_of,
 )
-from runs.supervision.gate import EXPIRED, _expire
+from runs.supervision.gate import EXPIRED, approval_end_undecided
 from runs.supervision.grants import grant_create
 from runs.supervision.nudges import check_nudge
 from runs.supervision.quorum import quorum_met, quorum_voters
@@ -220,7 +220,7 @@ def approval_expire(*, approval_id: int) -> Approval | None:
         overdue = approval.expires_at is not None and approval.expires_at <= timezone.now()
         if approval.status != Approval.Status.PENDING or not overdue:
             return None
-        expired = _expire(approval, EXPIRED)  # from pending only: a decision that landed stands
+        expired = approval_end_undecided(approval=approval, reason=EXPIRED)  # a decision that landed first stands
         if expired is None:
             return None
         last = not Approval.objects.filter(run_id=approval.run_id, status=Approval.Status.PENDING).exists()

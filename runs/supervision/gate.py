@@ -4,6 +4,7 @@ again after a crash, and closing what is still open when a run ends.
 The loop calls `approval_gate` for each call that may not simply run, and `approvals_close` when
 a run ends; people decide through `decide.approval_decide` (a signed-in person, always); the periodic
 sweep calls `decide.approvals_expire`, which can only expire (the system's only decision is a rejection).
+An approval nobody decided ends in one place, `approval_end_undecided` (expired, or closed with its run).
 Decisions are append-only: every change is one UPDATE from pending (never over a decision), a
 decision keeps its decider's name, and a call asked about again gets a new approval and points at it.
 """
@@ -72,7 +73,8 @@ def approval_gate(*, call: ToolCall, tool, config: dict, recorder) -> str:
         return DONE
     approval = call.approval
     if approval.status == Approval.Status.PENDING and approval.expires_at and approval.expires_at <= timezone.now():
-        approval = _expire(approval, EXPIRED, recorder=recorder) or Approval.objects.get(pk=approval.pk)
+        approval = (approval_end_undecided(approval=approval, reason=EXPIRED, recorder=recorder)
+                    or Approval.objects.get(pk=approval.pk))
         call.approval = approval
     return _apply(call, approval, recorder)
 
@@ -170,12 +172,15 @@ def approvals_close(*, recorder, reason: str, detail: str = "") -> None:
         return  # its driver sent no call through the gate: the run has no approval
     pending = Approval.objects.filter(run=recorder.run, status=Approval.Status.PENDING)
     for approval in pending:
-        _expire(approval, closed_reason(detail or reason), recorder=recorder, status=Approval.Status.CLOSED)
+        approval_end_undecided(approval=approval, reason=closed_reason(detail or reason), recorder=recorder,
+                               status=Approval.Status.CLOSED)
 
 
-def _expire(approval: Approval, reason: str, *, recorder=None, status: str = Approval.Status.EXPIRED) -> Approval | None:
-    """Expire (or close, `status`) a pending approval in one statement; None when a decision
-    landed first."""
+def approval_end_undecided(*, approval: Approval, reason: str, recorder=None,
+                           status: str = Approval.Status.EXPIRED) -> Approval | None:
+    """End a pending approval that nobody decided: expired (its time ran out), or closed (`status`
+    CLOSED: its run ended), with `reason`, in one UPDATE from pending, and its "approval" event
+    (through `recorder`, the run's driver, when there is one). None when a decision landed first."""
     now = timezone.now()
     changed = Approval.objects.filter(pk=approval.pk, status=Approval.Status.PENDING).update(
         status=status, decided_at=now, reason=reason

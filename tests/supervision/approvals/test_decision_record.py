@@ -15,7 +15,7 @@ from runs.engine.snapshots import run_data
 from runs.lifecycle.exports import runs_export_records
 from runs.models import Approval, Run, RunEvent, ToolCall
 from runs.supervision.decide import AlreadyDecided, _decide_read, approval_decide
-from runs.supervision.gate import EXPIRED, _expire
+from runs.supervision.gate import EXPIRED, approval_end_undecided
 from tests.support.approval_fixtures import make_user, pending_approval
 
 DEMO_TASK = "Cancel order ORD-1001"
@@ -84,7 +84,7 @@ def test_a_decision_is_final_for_people_and_for_expiry(launch, alice, bob, no_di
     with pytest.raises(AlreadyDecided):
         approval_decide(approval_id=approval.pk, user=bob, approve=False, reason="no")
     # The loop's expiry works on its stale copy: one UPDATE from pending, so it changes nothing.
-    assert _expire(loops_copy, EXPIRED) is None
+    assert approval_end_undecided(approval=loops_copy, reason=EXPIRED) is None
 
     approval.refresh_from_db()
     assert (approval.status, approval.reason, approval.decided_by_name) == (Approval.Status.APPROVED, "checked", "alice")

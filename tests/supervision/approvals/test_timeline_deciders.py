@@ -7,7 +7,7 @@ from runs.engine.loop import run_advance
 from runs.models import Approval, ApprovalRule, RunEvent
 from runs.supervision.checks import IDENTICAL
 from runs.supervision.decide import approval_decide
-from runs.supervision.gate import EXPIRED, _expire
+from runs.supervision.gate import EXPIRED, approval_end_undecided
 from tests.engine.loop_contract.support import call, calls
 from tests.support.approval_fixtures import make_user, pending_approval
 from tests.support.timeline_replay import replay_all
@@ -74,7 +74,7 @@ def test_a_call_a_rule_only_sent_to_a_person_is_not_said_decided_by_the_rule(lau
     decided = pending_approval(launch("Cancel order ORD-1003", models=[script(cancel("ORD-1003", "c1"))]))
     assert (expired.rule_name, decided.rule_name) == ("cancels ask", "cancels ask")
 
-    _expire(expired, EXPIRED)
+    approval_end_undecided(approval=expired, reason=EXPIRED)
     approval_decide(approval_id=decided.pk, user=alice, approve=False, reason="no")
 
     assert approval_events(expired.run, "c1")[-1]["decided_by"] == "expiry"
