@@ -27,9 +27,21 @@ class Supervision:
     sensitive_fields: tuple[str, ...] = ()  # argument names whose values stay masked
 
 
-def approvals_supervision(approvals: list[Approval]) -> dict[int, Supervision]:
+def tools_read(names) -> dict[str, dict]:
+    """{tool name: what approvals_supervision reads of it}, in one query: the queue reads its cards'
+    tools and the tools their evidence quotes together."""
+    return {
+        t["name"]: t
+        for t in Tool.objects.filter(name__in=set(names)).values(
+            "name", "allow_argument_edits", "parameters", "critical", "always_ask", "sensitive_fields"
+        )
+    }
+
+
+def approvals_supervision(approvals: list[Approval], *, tools: dict[str, dict] | None = None) -> dict[int, Supervision]:
     """Supervision of each approval by id, in three queries at most however many approvals there
-    are (each approval's tool_call must be loaded with it)."""
+    are (each approval's tool_call must be loaded with it); two with `tools`, their tools already
+    read (tools_read)."""
     if not approvals:
         return {}
     voters: dict[int, list[str]] = defaultdict(list)
@@ -44,12 +56,8 @@ def approvals_supervision(approvals: list[Approval]) -> dict[int, Supervision]:
     group_ids = {a.group_id for a in approvals if a.group_id} | {g for a in approvals for g in a.quorum_groups}
     groups = dict(Group.objects.filter(pk__in=group_ids).values_list("pk", "name")) if group_ids else {}
     quorums = {a.pk: _quorum(a, groups) for a in approvals if a.quorum_groups}  # rare: two queries each
-    tools = {
-        t["name"]: t
-        for t in Tool.objects.filter(name__in={a.tool_call.tool_name for a in approvals}).values(
-            "name", "allow_argument_edits", "parameters", "critical", "always_ask", "sensitive_fields"
-        )
-    }
+    if tools is None:
+        tools = tools_read(a.tool_call.tool_name for a in approvals)
     result = {}
     for approval in approvals:
         tool = tools.get(approval.tool_call.tool_name)

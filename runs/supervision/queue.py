@@ -14,10 +14,9 @@ from django.utils import timezone
 from runs.models import Approval, ArchivedApproval, CallEvidence, Run, ToolCall
 from runs.supervision.argument_lines import ArgumentLine, argument_lines
 from runs.supervision.evidence import assistant_text, evidence_shown, tools_quoted
-from runs.supervision.facts import Supervision, approvals_supervision
+from runs.supervision.facts import Supervision, approvals_supervision, tools_read
 from runs.supervision.provenance import known_text, runs_shown, unseen_identifiers, unseen_in_lines
 from runs.supervision.twins import EVIDENCE_FIELDS, twin_row
-from toolsapp.models import Tool
 from toolsapp.text import JsonTooDeep
 from toolsapp.text import loads as bounded_loads
 
@@ -105,9 +104,13 @@ def _pending_items(approvals: list[Approval]) -> list[PendingApproval]:
     for approval in approvals:
         upto[approval.run_id] = max(upto.get(approval.run_id, -1), approval.tool_call.step.index)
     steps, results = runs_shown(upto)
-    # Its sensitive fields mask the arguments; the queue's controls and the API read the rest.
-    supervision = approvals_supervision(approvals)
+    # Its sensitive fields mask the arguments; the queue's controls and the API read the rest. The
+    # tools the evidence quotes mask what it quotes: all these tools are read in one query.
     stored = _EvidenceRows(approvals)
+    tools = tools_read({a.tool_call.tool_name for a in approvals} | stored.quoted)
+    supervision = approvals_supervision(approvals, tools=tools)
+    stored.sensitive_by_tool = {name: tools[name]["sensitive_fields"] for name in stored.quoted
+                                if name in tools and tools[name]["sensitive_fields"]}
     now = timezone.now()
     pending = []
     for approval in approvals:
@@ -159,8 +162,8 @@ def _pending_items(approvals: list[Approval]) -> list[PendingApproval]:
 
 
 class _EvidenceRows:
-    """The stored evidence of a page of approvals (CallEvidence), read in one query, and the
-    sensitive fields of the tools it quotes in one more (only when it quotes any)."""
+    """The stored evidence of a page of approvals (CallEvidence), read in one query, and the names
+    of the tools it quotes (whose sensitive fields mask what it quotes of them)."""
 
     def __init__(self, approvals: list[Approval]):
         self.rows, self.twin_rows = {}, {}
@@ -170,11 +173,8 @@ class _EvidenceRows:
                       "shown_at", *EVIDENCE_FIELDS):
             self.rows[pk] = (data or {}, outside or [], state or {}, checked, asked, shown)
             self.twin_rows[pk] = dict(zip(EVIDENCE_FIELDS, twin))
-        quoted = tools_quoted(row[0] for row in self.rows.values())
-        self.sensitive_by_tool = {
-            name: fields for name, fields in Tool.objects.filter(name__in=quoted).values_list("name", "sensitive_fields")
-            if fields
-        } if quoted else {}
+        self.quoted = set(tools_quoted(row[0] for row in self.rows.values()))
+        self.sensitive_by_tool: dict[str, list[str]] = {}  # of the quoted tools: set by whoever read them
 
     def shown(self, approval_id: int, *, arguments, sensitive_fields) -> dict:
         if approval_id not in self.rows:
