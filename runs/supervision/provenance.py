@@ -110,7 +110,7 @@ def _message_text(message: Any) -> str:
 
 
 def runs_shown(upto: dict[int, int]) -> tuple[dict[int, dict[int, tuple[list, Any]]], dict[int, list[tuple[int, str]]]]:
-    """What each run's model was shown up to a step (`upto`: {run id: step index}), in 2 queries
+    """What each run's model was shown up to a step (`upto`: {run id: step index}), in 1 query
     however many runs: {run: {step index: (preamble, message)}} for its steps up to that index,
     and {run: [(index of the asking step, result text cut to KNOWN_RESULT_CHARS)]} for the tool
     results before it (cut in the database)."""
@@ -121,19 +121,19 @@ def runs_shown(upto: dict[int, int]) -> tuple[dict[int, dict[int, tuple[list, An
     # The runs' steps up to the furthest index, each run's own bound applied here: one OR per run
     # in SQL cost Django more to compile (about 5 ms a query for a page of 50) than the database
     # took to answer. A waiting run has no steps after its asking one, so little is read twice.
+    # The steps and their calls' results come in one query (a step's row once per call of it).
     last = max(upto.values())
-    for run_id, index, preamble, message in Step.objects.filter(run_id__in=upto, index__lte=last).values_list(
-        "run_id", "index", "preamble", "message"
-    ):
-        if index <= upto[run_id]:
-            steps[run_id][index] = (preamble or [], message)
-    for run_id, step_index, text in (
-        ToolCall.objects.filter(run_id__in=upto, step__index__lt=last)
-        .exclude(result_text="")
-        .values_list("run_id", "step__index", Substr("result_text", 1, KNOWN_RESULT_CHARS))
-    ):
-        if step_index < upto[run_id]:
-            results[run_id].append((step_index, text))
+    rows = (
+        Step.objects.filter(run_id__in=upto, index__lte=last)
+        .order_by("run_id", "index", "tool_calls__index")
+        .values_list("run_id", "index", "preamble", "message", Substr("tool_calls__result_text", 1, KNOWN_RESULT_CHARS))
+    )
+    for run_id, index, preamble, message, text in rows:
+        if index > upto[run_id]:
+            continue
+        steps[run_id][index] = (preamble or [], message)
+        if text and index < upto[run_id]:
+            results[run_id].append((index, text))
     return steps, results
 
 

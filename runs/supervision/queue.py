@@ -73,6 +73,10 @@ class PendingApproval:
     nudge: dict | None = None
 
 
+# What a card needs of an approval, read with it (its evidence too: one query fewer a page).
+PAGE_RELATED = ("run", "run__agent__project", "tool_call", "tool_call__step", "evidence")
+
+
 def in_projects(approvals, projects: set[int] | None):
     """The approvals of runs of these projects' agents (None: every project's)."""
     return approvals if projects is None else approvals.filter(run__agent__project_id__in=projects)
@@ -88,7 +92,7 @@ def approvals_pending_page(*, page=1, per_page: int = PAGE_SIZE, projects: set[i
     and however long their runs are). A page number out of range gives the last page."""
     paginator = Paginator(
         in_projects(Approval.objects.filter(status=Approval.Status.PENDING), projects)
-        .select_related("run", "run__agent__project", "tool_call", "tool_call__step")
+        .select_related(*PAGE_RELATED)
         .order_by("requested_at", "pk"),
         per_page,
     )
@@ -167,12 +171,18 @@ class _EvidenceRows:
 
     def __init__(self, approvals: list[Approval]):
         self.rows, self.twin_rows = {}, {}
-        for pk, data, outside, state, checked, asked, shown, *twin in CallEvidence.objects.filter(
-            approval_id__in=[a.pk for a in approvals]
-        ).values_list("approval_id", "data", "outside_paths", "state", "state_checked_at", "state_requested_at",
-                      "shown_at", *EVIDENCE_FIELDS):
-            self.rows[pk] = (data or {}, outside or [], state or {}, checked, asked, shown)
-            self.twin_rows[pk] = dict(zip(EVIDENCE_FIELDS, twin))
+        if all(Approval.evidence.is_cached(a) for a in approvals):  # read with them (PAGE_RELATED)
+            found = [getattr(a, "evidence", None) for a in approvals]
+        else:
+            found = CallEvidence.objects.filter(approval_id__in=[a.pk for a in approvals])
+        for evidence in found:
+            if evidence is None:
+                continue
+            self.rows[evidence.approval_id] = (
+                evidence.data or {}, evidence.outside_paths or [], evidence.state or {}, evidence.state_checked_at,
+                evidence.state_requested_at, evidence.shown_at,
+            )
+            self.twin_rows[evidence.approval_id] = {name: getattr(evidence, name) for name in EVIDENCE_FIELDS}
         self.quoted = set(tools_quoted(row[0] for row in self.rows.values()))
         self.sensitive_by_tool: dict[str, list[str]] = {}  # of the quoted tools: set by whoever read them
 

@@ -13,7 +13,7 @@ from runs.roles import PERM_DECIDE
 from runs.supervision.checks import ALREADY_VOTED, LAUNCHER_MAY_NOT_APPROVE, only_members
 from runs.supervision.facts import Supervision
 from runs.supervision.nudges import cards_shown, nudges_attach
-from runs.supervision.queue import PendingApproval, _pending_items, approvals_pending_page
+from runs.supervision.queue import PAGE_RELATED, PendingApproval, _pending_items, approvals_pending_page
 from runs.supervision.state_checks import state_refresh_stale
 from runs.supervision.twins import twins_attach
 from toolsapp.sensitive import masked
@@ -29,7 +29,7 @@ def approvals_queue_page(*, page=1, projects: set[int] | None = None) -> Page:
 
 def approval_for_page(*, approval_id: int) -> PendingApproval | None:
     """One approval, pending or decided, as the queue shows it (its page, the e-mails' link)."""
-    approval = (Approval.objects.select_related("run", "run__agent__project", "tool_call", "tool_call__step")
+    approval = (Approval.objects.select_related(*PAGE_RELATED)
                 .filter(pk=approval_id).first())
     if approval is None:
         return None
