@@ -52,7 +52,8 @@ class RunAdmin(admin.ModelAdmin):
     inlines = [StepInline]
 
     def has_add_permission(self, request):
-        # Runs are launched through run_create (the launch page, the API, the CLI), which freezes
+        # Runs are launched through run_launch (runs/lifecycle/launch.py: the launch page, the API, the
+        # CLI), which makes them with run_create: it freezes
         # the agent's settings and the approval policy; a run added here would bypass it.
         return False
 

@@ -104,12 +104,13 @@ class AgentForm(forms.ModelForm):
             project_field_prepare(self, user, "runs.add_agent")
             tools.queryset = scoped(tools.queryset, user, shared=True)
         self.user = user
+        # A disabled tool stays choosable (an agent may keep it for later) but says so.
+        tools.label_from_instance = lambda tool: tool.name if tool.enabled else f"{tool.name} (disabled)"
 
     def clean(self):
         cleaned = super().clean()
         project_field_clean(self, cleaned, self.user, "runs.add_agent")
         return cleaned
-        self.fields["tools"].label_from_instance = lambda tool: tool.name if tool.enabled else f"{tool.name} (disabled)"
 
     def _post_clean(self):
         # Instead of ModelForm's model validation: the service's, which includes the model's.

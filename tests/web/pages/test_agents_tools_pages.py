@@ -188,6 +188,13 @@ def test_admin_edits_an_agent(admin):
     assert agent.parallel_tool_calls is False and agent.provider_options == {} and agent.max_output_tokens == 256
 
 
+def test_the_editor_says_which_tools_are_disabled(admin):
+    Tool.objects.filter(name="search_tickets").update(enabled=False)
+    page = admin.get(reverse("agent_edit", args=[Agent.objects.get(name="demo").pk])).content.decode()
+    assert "search_tickets (disabled)" in page
+    assert "lookup_order (disabled)" not in page and "lookup_order" in page
+
+
 @pytest.mark.parametrize("changes, field", [
     ({"base_url": "ftp://llm.example.com/v1"}, "base_url"),
     ({"base_url": "javascript:alert(1)"}, "base_url"),
