@@ -252,7 +252,7 @@ TOOL_RESULT_PREVIEW_CHARS = env_int("TOOL_RESULT_PREVIEW_CHARS", 2000)
 TOOL_PARALLEL_WORKERS = env_int("TOOL_PARALLEL_WORKERS", 8)
 # A handler past its timeout cannot be stopped; its thread is replaced and it counts as hung
 # until it returns. A tool with this many hung calls in one process has its new calls refused
-# (an error the model reads) until one of them returns (see runs/engine/tool_threads.py).
+# (an error the model reads) until one of them returns (see runs/engine/tools/threads.py).
 TOOL_MAX_HUNG_CALLS = env_int("TOOL_MAX_HUNG_CALLS", 4)
 # Extra modules that register Python tool handlers and verifiers (comma separated), imported at
 # start after those of the installed packages' `agentsite.tools` entry points (toolsapp/plugins.py).

@@ -230,7 +230,7 @@ def anchor(n: int, url: str, model_pid: int) -> float:
     n conversations of the same script at once, in one process, against the same demo model."""
     from django.conf import settings
 
-    from runs.engine.run_tools import RunTools
+    from runs.engine.tools.run_tools import RunTools
     from runs.models import Agent
 
     agent = Agent.objects.get(name="demo")

@@ -114,7 +114,7 @@ def main():
             connection.close()
 
     commits: dict[tuple[int, int], float] = {}
-    import runs.engine.events as events
+    import runs.engine.storage.events as events
 
     original_publish = events.publish_many
 

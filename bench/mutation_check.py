@@ -71,12 +71,12 @@ MUTATIONS = [
         ("tests/supervision/rules/test_backtest.py",),
     ),
     Mutation(
-        "i47 prior reads: the read must have happened", "runs/engine/prior_reads.py",
+        "i47 prior reads: the read must have happened", "runs/engine/tools/prior_reads.py",
         """    if any(all(same_value(call.get(name), value) for name, value in values.items())
            for call in earlier if isinstance(call, dict)):
         return None""",
         "    return None",
-        ("tests/engine/test_prior_reads.py",),
+        ("tests/engine/tools/test_prior_reads.py",),
     ),
     Mutation(
         "i47 nudge: a due nudge refuses an approval without a reason", "runs/supervision/nudges.py",
@@ -96,46 +96,46 @@ MUTATIONS = [
     # runs/web/api/permissions.py each; the API's limit_refusal is answered by RequestLimitsMiddleware's
     # process_exception too, whose own /api/ branch no route reaches while the API's handler answers.
     Mutation(
-        "i46 stream: a new id starts a new call", "runs/engine/llm_stream.py",
+        "i46 stream: a new id starts a new call", "runs/engine/llm/stream.py",
         "        return id_changed or (renamed and not (call_id and call_id == call.id))",
         "        return False or (renamed and not (call_id and call_id == call.id))",
-        ("tests/engine/test_llm_stream.py",),
+        ("tests/engine/llm/test_stream.py",),
     ),
     Mutation(
-        "i46 stream: a new name after complete arguments starts a new call", "runs/engine/llm_stream.py",
+        "i46 stream: a new name after complete arguments starts a new call", "runs/engine/llm/stream.py",
         "        return id_changed or (renamed and not (call_id and call_id == call.id))",
         "        return id_changed",
-        ("tests/engine/test_llm_stream.py", "tests/engine/loop_contract/test_provider_streams.py"),
+        ("tests/engine/llm/test_stream.py", "tests/engine/loop_contract/test_provider_streams.py"),
     ),
     Mutation(
-        "i46 stream: vLLM's in-stream error is an error", "runs/engine/llm_stream.py",
+        "i46 stream: vLLM's in-stream error is an error", "runs/engine/llm/stream.py",
         'if isinstance(chunk, dict) and (chunk.get("error") or chunk.get("object") == "error"):',
         'if isinstance(chunk, dict) and chunk.get("error"):',
-        ("tests/engine/test_llm_stream.py", "tests/engine/loop_contract/test_provider_streams.py"),
+        ("tests/engine/llm/test_stream.py", "tests/engine/loop_contract/test_provider_streams.py"),
     ),
     Mutation(
-        "i46 stream: vLLM's error keeps the provider's words", "runs/engine/llm_answers.py",
+        "i46 stream: vLLM's error keeps the provider's words", "runs/engine/llm/answers.py",
         '    if not error and isinstance(obj, dict) and obj.get("object") == "error":\n',
         "    if False:\n",
-        ("tests/engine/test_llm_stream.py", "tests/engine/loop_contract/test_provider_streams.py"),
+        ("tests/engine/llm/test_stream.py", "tests/engine/loop_contract/test_provider_streams.py"),
     ),
     Mutation(
-        "i46 gzip: a body not as labelled is the model's failure", "runs/engine/llm_limits.py",
+        "i46 gzip: a body not as labelled is the model's failure", "runs/engine/llm/limits.py",
         "        except DecodingError as exc:\n",
         "        except ZeroDivisionError as exc:\n",
         ("tests/engine/loop_contract/test_provider_streams.py",),
     ),
     Mutation(
-        "i46 refused arguments: long ones go back as a note", "runs/engine/context.py",
+        "i46 refused arguments: long ones go back as a note", "runs/engine/context/window.py",
         "    if not isinstance(arguments, str) or len(arguments) <= REFUSED_KEPT_CHARS:\n",
         "    if True:\n",
-        ("tests/engine/loop_contract/test_context.py", "tests/engine/test_context_window.py"),
+        ("tests/engine/loop_contract/test_context.py", "tests/engine/context/test_window.py"),
     ),
     Mutation(
-        "i46 refused arguments: only calls refused before they ran", "runs/engine/conversation.py",
+        "i46 refused arguments: only calls refused before they ran", "runs/engine/context/conversation.py",
         "    refused = status == ToolCall.Status.FAILED and latency_ms is None\n",
         "    refused = status == ToolCall.Status.FAILED\n",
-        ("tests/engine/loop_contract/test_context.py", "tests/engine/test_context_window.py"),
+        ("tests/engine/loop_contract/test_context.py", "tests/engine/context/test_window.py"),
     ),
     Mutation(
         "i46 replay: a reached budget refuses it", "runs/lifecycle/replay.py",
@@ -356,16 +356,16 @@ MUTATIONS = [
         ("tests/projects/test_archive_scoping.py",),
     ),
     Mutation(
-        "i46 stream: a new id inside half-written arguments continues the call", "runs/engine/llm_stream.py",
+        "i46 stream: a new id inside half-written arguments continues the call", "runs/engine/llm/stream.py",
         "        return renamed and name != named\n",
         "        return id_changed or (renamed and name != named)\n",
-        ("tests/engine/test_llm_stream.py", "tests/engine/loop_contract/test_provider_streams.py"),
+        ("tests/engine/llm/test_stream.py", "tests/engine/loop_contract/test_provider_streams.py"),
     ),
     Mutation(
-        "i46 stream: a call keeps the id it began with", "runs/engine/llm_stream.py",
+        "i46 stream: a call keeps the id it began with", "runs/engine/llm/stream.py",
         "        if call_id and not call.id:\n",
         "        if call_id:\n",
-        ("tests/engine/test_llm_stream.py", "tests/engine/loop_contract/test_provider_streams.py"),
+        ("tests/engine/llm/test_stream.py", "tests/engine/loop_contract/test_provider_streams.py"),
     ),
     Mutation(
         "i46 errors: JSON under a script prefix too", "runs/web/views/errors.py",
@@ -476,7 +476,7 @@ MUTATIONS = [
          f"{LC}/test_limits.py::test_stuck_demo_task_ends_as_repeated_call"),
     ),
     Mutation(
-        "schema validation before execution", "runs/engine/tool_exec.py",
+        "schema validation before execution", "runs/engine/tools/execution.py",
         "error = validate_arguments(tools[tool_name].parameters, arguments, tools[tool_name].sensitive_fields)",
         "error = None",
         (f"{LC}/test_tool_calls.py::test_arguments_failing_the_schema_are_an_error_and_the_handler_never_runs",
@@ -502,7 +502,7 @@ MUTATIONS = [
         (f"{LC}/test_idempotency.py",),
     ),
     Mutation(
-        "idempotency key reused on a re-run", "runs/engine/call_runner.py",
+        "idempotency key reused on a re-run", "runs/engine/tools/call_runner.py",
         "c.call_id, c.idempotency_key)",
         "c.call_id, c.idempotency_key + str(c.attempts))",
         ("tests/engine/workers/test_worker_durability.py::test_idempotent_call_left_started_is_run_again_once",
@@ -517,14 +517,14 @@ MUTATIONS = [
          "tests/supervision/rules/test_rules_in_loop.py::test_the_approve_all_policy_does_not_approve_an_unseen_id"),
     ),
     Mutation(
-        "outcome unknown when a call may have taken effect", "runs/engine/records.py",
+        "outcome unknown when a call may have taken effect", "runs/engine/storage/records.py",
         "if call.may_have_taken_effect or call.pk in in_flight:",
         "if False:",
         (f"{LC}/test_outcome_unknown.py::test_an_internal_error_after_a_call_took_effect_records_its_outcome_as_unknown",
          f"{LC}/test_outcome_unknown.py::test_cancelling_a_run_whose_call_was_started_records_its_outcome_as_unknown"),
     ),
     Mutation(
-        "an operator's stop wins over the run's own end", "runs/engine/records.py",
+        "an operator's stop wins over the run's own end", "runs/engine/storage/records.py",
         "    if not name:\n        return reason, detail\n    run.stop_requested_by_name = name",
         "    if True:\n        return reason, detail\n    run.stop_requested_by_name = name",
         ("tests/supervision/levers/test_levers.py::test_a_stop_asked_while_the_model_writes_its_final_answer_still_ends_the_run_as_stopped",),
@@ -538,20 +538,20 @@ MUTATIONS = [
          f"{LC}/test_limits.py::test_cost_budget_stops_the_run", f"{LC}/test_limits.py::test_token_budget_stops_the_run"),
     ),
     Mutation(
-        "a model endpoint typed by a user goes through the outbound guard", "runs/engine/llm_clients.py",
+        "a model endpoint typed by a user goes through the outbound guard", "runs/engine/llm/clients.py",
         "guarded = bool(base_url) and base_url != settings.LLM_BASE_URL and not trusted",
         "guarded = False",
         ("tests/observability/webhooks/test_notifications.py::test_an_agent_endpoint_on_a_private_address_is_refused_before_any_request",
          "tests/observability/webhooks/test_notifications.py::test_an_agent_endpoint_whose_name_resolves_elsewhere_after_the_check_reaches_nothing"),
     ),
     Mutation(
-        "an error inside a 200 answer is a model failure", "runs/engine/llm.py",
+        "an error inside a 200 answer is a model failure", "runs/engine/llm/completions.py",
         'if isinstance(choice, dict) and (choice.get("finish_reason") == "error" or choice.get("error")):',
         "if False:",
         (f"{LC}/test_provider_answers.py",),
     ),
     Mutation(
-        "unpaired surrogates and NUL replaced where answers are read", "runs/engine/llm_answers.py",
+        "unpaired surrogates and NUL replaced where answers are read", "runs/engine/llm/answers.py",
         "    return _ODD.subn(REPLACEMENT, text)",
         "    return text, 0",
         (f"{LC}/test_provider_answers.py",),
@@ -753,7 +753,7 @@ MUTATIONS = [
         ("tests/supervision/test_chat_decisions.py::test_a_message_is_posted_once_however_often_it_is_sent",),
     ),
     Mutation(
-        "experiments: a destructive tool is always simulated", "runs/engine/simulation.py",
+        "experiments: a destructive tool is always simulated", "runs/engine/tools/simulation.py",
         "    if tool.destructive:\n        return True\n",
         "    if False:\n        return True\n",
         ("tests/evals/test_simulated_experiments.py", "tests/evals/test_experiment_flag.py"),

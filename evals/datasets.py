@@ -12,7 +12,7 @@ from django.db.models.functions import Coalesce
 
 from evals.expectations import expectation_errors
 from evals.models import Case, Dataset, Experiment
-from runs.engine.simulation import recorded_answers
+from runs.engine.tools.simulation import recorded_answers
 from runs.lifecycle.launch_rules import customer_problem
 from runs.models import Run
 from toolsapp.text import MAX_JSON_DEPTH, loads, nested_deeper_than, storable_json
@@ -191,7 +191,7 @@ def _with_run(data: dict) -> dict:
 
 
 def _with_answers(data: dict) -> dict:
-    """The source run's answered calls, copied (runs.engine.simulation.recorded_answers), unless given."""
+    """The source run's answered calls, copied (runs.engine.tools.simulation.recorded_answers), unless given."""
     if data.get("answers") is not None:
         return data
     run = data.get("source_run")

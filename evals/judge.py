@@ -8,7 +8,8 @@ import re
 from django.conf import settings
 
 from evals.expectations import Judgement
-from runs.engine import llm, llm_clients
+from runs.engine.llm import clients as llm_clients
+from runs.engine.llm import completions as llm
 from toolsapp.sensitive import masked
 
 INSTRUCTIONS = (

@@ -40,7 +40,7 @@ class Case(models.Model):
     )
     expectations = models.JSONField(default=list, blank=True)
     # Where it came from, and its answered calls copied from there: in an experiment, a simulated
-    # call the same as one of these gets its recorded answer (runs/engine/simulation.py).
+    # call the same as one of these gets its recorded answer (runs/engine/tools/simulation.py).
     source_run = models.ForeignKey("runs.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     answers = models.JSONField(default=list, blank=True,
                                help_text="The source run's answered calls (tool, canonical arguments, result, text).")

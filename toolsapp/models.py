@@ -34,7 +34,7 @@ class Tool(models.Model):
         default=True, help_text="Safe to re-run with the same idempotency key after a crash."
     )
     in_experiments = models.CharField(
-        max_length=8, choices=[  # the engine decides "auto": runs/engine/simulation.py
+        max_length=8, choices=[  # the engine decides "auto": runs/engine/tools/simulation.py
             ("auto", "Runs only if it just reads (a read-only handler, idempotent, not destructive); else simulated"),
             ("real", "Runs for real in experiments (never a destructive tool)"),
             ("never", "Never runs in experiments"),

@@ -17,7 +17,7 @@ from evals import services_projects as scope
 from evals.api import serializers as api
 from evals.models import Case, Dataset
 from evals.prefill import case_from_run
-from runs.engine.text import check_storable_json
+from runs.engine.storage.text import check_storable_json
 from runs.lifecycle.forks import MAX_STEP
 from runs.models import Step
 from runs.roles import (

@@ -6,7 +6,7 @@ Django's check (CONN_HEALTH_CHECKS with a pool) sends an empty query every time 
 leaves the pool. A worker's loop takes a connection and gives it back around every wait on a
 model or a tool, several times per iteration, so that was a round trip to the server (and its
 CPU on both sides) for every one of them. So a thread that goes on from the rows when a
-connection turns out dead (the agent loop: runs/engine/db.py) sets `drives_runs` on
+connection turns out dead (the agent loop: runs/engine/storage/db.py) sets `drives_runs` on
 its connection, and is given a connection handed out in the last RECENT_SECONDS unchecked: it was
 in use, or idle for less than that, a moment ago. One that waited longer in the pool (where a
 server restart, a failover or a proxy's idle timeout may have closed it) is checked as before,

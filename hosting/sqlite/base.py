@@ -6,7 +6,7 @@ its thread: on SQLite each one is a connection of its own with its schema, its s
 and its page cache, about half a megabyte, so 500 runs in flight held 500 of them (a worker
 process grew to about 500 MB). Opening one again for every wait would cost more than the
 iteration (2.4 ms: the file, the PRAGMAs, Django's SQL functions). So a thread that drives runs
-(`drives_runs`, set by runs/engine/db.py) hands its connection to this process's shelf of idle
+(`drives_runs`, set by runs/engine/storage/db.py) hands its connection to this process's shelf of idle
 ones when it waits on a model or a tool (`close()`, as with a pool), and takes one from the
 shelf when it needs one again: the connections stay about as many as the threads working at
 once. A connection goes on the shelf only outside a transaction, and at most IDLE_MAX wait there.
@@ -24,7 +24,7 @@ _shelf_lock = threading.Lock()
 
 class DatabaseWrapper(base.DatabaseWrapper):
     drives_runs = False  # set on this thread's connection while it drives runs
-    shares_idle_connections = True  # runs/engine/db.release_db_connection hands it back while waiting
+    shares_idle_connections = True  # runs/engine/storage/db.release_db_connection hands it back while waiting
 
     def get_new_connection(self, conn_params):
         if self.drives_runs:

@@ -4,7 +4,7 @@ boundary before a model request that would pass one. Both leave a hold, which th
 from django.utils import timezone
 
 from runs.engine import hooks
-from runs.engine.records import Recorder, lever_data, paused_at_boundary, run_start
+from runs.engine.storage.records import Recorder, lever_data, paused_at_boundary, run_start
 
 BY = "its budget"  # who paused or held the run, as its page and timeline say it
 

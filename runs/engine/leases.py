@@ -23,7 +23,7 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from runs.engine.db import on_fresh_connection, thread_connection
+from runs.engine.storage.db import on_fresh_connection, thread_connection
 from runs.models import OperatorMessage, Run
 
 log = logging.getLogger("runs.services.leases")  # its name from before the move: operators filter on it

@@ -6,7 +6,7 @@ calls and their results) before the next model request, so a crash loses at most
 flight, and any worker can pick the run up again from the database.
 
 Who does what: `decisions` decides (pure), `records` writes, `approvals` owns the lifecycle of
-destructive calls, `tool_exec` runs tools, `llm` talks to models. This module only orders them.
+destructive calls, `tools/execution` runs tools, `llm/` talks to models. This module only orders them.
 """
 import enum
 import json
@@ -17,21 +17,25 @@ import uuid
 from django.conf import settings
 from django.db.models import Count, Q
 
-from runs.engine import context, decisions, guards, hooks, llm, llm_clients, records, throttle
+from runs.engine import decisions, guards, hooks, throttle
 from runs.engine.budget_checks import pause_on_budget, reached_before_request, start_or_wait
-from runs.engine.call_runner import CallRunner
-from runs.engine.conversation import build_messages, step_messages
-from runs.engine.db import connection_lost, loop_connections, on_fresh_connection, release_db_connection
+from runs.engine.context import window as context
+from runs.engine.context.conversation import build_messages, step_messages
+from runs.engine.context.request_fit import RequestFit
 from runs.engine.decisions import StopReason
 from runs.engine.leases import LeaseLost, keeper, lease_claim, lease_held, lease_release
-from runs.engine.prior_reads import unread_refused
-from runs.engine.records import Recorder, operator_stop_first, paused_at_boundary, run_close
-from runs.engine.request_fit import RequestFit
-from runs.engine.run_tools import RunTools
-from runs.engine.simulation import Simulator, open_calls_settle
+from runs.engine.llm import clients as llm_clients
+from runs.engine.llm import completions as llm
+from runs.engine.storage import records
+from runs.engine.storage.db import connection_lost, loop_connections, on_fresh_connection, release_db_connection
+from runs.engine.storage.records import Recorder, operator_stop_first, paused_at_boundary, run_close
 from runs.engine.streaming import AnswerStream
 from runs.engine.summaries import iteration_log, summary_record, summary_wanted
-from runs.engine.tool_exec import call_status, check_call
+from runs.engine.tools.call_runner import CallRunner
+from runs.engine.tools.execution import call_status, check_call
+from runs.engine.tools.prior_reads import unread_refused
+from runs.engine.tools.run_tools import RunTools
+from runs.engine.tools.simulation import Simulator, open_calls_settle
 from runs.models import OperatorMessage, Run, Step, ToolCall
 from toolsapp.sensitive import sensitive_values_in_messages
 from toolsapp.verifiers import VERIFIERS
@@ -302,16 +306,13 @@ class _Driver:
             )
         with throttle.waiting():
             return llm.complete(
-                endpoint=self.endpoint,
-                messages=request.fitted.messages,
-                tools=self.toolbox.definitions,
+                endpoint=self.endpoint, messages=request.fitted.messages, tools=self.toolbox.definitions,
                 tool_choice=guards.tool_choice_for(self.run.iterations + 1, self.config),
                 parallel_tool_calls=self.config["parallel_tool_calls"],
                 provider_options=self.config["provider_options"],
                 max_output_tokens=self.config.get("max_output_tokens") or settings.LLM_MAX_OUTPUT_TOKENS,
                 redacted=lambda: sensitive_values_in_messages(self.messages + preamble, self.tools),
-                stream_to=stream_to,
-                shrink=shrink,
+                stream_to=stream_to, shrink=shrink,
             )
 
     def read_calls(self, reply) -> tuple[list[guards.PlannedCall], list[str | None], dict[int, dict]]:

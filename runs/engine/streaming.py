@@ -14,8 +14,8 @@ nobody watched a moment ago is not even queued again for STREAM_UNWATCHED_SECOND
 """
 import time
 
-from runs.engine import events
-from runs.engine.llm_stream import StreamedAnswer
+from runs.engine.llm.stream import StreamedAnswer
+from runs.engine.storage import events
 
 STREAM_PUBLISH_SECONDS = 0.25
 STREAM_SHOWN_CHARS = 20_000

@@ -4,8 +4,11 @@ of each iteration. Both are the driver's, kept here so the loop reads like its c
 import json
 import logging
 
-from runs.engine import context, decisions, hooks, llm, llm_clients, throttle
-from runs.engine.conversation import build_messages
+from runs.engine import decisions, hooks, throttle
+from runs.engine.context import window as context
+from runs.engine.context.conversation import build_messages
+from runs.engine.llm import clients as llm_clients
+from runs.engine.llm import completions as llm
 from runs.models import Step
 
 log = logging.getLogger("runs.loop")

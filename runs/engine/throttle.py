@@ -13,7 +13,7 @@ from contextlib import contextmanager
 
 from django.conf import settings
 
-from runs.engine.db import release_db_connection
+from runs.engine.storage.db import release_db_connection
 
 # The free slots, as tokens in a queue: SimpleQueue is written in C, so taking and giving back a
 # slot (twice an iteration, by hundreds of threads) costs no Python-level lock and condition, as

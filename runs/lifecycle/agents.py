@@ -18,7 +18,7 @@ from runs.engine.guards import (
     check_positive_int,
     check_positive_number,
 )
-from runs.engine.text import check_storable_json, storable_text
+from runs.engine.storage.text import check_storable_json, storable_text
 from runs.lifecycle.agent_fields import AGENT_FIELDS  # every setting a person chooses, in the editor's order
 from runs.lifecycle.agent_versions import agent_settings, agent_version, version_data, version_record
 from runs.models import Agent, AgentVersion

@@ -1,5 +1,5 @@
 """Runs of an experiment (the evals app): one case run with an agent version's settings, whose
-calls that would change something are simulated (runs/engine/simulation.py), kept out of
+calls that would change something are simulated (runs/engine/tools/simulation.py), kept out of
 everything operators watch (Run.experiment).
 
 The version's settings are those of runs.lifecycle.agent_versions (a draft's too); a tool it names
@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.utils import timezone
 
-from runs.engine.conversation import build_messages
+from runs.engine.context.conversation import build_messages
 from runs.engine.dispatch import run_send
 from runs.engine.guards import parse_arguments
-from runs.engine.snapshots import run_summary
+from runs.engine.storage.snapshots import run_summary
 from runs.lifecycle.agent_versions import VERSIONED_FIELDS
 from runs.lifecycle.launch_rules import LIMIT_SETTINGS, customer_problem
 from runs.lifecycle.runs import InvalidRun, run_config
@@ -87,7 +87,7 @@ class CaseRun:
     customer: str
     messages: list[dict]
     source_run_id: int | None
-    answers: list[dict]  # the source run's answered calls (runs.engine.simulation.recorded_answers)
+    answers: list[dict]  # the source run's answered calls (runs.engine.tools.simulation.recorded_answers)
 
 
 def experiment_runs_create(*, agent: Agent, config: dict, cases: list[CaseRun], version: int | None,

@@ -13,7 +13,7 @@ next model request), perhaps after a summary request the budget no longer covers
 """
 from urllib.parse import urlsplit
 
-from runs.engine.llm_clients import TRUSTED_BASE_URL_KEY
+from runs.engine.llm.clients import TRUSTED_BASE_URL_KEY
 from runs.lifecycle.launch_rules import LIMIT_SETTINGS, launch_bounds_problems, launch_overrides
 from runs.lifecycle.runs import run_config
 from runs.models import Run

@@ -16,12 +16,12 @@ Its approval policy is "ask", whatever the parent's.
 from django.conf import settings
 from django.utils import timezone
 
-from runs.engine.db import write_transaction
 from runs.engine.dispatch import run_dispatch
-from runs.engine.events import events_store
-from runs.engine.records import set_result
-from runs.engine.snapshots import run_summary, step_data
-from runs.engine.text import storable_text
+from runs.engine.storage.db import write_transaction
+from runs.engine.storage.events import events_store
+from runs.engine.storage.records import set_result
+from runs.engine.storage.snapshots import run_summary, step_data
+from runs.engine.storage.text import storable_text
 from runs.lifecycle.fork_settings import config_differences, fork_settings, spent_problem
 from runs.lifecycle.runs import InvalidRun
 from runs.models import Approval, OperatorMessage, Run, Step, ToolCall

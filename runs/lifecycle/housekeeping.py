@@ -11,8 +11,8 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from runs.engine.dispatch import run_dispatch
-from runs.engine.events import event_record
-from runs.engine.snapshots import run_data, run_summary
+from runs.engine.storage.events import event_record
+from runs.engine.storage.snapshots import run_data, run_summary
 from runs.lifecycle.archive import runs_delete
 from runs.models import Approval, BudgetHold, Run
 from runs.observability.metrics import counter

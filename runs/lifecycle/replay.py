@@ -27,9 +27,11 @@ from django.utils import timezone
 
 from audit.models import AuditEntry
 from audit.record import entry_write
-from runs.engine import context, llm, llm_clients
-from runs.engine.conversation import build_messages
-from runs.engine.run_tools import RunTools
+from runs.engine.context import window as context
+from runs.engine.context.conversation import build_messages
+from runs.engine.llm import clients as llm_clients
+from runs.engine.llm import completions as llm
+from runs.engine.tools.run_tools import RunTools
 from runs.lifecycle.archive import masked_arguments
 from runs.models import Run, Step, StepReplay
 from runs.supervision.budgets import replay_reached

@@ -2,7 +2,7 @@
 from django.db.models import QuerySet
 
 from projects.access import projects_with, scoped
-from runs.engine.events import event_at
+from runs.engine.storage.events import event_at
 from runs.lifecycle.launch_rules import launch_defaults
 from runs.models import Agent, Run, RunEvent, ToolCall
 from runs.roles import PERM_LAUNCH

@@ -3,12 +3,12 @@ from django.conf import settings
 from django.db import transaction
 
 from runs.engine import guards
-from runs.engine.context import READ_BACK_TOOL, context_budget
-from runs.engine.events import event_record
+from runs.engine.context.window import READ_BACK_TOOL, context_budget
 from runs.engine.leases import lease_held
-from runs.engine.llm_clients import TRUSTED_BASE_URL_KEY
+from runs.engine.llm.clients import TRUSTED_BASE_URL_KEY
 from runs.engine.loop import run_end
-from runs.engine.snapshots import run_summary
+from runs.engine.storage.events import event_record
+from runs.engine.storage.snapshots import run_summary
 from runs.lifecycle.launch_rules import (
     APPROVAL_POLICIES,
     OVERRIDABLE,
@@ -133,7 +133,7 @@ def run_create(
     a person's overrides stay within the agent (launch_rules.launch_bounds_problems). Who may choose
     `approval_policy` is checked by the caller (launch_rules.launch_policy). `shell_base_url`: a model
     endpoint typed at the host's shell (run_agent --base-url), which the run then trusts like
-    LLM_BASE_URL (see llm_clients.resolve_endpoint). Only the command sets it; a re-run does not copy it."""
+    LLM_BASE_URL (see llm.clients.resolve_endpoint). Only the command sets it; a re-run does not copy it."""
     task = (task or "").strip()
     if not task:
         raise InvalidRun("the task is empty")

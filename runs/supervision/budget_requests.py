@@ -8,7 +8,7 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
-from runs.engine.events import approvals_changed
+from runs.engine.storage.events import approvals_changed
 from runs.models import Budget, BudgetHold, BudgetRaise, Run
 from runs.supervision.budgets import (
     _enabled,

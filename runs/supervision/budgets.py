@@ -37,7 +37,7 @@ from django.db.models.signals import post_delete, post_save
 from django.utils import timezone
 
 from runs.days import day_of, day_start
-from runs.engine.events import approvals_changed
+from runs.engine.storage.events import approvals_changed
 from runs.models import Agent, Budget, BudgetHold, BudgetRaise, Run, StepReplay
 from runs.models.figures import own_cost, own_tokens
 

@@ -10,10 +10,10 @@ from django.db.models import BigIntegerField, Case, CharField, DateTimeField, F,
 from django.utils import timezone
 
 from projects.access import may, visible_projects
-from runs.engine.db import write_transaction
 from runs.engine.dispatch import run_dispatch
-from runs.engine.events import approvals_changed, event_record
-from runs.engine.snapshots import approval_brief
+from runs.engine.storage.db import write_transaction
+from runs.engine.storage.events import approvals_changed, event_record
+from runs.engine.storage.snapshots import approval_brief
 from runs.models import Approval, ApprovalVote, Run
 from runs.roles import PERM_DECIDE
 from runs.supervision.checks import (

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from django.db import transaction
 from django.utils import timezone
 
-from runs.engine.events import approvals_changed
+from runs.engine.storage.events import approvals_changed
 from runs.models import Approval
 from runs.supervision.escalation import age_text, approval_email, approval_link, escalation_emails_send
 from runs.webhooks import approval_pending_data, notify

@@ -14,8 +14,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from runs.engine import hooks
-from runs.engine.events import approvals_changed, event_record
-from runs.engine.snapshots import approval_brief
+from runs.engine.storage.events import approvals_changed, event_record
+from runs.engine.storage.snapshots import approval_brief
 from runs.models import Approval, CallEvidence, ToolCall
 from runs.supervision.chat_messages import chat_request
 from runs.supervision.expiry_warnings import warning_due_at

@@ -8,9 +8,9 @@ active grants (runs.supervision.gate, safeguards first).
 """
 from django.utils import timezone
 
-from runs.engine.db import write_transaction
-from runs.engine.events import event_record
-from runs.engine.snapshots import grant_brief
+from runs.engine.storage.db import write_transaction
+from runs.engine.storage.events import event_record
+from runs.engine.storage.snapshots import grant_brief
 from runs.models import Approval, RunGrant
 from runs.supervision.checks import IDENTICAL
 

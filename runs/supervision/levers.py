@@ -11,13 +11,13 @@ Who may pull them (runs.cancel_run) is checked by the callers: views, API and we
 from django.db.models import F, Q
 from django.utils import timezone
 
-from runs.engine.db import write_transaction
 from runs.engine.dispatch import run_dispatch
-from runs.engine.events import event_record, events_store
 from runs.engine.loop import run_levers_apply
-from runs.engine.records import lever_data
-from runs.engine.snapshots import run_summary
-from runs.engine.text import storable_text
+from runs.engine.storage.db import write_transaction
+from runs.engine.storage.events import event_record, events_store
+from runs.engine.storage.records import lever_data
+from runs.engine.storage.snapshots import run_summary
+from runs.engine.storage.text import storable_text
 from runs.models import Approval, BudgetHold, OperatorMessage, Run
 from runs.models.levers import NOTE_MAX_CHARS
 from runs.supervision.budgets import reached

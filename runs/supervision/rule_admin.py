@@ -11,7 +11,7 @@ from django.contrib.auth.models import Group
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from runs.engine.text import check_storable_json, storable_text
+from runs.engine.storage.text import check_storable_json, storable_text
 from runs.models import ApprovalRule, ApprovalRuleVersion
 from runs.supervision.quorum import MAX_APPROVALS
 from runs.supervision.rules import conditions_errors, rule_quorum_group_ids

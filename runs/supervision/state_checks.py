@@ -18,8 +18,8 @@ from django.db.models import Q
 from django.utils import timezone
 
 from runs.engine.dispatch import task_send
-from runs.engine.events import approvals_changed
-from runs.engine.tool_exec import check_call, execute_calls
+from runs.engine.storage.events import approvals_changed
+from runs.engine.tools.execution import check_call, execute_calls
 from runs.models import Approval, CallEvidence
 from runs.supervision.chat_messages import chat_evidence_refresh
 from toolsapp.argument_paths import arguments_taken

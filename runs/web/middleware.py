@@ -6,7 +6,7 @@ finished, the next one gets a new connection, so the client is told to try again
 """
 from django.http import HttpResponse, JsonResponse
 
-from runs.engine.db import connection_lost, drop_connection
+from runs.engine.storage.db import connection_lost, drop_connection
 
 RETRY_AFTER_SECONDS = 5
 MESSAGE = "The database connection was lost while answering; try again in a few seconds."

@@ -8,7 +8,7 @@ import pytest
 from channels_redis.core import RedisChannelLayer
 from playwright.sync_api import expect
 
-from runs.engine.events import APPROVALS_GROUP
+from runs.engine.storage.events import APPROVALS_GROUP
 from runs.models import Approval, Run, RunGrant
 from tests.browser import CANCEL_ORDER, assert_no_violations, axe_violations, requires_chromium, screenshot
 from tests.conftest import wait_for_status, wait_until

@@ -68,7 +68,7 @@ def test_provider_options_nested_too_deeply_are_a_form_error(demo_data, admin):
 def test_provider_options_deeper_than_the_limit_are_refused_by_the_service(demo_data):
     from django.core.exceptions import ValidationError
 
-    from runs.engine.text import check_storable_json
+    from runs.engine.storage.text import check_storable_json
 
     value = {}
     for _ in range(70):

@@ -70,7 +70,7 @@ def test_it_decides_what_runs(drive, demo_data):
 
 
 def test_a_change_of_the_setting_reaches_runs_already_going(demo_data):
-    from runs.engine.run_tools import RunTools
+    from runs.engine.tools.run_tools import RunTools
 
     Tool.objects.filter(name="create_ticket").update(in_experiments="real")
     toolbox = RunTools(["create_ticket", "get_weather"], experiment=True)
@@ -87,7 +87,7 @@ def test_a_destructive_tool_never_runs_for_real_in_an_experiment(ada, demo_data)
     answer = ada.post(reverse("tool_edit", args=[cancel.pk]), post)
     assert answer.status_code == 200 and "A destructive tool never runs in experiments" in answer.content.decode()
     assert mode("cancel_order") == "auto"
-    from runs.engine.run_tools import RunTools
+    from runs.engine.tools.run_tools import RunTools
 
     Tool.objects.filter(name="cancel_order").update(in_experiments="real")  # set before it was made destructive
     assert RunTools(["cancel_order"], experiment=True).facts["cancel_order"].simulated

@@ -147,7 +147,7 @@ def test_the_approvals_socket_tells_an_operator_of_their_projects_changes_only(t
         assert connected
         from channels.db import database_sync_to_async
 
-        from runs.engine.events import approvals_changed
+        from runs.engine.storage.events import approvals_changed
         await database_sync_to_async(approvals_changed)(run_id=b_run.pk)
         await database_sync_to_async(approvals_changed)(run_id=a_run.pk)
         seen = []

@@ -1,6 +1,6 @@
 """Rebuild runs, calls and grants from their timeline events alone, as the live page does, and
 compare them with the rows: the proof that every state change has its event."""
-from runs.engine.snapshots import PREVIEW_CHARS
+from runs.engine.storage.snapshots import PREVIEW_CHARS
 from runs.models import Approval, OperatorMessage, Run, RunEvent, RunGrant, Step, ToolCall
 
 RUN_FIELDS = ("status", "stop_reason", "stop_detail", "answer", "iterations")

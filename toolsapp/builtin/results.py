@@ -1,7 +1,7 @@
 """read_tool_result: the model reads an earlier result of its own run again, by call id.
 
 When a run's conversation passes its context budget, older results are summarised in the
-requests (runs/engine/context.py); the journal keeps them whole, and this tool gives one back as
+requests (runs/engine/context/window.py); the journal keeps them whole, and this tool gives one back as
 the model was first sent it. A summary names the call id and the step that asked for it: some
 servers number calls per answer, so an id may repeat in a run, and the step tells them apart
 (without it, the latest call of that id). Only the run's own calls: another run's are not found.

@@ -6,7 +6,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from runs.engine.guards import InvalidLimit, check_positive_int
 from runs.engine.loop import run_advance
-from runs.engine.snapshots import run_data
+from runs.engine.storage.snapshots import run_data
 from runs.lifecycle.launch import run_launch
 from runs.lifecycle.launch_rules import launch_overrides
 from runs.lifecycle.runs import InvalidRun

@@ -39,7 +39,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from runs.days import TruncDay, day_of, day_start
-from runs.engine.db import write_transaction
+from runs.engine.storage.db import write_transaction
 from runs.models import RollupDay, Run, RunRollup, Step, StepRollup, ToolRollup, UncountedRun
 from runs.models.rollups import ApprovalRollup, ApprovalWait, DayRollup
 from runs.observability.metrics import own_work

@@ -117,7 +117,7 @@ def model_failures(errors: list[str], models: list[str]) -> list[tuple[str, str]
     return failures
 
 
-# The model-error texts of runs/engine/llm.py after which it asks the SAME model again (with
+# The model-error texts of runs/engine/llm/completions.py after which it asks the SAME model again (with
 # tool_choice "auto", or with older results summarised harder): that model may then answer.
 ASKED_AGAIN = ("; retried with auto", "; older results summarised harder and asked again")
 

@@ -4,7 +4,7 @@ from rest_framework.exceptions import APIException
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from runs.engine.db import connection_lost, drop_connection
+from runs.engine.storage.db import connection_lost, drop_connection
 from runs.web.middleware import database_unavailable
 from runs.web.request_limits import limit_refusal
 

@@ -25,8 +25,8 @@ from channels.db import database_sync_to_async
 from django.urls import reverse
 
 from projects.access import visible_projects
-from runs.engine.events import APPROVALS_GROUP
-from runs.engine.snapshots import approval_brief
+from runs.engine.storage.events import APPROVALS_GROUP
+from runs.engine.storage.snapshots import approval_brief
 from runs.models import Approval, Run
 from runs.roles import PERM_DECIDE, PERM_VIEW_APPROVAL
 from runs.supervision.announcements import approvals_pending_by_run, approvals_to_announce

@@ -36,7 +36,7 @@ from django.conf import settings
 from django.http import Http404
 
 from projects.routes import scope_check
-from runs.engine.snapshots import run_summary
+from runs.engine.storage.snapshots import run_summary
 from runs.lifecycle.run_reads import EVENT_BATCH, run_events_after, run_group_name
 from runs.models import Run
 from runs.roles import PERM_CANCEL, PERM_VIEW

@@ -9,7 +9,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
 from projects.access import visible_projects
-from runs.engine.snapshots import approval_brief
+from runs.engine.storage.snapshots import approval_brief
 from runs.models import Approval
 from runs.roles import PERM_DECIDE, PERM_VIEW_APPROVAL, PERM_VIEW_BUDGET
 from runs.supervision.budget_requests import budget_requests, budget_requests_count

@@ -10,7 +10,7 @@ from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.db import connection, transaction
 
-from runs.engine import events
+from runs.engine.storage import events
 from runs.models import Run, RunEvent
 from tests.web.websockets.test_consumer_timeline import (
     TIMEOUT,

@@ -3,7 +3,7 @@ journal), read back by call id, a refusal for length compacted and retried once,
 own stop reason when nothing fits. Through the real loop, HTTP and the demo model."""
 import json
 
-from runs.engine import context
+from runs.engine.context import window as context
 from runs.models import Run, Step, ToolCall
 from tests.engine.loop_contract.support import call, calls, make_agent, result_for, tool_messages
 

@@ -101,7 +101,7 @@ def test_cancelling_a_run_waiting_on_a_call_interrupted_by_a_crash_records_its_o
 
 
 def test_an_internal_error_after_a_call_took_effect_records_its_outcome_as_unknown(launch, script, monkeypatch):
-    from runs.engine.records import Recorder
+    from runs.engine.storage.records import Recorder
 
     record = Recorder.call_update
 

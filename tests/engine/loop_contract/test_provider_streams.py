@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from runs.engine import llm
+from runs.engine.llm import completions as llm
 from runs.models import Agent, Run, Step, ToolCall
 from tests.engine.loop_contract.support import result_for
 

@@ -9,7 +9,7 @@ from asgiref.sync import async_to_sync
 from channels_redis.core import RedisChannelLayer
 from django.conf import settings
 
-from runs.engine import llm
+from runs.engine.llm import completions as llm
 from runs.engine.loop import run_advance
 from runs.engine.streaming import HIDDEN
 from runs.lifecycle.runs import run_create
@@ -161,7 +161,7 @@ def test_the_answer_is_shown_growing_a_few_times_a_second_and_sensitive_argument
 
 
 def test_progress_of_a_run_nobody_watches_stops_being_queued_after_the_first_message(launch, script, monkeypatch):
-    from runs.engine import events
+    from runs.engine.storage import events
 
     queued, submit = [], events._publisher.submit
     monkeypatch.setattr(events._publisher, "submit", lambda items: queued.extend(items) or submit(items))

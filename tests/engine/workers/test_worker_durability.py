@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from hosting.processes import redis_eviction_warning
 from runs.engine import guards
-from runs.engine.conversation import build_messages
+from runs.engine.context.conversation import build_messages
 from runs.engine.dispatch import run_dispatch
 from runs.engine.loop import run_advance
 from runs.lifecycle.housekeeping import runs_sweep

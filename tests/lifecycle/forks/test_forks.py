@@ -9,8 +9,8 @@ import pytest
 from django.contrib.auth.models import User
 
 from runs.engine import guards
-from runs.engine.events import event_record
 from runs.engine.loop import run_advance
+from runs.engine.storage.events import event_record
 from runs.lifecycle import forks
 from runs.lifecycle.forks import NOT_EXECUTED, ForkRefused, run_fork
 from runs.lifecycle.relatives import NotAFork, run_comparison, run_family

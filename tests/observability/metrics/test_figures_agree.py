@@ -21,8 +21,8 @@ from django.core.management import call_command
 from django.db.models import F
 from django.utils import timezone
 
-from runs.engine.db import write_transaction
 from runs.engine.loop import run_end
+from runs.engine.storage.db import write_transaction
 from runs.lifecycle import forks as forks_module
 from runs.lifecycle.archive import runs_delete
 from runs.lifecycle.forks import run_fork

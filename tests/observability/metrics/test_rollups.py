@@ -13,7 +13,7 @@ from django.db import connection
 from django.utils import timezone
 
 from runs.engine.loop import run_end
-from runs.engine.records import Recorder, run_close
+from runs.engine.storage.records import Recorder, run_close
 from runs.lifecycle.archive import runs_delete
 from runs.models import Agent, Approval, RollupDay, Run, RunRollup, Step, StepRollup, ToolCall, ToolRollup
 from runs.models.rollups import AllAgentsStepRollup, ApprovalRollup, ApprovalWait, WaitRollup
@@ -462,7 +462,7 @@ def test_approvals_decided_during_a_rebuild_are_counted_once(hold):
     decision's wait exactly."""
     from django.contrib.auth.models import Permission, User
 
-    from runs.engine.db import write_transaction
+    from runs.engine.storage.db import write_transaction
     from runs.supervision.decide import approval_decide
 
     rng = random.Random(12)

@@ -1,5 +1,5 @@
 """Where a destructive call goes, as the pure route function decides it (no database)."""
-from runs.engine.edit_note import EDIT_NOTE, operator_edit
+from runs.engine.tools.edit_note import EDIT_NOTE, operator_edit
 from runs.supervision.gate import rejection_payload
 from runs.supervision.routes import (
     APPROVED,

@@ -8,8 +8,8 @@ from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
 from django.utils import timezone
 
-from runs.engine.db import write_transaction
 from runs.engine.guards import args_hash
+from runs.engine.storage.db import write_transaction
 from runs.models import Approval, ApprovalVote, RunEvent
 from runs.supervision.decide import (
     AlreadyDecided,

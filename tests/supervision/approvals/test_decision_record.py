@@ -10,8 +10,8 @@ from django.contrib.auth.models import User
 from django.urls import reverse
 from django.utils import timezone
 
-from runs.engine.db import write_transaction
-from runs.engine.snapshots import run_data
+from runs.engine.storage.db import write_transaction
+from runs.engine.storage.snapshots import run_data
 from runs.lifecycle.exports import runs_export_records
 from runs.models import Approval, Run, RunEvent, ToolCall
 from runs.supervision.decide import AlreadyDecided, _decide_read, approval_decide
@@ -120,7 +120,7 @@ def test_the_loops_expiry_on_a_stale_read_keeps_a_decision_that_just_landed(laun
     """The loop read the approval pending and, by its clock, overdue; a person approved it in
     between. The gate's expiry must not write over that decision: the call runs as approved."""
     from runs.engine.leases import lease_claim, lease_release
-    from runs.engine.records import Recorder
+    from runs.engine.storage.records import Recorder
     from runs.supervision.gate import RUN, approval_gate
     from toolsapp.models import Tool
 

@@ -13,8 +13,8 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 
 from runs.engine import guards
-from runs.engine.edit_note import EDIT_NOTE
 from runs.engine.loop import run_advance
+from runs.engine.tools.edit_note import EDIT_NOTE
 from runs.models import Agent, Approval, ApprovalRule, Run, RunGrant, ToolCall
 from runs.supervision.checks import IDENTICAL
 from runs.supervision.decide import approval_decide

@@ -8,7 +8,7 @@ import threading
 import pytest
 from django.db import connection
 
-from runs.engine.conversation import build_messages
+from runs.engine.context.conversation import build_messages
 from runs.engine.loop import run_advance
 from runs.lifecycle.runs import run_create
 from runs.models import Agent, OperatorMessage, Run, RunEvent, Step

@@ -8,8 +8,8 @@ from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import Group
 
 from agentsite.asgi import application
-from runs.engine.events import approvals_changed
 from runs.engine.loop import run_advance
+from runs.engine.storage.events import approvals_changed
 from runs.lifecycle.runs import run_create
 from runs.models import Agent, Approval, ApprovalRule, Run
 from runs.supervision.decide import approval_decide

@@ -11,7 +11,7 @@ from channels.testing import WebsocketCommunicator
 
 from agentsite.asgi import application
 from projects.models import Membership
-from runs.engine.events import approvals_changed
+from runs.engine.storage.events import approvals_changed
 from runs.web.consumers import rights
 from tests.projects import member
 from tests.projects import test_runs_scoping as scoping

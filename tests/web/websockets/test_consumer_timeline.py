@@ -14,7 +14,7 @@ from django.db import transaction
 from django.test import Client
 
 from agentsite.asgi import application
-from runs.engine.events import event_at, event_record, publish
+from runs.engine.storage.events import event_at, event_record, publish
 from runs.models import RunEvent
 from tests.support.channel_layer import fresh_channel_layer
 

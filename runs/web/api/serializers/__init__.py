@@ -2,9 +2,9 @@
 
 Input serializers read types and text; the rules stay in the services (agent_save, the launch's
 overrides and run_config, the limit guards, check_tool_schema). Output serializers describe the
-plain dicts of runs.engine.snapshots, shared with the CLI's JSON, for the schema.
+plain dicts of runs.engine.storage.snapshots, shared with the CLI's JSON, for the schema.
 """
-from runs.engine.text import check_storable_json, storable_text
+from runs.engine.storage.text import check_storable_json, storable_text
 from runs.web.api.serializers.agents import AgentSerializer
 from runs.web.api.serializers.approvals import (
     ApprovalBriefSerializer,

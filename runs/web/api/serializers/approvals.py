@@ -4,7 +4,7 @@ import json
 from drf_spectacular.utils import extend_schema_field, inline_serializer
 from rest_framework import serializers
 
-from runs.engine.text import storable_text
+from runs.engine.storage.text import storable_text
 from runs.models import Approval, ArchivedApproval
 from runs.supervision.bulk_decisions import MAX_BULK
 from runs.supervision.checks import GRANT_SCOPES, MAX_EDIT_CHARS

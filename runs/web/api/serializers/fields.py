@@ -9,7 +9,7 @@ from rest_framework.validators import UniqueValidator
 from projects.access import scoped, visible_projects
 from projects.choices import people_of, project_default, project_problem
 from projects.models import Project
-from runs.engine.text import storable_text
+from runs.engine.storage.text import storable_text
 
 
 class StorableUniqueValidator(UniqueValidator):

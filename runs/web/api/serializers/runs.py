@@ -1,4 +1,4 @@
-"""Runs in the API: a launch, and the shapes of runs.engine.snapshots' plain dicts (shared with the CLI's JSON)."""
+"""Runs in the API: a launch, and the shapes of runs.engine.storage.snapshots' plain dicts (shared with the CLI's JSON)."""
 from rest_framework import serializers
 
 from runs.engine.guards import POSITIVE_INT_LIMITS

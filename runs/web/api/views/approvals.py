@@ -6,7 +6,7 @@ from rest_framework.exceptions import NotFound, PermissionDenied, ValidationErro
 from rest_framework.response import Response
 
 from projects.access import visible_projects
-from runs.engine.snapshots import approval_brief, grant_brief
+from runs.engine.storage.snapshots import approval_brief, grant_brief
 from runs.models import Approval
 from runs.roles import PERM_DECIDE, PERM_VIEW_APPROVAL
 from runs.supervision.bulk_decisions import TwinsUnconfirmed, approvals_decide_many, decided_projects

@@ -3,7 +3,7 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 
-from runs.engine.snapshots import grant_brief
+from runs.engine.storage.snapshots import grant_brief
 from runs.models import Run, RunGrant
 from runs.roles import PERM_DECIDE, PERM_VIEW
 from runs.supervision.grants import grant_revoke, grants_of_run

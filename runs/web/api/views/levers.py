@@ -5,7 +5,7 @@ from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 
-from runs.engine.snapshots import run_summary
+from runs.engine.storage.snapshots import run_summary
 from runs.models import Run
 from runs.roles import PERM_CANCEL
 from runs.supervision.lever_state import operator_note_data, run_lever_state

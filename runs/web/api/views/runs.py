@@ -10,7 +10,7 @@ from rest_framework.response import Response
 from rest_framework.reverse import reverse
 
 from hosting.replica import reads_from_replica, replica_streamed
-from runs.engine.snapshots import run_data, run_summary
+from runs.engine.storage.snapshots import run_data, run_summary
 from runs.lifecycle.exports import runs_csv, runs_jsonl
 from runs.lifecycle.launch import rerun_launch, run_launch
 from runs.lifecycle.launch_rules import LaunchNotAllowed, launch_policy

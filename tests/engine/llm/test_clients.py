@@ -1,7 +1,7 @@
 """The model clients a worker keeps: one per thread, sharing what is safe and costly to build."""
 import threading
 
-from runs.engine import llm_clients
+from runs.engine.llm import clients as llm_clients
 
 
 def _clients_in_new_threads(count, *args, **kwargs):

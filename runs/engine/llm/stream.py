@@ -1,6 +1,6 @@
 """A streamed chat completion put back together, chunk by chunk, into the shape of a plain one.
 
-runs/engine/llm.py asks for `stream: true` and feeds each chunk here; once the stream has ended
+runs/engine/llm/completions.py asks for `stream: true` and feeds each chunk here; once the stream has ended
 with a finish reason, `completion()` is the body a plain request would have returned, and from
 there the answer is read, validated and decided exactly as a plain answer is. Nothing here is
 stored: while the answer is being written, only the run page sees it (runs/engine/streaming.py).
@@ -8,7 +8,7 @@ stored: while the answer is being written, only the run page sees it (runs/engin
 import json
 from dataclasses import dataclass, field
 
-from runs.engine.llm_answers import REASONING_FIELDS, provider_error
+from runs.engine.llm.answers import REASONING_FIELDS, provider_error
 
 # "Estimated" usage, for a provider that sends none with the stream: about four characters a token.
 CHARS_PER_TOKEN = 4

@@ -1,11 +1,11 @@
-"""Reassembling a streamed answer's tool calls from the pieces each server sends (runs/engine/llm_stream.py).
+"""Reassembling a streamed answer's tool calls from the pieces each server sends (runs/engine/llm/stream.py).
 The same shapes go through the real HTTP client and a whole run in loop_contract/test_provider_streams.py."""
 import json
 
 import pytest
 
-from runs.engine.llm_answers import provider_error
-from runs.engine.llm_stream import StreamedAnswer, StreamError, sse_chunks
+from runs.engine.llm.answers import provider_error
+from runs.engine.llm.stream import StreamedAnswer, StreamError, sse_chunks
 
 
 def calls_of(*pieces_per_chunk) -> list[tuple[str, str, str]]:

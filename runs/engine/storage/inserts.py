@@ -12,7 +12,7 @@ import functools
 
 from django.db import models
 
-from runs.engine.db import thread_connection
+from runs.engine.storage.db import thread_connection
 
 # Columns whose preparation returns a value of exactly this type unchanged (their get_prep_value
 # is `to_python`, `float()` or nothing, and the backends do not adapt them): such a value is sent

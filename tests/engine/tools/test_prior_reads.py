@@ -2,7 +2,7 @@
 without it refused as data, telling the model what to call first, and never asks a person."""
 import pytest
 
-from runs.engine.prior_reads import read_refusal
+from runs.engine.tools.prior_reads import read_refusal
 from runs.models import Approval, Run, ToolCall
 from tests.engine.loop_contract.support import call, calls, result_for
 from tests.support.timeline_replay import mismatches

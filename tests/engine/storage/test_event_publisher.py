@@ -13,9 +13,9 @@ from asgiref.sync import async_to_sync
 from channels_redis.core import RedisChannelLayer
 from django.conf import settings
 
-from runs.engine.events import PUBLISH_LINGER_SECONDS, PUBLISH_WAKE_BURST, _Publisher, publish_pace
+from runs.engine.storage.events import PUBLISH_LINGER_SECONDS, PUBLISH_WAKE_BURST, _Publisher, publish_pace
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 TIMEOUT = 10
 
 # A process that publishes one event and ends at once, as `manage.py run_agent` does after the
@@ -23,7 +23,7 @@ TIMEOUT = 10
 CHILD = """
 import django
 django.setup()
-from runs.engine.events import publish
+from runs.engine.storage.events import publish
 publish("run-exit-check", {"type": "run.event", "run_id": 1, "seq": 7, "kind": "run", "data": {"status": "succeeded"}})
 """
 

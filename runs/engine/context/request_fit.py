@@ -1,8 +1,8 @@
-"""Fitting each request of one run's driver into its context budget (see context.py): the
+"""Fitting each request of one run's driver into its context budget (see window.py): the
 conversation's window, the cost of the tool definitions sent, the read-back tool offered from the
 first request that summarised a result, and the estimate kept in line with what the provider counts."""
-from runs.engine import context
-from runs.engine.run_tools import RunTools
+from runs.engine.context import window as context
+from runs.engine.tools.run_tools import RunTools
 from runs.models import Step
 
 

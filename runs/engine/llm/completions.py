@@ -16,10 +16,10 @@ import openai
 import orjson
 from django.conf import settings
 
-from runs.engine.context import ContextFull
-from runs.engine.llm_answers import Notes, content_and_reasoning, provider_error, safe_text
-from runs.engine.llm_clients import Endpoint, ModelError, client_for
-from runs.engine.llm_stream import StreamCut, StreamedAnswer, StreamError, sse_chunks
+from runs.engine.context.window import ContextFull
+from runs.engine.llm.answers import Notes, content_and_reasoning, provider_error, safe_text
+from runs.engine.llm.clients import Endpoint, ModelError, client_for
+from runs.engine.llm.stream import StreamCut, StreamedAnswer, StreamError, sse_chunks
 from toolsapp.sensitive import redact
 
 log = logging.getLogger("runs.llm")  # its name from before the move: operators filter on it
@@ -169,7 +169,7 @@ def _assistant_message(content: str, tool_calls: list[dict]) -> dict:
 
 def _normalise_tool_calls(raw_calls, notes: Notes) -> list[dict]:
     """Tool calls as we send them back: every call with a unique, non-empty id and string
-    arguments, each text safe to store and to send (see llm_answers)."""
+    arguments, each text safe to store and to send (see answers.py)."""
     calls, seen = [], set()
     for position, raw in enumerate(raw_calls or []):
         if not isinstance(raw, dict):
@@ -280,7 +280,7 @@ def complete(
 
     `shrink`: gives the messages compacted harder and the tool definitions to send with them,
     called when a model refuses the request for its length; that model is asked once more with
-    them (and the next models get them too). It may raise runs.engine.context.ContextFull. When
+    them (and the next models get them too). It may raise runs.engine.context.window.ContextFull. When
     every model refused for length, ContextTooLong."""
 
     def secrets() -> tuple[str, ...]:

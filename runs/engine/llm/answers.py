@@ -1,4 +1,4 @@
-"""Reading a model's answer into text we can store, show and send back (used by runs/engine/llm.py).
+"""Reading a model's answer into text we can store, show and send back (used by runs/engine/llm/completions.py).
 
 Providers send things a database or an encoder refuses, and shapes beyond a string content:
 - an unpaired UTF-16 surrogate ("\\ud83d", half an emoji, when a model cuts a multi-byte

@@ -1,6 +1,6 @@
 """Where a run's model requests go and the clients that send them: the endpoint (the offline demo
 model, LLM_BASE_URL, or an agent's own URL behind the outbound guard), which of them may receive
-LLM_API_KEY, and one `openai` client per thread and endpoint (runs/engine/llm.py sends through them)."""
+LLM_API_KEY, and one `openai` client per thread and endpoint (runs/engine/llm/completions.py sends through them)."""
 
 import threading
 from dataclasses import dataclass
@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 import openai
 from django.conf import settings
 
-from runs.engine.llm_limits import cap_response
+from runs.engine.llm.limits import cap_response
 
 # One client (and so one connection pool) per thread. A worker drives up to a hundred runs in
 # threads; a pool shared by all of them spends its time under the pool's lock, probing every idle
@@ -136,7 +136,7 @@ def client_for(
 
 
 def _http_client(guarded: bool):
-    # Every answer is read through the size and depth caps of runs/engine/llm_limits.py.
+    # Every answer is read through the size and depth caps of runs/engine/llm/limits.py.
     hooks = {"response": [cap_response]}
     if guarded:
         from toolsapp.net import checked_transport

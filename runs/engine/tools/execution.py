@@ -3,7 +3,7 @@ every outcome (including the handler's bugs) into a result the model can read.
 
 A timeout gives up on a handler without stopping it: it may still take effect later. So a call
 of a tool that is destructive or not safe to repeat that timed out has an unknown outcome, not a
-failure (`call_status`), and hung handlers are bounded by `tool_threads`.
+failure (`call_status`), and hung handlers are bounded by `threads.py`.
 """
 import json
 import logging
@@ -13,9 +13,9 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from django.conf import settings
 from django.db import DatabaseError
 
-from runs.engine import tool_threads
-from runs.engine.db import connection_lost, drop_connection, pause_before_retry, release_db_connection
 from runs.engine.guards import parse_arguments
+from runs.engine.storage.db import connection_lost, drop_connection, pause_before_retry, release_db_connection
+from runs.engine.tools import threads as tool_threads
 from runs.models import ToolCall
 from toolsapp.executors import executor_for
 from toolsapp.executors.base import ToolContext, ToolError

@@ -9,10 +9,10 @@ from django.db import connection
 from django.utils import timezone
 
 from runs.engine import guards, throttle
-from runs.engine.db import release_db_connection
-from runs.engine.edit_note import operator_edit
 from runs.engine.leases import keeper
-from runs.engine.tool_exec import call_status, execute_calls
+from runs.engine.storage.db import release_db_connection
+from runs.engine.tools.edit_note import operator_edit
+from runs.engine.tools.execution import call_status, execute_calls
 from runs.models import Run, ToolCall
 from toolsapp.executors.base import ToolContext
 

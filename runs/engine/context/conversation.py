@@ -1,7 +1,7 @@
 """The message history of a run, rebuilt from its rows alone (so a crash loses nothing)."""
 from typing import NamedTuple
 
-from runs.engine.context import refused_arguments
+from runs.engine.context.window import refused_arguments
 from runs.models import Run, Step, ToolCall
 
 

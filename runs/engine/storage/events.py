@@ -16,7 +16,7 @@ import time
 from channels_redis.core import RedisChannelLayer
 from django.db import connection, transaction
 
-from runs.engine.inserts import insert
+from runs.engine.storage.inserts import insert
 from runs.models import Run, RunEvent
 
 log = logging.getLogger("runs.services.events")  # its name from before the move: operators filter on it

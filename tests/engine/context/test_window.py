@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from runs.engine import context
+from runs.engine.context import window as context
 
 
 def conversation(steps: int, result_chars: int = 3000) -> list[dict]:
@@ -174,7 +174,7 @@ def test_a_refused_calls_short_arguments_go_back_as_sent_so_the_model_can_fix_th
 
 @pytest.mark.django_db
 def test_only_calls_refused_before_they_ran_have_their_long_arguments_noted():
-    from runs.engine.conversation import step_messages
+    from runs.engine.context.conversation import step_messages
     from runs.models import ToolCall
 
     huge, short = json.dumps({"body": "x" * 50_000}), json.dumps({"body": 7})

@@ -12,7 +12,7 @@ import json
 from django.conf import settings
 
 from runs.engine.guards import args_hash, parse_arguments
-from runs.engine.tool_exec import reads_only
+from runs.engine.tools.execution import reads_only
 from runs.models import ToolCall
 from toolsapp.models import Tool
 from toolsapp.sensitive import masked

@@ -12,18 +12,18 @@ from django.db import connection
 from django.utils import timezone
 
 from runs.engine import guards, hooks
-from runs.engine.db import (
+from runs.engine.decisions import StopReason, ending_status
+from runs.engine.leases import fenced_update
+from runs.engine.storage.db import (
     FRESH_CONNECTION_ATTEMPTS,
     connection_lost,
     drop_connection,
     pause_before_retry,
     write_transaction,
 )
-from runs.engine.decisions import StopReason, ending_status
-from runs.engine.events import events_store
-from runs.engine.inserts import insert
-from runs.engine.leases import fenced_update
-from runs.engine.snapshots import call_data, run_summary, step_data
+from runs.engine.storage.events import events_store
+from runs.engine.storage.inserts import insert
+from runs.engine.storage.snapshots import call_data, run_summary, step_data
 from runs.models import Run, Step, ToolCall
 
 RESULT_FIELDS = ["status", "result", "result_text", "truncated", "error", "finished_at", "latency_ms"]

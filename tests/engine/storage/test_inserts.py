@@ -1,10 +1,10 @@
-"""The loop's own INSERTs (runs/engine/inserts.py) store exactly the rows the ORM would store."""
+"""The loop's own INSERTs (runs/engine/storage/inserts.py) store exactly the rows the ORM would store."""
 from datetime import timedelta
 
 import pytest
 from django.utils import timezone
 
-from runs.engine.inserts import insert
+from runs.engine.storage.inserts import insert
 from runs.models import RunEvent, Step, ToolCall
 
 # Values of every kind a column of these tables holds, including the ones a shortcut could get

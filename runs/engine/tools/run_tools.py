@@ -8,15 +8,15 @@ changed is read again in full.
 """
 from django.db import connection
 
-from runs.engine.context import READ_BACK_TOOL
+from runs.engine.context.window import READ_BACK_TOOL
 from runs.engine.decisions import ToolFacts
-from runs.engine.simulation import simulated_in_experiments
-from runs.engine.tool_exec import reads_only
+from runs.engine.tools.execution import reads_only
+from runs.engine.tools.simulation import simulated_in_experiments
 from runs.models import Run
 from toolsapp.models import Tool
 
 # The flags a call's fate depends on, in the order of the query below; then the values whether an
-# experiment runs it depends on (runs/engine/simulation.py), compared as they are.
+# experiment runs it depends on (runs/engine/tools/simulation.py), compared as they are.
 FLAGS = ("enabled", "destructive", "idempotent", "parallel_safe", "always_ask", "critical")
 VALUES = ("in_experiments", "kind", "handler")
 

@@ -8,7 +8,7 @@ import pytest
 from django.db import connection
 
 from hosting.sqlite import base as sqlite_backend
-from runs.engine.db import loop_connections, release_db_connection
+from runs.engine.storage.db import loop_connections, release_db_connection
 from runs.models import Run
 
 pytestmark = pytest.mark.django_db(transaction=True)

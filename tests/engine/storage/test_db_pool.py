@@ -9,7 +9,7 @@ from django.db import connection
 from psycopg_pool import ConnectionPool
 
 from hosting.postgres import base as pool_backend
-from runs.engine.db import loop_connections
+from runs.engine.storage.db import loop_connections
 from tests.engine.fault_matrix.test_database_lost import terminate_backends
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres_only]
