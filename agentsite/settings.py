@@ -386,18 +386,18 @@ TWIN_WINDOW_HOURS, BACKTEST_DAYS = env_int("TWIN_WINDOW_HOURS", 24), env_int("BA
 # The largest body Django reads (default 2.5 MB): a dataset's 10 MB of JSONL; past it, the limit in
 # words (runs/web/request_limits.py). Files uploaded to a page do not count.
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 10 * 1024 * 1024)
+# The API reads a token first (an anonymous call gets 401, "WWW-Authenticate: Token"), then the session.
+API_AUTHENTICATION = ["accounts.auth.ApiTokenAuthentication", "rest_framework.authentication.SessionAuthentication"]
 REST_FRAMEWORK = {
-    "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.SessionAuthentication",
-        "accounts.auth.ApiTokenAuthentication",  # hashed, expiring tokens (accounts/)
-    ],
+    "DEFAULT_AUTHENTICATION_CLASSES": API_AUTHENTICATION,
+    "EXCEPTION_HANDLER": "runs.web.api.errors.exception_handler",  # every error JSON with a "detail" sentence
     # How many proxies in front append to X-Forwarded-For; 0 uses the connection's address.
     # Sign-in throttling counts failures per client address by this rule.
     "NUM_PROXIES": env_int("TRUSTED_PROXY_COUNT", 0) or None,
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     # DRF's three parsers, with JSON nested deeper than 64 levels a 400 instead of a 500.
     "DEFAULT_PARSER_CLASSES": [
-        "runs.web.api.parsers.BoundedJSONParser",
+        "apikit.parsers.BoundedJSONParser",
         "rest_framework.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],
@@ -405,7 +405,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
     # "?format=" with a format nobody renders is ignored (DRF answers it with a 404).
-    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "runs.web.api.negotiation.UnknownFormatIgnored",
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "apikit.negotiation.UnknownFormatIgnored",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Agentsite API",
@@ -413,6 +413,7 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
+    "SERVE_AUTHENTICATION": API_AUTHENTICATION[::-1],  # /api/schema/ (public) reads the session first, as it always did
 }
 
 

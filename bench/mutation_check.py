@@ -93,7 +93,7 @@ MUTATIONS = [
     # Issue 46's own lines (round four of the promises at the edges).
     # Not listed, as each is backed by another guard (a break of one alone changes nothing anyone sees):
     # a limited token's change of a shared tool is refused by projects/access.py may() and by
-    # runs/web/api/permissions.py each; the API's limit_refusal is answered by RequestLimitsMiddleware's
+    # apikit/permissions.py each; the API's limit_refusal is answered by RequestLimitsMiddleware's
     # process_exception too, whose own /api/ branch no route reaches while the API's handler answers.
     Mutation(
         "i46 stream: a new id starts a new call", "runs/engine/llm/stream.py",
@@ -193,7 +193,7 @@ MUTATIONS = [
         ("tests/projects/test_budget_and_rule_scoping.py",),
     ),
     Mutation(
-        "i46 API: a rule's or budget's person is of its project", "runs/web/api/serializers/fields.py",
+        "i46 API: a rule's or budget's person is of its project", "apikit/fields.py",
         "    if not people_of({project.pk}).filter(pk=person.pk).exists():\n",
         "    if False:\n",
         ("tests/projects/test_budget_and_rule_scoping.py",),

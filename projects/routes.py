@@ -1,6 +1,6 @@
 """Every route that names a thing (a run, an approval, a rule...) says which project that thing is
 in, and a person outside it gets 404, as if it did not exist: one check at the URL layer, before
-the view, for the pages (the middleware below) and the API (runs/web/api/permissions.py).
+the view, for the pages (the middleware below) and the API (apikit/permissions.py).
 
 Each app registers its routes' resolvers (`register`) in its AppConfig.ready; a route with an
 argument and no resolver fails tests/projects/test_route_scoping.py, so a new endpoint cannot

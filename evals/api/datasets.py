@@ -6,12 +6,18 @@ from django.db.models import ProtectedError
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
-from rest_framework import generics, status
+from rest_framework import status
 from rest_framework.exceptions import NotFound, ParseError, ValidationError
 from rest_framework.parsers import BaseParser
 from rest_framework.response import Response
 from rest_framework.reverse import reverse
 
+from apikit.errors import Conflict, RequestTooLarge, size_in_words
+from apikit.fields import service_errors
+from apikit.negotiation import IgnoreAcceptHeader
+from apikit.parsers import BoundedJSONParser
+from apikit.schema import errors
+from apikit.views import ApiListView, ApiView
 from evals import datasets as services
 from evals import services_projects as scope
 from evals.api import serializers as api
@@ -27,23 +33,9 @@ from runs.roles import (
     PERM_VIEW,
     PERM_VIEW_DATASET,
 )
-from runs.web.api.errors import Conflict, RequestTooLarge
-from runs.web.api.parsers import BoundedJSONParser
-from runs.web.api.schema import errors
-from runs.web.api.serializers.fields import service_errors
-from runs.web.api.views.base import ApiMixin, ApiView
-from runs.web.api.views.runs import IgnoreAcceptHeader
-from runs.web.request_limits import size_in_words
 from toolsapp.text import MAX_SAFE_INTEGER, JsonTooDeep, loads
 
 NDJSON = "application/x-ndjson"
-
-
-class ApiListView(ApiMixin, generics.GenericAPIView):
-    """A view whose GET is a page of rows (DRF's page numbers, like the agents and tools)."""
-
-    def page(self, queryset, serializer_class) -> Response:
-        return self.get_paginated_response(serializer_class(self.paginate_queryset(queryset), many=True).data)
 
 
 def _datasets(user):

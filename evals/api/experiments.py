@@ -8,17 +8,16 @@ from rest_framework.exceptions import NotFound, PermissionDenied, ValidationErro
 from rest_framework.response import Response
 from rest_framework.reverse import reverse
 
+from apikit.errors import Conflict
+from apikit.schema import errors
+from apikit.views import ApiListView, ApiView
 from evals import services_projects as scope
 from evals.api import serializers as api
-from evals.api.datasets import ApiListView
 from evals.experiments import ExperimentInvalid, baseline_for, experiment_cancel, experiment_start
 from evals.models import Experiment
 from evals.scorecard import compare, scorecard
 from evals.scoring import experiment_catch_up
 from runs.roles import PERM_RUN_EXPERIMENT, PERM_VIEW_EXPERIMENT
-from runs.web.api.errors import Conflict
-from runs.web.api.schema import errors
-from runs.web.api.views.base import ApiView
 from toolsapp.text import MAX_SAFE_INTEGER
 
 

@@ -5,18 +5,18 @@ from django.core.validators import ProhibitNullCharactersValidator
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from apikit.fields import choice
+from apikit.strict import KnownFieldsOnly
 from evals import services_projects as scope
 from evals.datasets import MAX_ANSWERS, MAX_MESSAGES, MAX_TASK_CHARS, CaseInvalid
 from evals.expectations import KINDS, MAX_EXPECTATIONS, expectation_errors
 from evals.models import Case, CaseResult, Dataset, Experiment
 from evals.scorecard import ORDER
+from runs.engine.guards import POSITIVE_INT_LIMITS
 from runs.engine.storage.text import check_storable_json, storable_text
 from runs.lifecycle.experiment_runs import EXPERIMENT_OVERRIDES
 from runs.lifecycle.forks import MAX_STEP
 from runs.models import Agent, Run
-from runs.web.api.serializers.fields import choice
-from runs.web.api.serializers.runs import setting_field
-from runs.web.api.strict import KnownFieldsOnly
 from toolsapp.text import MAX_SAFE_INTEGER
 
 MAX_IMPORT_CHARS = 10 * 1024 * 1024
@@ -33,6 +33,14 @@ EXPECTATION_SCHEMA = {
 
 def an_id(**kwargs) -> serializers.IntegerField:
     return serializers.IntegerField(min_value=1, max_value=MAX_SAFE_INTEGER, **kwargs)
+
+
+def limit_field(name: str) -> serializers.Field:
+    """The field of one limit an experiment may change, as a launch's (runs/web/api/serializers/runs.py,
+    whose tool choices an experiment does not change); omitted, the version's applies."""
+    if name in POSITIVE_INT_LIMITS:
+        return serializers.IntegerField(required=False, min_value=1, max_value=MAX_SAFE_INTEGER)
+    return serializers.FloatField(required=False)
 
 
 @extend_schema_field(EXPECTATION_SCHEMA)
@@ -242,7 +250,7 @@ class ExperimentCreateSerializer(KnownFieldsOnly, serializers.Serializer):
         fields = super().get_fields()
         for name in EXPERIMENT_OVERRIDES:
             if name != "models":
-                fields[name] = setting_field(name)
+                fields[name] = limit_field(name)
         return fields
 
     # A dataset, agent or baseline of a project the caller does not see is answered as if it did not exist.

@@ -13,14 +13,9 @@ from django.conf import settings
 from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
 from django.http import HttpResponse, JsonResponse
 
+from apikit.errors import size_in_words
+
 LIMIT_ERRORS = (RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent)
-
-
-def size_in_words(size: int) -> str:
-    """10485760 -> "10 MB", 2621440 -> "2.5 MB", 1000 -> "1,000 bytes"."""
-    if size >= 1024 * 1024:
-        return f"{round(size / (1024 * 1024), 1):g} MB"
-    return f"{size:,} bytes"
 
 
 def body_too_large_message() -> str:

@@ -6,10 +6,10 @@ import json
 import pytest
 from rest_framework.test import APIClient
 
+from apikit.strict import UNKNOWN_FIELD
 from evals.models import Case, Dataset, Experiment
 from runs.lifecycle.agents import agent_draft_save
 from runs.models import Agent, Run
-from runs.web.api.strict import UNKNOWN_FIELD
 from tests.support.approval_fixtures import make_user
 from tests.web.api.test_api import api
 from toolsapp.models import Tool

@@ -1,37 +1,12 @@
-"""Every API error is JSON with a "detail" sentence, whatever raised it."""
-from rest_framework import status
-from rest_framework.exceptions import APIException
+"""The site's API exception handler (REST_FRAMEWORK's EXCEPTION_HANDLER): what is the site's own
+first, a lost database connection and a request over Django's limits, then every other error as
+JSON with a "detail" sentence (apikit/errors.py)."""
 from rest_framework.response import Response
-from rest_framework.views import exception_handler as drf_exception_handler
 
+from apikit.errors import answer_with_detail
 from runs.engine.storage.db import connection_lost, drop_connection
 from runs.web.middleware import database_unavailable
 from runs.web.request_limits import limit_refusal
-
-
-class Conflict(APIException):
-    status_code = status.HTTP_409_CONFLICT
-    default_detail = "This conflicts with the current state of the resource."
-    default_code = "conflict"
-
-
-class RequestTooLarge(APIException):
-    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
-    default_detail = "The request body is too large."
-    default_code = "too_large"
-
-
-def first_message(errors) -> str:
-    """ "task: This field is required." from DRF's {"task": ["This field is required."]}."""
-    if isinstance(errors, dict):
-        for key, value in errors.items():
-            inner = first_message(value)
-            if key in ("non_field_errors", "__all__"):
-                return inner
-            return f"{key}: {inner}"
-    if isinstance(errors, list) and errors:
-        return first_message(errors[0])
-    return str(errors) if errors else "Invalid input."
 
 
 def exception_handler(exc, context):
@@ -42,11 +17,4 @@ def exception_handler(exc, context):
     if refused is not None:
         status_code, sentence = refused
         return Response({"detail": sentence}, status=status_code)
-    response = drf_exception_handler(exc, context)
-    if response is None:
-        return None  # a bug: Django's 500 page, and the test suite's fuzzing looks for these
-    data = response.data
-    if not (isinstance(data, dict) and "detail" in data):
-        # Validation errors name fields instead: keep them, and add the sentence.
-        response.data = {"detail": first_message(data), "errors": data}
-    return response
+    return answer_with_detail(exc, context)

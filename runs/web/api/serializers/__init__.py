@@ -4,6 +4,7 @@ Input serializers read types and text; the rules stay in the services (agent_sav
 overrides and run_config, the limit guards, check_tool_schema). Output serializers describe the
 plain dicts of runs.engine.storage.snapshots, shared with the CLI's JSON, for the schema.
 """
+from apikit.fields import NameRelatedField, StorableUniqueValidator, choice
 from runs.engine.storage.text import check_storable_json, storable_text
 from runs.web.api.serializers.agents import AgentSerializer
 from runs.web.api.serializers.approvals import (
@@ -21,7 +22,7 @@ from runs.web.api.serializers.approvals import (
     PendingApprovalSerializer,
     RejectSerializer,
 )
-from runs.web.api.serializers.fields import NameRelatedField, StorableUniqueValidator, UsageSerializer, choice
+from runs.web.api.serializers.fields import UsageSerializer
 from runs.web.api.serializers.runs import (
     CallSerializer,
     RunActionSerializer,

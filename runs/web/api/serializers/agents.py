@@ -2,17 +2,10 @@
 from django.core.validators import URLValidator
 from rest_framework import serializers
 
+from apikit.fields import NameRelatedField, choice, fields_scoped, project_chosen, project_field, service_errors
+from apikit.strict import KnownFieldsOnly
 from runs.lifecycle.agents import AGENT_FIELDS, MAX_ESCALATION_EMAILS_CHARS, agent_errors, agent_save
 from runs.models import Agent, AgentVersion, ToolChoice
-from runs.web.api.serializers.fields import (
-    NameRelatedField,
-    choice,
-    fields_scoped,
-    project_chosen,
-    project_field,
-    service_errors,
-)
-from runs.web.api.strict import KnownFieldsOnly
 from toolsapp.models import Tool
 
 

@@ -4,12 +4,12 @@ import json
 from drf_spectacular.utils import extend_schema_field, inline_serializer
 from rest_framework import serializers
 
+from apikit.fields import choice
+from apikit.strict import KnownFieldsOnly
 from runs.engine.storage.text import storable_text
 from runs.models import Approval, ArchivedApproval
 from runs.supervision.bulk_decisions import MAX_BULK
 from runs.supervision.checks import GRANT_SCOPES, MAX_EDIT_CHARS
-from runs.web.api.serializers.fields import choice
-from runs.web.api.strict import KnownFieldsOnly
 from toolsapp.text import MAX_SAFE_INTEGER
 
 REASON_CHARS = 2000

@@ -4,9 +4,7 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 from rest_framework import serializers
 
-from runs.models import Agent, Budget
-from runs.supervision.budgets import budget_problems, budgets_used, period_end
-from runs.web.api.serializers.fields import (
+from apikit.fields import (
     NameRelatedField,
     choice,
     fields_scoped,
@@ -17,7 +15,9 @@ from runs.web.api.serializers.fields import (
     project_field,
     service_errors,
 )
-from runs.web.api.strict import KnownFieldsOnly
+from apikit.strict import KnownFieldsOnly
+from runs.models import Agent, Budget
+from runs.supervision.budgets import budget_problems, budgets_used, period_end
 
 
 class BudgetListSerializer(serializers.ListSerializer):

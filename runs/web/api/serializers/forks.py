@@ -2,10 +2,11 @@
 plain dicts of runs.lifecycle.relatives). What an edit may say is checked by runs.lifecycle.forks."""
 from rest_framework import serializers
 
+from apikit.fields import choice
+from apikit.strict import KnownFieldsOnly
 from runs.lifecycle.forks import ANSWER_CHARS, EDIT_SHAPES, MAX_STEP, MESSAGE_CHARS
 from runs.models import Run, ToolCall
-from runs.web.api.serializers.fields import UsageSerializer, choice
-from runs.web.api.strict import KnownFieldsOnly
+from runs.web.api.serializers.fields import UsageSerializer
 
 
 class ToolResultEditSerializer(KnownFieldsOnly, serializers.Serializer):

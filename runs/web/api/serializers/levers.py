@@ -1,10 +1,10 @@
 """Operators' levers in the API: a note's text in, the run and its levers' state out."""
 from rest_framework import serializers
 
+from apikit.strict import KnownFieldsOnly
 from runs.engine.storage.text import storable_text
 from runs.supervision.levers import MESSAGE_MAX_CHARS
 from runs.web.api.serializers.runs import LeverStateSerializer, RunSummarySerializer
-from runs.web.api.strict import KnownFieldsOnly
 
 
 class RunMessageSerializer(KnownFieldsOnly, serializers.Serializer):

@@ -1,8 +1,8 @@
 """A step's request replayed against other models: the request body and the answers."""
 from rest_framework import serializers
 
+from apikit.strict import KnownFieldsOnly
 from runs.lifecycle.replay import MAX_MODELS
-from runs.web.api.strict import KnownFieldsOnly
 
 
 class StepReplayRequestSerializer(KnownFieldsOnly, serializers.Serializer):

@@ -5,13 +5,7 @@ from django.contrib.auth.models import Group
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from projects.models import Project
-from runs.models import Agent, ApprovalRule, ApprovalRuleVersion
-from runs.supervision.backtest import KIND_WORDS
-from runs.supervision.rule_admin import RULE_FIELDS, rule_create, rule_errors, rule_update
-from runs.supervision.rules import OPERATORS
-from runs.supervision.saved_over import saved_over_check, saved_over_needed
-from runs.web.api.serializers.fields import (
+from apikit.fields import (
     NameRelatedField,
     choice,
     fields_scoped,
@@ -21,7 +15,13 @@ from runs.web.api.serializers.fields import (
     project_field,
     service_errors,
 )
-from runs.web.api.strict import KnownFieldsOnly
+from apikit.strict import KnownFieldsOnly
+from projects.models import Project
+from runs.models import Agent, ApprovalRule, ApprovalRuleVersion
+from runs.supervision.backtest import KIND_WORDS
+from runs.supervision.rule_admin import RULE_FIELDS, rule_create, rule_errors, rule_update
+from runs.supervision.rules import OPERATORS
+from runs.supervision.saved_over import saved_over_check, saved_over_needed
 
 MAX_SET_RULES = 500
 CONDITIONS_SCHEMA = {

@@ -1,6 +1,8 @@
 """Runs in the API: a launch, and the shapes of runs.engine.storage.snapshots' plain dicts (shared with the CLI's JSON)."""
 from rest_framework import serializers
 
+from apikit.fields import NameRelatedField, choice, service_errors
+from apikit.strict import KnownFieldsOnly
 from runs.engine.guards import POSITIVE_INT_LIMITS
 from runs.lifecycle.launch_rules import (
     LAUNCH_CHOICES,
@@ -14,9 +16,8 @@ from runs.lifecycle.run_reads import agents_for_launch
 from runs.lifecycle.runs import launch_errors
 from runs.models import Agent, Run, ToolCall, ToolChoice
 from runs.web.api.serializers.approvals import ApprovalBriefSerializer
-from runs.web.api.serializers.fields import NameRelatedField, UsageSerializer, choice, service_errors
+from runs.web.api.serializers.fields import UsageSerializer
 from runs.web.api.serializers.forks import RunFamilySerializer
-from runs.web.api.strict import KnownFieldsOnly
 from toolsapp.text import MAX_SAFE_INTEGER
 
 # A run's status as clients see it: its stored one, or "stopping" while its summary is written.

@@ -3,8 +3,8 @@ toolsapp.forms which project a tool may go into."""
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from runs.web.api.serializers.fields import choice
-from runs.web.api.strict import KnownFieldsOnly
+from apikit.fields import choice
+from apikit.strict import KnownFieldsOnly
 from toolsapp.decision_settings import EXAMPLE, decision_settings_problems
 from toolsapp.forms import (
     ProjectRefused,

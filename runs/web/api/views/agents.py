@@ -5,19 +5,19 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
+from apikit.errors import Conflict
+from apikit.fields import service_errors
+from apikit.schema import errors
+from apikit.views import CrudViewSet, crud_schema
 from runs.lifecycle.agent_versions import VersionNotFound
 from runs.lifecycle.agents import InvalidAgent, agent_draft_save, version_make_current
 from runs.models import Agent, AgentVersion
 from runs.roles import PERM_ADD_AGENT, PERM_DELETE_AGENT, PERM_MANAGE_AGENTS, PERM_VIEW_AGENT
 from runs.web.api import serializers as api
-from runs.web.api.errors import Conflict
-from runs.web.api.schema import errors
 from runs.web.api.serializers.agents import AgentVersionSerializer
-from runs.web.api.serializers.fields import service_errors
-from runs.web.api.views.base import CrudViewSet, _crud_schema
 
 
-@_crud_schema("Agent", api.AgentSerializer)
+@crud_schema("Agent", api.AgentSerializer)
 class AgentViewSet(CrudViewSet):
     queryset = Agent.objects.select_related("project").prefetch_related("tools").order_by("name")
     serializer_class = api.AgentSerializer

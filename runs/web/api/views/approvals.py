@@ -5,6 +5,9 @@ from rest_framework import serializers, status
 from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
 from rest_framework.response import Response
 
+from apikit.paging import PAGE_PARAMETER, page_number, page_url
+from apikit.schema import errors
+from apikit.views import ApiView
 from projects.access import visible_projects
 from runs.engine.storage.snapshots import approval_brief, grant_brief
 from runs.models import Approval
@@ -18,10 +21,7 @@ from runs.supervision.queue import ARCHIVE_PAGE, approval_decision_text, approva
 from runs.supervision.queue_controls import pending_supervision
 from runs.supervision.twins import twins_check
 from runs.web.api import serializers as api
-from runs.web.api.schema import errors
 from runs.web.api.serializers.approvals import DecisionConflictSerializer, TwinsConflictSerializer
-from runs.web.api.views.base import ApiView
-from runs.web.api.views.runs import PAGE_PARAMETER, _page_number, _page_url
 
 
 def _arguments_text(lines) -> str:
@@ -92,13 +92,13 @@ class ApprovalListView(ApiView):
         parameters=[PAGE_PARAMETER], responses={200: _PAGE, **errors(400)},
     )
     def get(self, request):
-        page = approvals_pending_page(page=_page_number(request), projects=visible_projects(request.user))
+        page = approvals_pending_page(page=page_number(request), projects=visible_projects(request.user))
         items = list(page.object_list)
         pending_supervision(items)  # what the queue's cards add: twins, the state check's answer
         return Response({
             "count": page.paginator.count,
-            "next": _page_url(request, page.next_page_number() if page.has_next() else None),
-            "previous": _page_url(request, page.previous_page_number() if page.has_previous() else None),
+            "next": page_url(request, page.next_page_number() if page.has_next() else None),
+            "previous": page_url(request, page.previous_page_number() if page.has_previous() else None),
             "results": [_pending_item(item, item.supervision) for item in items],
         })
 

@@ -4,21 +4,21 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
+from apikit.schema import errors
+from apikit.views import CrudViewSet, crud_schema
 from projects.access import projects_with
 from runs.models import Budget
 from runs.roles import PERM_CHANGE_BUDGET, PERM_VIEW_BUDGET
 from runs.supervision.budget_requests import RaiseRefused, budget_raise, budget_requests
-from runs.web.api.schema import errors
 from runs.web.api.serializers.budgets import (
     BudgetRaisedSerializer,
     BudgetRaiseSerializer,
     BudgetSerializer,
     WaitingOnBudgetSerializer,
 )
-from runs.web.api.views.base import CrudViewSet, _crud_schema
 
 
-@_crud_schema("Budget", BudgetSerializer)
+@crud_schema("Budget", BudgetSerializer)
 class BudgetViewSet(CrudViewSet):
     queryset = Budget.objects.select_related("agent", "person", "project").order_by("name", "pk")
     serializer_class = BudgetSerializer

@@ -5,15 +5,15 @@ from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.response import Response
 from rest_framework.reverse import reverse
 
+from apikit.schema import errors
+from apikit.views import ApiView
 from runs.lifecycle.forks import ForkRefused, run_fork
 from runs.lifecycle.relatives import NotAFork, run_comparison
 from runs.lifecycle.run_reads import run_for_page
 from runs.models import Run
 from runs.roles import PERM_LAUNCH, PERM_VIEW
 from runs.web.api import serializers as api
-from runs.web.api.schema import errors
 from runs.web.api.serializers.forks import RunComparisonSerializer, RunForkSerializer
-from runs.web.api.views.base import ApiView
 from runs.web.api.views.runs import _run_detail
 
 

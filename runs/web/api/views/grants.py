@@ -3,13 +3,13 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 
+from apikit.schema import errors
+from apikit.views import ApiView
 from runs.engine.storage.snapshots import grant_brief
 from runs.models import Run, RunGrant
 from runs.roles import PERM_DECIDE, PERM_VIEW
 from runs.supervision.grants import grant_revoke, grants_of_run
 from runs.web.api import serializers as api
-from runs.web.api.schema import errors
-from runs.web.api.views.base import ApiView
 
 
 class RunGrantListView(ApiView):

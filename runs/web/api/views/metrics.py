@@ -3,10 +3,10 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
 
+from apikit.schema import errors, form_parameters
+from apikit.views import ApiView, form_or_400
 from runs.observability.metrics.page import metrics_summary
 from runs.roles import PERM_VIEW
-from runs.web.api.schema import errors, form_parameters
-from runs.web.api.views.base import ApiView, form_or_400
 from runs.web.forms.filters import MetricsFilterForm
 
 

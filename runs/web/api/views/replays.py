@@ -5,13 +5,13 @@ from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
 from rest_framework.exceptions import NotFound, Throttled, ValidationError
 from rest_framework.response import Response
 
+from apikit.errors import Conflict
+from apikit.schema import ERROR, errors
+from apikit.views import ApiView
 from runs.lifecycle.replay import ReplayBusy, ReplayOverBudget, ReplayRefused, models_checked, step_replay
 from runs.models import Run, Step
 from runs.roles import PERM_LAUNCH, PERM_VIEW
-from runs.web.api.errors import Conflict
-from runs.web.api.schema import ERROR, errors
 from runs.web.api.serializers.replays import StepReplayRequestSerializer, StepReplaySerializer
-from runs.web.api.views.base import ApiView
 
 
 class StepReplayView(ApiView):

@@ -9,6 +9,8 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.response import Response
 
+from apikit.schema import errors
+from apikit.views import CrudViewSet, crud_schema
 from projects.access import may_see
 from projects.choices import project_problem
 from runs.models import ApprovalRule, ApprovalRuleVersion
@@ -18,7 +20,6 @@ from runs.supervision.rule_admin import rule_delete
 from runs.supervision.rule_preview import draft_spec, rule_preview
 from runs.supervision.saved_over import SavedOverUnconfirmed
 from runs.supervision.shadow_report import shadow_report
-from runs.web.api.schema import errors
 from runs.web.api.serializers.rules import (
     RuleDraftSerializer,
     RulePreviewSerializer,
@@ -29,7 +30,6 @@ from runs.web.api.serializers.rules import (
     SavedOverCallSerializer,
     ShadowReportSerializer,
 )
-from runs.web.api.views.base import CrudViewSet, _crud_schema
 
 SAVED_OVER = OpenApiResponse(inline_serializer("RuleSavedOver", {
     "detail": serializers.CharField(help_text="The calls, in words, and how to confirm them."),
@@ -47,7 +47,7 @@ def _saving(summary: str, code: int):
     update=_saving("Replace a rule (admins)", 200),
     partial_update=_saving("Change a rule (admins)", 200),
 )
-@_crud_schema("Rule", RuleSerializer)
+@crud_schema("Rule", RuleSerializer)
 class RuleViewSet(CrudViewSet):
     queryset = ApprovalRule.objects.select_related("agent", "group", "project").order_by("position", "pk")
     serializer_class = RuleSerializer

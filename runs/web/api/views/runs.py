@@ -2,13 +2,17 @@
 from django.http import StreamingHttpResponse
 from django.utils.decorators import method_decorator
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
-from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.response import Response
 from rest_framework.reverse import reverse
 
+from apikit.errors import Conflict
+from apikit.negotiation import IgnoreAcceptHeader
+from apikit.paging import PAGE_PARAMETER, page_number, page_url
+from apikit.schema import errors, form_parameters
+from apikit.views import ApiView, form_or_400
 from hosting.replica import reads_from_replica, replica_streamed
 from runs.engine.storage.snapshots import run_data, run_summary
 from runs.lifecycle.exports import runs_csv, runs_jsonl
@@ -22,25 +26,7 @@ from runs.models import Run
 from runs.roles import PERM_CANCEL, PERM_LAUNCH, PERM_VIEW
 from runs.supervision.lever_state import run_lever_state
 from runs.web.api import serializers as api
-from runs.web.api.errors import Conflict
-from runs.web.api.schema import errors, form_parameters
-from runs.web.api.views.base import ApiView, form_or_400
 from runs.web.forms.filters import HistoryFilterForm
-
-
-def _page_number(request) -> int:
-    raw = request.query_params.get("page", "1")
-    if not raw.isdigit() or not 1 <= int(raw) <= 1_000_000:
-        raise ValidationError({"page": ["A page number from 1 to 1000000."]})
-    return int(raw)
-
-
-def _page_url(request, number: int | None) -> str | None:
-    if number is None:
-        return None
-    query = request.query_params.copy()
-    query["page"] = str(number)
-    return request.build_absolute_uri(f"{request.path}?{query.urlencode()}")
 
 
 def _run_detail(run: Run) -> dict:
@@ -61,9 +47,6 @@ def _run_detail(run: Run) -> dict:
     }
 
 
-PAGE_PARAMETER = OpenApiParameter("page", OpenApiTypes.INT, OpenApiParameter.QUERY, description="1-based page number.")
-
-
 class RunListView(ApiView):
     required_perms = {"GET": (PERM_VIEW,), "POST": (PERM_LAUNCH,)}
 
@@ -76,12 +59,12 @@ class RunListView(ApiView):
     def get(self, request):
         filters = HistoryFilterForm(request.query_params, user=request.user)
         form_or_400(filters)
-        page = run_history_page(run_history(**filters.filters()), number=_page_number(request))
+        page = run_history_page(run_history(**filters.filters()), number=page_number(request))
         return Response({
             "count": page.total if page.total_is_exact else page.total - 1,
             "count_is_exact": page.total_is_exact,
-            "next": _page_url(request, page.number + 1 if page.has_next else None),
-            "previous": _page_url(request, page.number - 1 if page.has_previous else None),
+            "next": page_url(request, page.number + 1 if page.has_next else None),
+            "previous": page_url(request, page.number - 1 if page.has_previous else None),
             "results": [
                 {
                     "run_id": run.pk,
@@ -192,16 +175,6 @@ class RunCancelView(ApiView):
         run = run_cancel(run=run, user=request.user)
         text = f"Run {run.pk} was cancelled." if run.is_finished else f"Run {run.pk} will stop at its next check."
         return Response({"detail": text, "run": run_summary(run)})
-
-
-class IgnoreAcceptHeader(BaseContentNegotiation):
-    """The export answers a file whatever the client accepts (errors are JSON)."""
-
-    def select_renderer(self, request, renderers, format_suffix=None):
-        return renderers[0], renderers[0].media_type
-
-    def select_parser(self, request, parsers):
-        return parsers[0]
 
 
 class RunExportView(ApiView):

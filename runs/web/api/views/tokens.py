@@ -15,12 +15,12 @@ from rest_framework.throttling import BaseThrottle
 from accounts.models import ApiToken
 from accounts.services import api_token_create, api_tokens_revoke
 from accounts.signin_throttle import client_ip, refusal_message, signin_failed, signin_wait_seconds
+from apikit.errors import Conflict
+from apikit.schema import ERROR, errors
+from apikit.strict import KnownFieldsOnly
+from apikit.views import ApiView
 from projects.access import may_see
 from projects.models import Project
-from runs.web.api.errors import Conflict
-from runs.web.api.schema import ERROR, errors
-from runs.web.api.strict import KnownFieldsOnly
-from runs.web.api.views.base import ApiView
 
 
 class TokenSerializer(serializers.ModelSerializer):

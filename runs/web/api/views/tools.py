@@ -2,14 +2,14 @@
 a route naming another team's tool answers 404: projects/routes.py)."""
 from rest_framework.exceptions import PermissionDenied
 
+from apikit.views import CrudViewSet, crud_schema
 from projects import access
 from runs.roles import PERM_ADD_TOOL, PERM_DELETE_TOOL, PERM_MANAGE_TOOLS, PERM_VIEW_TOOL
 from runs.web.api import serializers as api
-from runs.web.api.views.base import CrudViewSet, _crud_schema
 from toolsapp.models import Tool
 
 
-@_crud_schema("Tool", api.ToolSerializer)
+@crud_schema("Tool", api.ToolSerializer)
 class ToolViewSet(CrudViewSet):
     queryset = Tool.objects.select_related("mcp_server", "project").order_by("name")
     serializer_class = api.ToolSerializer

@@ -1,31 +1,26 @@
-"""What every API view shares: authentication, the dashboard's permissions, JSON errors, and the
-CRUD viewsets' permissions and schema."""
+"""What every API view shares: the per-method permissions (`required_perms`), a write that takes
+no body, pages of rows, the dashboard forms' errors as a 400, and the CRUD viewsets' permissions
+and schema. Authentication and the exception handler are the settings' (REST_FRAMEWORK)."""
 from drf_spectacular.utils import extend_schema, extend_schema_view
-from rest_framework import viewsets
-from rest_framework.authentication import SessionAuthentication
+from rest_framework import generics, viewsets
 from rest_framework.exceptions import ValidationError
+from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from accounts.auth import ApiTokenAuthentication
+from apikit.permissions import RolePermissions
+from apikit.schema import errors
+from apikit.strict import unknown_fields_error
 from projects.access import scoped
-from runs.web.api.errors import exception_handler
-from runs.web.api.permissions import RolePermissions
-from runs.web.api.schema import errors
-from runs.web.api.strict import unknown_fields_error
 
 
 class ApiMixin:
-    # Token first: an anonymous request then gets 401 with "WWW-Authenticate: Token" (the first
-    # class names the challenge); a session still works, with its CSRF check on writes.
-    authentication_classes = [ApiTokenAuthentication, SessionAuthentication]
+    # Who the caller is: the settings' DEFAULT_AUTHENTICATION_CLASSES (an API token first, then
+    # the session); what they may do: `required_perms`, per HTTP method (apikit/permissions.py).
     permission_classes = [RolePermissions]
     required_perms: dict[str, tuple[str, ...]] = {}
     # A write that takes no fields (cancel, pause, revoke...): any field sent is unknown, a 400
-    # naming it (runs/web/api/strict.py), checked once the caller is known to be allowed.
+    # naming it (apikit/strict.py), checked once the caller is known to be allowed.
     takes_no_body = False
-
-    def get_exception_handler(self):
-        return exception_handler
 
     def initial(self, request, *args, **kwargs):
         super().initial(request, *args, **kwargs)
@@ -39,6 +34,13 @@ class ApiView(ApiMixin, APIView):
     pass
 
 
+class ApiListView(ApiMixin, generics.GenericAPIView):
+    """A view whose GET is a page of rows (DRF's page numbers, like the agents and tools)."""
+
+    def page(self, queryset, serializer_class) -> Response:
+        return self.get_paginated_response(serializer_class(self.paginate_queryset(queryset), many=True).data)
+
+
 def form_or_400(form) -> dict:
     """The dashboard form's cleaned data, or a 400 with its messages by field."""
     if not form.is_valid():
@@ -46,7 +48,7 @@ def form_or_400(form) -> dict:
     return form.cleaned_data
 
 
-def _crud_schema(name: str, serializer):
+def crud_schema(name: str, serializer):
     return extend_schema_view(
         list=extend_schema(summary=f"{name}s", responses={200: serializer(many=True), **errors(404)}),
         retrieve=extend_schema(summary=f"One {name.lower()}", responses={200: serializer, **errors(404)}),

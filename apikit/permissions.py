@@ -1,4 +1,5 @@
-"""The dashboard's permissions, per HTTP method of each API view (see runs.roles)."""
+"""The dashboard's permissions, per HTTP method of each API view (the apps' roles hold them, e.g.
+runs.roles), and the projects the caller sees (projects/routes.py)."""
 from django.http import Http404
 from rest_framework.exceptions import NotFound
 from rest_framework.permissions import BasePermission
