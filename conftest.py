@@ -85,7 +85,7 @@ def _fast_password_hasher(request, settings):
 def _budgets_read_afresh():
     # Budgets are read once every 2 s per process; a test's database is emptied without signals,
     # so the next test must not see the last one's budgets.
-    from runs.supervision.budgets import budgets_forget
+    from runs.controls.budgets import budgets_forget
 
     budgets_forget()
     yield

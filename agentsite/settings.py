@@ -440,7 +440,7 @@ AUDITED_MODELS = {
 }
 
 
-# Decisions from chat (runs/supervision/chat.py, docs/administrators.md "Decisions from chat: setting it up"): a bot token and a channel,
+# Decisions from chat (runs/supervision/chat/, docs/administrators.md "Decisions from chat: setting it up"): a bot token and a channel,
 # or only an incoming webhook; clicks signed with the signing secret, at most SLACK_MAX_AGE_SECONDS apart.
 SLACK_API_URL = (env_str("SLACK_API_URL") or "https://slack.com/api").rstrip("/")
 SLACK_BOT_TOKEN = env_str("SLACK_BOT_TOKEN")

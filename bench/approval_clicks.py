@@ -105,7 +105,7 @@ def supervise(run_ids: list[int], people) -> dict:
     """Approve whatever waits, one click per approval given, until every run has ended."""
     from runs.engine.loop import run_advance
     from runs.models import Approval, Run
-    from runs.supervision.decide import approval_decide
+    from runs.supervision.approvals.decide import approval_decide
 
     clicks = opened = 0
     while True:
@@ -137,7 +137,7 @@ def main():
     setup_django(os.path.join(tmp, "bench.sqlite3"))
     from django.core.management import call_command
 
-    import runs.supervision.gate as approvals
+    import runs.supervision.approvals.gate as approvals
     from runs.models import ApprovalRule
     from toolsapp.models import Order
 

@@ -227,7 +227,7 @@ def decision_cost(n: int, *, agent, url, run_create, run_advance, redis) -> None
     from django.db import connection
 
     from runs.models import Approval, Run
-    from runs.supervision.decide import approval_decide
+    from runs.supervision.approvals.decide import approval_decide
 
     person = User.objects.filter(username="bench-operator").first() or User.objects.create_superuser(
         "bench-operator", "bench@example.com", "unused-password"

@@ -195,8 +195,14 @@ def main():
     from django.db import connection
 
     from runs.models import Agent
-    from runs.supervision.backtest import backtest_days, calls_query, rule_backtest, ruleset_backtest, ruleset_specs
-    from runs.supervision.rule_preview import draft_spec
+    from runs.supervision.rules.backtest import (
+        backtest_days,
+        calls_query,
+        rule_backtest,
+        ruleset_backtest,
+        ruleset_specs,
+    )
+    from runs.supervision.rules.preview import draft_spec
 
     project_id = Agent.objects.get(name="demo").project_id
     if args.explain and connection.vendor == "postgresql":

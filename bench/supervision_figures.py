@@ -161,7 +161,7 @@ def main():
 
     from runs.models import Agent
     from runs.observability.prometheus.decision_counters import decision_quality_figures
-    from runs.supervision import decision_quality as q
+    from runs.supervision.quality import report as q
 
     project_id = Agent.objects.get(name="demo").project_id
     amy = User.objects.get(username="amy")

@@ -22,7 +22,7 @@ from typing import Any
 import re2
 
 from runs.models import Run
-from runs.supervision.rules import (
+from runs.supervision.rules.conditions import (
     MAX_PATTERN_CHARS,
     CallFacts,
     condition_holds,

@@ -19,8 +19,8 @@ from evals.models import CaseResult, Experiment
 from runs.engine.dispatch import task_send
 from runs.engine.guards import parse_arguments
 from runs.models import Run, ToolCall
-from runs.supervision.provenance import call_unseen_ids
-from runs.supervision.route_facts import call_route
+from runs.supervision.evidence.provenance import call_unseen_ids
+from runs.supervision.rules.route_facts import call_route
 from toolsapp.models import Tool
 
 log = logging.getLogger("evals.scoring")

@@ -18,7 +18,7 @@ class MemberRoleForm(forms.Form):
 
 
 class NudgeSettingsForm(forms.ModelForm):
-    """When the next card asks a person for a reason before Approve (runs/supervision/nudges.py)."""
+    """When the next card asks a person for a reason before Approve (runs/supervision/quality/nudges.py)."""
 
     nudge_after_quick_approvals = forms.IntegerField(
         min_value=0, max_value=100, label="Ask for a reason after this many quick approvals in a row (0: never)")

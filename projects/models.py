@@ -18,7 +18,7 @@ class Project(models.Model):
         help_text="The chat channel (its id, e.g. C0123ABCD) where this project's waiting calls are posted, "
         "with the site's SLACK_BOT_TOKEN; empty: SLACK_CHANNEL.",
     )
-    # The nudge against rubber stamps (runs/supervision/nudges.py): off while 0.
+    # The nudge against rubber stamps (runs/supervision/quality/nudges.py): off while 0.
     nudge_after_quick_approvals = models.PositiveSmallIntegerField(
         default=0, help_text="After this many quick approvals in a row by one person, the next card asks them for "
         "a one-line reason before Approve. 0: never.",

@@ -14,11 +14,12 @@ class RunsConfig(AppConfig):
         # Services queue tasks by name (runs.engine.dispatch); Celery only discovers task
         # modules on its own when a worker starts, so web processes register them here.
         from runs import tasks  # noqa: F401
+        from runs.controls import budgets
         from runs.engine import hooks
         from runs.lifecycle import run_search
         from runs.observability.metrics import counter, rollups
         from runs.observability.tracing import run_spans
-        from runs.supervision import budgets, gate
+        from runs.supervision.approvals import gate
 
         # The engine imports neither supervision nor observability: they plug in here
         # (runs/engine/hooks.py says when each is called). A later listener subscribes here too.

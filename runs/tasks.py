@@ -28,7 +28,7 @@ def sweep_runs() -> None:
 
 @shared_task(acks_late=False, ignore_result=True)  # a lost message is posted by the sweep
 def chat_post(message_id: int) -> None:
-    from runs.supervision.chat_messages import chat_post as post
+    from runs.supervision.chat.messages import chat_post as post
 
     post(message_id=message_id)
 
@@ -48,7 +48,7 @@ def prune_runs() -> None:
 # queues the row again, so no retry limit is needed here (the row counts its attempts).
 @shared_task(ignore_result=True, bind=True, max_retries=None)
 def send_webhook(self, delivery_id: int) -> None:
-    from runs.webhooks import webhook_deliver
+    from runs.notifications.webhooks import webhook_deliver
 
     wait = webhook_deliver(delivery_id=delivery_id)
     if wait is not None:
@@ -57,8 +57,8 @@ def send_webhook(self, delivery_id: int) -> None:
 
 @shared_task(ignore_result=True)
 def check_budget_alerts() -> None:
+    from runs.controls.budget_warnings import budget_notices_send
     from runs.observability.metrics.budget_alerts import budget_alerts_check
-    from runs.supervision.budget_warnings import budget_notices_send
 
     budget_alerts_check()
     budget_notices_send()
@@ -71,10 +71,10 @@ def build_rollups() -> None:
     build_pending()
 
 
-# A read before a person decides (runs/supervision/state_checks.py): a lost one is asked again
+# A read before a person decides (runs/supervision/evidence/state_checks.py): a lost one is asked again
 # when its card is opened, so nothing retries it here.
 @shared_task(acks_late=False, ignore_result=True)
 def state_check_run(approval_id: int) -> None:
-    from runs.supervision.state_checks import state_check_run as run_check
+    from runs.supervision.evidence.state_checks import state_check_run as run_check
 
     run_check(approval_id=approval_id)

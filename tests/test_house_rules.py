@@ -1,7 +1,7 @@
 """House rules the test suite keeps about itself (no database).
 
 A test patches an object it imported, never a module path written in a string: with
-`monkeypatch.setattr("runs.supervision.decide.run_dispatch", fake)` a module that moves leaves the
+`monkeypatch.setattr("runs.supervision.approvals.decide.run_dispatch", fake)` a module that moves leaves the
 string behind, and the test fails at run time with an import error (or, worse, patches a stale
 name) instead of at import, where a rename tool or the linter would have caught it. The object
 form, `monkeypatch.setattr(decide, "run_dispatch", fake)` or `mock.patch.object(decide, ...)`,
@@ -69,10 +69,10 @@ def test_the_rule_catches_each_form_of_a_string_patch_and_lets_objects_through()
     source = '''
 import os
 from unittest import mock
-from runs.supervision import decide
+from runs.supervision.approvals import decide
 
 def test_strings(monkeypatch, mocker):
-    monkeypatch.setattr("runs.supervision.decide.run_dispatch", None)
+    monkeypatch.setattr("runs.supervision.approvals.decide.run_dispatch", None)
     monkeypatch.delattr("runs.engine.dispatch._send")
     mock.patch("toolsapp.mcp.discovery.list_tools")
     patch("runs.engine.dispatch._send")

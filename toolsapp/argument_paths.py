@@ -3,7 +3,7 @@ into a call's arguments, as a state check (Tool.state_check) or a required read
 (Tool.requires_read) names them: {"tool": "lookup_order", "arguments": {"order_id": "$.order_id"}}.
 
 The tool editor, the loop and the state checks read them here (toolsapp sits below runs); the
-approval rules read the same syntax with their own reader (runs/supervision/rules.py)."""
+approval rules read the same syntax with their own reader (runs/supervision/rules/conditions.py)."""
 import json
 import re
 from typing import Any

@@ -46,7 +46,7 @@ class Tool(models.Model):
         null=True, blank=True, help_text="Identical calls allowed per run; empty uses the agent's."
     )
     sensitive_fields = models.JSONField(default=list, blank=True, help_text="Argument names masked in the UI.")
-    # The decision moment (runs/supervision/evidence.py, twins.py, state_checks.py, prior_reads.py).
+    # The decision moment (runs/supervision/evidence/: sources.py, twins.py, state_checks.py; runs/engine/tools/prior_reads.py).
     identifier_fields = models.JSONField(
         default=list, blank=True,
         help_text="Argument names that say which thing a call acts on (order_id): calls with the same values are "

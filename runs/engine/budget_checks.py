@@ -1,4 +1,4 @@
-"""Where the loop meets the budgets (runs/supervision/budgets.py, plugged in through hooks): a run
+"""Where the loop meets the budgets (runs/controls/budgets.py, plugged in through hooks): a run
 about to start for the first time waits queued on a spent budget; a started run pauses at the
 boundary before a model request that would pass one. Both leave a hold, which the queue shows."""
 from django.utils import timezone

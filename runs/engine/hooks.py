@@ -16,7 +16,7 @@ from django.core.exceptions import ImproperlyConfigured
 RUN, WAIT, DONE = "run", "wait", "done"
 
 _gate: Callable[..., str] | None = None
-_budgets = None  # supervision's budgets (runs/supervision/budgets.py): none, no budget holds a run
+_budgets = None  # supervision's budgets (runs/controls/budgets.py): none, no budget holds a run
 _listeners: dict[str, list[Callable]] = {"run_ending": [], "run_ended": [], "records_committed": [], "summary_added": []}
 
 

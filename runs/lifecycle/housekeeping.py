@@ -10,18 +10,18 @@ from django.db.models import Exists, OuterRef, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from runs.controls.budget_requests import holds_check
 from runs.engine.dispatch import run_dispatch
 from runs.engine.storage.events import event_record
 from runs.engine.storage.snapshots import run_data, run_summary
 from runs.lifecycle.archive import runs_delete
 from runs.models import Approval, BudgetHold, Run
+from runs.notifications.webhooks import webhooks_resend
 from runs.observability.metrics import counter
-from runs.supervision.budget_requests import holds_check
-from runs.supervision.chat_messages import chat_sync
-from runs.supervision.decide import approvals_expire
-from runs.supervision.escalation import approvals_escalate
-from runs.supervision.expiry_warnings import approvals_warn
-from runs.webhooks import webhooks_resend
+from runs.supervision.approvals.decide import approvals_expire
+from runs.supervision.approvals.escalation import approvals_escalate
+from runs.supervision.approvals.expiry_warnings import approvals_warn
+from runs.supervision.chat.messages import chat_sync
 
 log = logging.getLogger("runs.services.housekeeping")  # its name from before the move: operators filter on it
 

@@ -27,6 +27,7 @@ from django.utils import timezone
 
 from audit.models import AuditEntry
 from audit.record import entry_write
+from runs.controls.budgets import replay_reached
 from runs.engine.context import window as context
 from runs.engine.context.conversation import build_messages
 from runs.engine.llm import clients as llm_clients
@@ -34,7 +35,6 @@ from runs.engine.llm import completions as llm
 from runs.engine.tools.run_tools import RunTools
 from runs.lifecycle.archive import masked_arguments
 from runs.models import Run, Step, StepReplay
-from runs.supervision.budgets import replay_reached
 from toolsapp.sensitive import sensitive_values_in_messages
 
 MAX_MODELS = 5

@@ -2,6 +2,7 @@
 from django.conf import settings
 from django.db import transaction
 
+from runs.controls.levers import operator_name
 from runs.engine import guards
 from runs.engine.context.window import READ_BACK_TOOL, context_budget
 from runs.engine.leases import lease_held
@@ -19,7 +20,6 @@ from runs.lifecycle.launch_rules import (
 )
 from runs.models import Agent, Run
 from runs.roles import PERM_LAUNCH
-from runs.supervision.levers import operator_name
 from toolsapp.models import Tool
 from toolsapp.verifiers import VERIFIERS
 

@@ -1,7 +1,7 @@
 """Spending budgets over a day or a month, for the whole site, one agent or one person who
 launches: a run that would pass one pauses at its next boundary and asks, instead of dying.
 
-A budget counts what the metrics page counts (runs/supervision/budgets.py has the one definition).
+A budget counts what the metrics page counts (runs/controls/budgets.py has the one definition).
 A raise lifts a budget's limit until a time, for every run or for one; a hold is a run waiting on
 a spent budget (paused between iterations, or queued before its start) until a raise, the turn of
 the period, or an operator's stop."""

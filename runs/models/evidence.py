@@ -1,6 +1,6 @@
 """What a person deciding a call is shown besides the call itself, computed once when the call
-reaches the queue (runs/supervision/evidence.py) so the queue stays fast, and what the product
-records about how people decide (runs/supervision/nudges.py, decision_quality.py)."""
+reaches the queue (runs/supervision/evidence/sources.py) so the queue stays fast, and what the product
+records about how people decide (runs/supervision/quality/: nudges.py, report.py)."""
 from django.conf import settings
 from django.db import models
 
@@ -21,7 +21,8 @@ class CallEvidence(models.Model):
     # all): equal for twins. "" when the arguments could not be read.
     identity = models.CharField(max_length=64, blank=True)
     # {"said": the model's words before the call, "read": [what it had just read, newest first],
-    #  "values": [where each argument value came from]}: evidence.py documents the shape.
+    #  "values": [where each argument value came from]}: runs/supervision/evidence/sources.py documents the
+    #  shape.
     data = models.JSONField(default=dict, blank=True)
     outside_paths = models.JSONField(default=list, blank=True, help_text="Argument paths whose value came from outside content.")
     # The tool's state check ("check" is taken by Django's Model.check): {"tool", "ok", "answer"

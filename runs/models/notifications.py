@@ -78,7 +78,7 @@ class WebhookDelivery(models.Model):
 
 
 class ChatMessage(models.Model):
-    """An approval's message in the chat channel (runs/supervision/chat.py): posted when the call
+    """An approval's message in the chat channel (runs/supervision/chat/clicks.py): posted when the call
     waits, updated with its outcome however it is decided."""
 
     class Status(models.TextChoices):

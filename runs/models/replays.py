@@ -1,7 +1,7 @@
 """A step's request replayed against other models: who asked, which models, what it spent.
 
 A replay adds nothing to its run (no step, no counter), but it is spending: the budgets covering
-the run count its tokens and cost (runs/supervision/budgets.py), and the run page lists it."""
+the run count its tokens and cost (runs/controls/budgets.py), and the run page lists it."""
 from django.conf import settings
 from django.db import models
 

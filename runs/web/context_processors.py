@@ -2,9 +2,9 @@ from django.conf import settings
 
 from projects.access import sees_every_project, visible_projects
 from projects.people import admin_site_entry
-from runs.supervision.budget_requests import budget_requests_count
-from runs.supervision.escalation import age_text
-from runs.supervision.queue import approvals_waiting
+from runs.controls.budget_requests import budget_requests_count
+from runs.supervision.approvals.escalation import age_text
+from runs.supervision.queue.cards import approvals_waiting
 
 
 def pending_approvals(request):

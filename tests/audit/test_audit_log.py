@@ -139,7 +139,7 @@ def test_secrets_in_names_revocations_switches_and_chat_mappings_are_recorded(ad
 
     from accounts.models import ChatIdentity
     from accounts.services import api_token_create, api_tokens_revoke
-    from runs.webhooks import webhook_switch
+    from runs.notifications.webhooks import webhook_switch
 
     settings.OUTBOUND_ALLOWLIST = ["127.0.0.1:9"]
     admin = Client()

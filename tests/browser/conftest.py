@@ -135,7 +135,7 @@ class LiveStack:
 @pytest.fixture(scope="package")
 def live_stack(django_db_setup, redis_server, demo_server, tmp_path_factory):
     """daphne + a Celery worker on the test database, started once for the browser tests."""
-    from tests.observability.webhooks.test_notifications import Receiver
+    from tests.notifications.test_notifications import Receiver
 
     redis_url = redis_server.url(LIVE_REDIS_DB)
     redis_lib.Redis.from_url(redis_url).flushdb()

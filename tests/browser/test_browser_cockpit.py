@@ -9,7 +9,7 @@ from playwright.sync_api import expect
 from runs.engine.loop import run_advance
 from runs.lifecycle.forks import run_fork
 from runs.models import Agent, Approval, ApprovalRule
-from runs.supervision.decide import approval_decide
+from runs.supervision.approvals.decide import approval_decide
 from tests.browser import (
     PASSWORD,
     assert_no_violations,
@@ -518,7 +518,7 @@ def test_an_admin_lists_adds_tests_and_removes_webhooks_on_the_settings_page(liv
     expect(card.locator(".webhook-switch")).to_have_text("Turn on")
     found["off"] = axe_violations(page)
     at_size(page, DESKTOP, "webhooks-off")
-    from runs.webhooks import webhook_urls
+    from runs.notifications.webhooks import webhook_urls
     assert hooks.url not in webhook_urls()
     card.locator(".webhook-switch").click()
     expect(page.locator("section.receiver", has_text=hooks.url).locator(".webhook-switch")).to_have_text("Turn off")

@@ -7,9 +7,9 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from runs.models import Approval, Run
-from runs.supervision.escalation import approvals_escalate
+from runs.supervision.approvals.escalation import approvals_escalate
 from tests.browser import CANCEL_ORDER, PASSWORD, TIMEOUT_MS, requires_chromium
-from tests.supervision.test_escalation import mailbox  # noqa: F401 (fixture: a local SMTP server)
+from tests.supervision.approvals.test_escalation import mailbox  # noqa: F401 (fixture: a local SMTP server)
 
 pytestmark = [pytest.mark.browser, requires_chromium]
 

@@ -5,7 +5,7 @@ from playwright.sync_api import expect
 
 from memory.models import Memory
 from runs.models import Agent, Approval, Run
-from runs.supervision.decide import approval_decide
+from runs.supervision.approvals.decide import approval_decide
 from tests.browser import assert_no_violations, axe_violations, requires_chromium, screenshot
 from tests.conftest import wait_for_status
 from toolsapp.models import Tool

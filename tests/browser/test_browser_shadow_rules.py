@@ -7,7 +7,7 @@ from playwright.sync_api import expect
 from runs.engine.dispatch import run_dispatch
 from runs.lifecycle.runs import run_create
 from runs.models import Agent, Approval, ApprovalRule, Run, ShadowDecision
-from runs.supervision.rule_admin import rule_create
+from runs.supervision.rules.changes import rule_create
 from tests.browser import CANCEL_ORDER, axe_violations, requires_chromium, screenshot
 from tests.conftest import wait_for_status
 

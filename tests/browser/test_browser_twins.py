@@ -12,7 +12,7 @@ from runs.engine.storage.events import APPROVALS_GROUP
 from runs.models import Approval, Run, RunGrant
 from tests.browser import CANCEL_ORDER, assert_no_violations, axe_violations, requires_chromium, screenshot
 from tests.conftest import wait_for_status, wait_until
-from tests.supervision.twins import with_evidence
+from tests.supervision.evidence.twins import with_evidence
 
 pytestmark = [pytest.mark.browser, requires_chromium]
 

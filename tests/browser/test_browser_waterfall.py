@@ -9,7 +9,7 @@ from playwright.sync_api import expect
 from runs.engine.dispatch import run_dispatch
 from runs.lifecycle.runs import run_create
 from runs.models import Agent, Approval, Run
-from runs.supervision.decide import approval_decide
+from runs.supervision.approvals.decide import approval_decide
 from tests.browser import (
     assert_no_violations,
     axe_violations,

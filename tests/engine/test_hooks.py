@@ -4,8 +4,8 @@ from django.core.exceptions import ImproperlyConfigured
 
 from runs.engine import hooks
 from runs.models import Approval, Run, ToolCall
-from runs.supervision import gate
-from runs.supervision.decide import approval_decide
+from runs.supervision.approvals import gate
+from runs.supervision.approvals.decide import approval_decide
 
 CANCEL = "Please cancel order ORD-1001, the customer asked."
 

@@ -8,7 +8,7 @@ from django.urls import reverse
 from django.utils.html import escape
 
 from runs.models import Approval, ArchivedApproval, Run, ToolCall
-from runs.supervision.decide import approval_decide
+from runs.supervision.approvals.decide import approval_decide
 from tests.support.approval_fixtures import pending_approval
 
 DEMO_TASK = "Cancel order ORD-1001"

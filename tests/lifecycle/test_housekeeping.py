@@ -12,7 +12,7 @@ from runs.engine import dispatch
 from runs.lifecycle import housekeeping
 from runs.lifecycle.housekeeping import runs_prune, runs_sweep
 from runs.models import Agent, Approval, ArchivedApproval, Run, RunEvent, Step, ToolCall
-from runs.supervision import decide
+from runs.supervision.approvals import decide
 from toolsapp.models import Tool
 
 pytestmark = pytest.mark.django_db

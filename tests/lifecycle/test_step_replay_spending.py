@@ -14,9 +14,9 @@ from django.urls import reverse
 
 from accounts.services import api_token_create
 from audit.models import AuditEntry
+from runs.controls.budgets import budgets_used
 from runs.lifecycle.agents import agent_save
 from runs.models import Agent, Budget, BudgetHold, Run, StepReplay
-from runs.supervision.budgets import budgets_used
 from tests.projects import project
 from tests.support.approval_fixtures import make_user
 from tests.tools.local_http import LocalServer

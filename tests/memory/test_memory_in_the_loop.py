@@ -8,7 +8,7 @@ from django.urls import reverse
 from memory.models import Memory, MemoryRead
 from runs.engine.loop import run_advance
 from runs.models import Approval, Run, ToolCall
-from runs.supervision.decide import approval_decide
+from runs.supervision.approvals.decide import approval_decide
 from tests.engine.loop_contract.support import result_for
 from tests.support.timeline_replay import mismatches
 

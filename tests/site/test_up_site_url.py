@@ -13,7 +13,7 @@ from tests.site.test_security_settings import ROOT
 LINK_OF_A_NEW_PROCESS = """
 import django
 django.setup()
-from runs.supervision.escalation import approval_link
+from runs.supervision.approvals.escalation import approval_link
 print(approval_link(7))
 """
 

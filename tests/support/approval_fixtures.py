@@ -3,7 +3,7 @@ import pytest
 from django.contrib.auth.models import Group, User
 
 from runs.models import Approval
-from runs.supervision import decide
+from runs.supervision.approvals import decide
 
 
 def make_user(name: str, group: str | None) -> User:

@@ -15,8 +15,8 @@ from django.utils import timezone
 
 from runs.days import day_of, day_start
 from runs.models import Agent, BudgetAlert, Run
+from runs.notifications.webhooks import budget_alert_data, notify
 from runs.observability.metrics import own_work
-from runs.webhooks import budget_alert_data, notify
 
 log = logging.getLogger("runs.services.budget_alerts")  # its name from before the move: operators filter on it
 

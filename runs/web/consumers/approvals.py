@@ -29,9 +29,9 @@ from runs.engine.storage.events import APPROVALS_GROUP
 from runs.engine.storage.snapshots import approval_brief
 from runs.models import Approval, Run
 from runs.roles import PERM_DECIDE, PERM_VIEW_APPROVAL
-from runs.supervision.announcements import approvals_pending_by_run, approvals_to_announce
-from runs.supervision.decide import AlreadyDecided, EditRefused, NotAllowed, approval_decide
-from runs.supervision.queue import approval_decision_text, approvals_pending_count
+from runs.supervision.approvals.decide import AlreadyDecided, EditRefused, NotAllowed, approval_decide
+from runs.supervision.queue.announcements import approvals_pending_by_run, approvals_to_announce
+from runs.supervision.queue.cards import approval_decision_text, approvals_pending_count
 from runs.web.consumers.rights import CLOSE_FORBIDDEN, CLOSE_SIGNED_OUT, SIGNED_OUT, RecheckedRightsConsumer
 from runs.web.sessions import session_user
 

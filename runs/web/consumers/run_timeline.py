@@ -36,12 +36,12 @@ from django.conf import settings
 from django.http import Http404
 
 from projects.routes import scope_check
+from runs.controls.lever_state import run_lever_state
+from runs.controls.levers import LEVERS, LeverRefused
 from runs.engine.storage.snapshots import run_summary
 from runs.lifecycle.run_reads import EVENT_BATCH, run_events_after, run_group_name
 from runs.models import Run
 from runs.roles import PERM_CANCEL, PERM_VIEW
-from runs.supervision.lever_state import run_lever_state
-from runs.supervision.levers import LEVERS, LeverRefused
 from runs.web.consumers.rights import CLOSE_FORBIDDEN, CLOSE_SIGNED_OUT, SIGNED_OUT, RecheckedRightsConsumer
 from runs.web.sessions import session_user
 from toolsapp.text import MAX_SAFE_INTEGER

@@ -9,8 +9,8 @@ from django.utils import timezone
 
 from projects.access import projects_with, scoped
 from projects.choices import people_of, project_field_clean, project_field_prepare
+from runs.controls.budgets import budget_problems
 from runs.models import Agent, Budget
-from runs.supervision.budgets import budget_problems
 
 
 class BudgetForm(forms.ModelForm):

@@ -1,5 +1,5 @@
 """The approval rule editor. The form reads text, numbers and choices; rule_errors
-(runs.supervision.rule_admin) decides what a rule may be, for this form and the API alike."""
+(runs.supervision.rules.changes) decides what a rule may be, for this form and the API alike."""
 import json
 
 from django import forms
@@ -12,10 +12,10 @@ from projects.choices import people_of, project_field_clean, project_field_prepa
 from projects.models import Project
 from runs.models import Agent, ApprovalRule
 from runs.roles import PERM_ADD_RULES
-from runs.supervision.quorum import MAX_APPROVALS
-from runs.supervision.rule_admin import MAX_INT, RULE_FIELDS, rule_errors
-from runs.supervision.rules import OPERATORS
-from runs.supervision.saved_over import confirmed_ids
+from runs.supervision.approvals.quorum import MAX_APPROVALS
+from runs.supervision.rules.changes import MAX_INT, RULE_FIELDS, rule_errors
+from runs.supervision.rules.conditions import OPERATORS
+from runs.supervision.rules.saved_over import confirmed_ids
 from toolsapp.models import Tool
 from toolsapp.text import loads as bounded_loads
 
@@ -122,7 +122,7 @@ class RuleForm(forms.Form):
         "badge); empty: the agent's setting.",
     )
     # The approval ids of the calls people rejected that the rule would have approved, as the
-    # person confirmed them after reading them (runs.supervision.backtest.saved_over_check).
+    # person confirmed them after reading them (runs.supervision.rules.backtest.saved_over_check).
     # Shown with those calls, not among the rule's fields (_rule_backtest.html).
     confirm_saved_over = forms.CharField(required=False, max_length=1_000_000, label="Save over these calls")
 

@@ -9,20 +9,20 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
 from projects.access import visible_projects
+from runs.controls.budget_requests import budget_requests, budget_requests_count
 from runs.engine.storage.snapshots import approval_brief
 from runs.models import Approval
 from runs.roles import PERM_DECIDE, PERM_VIEW_APPROVAL, PERM_VIEW_BUDGET
-from runs.supervision.budget_requests import budget_requests, budget_requests_count
-from runs.supervision.bulk_decisions import TwinsUnconfirmed, approvals_decide_many, decided_projects
-from runs.supervision.decide import AlreadyDecided, EditRefused, NotAllowed, approval_decide
-from runs.supervision.queue import (
+from runs.supervision.approvals.bulk_decisions import TwinsUnconfirmed, approvals_decide_many, decided_projects
+from runs.supervision.approvals.decide import AlreadyDecided, EditRefused, NotAllowed, approval_decide
+from runs.supervision.evidence.twins import confirmed_ids, twins_check
+from runs.supervision.queue.card_controls import approval_for_page, approvals_queue_page, decision_refusals
+from runs.supervision.queue.cards import (
     PAGE_SIZE,
     approval_decision_text,
     approvals_recent_decisions,
     approvals_waiting,
 )
-from runs.supervision.queue_controls import approval_for_page, approvals_queue_page, decision_refusals
-from runs.supervision.twins import confirmed_ids, twins_check
 from runs.web.forms.budgets import BudgetRaiseForm
 
 # The buttons of a card: approve alone, approve with a grant for the rest of the run, reject.

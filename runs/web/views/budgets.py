@@ -8,10 +8,10 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from projects.access import scoped
+from runs.controls.budget_requests import RaiseRefused, budget_raise
+from runs.controls.budgets import amount_text, budget_text, budgets_used, limit_for, period_end
 from runs.models import Budget, BudgetHold, BudgetRaise, Run
 from runs.roles import PERM_CHANGE_BUDGET, PERM_VIEW_BUDGET
-from runs.supervision.budget_requests import RaiseRefused, budget_raise
-from runs.supervision.budgets import amount_text, budget_text, budgets_used, limit_for, period_end
 from runs.web.forms.budgets import BudgetForm, BudgetRaiseForm
 from runs.web.views.approvals import _back
 

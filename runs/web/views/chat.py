@@ -1,12 +1,12 @@
 """Slack's interactivity endpoint: a click on Approve or Reject in the chat channel. No session
 and no CSRF token (Slack cannot send either): the request is trusted only once its signature
-and timestamp check out (runs/supervision/chat.py)."""
+and timestamp check out (runs/supervision/chat/clicks.py)."""
 from django.http import HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
 from audit.context import client_ip
-from runs.supervision.chat import interaction_handle
+from runs.supervision.chat.clicks import interaction_handle
 
 MAX_BODY_BYTES = 64 * 1024
 

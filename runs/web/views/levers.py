@@ -11,9 +11,9 @@ from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from runs.controls.levers import LeverRefused, run_message, run_pause, run_resume, run_stop
 from runs.models import Run
 from runs.roles import PERM_CANCEL
-from runs.supervision.levers import LeverRefused, run_message, run_pause, run_resume, run_stop
 
 # The answer to a control of the run page is shown beside that control (the page scrolls there),
 # not at the top of the page: these tags say where (templates/runs/run_detail.html).

@@ -12,12 +12,12 @@ from django.views.decorators.http import require_GET, require_POST
 from projects.access import scoped, visible_projects
 from runs.models import Agent, ApprovalRule
 from runs.roles import PERM_DELETE_RULES, PERM_MANAGE_RULES, PERM_VIEW_RULES
-from runs.supervision.backtest import rule_backtest
-from runs.supervision.rule_admin import SAFEGUARDS_TEXT, rule_create, rule_delete, rule_update
-from runs.supervision.rule_history import rule_conditions_text, rule_history, rule_list
-from runs.supervision.rule_preview import PREVIEW_CALLS, draft_spec, rule_preview
-from runs.supervision.rules import condition_text, condition_warnings
-from runs.supervision.saved_over import (
+from runs.supervision.rules.backtest import rule_backtest
+from runs.supervision.rules.changes import SAFEGUARDS_TEXT, rule_create, rule_delete, rule_update
+from runs.supervision.rules.conditions import condition_text, condition_warnings
+from runs.supervision.rules.history import rule_conditions_text, rule_history, rule_list
+from runs.supervision.rules.preview import PREVIEW_CALLS, draft_spec, rule_preview
+from runs.supervision.rules.saved_over import (
     SavedOverUnconfirmed,
     confirmed_ids,
     decides_once_saved,
@@ -25,7 +25,7 @@ from runs.supervision.saved_over import (
     saved_over_check,
     saved_over_needed,
 )
-from runs.supervision.shadow_report import shadow_report
+from runs.supervision.rules.shadow_report import shadow_report
 from runs.web.forms.rules import RuleForm
 
 

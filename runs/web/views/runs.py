@@ -17,8 +17,8 @@ from runs.lifecycle.run_reads import agent_defaults, call_in_run, run_for_page
 from runs.lifecycle.runs import InvalidRun, run_cancel
 from runs.models import Approval, BudgetHold, Run, RunGrant, ToolCall
 from runs.roles import PERM_CANCEL, PERM_DECIDE, PERM_LAUNCH, PERM_VIEW, PERM_VIEW_APPROVAL
-from runs.supervision.grants import grant_revoke, grants_of_run
-from runs.supervision.queue_controls import approval_for_page, decision_refusals
+from runs.supervision.approvals.grants import grant_revoke, grants_of_run
+from runs.supervision.queue.card_controls import approval_for_page, decision_refusals
 from runs.web.forms.launch import LaunchForm
 from runs.web.timeline_html import timeline_html
 from runs.web.views.levers import GRANT_ANSWER, answer_at_controls, back_to_controls

@@ -1,5 +1,5 @@
 """The Supervision page: how people decide a project's destructive calls (runs/supervision/
-decision_quality.py). A project's operators and admins (those who decide its calls) read
+quality/report.py). A project's operators and admins (those who decide its calls) read
 everyone's figures there; anyone signed in reads their own, in the projects they see."""
 from django import forms
 from django.contrib.auth.decorators import login_required
@@ -11,7 +11,7 @@ from projects.access import may, visible_projects
 from projects.models import Project
 from projects.people import manages_people
 from runs.roles import PERM_DECIDE
-from runs.supervision import decision_quality as quality
+from runs.supervision.quality import report as quality
 
 EVERYONE, ME = "everyone", "me"
 

@@ -9,9 +9,9 @@ from django.views.decorators.http import require_POST
 
 from projects.access import scoped, visible_projects
 from runs.models import Webhook, WebhookDelivery
+from runs.notifications.webhooks import webhook_add, webhook_switch, webhook_test
 from runs.roles import PERM_MANAGE_WEBHOOKS
 from runs.web.forms.webhooks import WebhookForm
-from runs.webhooks import webhook_add, webhook_switch, webhook_test
 from toolsapp import net
 
 DELIVERIES_SHOWN = 10

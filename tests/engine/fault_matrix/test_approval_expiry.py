@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from runs.engine.loop import run_advance
 from runs.models import Approval, Run, RunEvent, ToolCall
-from runs.supervision.decide import AlreadyDecided, approval_decide, approvals_expire
+from runs.supervision.approvals.decide import AlreadyDecided, approval_decide, approvals_expire
 from tests.support.approval_fixtures import pending_approval
 from tests.support.timeline_replay import mismatches
 from toolsapp.models import Order

@@ -11,7 +11,7 @@ from django.contrib.auth import get_user_model
 from runs.engine.dispatch import run_dispatch
 from runs.lifecycle.runs import run_create
 from runs.models import Approval, Run, Step, ToolCall
-from runs.supervision.decide import approval_decide
+from runs.supervision.approvals.decide import approval_decide
 from tests.engine.fault_matrix import effect_tools
 from tests.engine.fault_matrix.effect_tools import DIE_ENV, EFFECT_LOG_ENV, KEYED, UNKEYED, effect_lines
 from tests.engine.workers.test_worker_durability import (

@@ -1,7 +1,7 @@
 """Fault matrix: DNS rebinding against an HTTP tool. The tool's host name answers the guard's
 lookup with an allowlisted address and any later lookup with an internal one; the request must
 reach only the address that was checked. (MCP servers and agent endpoints have the same test in
-tests/tools/test_mcp.py and tests/observability/webhooks/test_notifications.py; webhooks send through the same
+tests/tools/test_mcp.py and tests/notifications/test_notifications.py; webhooks send through the same
 `toolsapp.net.post_bytes` as HTTP tools.)"""
 import socket
 

@@ -1,7 +1,7 @@
 """Destructive calls wait for a decision."""
 
 from runs.models import Approval, Run, ToolCall
-from runs.supervision import decide
+from runs.supervision.approvals import decide
 from tests.engine.loop_contract.support import call, calls, result_for
 from toolsapp.models import Order
 
@@ -42,7 +42,7 @@ def test_reject_policy_reaches_the_model_as_an_operator_rejection(launch, script
 
 def test_operator_rejection_with_reason_reaches_the_model(launch, monkeypatch, alice):
     from runs.engine.loop import run_advance
-    from runs.supervision.decide import approval_decide
+    from runs.supervision.approvals.decide import approval_decide
 
     monkeypatch.setattr(decide, "run_dispatch", lambda run_id: None)
     run = launch("Cancel order ORD-1001")
@@ -60,7 +60,7 @@ def test_operator_rejection_with_reason_reaches_the_model(launch, monkeypatch, a
 
 def test_operator_approval_lets_the_call_run(launch, monkeypatch, alice):
     from runs.engine.loop import run_advance
-    from runs.supervision.decide import approval_decide
+    from runs.supervision.approvals.decide import approval_decide
 
     monkeypatch.setattr(decide, "run_dispatch", lambda run_id: None)
     run = launch("Cancel order ORD-1001")
@@ -75,7 +75,7 @@ def test_operator_approval_lets_the_call_run(launch, monkeypatch, alice):
 
 def test_history_is_resent_in_full_when_a_parked_run_resumes(launch, script, monkeypatch, alice):
     from runs.engine.loop import run_advance
-    from runs.supervision.decide import approval_decide
+    from runs.supervision.approvals.decide import approval_decide
 
     monkeypatch.setattr(decide, "run_dispatch", lambda run_id: None)
     model = script(

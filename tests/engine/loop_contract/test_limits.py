@@ -262,8 +262,8 @@ def _ending(reason, launch, script):
                        context_window=400)
         return launch("read", models=[model], tools=["big"])
     if reason == Run.StopReason.OPERATOR_STOP:
+        from runs.controls.levers import run_stop
         from runs.lifecycle.runs import run_create
-        from runs.supervision.levers import run_stop
 
         run = run_create(agent=Agent.objects.get(name="demo"), task="x", overrides={"models": [script({"content": "s"})]})
         return run_stop(run_id=run.pk, user=None)

@@ -13,7 +13,7 @@ from runs.engine import guards
 from runs.engine.loop import run_advance
 from runs.lifecycle.runs import run_cancel, run_create
 from runs.models import Agent, Approval, Run, Step, ToolCall
-from runs.supervision.decide import approval_decide
+from runs.supervision.approvals.decide import approval_decide
 from tests.engine.loop_contract.support import REC, call, calls, one_call, result_for
 
 UNKNOWN = ToolCall.Status.UNKNOWN

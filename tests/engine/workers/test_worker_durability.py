@@ -29,7 +29,7 @@ from runs.engine.loop import run_advance
 from runs.lifecycle.housekeeping import runs_sweep
 from runs.lifecycle.runs import run_cancel, run_create
 from runs.models import Agent, Approval, Run, RunEvent, Step, ToolCall
-from runs.supervision.decide import AlreadyDecided, approval_decide
+from runs.supervision.approvals.decide import AlreadyDecided, approval_decide
 from runs.tasks import advance_run
 from tests.support import worker_tools
 from tests.support.timeline_replay import mismatches

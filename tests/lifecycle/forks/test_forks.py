@@ -16,8 +16,8 @@ from runs.lifecycle.forks import NOT_EXECUTED, ForkRefused, run_fork
 from runs.lifecycle.relatives import NotAFork, run_comparison, run_family
 from runs.lifecycle.reruns import rerun_create
 from runs.models import Approval, OperatorMessage, Run, RunEvent, Step, ToolCall
-from runs.supervision import decide
-from runs.supervision.decide import approval_decide
+from runs.supervision.approvals import decide
+from runs.supervision.approvals.decide import approval_decide
 from tests.engine.loop_contract.support import call, calls, result_for
 from tests.support.timeline_replay import fork_mismatches, mismatches
 from toolsapp.executors.python import python_handler

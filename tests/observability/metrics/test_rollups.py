@@ -463,7 +463,7 @@ def test_approvals_decided_during_a_rebuild_are_counted_once(hold):
     from django.contrib.auth.models import Permission, User
 
     from runs.engine.storage.db import write_transaction
-    from runs.supervision.decide import approval_decide
+    from runs.supervision.approvals.decide import approval_decide
 
     rng = random.Random(12)
     agent = Agent.objects.create(name="racer")

@@ -14,7 +14,7 @@ from runs.engine.loop import run_advance
 from runs.lifecycle import forks
 from runs.lifecycle.runs import run_create
 from runs.models import Agent, Approval, ApprovalRule, Run, Step
-from runs.supervision.decide import approval_decide
+from runs.supervision.approvals.decide import approval_decide
 from tests.engine.loop_contract.support import call, calls
 from tests.support.approval_fixtures import pending_approval
 from tests.support.worker_tools import SLOW

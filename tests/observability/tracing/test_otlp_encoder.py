@@ -12,12 +12,13 @@ from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
+from runs.controls import levers
+from runs.controls.levers import run_message, run_pause, run_resume
 from runs.engine.loop import run_advance
 from runs.models import Approval, Run
 from runs.observability.tracing import otlp_encoder
-from runs.supervision import decide, levers
-from runs.supervision.decide import approval_decide
-from runs.supervision.levers import run_message, run_pause, run_resume
+from runs.supervision.approvals import decide
+from runs.supervision.approvals.decide import approval_decide
 from tests.engine.loop_contract.support import FAST, call, calls
 
 SAMPLED = TraceFlags(TraceFlags.SAMPLED)

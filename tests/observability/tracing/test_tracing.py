@@ -7,12 +7,13 @@ from datetime import timedelta
 
 import pytest
 
+from runs.controls import levers
+from runs.controls.levers import run_message, run_pause, run_resume, run_stop
 from runs.engine.loop import run_advance
 from runs.models import Approval, Run, Step, ToolCall
 from runs.observability.tracing import run_spans
-from runs.supervision import decide, levers
-from runs.supervision.decide import approval_decide
-from runs.supervision.levers import run_message, run_pause, run_resume, run_stop
+from runs.supervision.approvals import decide
+from runs.supervision.approvals.decide import approval_decide
 from tests.engine.loop_contract.support import FAST, call, calls
 from tests.support.otlp_receiver import OtlpReceiver
 from toolsapp.executors.python import python_handler

@@ -5,7 +5,7 @@ import pytest
 
 from runs.models import Approval, Run, ToolCall
 from runs.observability.tracing import run_spans
-from runs.supervision.decide import approval_decide
+from runs.supervision.approvals.decide import approval_decide
 from tests.engine.workers.test_worker_durability import (
     FINISHED,
     slow,

@@ -12,8 +12,8 @@ from django.contrib.auth.models import Group, User
 from django.db import connection
 
 from runs.models import Approval, RunEvent
-from runs.supervision import decide as decide_module
-from runs.supervision.decide import AlreadyDecided, approval_decide
+from runs.supervision.approvals import decide as decide_module
+from runs.supervision.approvals.decide import AlreadyDecided, approval_decide
 
 DEMO_TASK = "Cancel order ORD-1001"
 ROUNDS = 5

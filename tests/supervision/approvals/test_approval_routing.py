@@ -1,14 +1,14 @@
 """Where a destructive call goes, as the pure route function decides it (no database)."""
 from runs.engine.tools.edit_note import EDIT_NOTE, operator_edit
-from runs.supervision.gate import rejection_payload
-from runs.supervision.routes import (
+from runs.supervision.approvals.gate import rejection_payload
+from runs.supervision.rules.conditions import CallFacts, RuleSpec, first_match
+from runs.supervision.rules.who_decides import (
     APPROVED,
     PENDING,
     REJECTED,
     GrantFacts,
     route_call,
 )
-from runs.supervision.rules import CallFacts, RuleSpec, first_match
 
 HASH = "a" * 64
 
@@ -151,7 +151,7 @@ def test_an_operator_edit_lists_each_change_and_masks_sensitive_fields():
 
 
 def test_only_whole_identifiers_in_a_tool_result_count_as_shown():
-    from runs.supervision.provenance import result_identifiers
+    from runs.supervision.evidence.provenance import result_identifiers
 
     text = '{"ok": true, "result": {"id": 12, "order_id": "ORD-1003", "body": "cancel ORD-2001", "ref": "INV-77"}}'
     assert result_identifiers(text).split("\n") == ["12", "ORD-1003", "INV-77"]

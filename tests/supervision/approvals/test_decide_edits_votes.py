@@ -11,7 +11,7 @@ from django.utils import timezone
 from runs.engine.guards import args_hash
 from runs.engine.storage.db import write_transaction
 from runs.models import Approval, ApprovalVote, RunEvent
-from runs.supervision.decide import (
+from runs.supervision.approvals.decide import (
     AlreadyDecided,
     EditRefused,
     NotAllowed,

@@ -14,8 +14,8 @@ from runs.engine.storage.db import write_transaction
 from runs.engine.storage.snapshots import run_data
 from runs.lifecycle.exports import runs_export_records
 from runs.models import Approval, Run, RunEvent, ToolCall
-from runs.supervision.decide import AlreadyDecided, _decide_read, approval_decide
-from runs.supervision.gate import EXPIRED, approval_end_undecided
+from runs.supervision.approvals.decide import AlreadyDecided, _decide_read, approval_decide
+from runs.supervision.approvals.gate import EXPIRED, approval_end_undecided
 from tests.support.approval_fixtures import make_user, pending_approval
 
 DEMO_TASK = "Cancel order ORD-1001"
@@ -121,7 +121,7 @@ def test_the_loops_expiry_on_a_stale_read_keeps_a_decision_that_just_landed(laun
     between. The gate's expiry must not write over that decision: the call runs as approved."""
     from runs.engine.leases import lease_claim, lease_release
     from runs.engine.storage.records import Recorder
-    from runs.supervision.gate import RUN, approval_gate
+    from runs.supervision.approvals.gate import RUN, approval_gate
     from toolsapp.models import Tool
 
     run = launch(DEMO_TASK, approval_policy="ask")
@@ -151,7 +151,7 @@ def test_exports_say_what_decided_a_call_when_no_person_did(launch, script, alic
     which, as the run page does, instead of a blank."""
     from runs.engine.loop import run_advance
     from runs.models import ApprovalRule
-    from runs.supervision.checks import IDENTICAL
+    from runs.supervision.approvals.checks import IDENTICAL
     from tests.engine.loop_contract.support import call, calls
     from tests.web.api.test_api import api
 

@@ -16,9 +16,9 @@ from runs.engine import guards
 from runs.engine.loop import run_advance
 from runs.engine.tools.edit_note import EDIT_NOTE
 from runs.models import Agent, Approval, ApprovalRule, Run, RunGrant, ToolCall
-from runs.supervision.checks import IDENTICAL
-from runs.supervision.decide import approval_decide
-from runs.supervision.grants import grant_create, grant_revoke
+from runs.supervision.approvals.checks import IDENTICAL
+from runs.supervision.approvals.decide import approval_decide
+from runs.supervision.approvals.grants import grant_create, grant_revoke
 from tests.engine.loop_contract.support import call, calls, result_for
 from tests.support.approval_fixtures import make_user, pending_approval
 from tests.support.timeline_replay import mismatches

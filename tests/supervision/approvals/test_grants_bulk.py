@@ -3,9 +3,9 @@ each approval decided on its own."""
 import pytest
 
 from runs.models import Approval, RunEvent, RunGrant
-from runs.supervision.bulk_decisions import approvals_decide_many
-from runs.supervision.decide import EditRefused, approval_decide
-from runs.supervision.grants import grant_revoke, grants_of_run
+from runs.supervision.approvals.bulk_decisions import approvals_decide_many
+from runs.supervision.approvals.decide import EditRefused, approval_decide
+from runs.supervision.approvals.grants import grant_revoke, grants_of_run
 from tests.support.supervision_fixtures import EDITED, for_group, needing_two, parked
 from toolsapp.models import Tool
 

@@ -9,10 +9,10 @@ from django.test import Client
 from django.urls import reverse
 
 from runs.models import Approval, ApprovalRule, ApprovalVote, RunEvent
-from runs.supervision.decide import NotAllowed, approval_decide
-from runs.supervision.quorum import groups_uncovered
-from runs.supervision.rule_admin import InvalidRule, rule_create, rule_update
-from runs.supervision.rule_history import rule_history
+from runs.supervision.approvals.decide import NotAllowed, approval_decide
+from runs.supervision.approvals.quorum import groups_uncovered
+from runs.supervision.rules.changes import InvalidRule, rule_create, rule_update
+from runs.supervision.rules.history import rule_history
 from tests.engine.loop_contract.support import call, calls
 from tests.support.approval_fixtures import make_user
 from tests.support.supervision_fixtures import EDITED, parked

@@ -8,12 +8,12 @@ from django.contrib.auth.models import User
 from django.urls import reverse
 from django.utils import timezone
 
+from runs.controls.levers import run_stop
 from runs.lifecycle.runs import run_cancel
 from runs.models import Approval, RunEvent
 from runs.observability.metrics.page import metrics_summary
 from runs.observability.prometheus.counters import decision_figures
-from runs.supervision.decide import approvals_expire
-from runs.supervision.levers import run_stop
+from runs.supervision.approvals.decide import approvals_expire
 
 pytestmark = pytest.mark.django_db
 CANCEL = "Please cancel order ORD-1001, the customer asked."

@@ -5,9 +5,9 @@ import pytest
 
 from runs.engine.loop import run_advance
 from runs.models import Approval, ApprovalRule, RunEvent
-from runs.supervision.checks import IDENTICAL
-from runs.supervision.decide import approval_decide
-from runs.supervision.gate import EXPIRED, approval_end_undecided
+from runs.supervision.approvals.checks import IDENTICAL
+from runs.supervision.approvals.decide import approval_decide
+from runs.supervision.approvals.gate import EXPIRED, approval_end_undecided
 from tests.engine.loop_contract.support import call, calls
 from tests.support.approval_fixtures import make_user, pending_approval
 from tests.support.timeline_replay import replay_all

@@ -12,7 +12,7 @@ from rest_framework.test import APIClient
 
 from accounts.services import api_token_create
 from runs.models import Approval, ApprovalVote, RunEvent
-from runs.supervision.decide import AlreadyDecided, EditRefused, NotAllowed, approval_decide
+from runs.supervision.approvals.decide import AlreadyDecided, EditRefused, NotAllowed, approval_decide
 from tests.support.approval_fixtures import make_user
 from tests.support.supervision_fixtures import needing_two, parked
 from tests.support.threads import together

@@ -5,7 +5,8 @@ import json
 
 import pytest
 
-from runs.supervision.evidence import (
+from runs.supervision.evidence.match import Needle
+from runs.supervision.evidence.sources import (
     MEMORY,
     OPERATOR,
     READ_CHARS,
@@ -18,7 +19,6 @@ from runs.supervision.evidence import (
     fields_masked_in_text,
     result_shown,
 )
-from runs.supervision.evidence_match import Needle
 
 SYSTEM_PROMPT = "You are a support assistant for the customer's account."
 ORDER = {"ok": True, "result": {"order_id": "ORD-1001", "item": "Standing desk", "total": "499.00", "status": "cancelled",
@@ -152,7 +152,7 @@ def test_a_result_cut_short_has_its_sensitive_fields_masked_all_the_same():
 
 
 def test_values_past_the_traced_ones_count_as_outside_content_for_the_rules():
-    from runs.supervision.evidence import MAX_VALUES
+    from runs.supervision.evidence.sources import MAX_VALUES
 
     arguments = {"items": [f"SKU-{n}" for n in range(MAX_VALUES)], "email": "mallory@evil.test"}
     evidence = evidence_of(said="", sources=conversation(), arguments=arguments)
@@ -160,7 +160,7 @@ def test_values_past_the_traced_ones_count_as_outside_content_for_the_rules():
     assert evidence.outside_paths == ["$.email"], "not traced: held as if from outside, never let through"
 
 
-# --- The matching rule (evidence_match.py) -----------------------------------------------------------
+# --- The matching rule (runs/supervision/evidence/match.py) -----------------------------------------------------------
 
 
 @pytest.mark.parametrize(("value", "text", "json_text", "found"), [

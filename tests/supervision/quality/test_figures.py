@@ -3,7 +3,7 @@
 agreement with rules in shadow, nudges, the longest waits, per person and per project."""
 import pytest
 
-from runs.supervision.decision_quality import contradicted_calls, longest_waits, quality_report, scope_of
+from runs.supervision.quality.report import contradicted_calls, longest_waits, quality_report, scope_of
 from tests.supervision.quality.history import history
 from tests.supervision.quality.seed import NOW, at
 

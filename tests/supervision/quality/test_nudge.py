@@ -10,9 +10,9 @@ from django.utils import timezone
 
 from projects.models import Project
 from runs.models import Approval, CallEvidence, NudgeShown, ToolCall
-from runs.supervision import decide
-from runs.supervision.decide import NotAllowed, approval_decide
-from runs.supervision.nudges import streak_of
+from runs.supervision.approvals import decide
+from runs.supervision.approvals.decide import NotAllowed, approval_decide
+from runs.supervision.quality.nudges import streak_of
 from tests.projects import member, project
 from tests.supervision.quality.seed import S, agent_in, at, decided, run_of
 

@@ -8,7 +8,7 @@ import pytest
 from runs.engine.loop import run_advance
 from runs.models import Approval, CallEvidence, NudgeShown, Run
 from runs.observability.tracing.approval_events import approval_attributes, decision_facts
-from runs.supervision.decide import approval_decide
+from runs.supervision.approvals.decide import approval_decide
 from tests.engine.loop_contract.support import call, calls
 from tests.observability.tracing.test_tracing import by_name, collector, flushed, levers_here  # noqa: F401 (fixtures)
 from tests.projects import project

@@ -6,9 +6,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from runs.models import Approval, RunEvent
-from runs.supervision.argument_lines import argument_lines
-from runs.supervision.decide import approvals_expire
-from runs.supervision.provenance import identifier_seen, identifiers_in, is_id_key, unseen_identifiers
+from runs.supervision.approvals.decide import approvals_expire
+from runs.supervision.evidence.provenance import identifier_seen, identifiers_in, is_id_key, unseen_identifiers
+from runs.supervision.queue.argument_lines import argument_lines
 from tests.support.approval_fixtures import make_user, pending_approval
 from toolsapp.models import Tool
 from toolsapp.sensitive import MASK
@@ -195,7 +195,7 @@ def test_note_and_expiry_are_shown(launch, client, alice):
 
 
 def test_queue_lists_oldest_first_and_only_pending(launch, client, alice, no_dispatch):
-    from runs.supervision.decide import approval_decide
+    from runs.supervision.approvals.decide import approval_decide
 
     first, second, third = (launch(DEMO_TASK, approval_policy="ask") for _ in range(3))
     approval_decide(approval_id=pending_approval(second).pk, user=alice, approve=False, reason="not today")
@@ -208,7 +208,7 @@ def test_queue_lists_oldest_first_and_only_pending(launch, client, alice, no_dis
 
 
 def test_audit_lists_recent_decisions(launch, client, alice, no_dispatch):
-    from runs.supervision.decide import approval_decide
+    from runs.supervision.approvals.decide import approval_decide
 
     run = launch(DEMO_TASK, approval_policy="ask")
     approval = pending_approval(run)
@@ -382,7 +382,7 @@ def test_approvals_expire_expires_only_overdue_ones(launch, no_dispatch):
 def test_queue_queries_do_not_grow_with_the_number_of_approvals(
     launch, client, alice, no_dispatch, django_assert_max_num_queries
 ):
-    from runs.supervision.decide import approval_decide
+    from runs.supervision.approvals.decide import approval_decide
 
     runs = [launch(DEMO_TASK, approval_policy="ask") for _ in range(22)]
     for run in runs[:2]:  # something in the audit too

@@ -11,7 +11,7 @@ from rest_framework.test import APIClient
 
 from runs.lifecycle.runs import run_cancel
 from runs.models import Run, ToolCall
-from runs.supervision.decide import approval_decide
+from runs.supervision.approvals.decide import approval_decide
 from tests.support.approval_fixtures import pending_approval
 
 

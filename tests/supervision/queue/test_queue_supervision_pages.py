@@ -101,7 +101,7 @@ def test_approving_from_a_page_that_showed_no_edit_is_refused_once_an_edit_was_p
     client.force_login(alice)
     card = card_of(page_text(client, reverse("approval_queue")), approval)
     assert f'name="args_hash" value="{approval.tool_call.args_hash}"' in card
-    from runs.supervision.decide import approval_decide
+    from runs.supervision.approvals.decide import approval_decide
     approval_decide(approval_id=approval.pk, user=bob, approve=True,
                     arguments='{"order_id": "ORD-1002", "reason": "the second order"}')
 

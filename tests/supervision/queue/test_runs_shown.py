@@ -3,7 +3,7 @@ tool results up to its own asking step, however far other runs of the same page 
 import pytest
 
 from runs.models import Agent, Run, Step, ToolCall
-from runs.supervision.provenance import runs_shown
+from runs.supervision.evidence.provenance import runs_shown
 
 pytestmark = pytest.mark.django_db
 

@@ -6,15 +6,15 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from runs.models import Agent, Run
-from runs.supervision.backtest import (
+from runs.supervision.approvals.gate import CRASH_NOTE
+from runs.supervision.rules.backtest import (
     APPROVED_EDITED,
     APPROVED_REJECTED,
     REJECTED_APPROVED,
     rule_backtest,
 )
-from runs.supervision.gate import CRASH_NOTE
-from runs.supervision.rule_admin import rule_create
-from runs.supervision.rule_preview import draft_spec
+from runs.supervision.rules.changes import rule_create
+from runs.supervision.rules.preview import draft_spec
 from tests.projects import project
 from tests.supervision.rules.backtest_calls import EVIDENCE, Decided
 from toolsapp.models import Tool

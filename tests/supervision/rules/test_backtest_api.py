@@ -7,7 +7,7 @@ from rest_framework.test import APIClient
 
 from accounts.services import api_token_create
 from runs.models import Agent, ApprovalRule, ApprovalRuleVersion
-from runs.supervision.rule_admin import rule_create
+from runs.supervision.rules.changes import rule_create
 from tests.projects import member, project
 from tests.supervision.rules.backtest_calls import Decided
 from tests.support.approval_fixtures import make_user

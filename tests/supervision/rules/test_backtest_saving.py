@@ -9,7 +9,7 @@ from django.test import Client
 from django.urls import reverse
 
 from runs.models import ApprovalRule, ApprovalRuleVersion
-from runs.supervision.rule_admin import rule_create
+from runs.supervision.rules.changes import rule_create
 from tests.supervision.rules.backtest_calls import Decided
 from tests.supervision.rules.test_rules_pages import form
 from tests.support.approval_fixtures import make_user

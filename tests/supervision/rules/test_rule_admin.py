@@ -7,7 +7,7 @@ from django.contrib.auth.models import Group
 from django.db import connection
 
 from runs.models import Agent, ApprovalRule, ApprovalRuleVersion
-from runs.supervision.rule_admin import (
+from runs.supervision.rules.changes import (
     DEFAULT_REJECT_REASON,
     InvalidRule,
     rule_create,
@@ -15,7 +15,7 @@ from runs.supervision.rule_admin import (
     rule_errors,
     rule_update,
 )
-from runs.supervision.rule_history import rule_history
+from runs.supervision.rules.history import rule_history
 from tests.support.approval_fixtures import make_user
 
 REFUNDS = {

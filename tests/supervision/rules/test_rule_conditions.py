@@ -1,8 +1,8 @@
-"""What a rule's conditions match, as plain data (runs.supervision.rules): values that only look
+"""What a rule's conditions match, as plain data (runs.supervision.rules.conditions): values that only look
 right, the run's customer when there is none, and the account that launched the run."""
 import pytest
 
-from runs.supervision.rules import CallFacts, RuleSpec, condition_text, conditions_errors, rule_matches
+from runs.supervision.rules.conditions import CallFacts, RuleSpec, condition_text, conditions_errors, rule_matches
 
 
 def rule(*conditions, **fields) -> RuleSpec:

@@ -7,8 +7,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from runs.models import Agent, Approval, ApprovalRule, Run, Step, ToolCall
-from runs.supervision.gate import CRASH_NOTE
-from runs.supervision.rule_preview import draft_spec, rule_preview
+from runs.supervision.approvals.gate import CRASH_NOTE
+from runs.supervision.rules.preview import draft_spec, rule_preview
 from tests.support.approval_fixtures import make_user
 from toolsapp.models import Tool
 

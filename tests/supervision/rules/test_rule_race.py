@@ -22,8 +22,8 @@ import time
 import pytest
 
 from runs.models import Approval, ApprovalRuleVersion, Run, ToolCall
-from runs.supervision.rule_admin import rule_create, rule_delete, rule_update
-from runs.supervision.rules import CallFacts, RuleSpec, rule_matches
+from runs.supervision.rules.changes import rule_create, rule_delete, rule_update
+from runs.supervision.rules.conditions import CallFacts, RuleSpec, rule_matches
 from tests.engine.loop_contract.support import call, calls
 from tests.support.approval_fixtures import make_user
 from tests.support.threads import together
@@ -39,7 +39,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture(autouse=True)
 def distinct_calls(demo_data):
     """Each call cancels with a reason of its own: here distinct calls, not twins on one order (a
-    twin that ran would hold the next for a person: tests/supervision/twins is about that)."""
+    twin that ran would hold the next for a person: tests/supervision/evidence/twins is about that)."""
     from toolsapp.models import Tool
 
     Tool.objects.filter(name="cancel_order").update(identifier_fields=["order_id", "reason"])

@@ -271,7 +271,7 @@ def test_a_number_that_is_not_finite_is_a_bad_argument_no_rule_decides(launch, s
 
 
 def test_an_operator_edit_with_a_number_that_is_not_finite_is_refused(launch, script, pay_out, alice, no_dispatch):
-    from runs.supervision.decide import EditRefused, approval_decide
+    from runs.supervision.approvals.decide import EditRefused, approval_decide
     run = launch("Pay out", models=[script(calls(call("pay_out", {"amount": 10}, "pay")))], tools=["pay_out"])
     approval = Approval.objects.get(run=run)
 

@@ -10,7 +10,7 @@ from django.test import Client
 from django.urls import reverse
 
 from runs.models import Agent, ApprovalRule, ApprovalRuleVersion, Run
-from runs.supervision.rule_admin import SAFEGUARDS_TEXT, rule_create
+from runs.supervision.rules.changes import SAFEGUARDS_TEXT, rule_create
 from tests.support.approval_fixtures import make_user
 
 CONDITIONS = [{"path": "$.order_id", "op": "matches", "value": "^ORD-"}]

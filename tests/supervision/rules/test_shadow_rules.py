@@ -6,10 +6,10 @@ from django.test import Client
 from django.urls import reverse
 
 from runs.models import Approval, ApprovalRule, ApprovalRuleVersion, Run, ShadowDecision
-from runs.supervision.decide import approval_decide
-from runs.supervision.rule_admin import rule_create
-from runs.supervision.rule_history import rule_history
-from runs.supervision.shadow_report import shadow_report
+from runs.supervision.approvals.decide import approval_decide
+from runs.supervision.rules.changes import rule_create
+from runs.supervision.rules.history import rule_history
+from runs.supervision.rules.shadow_report import shadow_report
 from tests.engine.loop_contract.support import call, calls
 from tests.support.approval_fixtures import make_user
 from tests.web.api.test_api import api
@@ -159,6 +159,6 @@ def test_a_version_recorded_before_shadow_existed_does_not_read_as_a_shadow_chan
     first = ApprovalRuleVersion.objects.get(rule_key=rule.pk)
     first.snapshot.pop("shadow")
     first.save()
-    from runs.supervision.rule_admin import rule_update
+    from runs.supervision.rules.changes import rule_update
     rule_update(rule=rule, data={"position": 5}, user=ada)
     assert rule_history(rule_key=rule.pk)[0].changed == ["position"]

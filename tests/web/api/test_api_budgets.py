@@ -9,10 +9,10 @@ from rest_framework.test import APIClient
 
 from accounts.services import api_token_create
 from audit.models import AuditEntry
+from runs.controls import levers
 from runs.engine.loop import run_advance
 from runs.lifecycle.runs import run_create
 from runs.models import Agent, Budget, BudgetHold, BudgetRaise, Run
-from runs.supervision import levers
 from tests.support.approval_fixtures import make_user
 
 BUDGET = {"name": "Support", "scope": "agent", "agent": "demo", "measure": "tokens", "period": "day", "limit": 1000}

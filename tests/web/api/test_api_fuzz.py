@@ -19,9 +19,9 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from accounts.services import api_token_create
+from runs.controls import levers
 from runs.lifecycle import forks
 from runs.lifecycle import launch as launch_module
-from runs.supervision import levers
 from tests.support.approval_fixtures import make_user
 
 EXAMPLES = {GenerationMode.POSITIVE: 12, GenerationMode.NEGATIVE: 8}

@@ -90,7 +90,7 @@ def test_the_server_rendered_timeline_shows_masked_arguments_decisions_edits_and
     from runs.engine.loop import run_advance
     from runs.lifecycle.forks import run_fork
     from runs.models import Approval, Run
-    from runs.supervision.decide import approval_decide
+    from runs.supervision.approvals.decide import approval_decide
 
     Tool.objects.filter(name="cancel_order").update(sensitive_fields=["reason"])
     model = script(

@@ -12,7 +12,7 @@ from runs.engine.loop import run_advance
 from runs.engine.storage.events import approvals_changed
 from runs.lifecycle.runs import run_create
 from runs.models import Agent, Approval, ApprovalRule, Run
-from runs.supervision.decide import approval_decide
+from runs.supervision.approvals.decide import approval_decide
 from tests.engine.loop_contract.support import call, calls
 from tests.web.websockets.test_consumer_approvals import (
     CONNECT_TIMEOUT,

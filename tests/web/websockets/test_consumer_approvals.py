@@ -15,7 +15,7 @@ from django.test import Client
 
 from agentsite.asgi import application
 from runs.models import Approval, RunEvent
-from runs.supervision.decide import approval_decide
+from runs.supervision.approvals.decide import approval_decide
 from tests.support.approval_fixtures import make_user, pending_approval
 from tests.support.channel_layer import fresh_channel_layer
 

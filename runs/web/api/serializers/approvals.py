@@ -8,8 +8,8 @@ from apikit.fields import choice
 from apikit.strict import KnownFieldsOnly
 from runs.engine.storage.text import storable_text
 from runs.models import Approval, ArchivedApproval
-from runs.supervision.bulk_decisions import MAX_BULK
-from runs.supervision.checks import GRANT_SCOPES, MAX_EDIT_CHARS
+from runs.supervision.approvals.bulk_decisions import MAX_BULK
+from runs.supervision.approvals.checks import GRANT_SCOPES, MAX_EDIT_CHARS
 from toolsapp.text import MAX_SAFE_INTEGER
 
 REASON_CHARS = 2000

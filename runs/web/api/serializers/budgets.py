@@ -16,8 +16,8 @@ from apikit.fields import (
     service_errors,
 )
 from apikit.strict import KnownFieldsOnly
+from runs.controls.budgets import budget_problems, budgets_used, period_end
 from runs.models import Agent, Budget
-from runs.supervision.budgets import budget_problems, budgets_used, period_end
 
 
 class BudgetListSerializer(serializers.ListSerializer):

@@ -2,8 +2,8 @@
 from rest_framework import serializers
 
 from apikit.strict import KnownFieldsOnly
+from runs.controls.levers import MESSAGE_MAX_CHARS
 from runs.engine.storage.text import storable_text
-from runs.supervision.levers import MESSAGE_MAX_CHARS
 from runs.web.api.serializers.runs import LeverStateSerializer, RunSummarySerializer
 
 

@@ -1,4 +1,4 @@
-"""Approval rules in the API. The fields read the input; rule_errors (runs.supervision.rule_admin)
+"""Approval rules in the API. The fields read the input; rule_errors (runs.supervision.rules.changes)
 holds every rule on what a rule may be, shared with the dashboard's editor."""
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
@@ -18,10 +18,10 @@ from apikit.fields import (
 from apikit.strict import KnownFieldsOnly
 from projects.models import Project
 from runs.models import Agent, ApprovalRule, ApprovalRuleVersion
-from runs.supervision.backtest import KIND_WORDS
-from runs.supervision.rule_admin import RULE_FIELDS, rule_create, rule_errors, rule_update
-from runs.supervision.rules import OPERATORS
-from runs.supervision.saved_over import saved_over_check, saved_over_needed
+from runs.supervision.rules.backtest import KIND_WORDS
+from runs.supervision.rules.changes import RULE_FIELDS, rule_create, rule_errors, rule_update
+from runs.supervision.rules.conditions import OPERATORS
+from runs.supervision.rules.saved_over import saved_over_check, saved_over_needed
 
 MAX_SET_RULES = 500
 CONDITIONS_SCHEMA = {

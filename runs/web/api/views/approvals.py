@@ -12,14 +12,19 @@ from projects.access import visible_projects
 from runs.engine.storage.snapshots import approval_brief, grant_brief
 from runs.models import Approval
 from runs.roles import PERM_DECIDE, PERM_VIEW_APPROVAL
-from runs.supervision.bulk_decisions import TwinsUnconfirmed, approvals_decide_many, decided_projects
-from runs.supervision.checks import GrantRefused
-from runs.supervision.decide import AlreadyDecided, EditRefused, NotAllowed, approval_decide
-from runs.supervision.facts import Supervision
-from runs.supervision.grants import grant_of_approval
-from runs.supervision.queue import ARCHIVE_PAGE, approval_decision_text, approvals_archived, approvals_pending_page
-from runs.supervision.queue_controls import pending_supervision
-from runs.supervision.twins import twins_check
+from runs.supervision.approvals.bulk_decisions import TwinsUnconfirmed, approvals_decide_many, decided_projects
+from runs.supervision.approvals.checks import GrantRefused
+from runs.supervision.approvals.decide import AlreadyDecided, EditRefused, NotAllowed, approval_decide
+from runs.supervision.approvals.grants import grant_of_approval
+from runs.supervision.evidence.twins import twins_check
+from runs.supervision.queue.card_controls import pending_supervision
+from runs.supervision.queue.cards import (
+    ARCHIVE_PAGE,
+    approval_decision_text,
+    approvals_archived,
+    approvals_pending_page,
+)
+from runs.supervision.queue.facts import Supervision
 from runs.web.api import serializers as api
 from runs.web.api.serializers.approvals import DecisionConflictSerializer, TwinsConflictSerializer
 

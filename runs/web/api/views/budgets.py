@@ -7,9 +7,9 @@ from rest_framework.response import Response
 from apikit.schema import errors
 from apikit.views import CrudViewSet, crud_schema
 from projects.access import projects_with
+from runs.controls.budget_requests import RaiseRefused, budget_raise, budget_requests
 from runs.models import Budget
 from runs.roles import PERM_CHANGE_BUDGET, PERM_VIEW_BUDGET
-from runs.supervision.budget_requests import RaiseRefused, budget_raise, budget_requests
 from runs.web.api.serializers.budgets import (
     BudgetRaisedSerializer,
     BudgetRaiseSerializer,

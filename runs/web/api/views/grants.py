@@ -8,7 +8,7 @@ from apikit.views import ApiView
 from runs.engine.storage.snapshots import grant_brief
 from runs.models import Run, RunGrant
 from runs.roles import PERM_DECIDE, PERM_VIEW
-from runs.supervision.grants import grant_revoke, grants_of_run
+from runs.supervision.approvals.grants import grant_revoke, grants_of_run
 from runs.web.api import serializers as api
 
 

@@ -8,11 +8,11 @@ from rest_framework.response import Response
 from apikit.errors import Conflict
 from apikit.schema import errors
 from apikit.views import ApiView
+from runs.controls.lever_state import operator_note_data, run_lever_state
+from runs.controls.levers import LeverRefused, run_message, run_pause, run_resume, run_stop
 from runs.engine.storage.snapshots import run_summary
 from runs.models import Run
 from runs.roles import PERM_CANCEL
-from runs.supervision.lever_state import operator_note_data, run_lever_state
-from runs.supervision.levers import LeverRefused, run_message, run_pause, run_resume, run_stop
 from runs.web.api.serializers.levers import LeverResultSerializer, RunMessageSerializer
 
 

@@ -15,11 +15,11 @@ from projects.access import may_see
 from projects.choices import project_problem
 from runs.models import ApprovalRule, ApprovalRuleVersion
 from runs.roles import PERM_ADD_RULES, PERM_DELETE_RULES, PERM_MANAGE_RULES, PERM_VIEW_RULES
-from runs.supervision.backtest import rule_backtest, ruleset_backtest, ruleset_specs
-from runs.supervision.rule_admin import rule_delete
-from runs.supervision.rule_preview import draft_spec, rule_preview
-from runs.supervision.saved_over import SavedOverUnconfirmed
-from runs.supervision.shadow_report import shadow_report
+from runs.supervision.rules.backtest import rule_backtest, ruleset_backtest, ruleset_specs
+from runs.supervision.rules.changes import rule_delete
+from runs.supervision.rules.preview import draft_spec, rule_preview
+from runs.supervision.rules.saved_over import SavedOverUnconfirmed
+from runs.supervision.rules.shadow_report import shadow_report
 from runs.web.api.serializers.rules import (
     RuleDraftSerializer,
     RulePreviewSerializer,

@@ -14,6 +14,7 @@ from apikit.paging import PAGE_PARAMETER, page_number, page_url
 from apikit.schema import errors, form_parameters
 from apikit.views import ApiView, form_or_400
 from hosting.replica import reads_from_replica, replica_streamed
+from runs.controls.lever_state import run_lever_state
 from runs.engine.storage.snapshots import run_data, run_summary
 from runs.lifecycle.exports import runs_csv, runs_jsonl
 from runs.lifecycle.launch import rerun_launch, run_launch
@@ -24,7 +25,6 @@ from runs.lifecycle.run_reads import run_for_page
 from runs.lifecycle.runs import InvalidRun, run_cancel
 from runs.models import Run
 from runs.roles import PERM_CANCEL, PERM_LAUNCH, PERM_VIEW
-from runs.supervision.lever_state import run_lever_state
 from runs.web.api import serializers as api
 from runs.web.forms.filters import HistoryFilterForm
 
