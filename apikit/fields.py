@@ -6,10 +6,10 @@ from rest_framework import serializers
 from rest_framework.settings import api_settings
 from rest_framework.validators import UniqueValidator
 
+from hosting.text import storable_text
 from projects.access import scoped, visible_projects
 from projects.choices import people_of, project_default, project_problem
 from projects.models import Project
-from toolsapp.text import storable_text
 
 
 class StorableUniqueValidator(UniqueValidator):

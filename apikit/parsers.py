@@ -9,7 +9,7 @@ from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser, get_encoding
 from rest_framework.utils import json
 
-from toolsapp.text import loads
+from hosting.text import loads
 
 
 class BoundedJSONParser(JSONParser):

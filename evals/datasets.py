@@ -12,10 +12,10 @@ from django.db.models.functions import Coalesce
 
 from evals.expectations import expectation_errors
 from evals.models import Case, Dataset, Experiment
+from hosting.text import MAX_JSON_DEPTH, loads, nested_deeper_than, storable_json
 from runs.engine.tools.simulation import recorded_answers
 from runs.lifecycle.launch_rules import customer_problem
 from runs.models import Run
-from toolsapp.text import MAX_JSON_DEPTH, loads, nested_deeper_than, storable_json
 
 CASE_FIELDS = ("name", "task", "customer", "messages", "expectations", "source_run", "source_step", "answers")
 MAX_ANSWERS = 500

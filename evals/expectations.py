@@ -21,6 +21,7 @@ from typing import Any
 
 import re2
 
+from hosting.text import loads
 from runs.models import Run
 from runs.supervision.rules.conditions import (
     MAX_PATTERN_CHARS,
@@ -29,7 +30,6 @@ from runs.supervision.rules.conditions import (
     condition_text,
     conditions_errors,
 )
-from toolsapp.text import loads
 
 MEASURES = {"iterations": "iterations", "tokens": "tokens", "cost_usd": "cost (USD)", "seconds": "seconds"}
 KINDS = ("tool_called", "tool_not_called", "no_destructive_call", "destructive_ids_seen", "stop_reason", "at_most",

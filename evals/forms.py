@@ -7,9 +7,9 @@ from django import forms
 from evals import services_projects as scope
 from evals.expectations import KINDS, expectation_errors
 from evals.models import Dataset
+from hosting.text import loads
 from projects.models import Project
 from runs.models import Agent
-from toolsapp.text import loads
 
 EXPECTATIONS_HELP = (
     "A JSON list of checks, each with a kind: " + ", ".join(KINDS) + ". Example: "

@@ -9,11 +9,11 @@ import re
 
 from evals import datasets as data
 from evals.models import Dataset, Experiment
+from hosting.text import MAX_SAFE_INTEGER, loads, storable_text
 from projects import access
 from projects.models import DEFAULT_SLUG, Project, default_project_id
 from runs.models import Agent, Run
 from runs.roles import PERM_ADD_DATASET, PERM_RUN_EXPERIMENT
-from toolsapp.text import MAX_SAFE_INTEGER, loads, storable_text
 
 # --- What a person sees -----------------------------------------------------------------------------
 

@@ -10,6 +10,8 @@ from django import forms
 from django.db import transaction
 from django.db.models import Q
 
+from hosting.text import MAX_SAFE_INTEGER, JsonTooDeep
+from hosting.text import loads as bounded_loads
 from projects import access
 from projects.models import DEFAULT_SLUG, Project
 from runs.roles import PERM_ADD_TOOL, PERM_MANAGE_TOOLS
@@ -17,8 +19,6 @@ from toolsapp.decision_settings import EXAMPLE, decision_settings_problems, deci
 from toolsapp.executors.http import SECRET_ENV_PREFIX
 from toolsapp.models import Tool
 from toolsapp.services import ToolInvalid, tool_save, tool_validate
-from toolsapp.text import MAX_SAFE_INTEGER, JsonTooDeep
-from toolsapp.text import loads as bounded_loads
 
 # --- A tool's (or an MCP server's) project --------------------------------------------------------
 

@@ -23,9 +23,9 @@ import httpcore2
 import httpx2
 from django.conf import settings
 
+from hosting.text import JsonTooDeep
+from hosting.text import loads as bounded_loads
 from toolsapp.outbound_rules import NAT64_LOCAL, allowlist_errors, embedded_ipv4, split_host_port
-from toolsapp.text import JsonTooDeep
-from toolsapp.text import loads as bounded_loads
 
 USER_AGENT = "agentsite/1"
 

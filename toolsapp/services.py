@@ -11,12 +11,12 @@ import re
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
+from hosting.text import MAX_SAFE_INTEGER, storable_json
 from toolsapp.executors import EXECUTORS
 from toolsapp.executors.http import http_tool_config, secret_host_error
 from toolsapp.executors.python import PYTHON_HANDLERS
 from toolsapp.models import Tool
 from toolsapp.schemas import InvalidSchema, check_tool_schema, strict_mode_warnings
-from toolsapp.text import MAX_SAFE_INTEGER, storable_json
 
 # What the chat completions API accepts as a function name.
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")

@@ -23,6 +23,7 @@ from evals import services_projects as scope
 from evals.api import serializers as api
 from evals.models import Case, Dataset
 from evals.prefill import case_from_run
+from hosting.text import MAX_SAFE_INTEGER, JsonTooDeep, loads
 from runs.engine.storage.text import check_storable_json
 from runs.lifecycle.forks import MAX_STEP
 from runs.models import Step
@@ -33,7 +34,6 @@ from runs.roles import (
     PERM_VIEW,
     PERM_VIEW_DATASET,
 )
-from toolsapp.text import MAX_SAFE_INTEGER, JsonTooDeep, loads
 
 NDJSON = "application/x-ndjson"
 

@@ -17,8 +17,8 @@ from evals.experiments import ExperimentInvalid, baseline_for, experiment_cancel
 from evals.models import Experiment
 from evals.scorecard import compare, scorecard
 from evals.scoring import experiment_catch_up
+from hosting.text import MAX_SAFE_INTEGER
 from runs.roles import PERM_RUN_EXPERIMENT, PERM_VIEW_EXPERIMENT
-from toolsapp.text import MAX_SAFE_INTEGER
 
 
 def _experiments(user):

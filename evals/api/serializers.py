@@ -12,12 +12,12 @@ from evals.datasets import MAX_ANSWERS, MAX_MESSAGES, MAX_TASK_CHARS, CaseInvali
 from evals.expectations import KINDS, MAX_EXPECTATIONS, expectation_errors
 from evals.models import Case, CaseResult, Dataset, Experiment
 from evals.scorecard import ORDER
+from hosting.text import MAX_SAFE_INTEGER
 from runs.engine.guards import POSITIVE_INT_LIMITS
 from runs.engine.storage.text import check_storable_json, storable_text
 from runs.lifecycle.experiment_runs import EXPERIMENT_OVERRIDES
 from runs.lifecycle.forks import MAX_STEP
 from runs.models import Agent, Run
-from toolsapp.text import MAX_SAFE_INTEGER
 
 MAX_IMPORT_CHARS = 10 * 1024 * 1024
 EXPECTATIONS_HELP = (

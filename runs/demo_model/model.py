@@ -36,7 +36,7 @@ from __future__ import annotations
 import json
 import zlib
 
-from toolsapp.text import loads as bounded_loads
+from hosting.text import loads as bounded_loads
 
 from . import scenarios
 from .answers import Reply, answer, error_reply, json_reply, stream_reply, usage_of

@@ -5,9 +5,9 @@ import json
 import math
 from dataclasses import dataclass
 
+from hosting.text import MAX_SAFE_INTEGER, JsonTooDeep
+from hosting.text import loads as bounded_loads
 from runs.models import Run
-from toolsapp.text import MAX_SAFE_INTEGER, JsonTooDeep
-from toolsapp.text import loads as bounded_loads
 
 StopReason = Run.StopReason
 

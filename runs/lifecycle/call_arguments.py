@@ -14,10 +14,10 @@ from django.db import connection
 from django.db.models.fields.json import KT
 from django.utils import timezone
 
+from hosting.text import loads as bounded_loads
 from runs.models import Approval, Step, ToolCall
 from toolsapp.models import Tool
 from toolsapp.sensitive import MASK, masked
-from toolsapp.text import loads as bounded_loads
 
 # A page asks for the arguments of this many calls at once (the next ones with ?after=).
 CALLS_PER_READ = 200

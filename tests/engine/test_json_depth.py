@@ -4,11 +4,11 @@ RecursionError (a 500 or a crashed run)."""
 import pytest
 from django.urls import reverse
 
+from hosting.text import JsonTooDeep, loads, nested_deeper_than, text_nested_deeper_than
 from tests.support.approval_fixtures import make_user
 from tests.web.api.test_api import api
 from tests.web.pages import test_agents_tools_pages as pages
 from tests.web.pages.test_agents_tools_pages import agent_post, tool_post
-from toolsapp.text import JsonTooDeep, loads, nested_deeper_than, text_nested_deeper_than
 
 admin = pages.admin  # fixture
 BOMB = "[" * 100_000 + "]" * 100_000

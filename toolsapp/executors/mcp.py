@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING
 
 from django.conf import settings
 
+from hosting.text import MAX_JSON_DEPTH, nested_deeper_than
 from toolsapp.executors.base import Executor, ToolContext, ToolError
 from toolsapp.mcp import IDEMPOTENCY_META_KEY
-from toolsapp.text import MAX_JSON_DEPTH, nested_deeper_than
 
 if TYPE_CHECKING:
     import mcp.types as mcp_types

@@ -13,7 +13,7 @@ from django.conf import settings
 from httpx2 import DecodingError, Response, SyncByteStream
 from httpx2._decoders import MultiDecoder
 
-from toolsapp.text import MAX_JSON_DEPTH, text_nested_deeper_than
+from hosting.text import MAX_JSON_DEPTH, text_nested_deeper_than
 
 
 class ModelResponseRefused(openai.APIError):

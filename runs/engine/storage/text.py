@@ -6,7 +6,7 @@ services check input with these before it reaches a query.
 """
 from django.core.exceptions import ValidationError
 
-from toolsapp.text import MAX_JSON_DEPTH, nested_deeper_than, storable_json, storable_text
+from hosting.text import MAX_JSON_DEPTH, nested_deeper_than, storable_json, storable_text
 
 __all__ = ["check_storable_json", "storable_text"]
 

@@ -10,9 +10,9 @@ import json
 from collections import defaultdict
 from typing import Any
 
+from hosting.text import loads as bounded_loads
 from runs.models import ToolCall
 from toolsapp.argument_paths import arguments_taken, path_parts, same_value
-from toolsapp.text import loads as bounded_loads
 
 
 def requirement(spec: Any) -> dict | None:

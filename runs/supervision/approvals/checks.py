@@ -14,12 +14,12 @@ from django.conf import settings
 from django.contrib.auth.models import Group
 from django.db.models import Q
 
+from hosting.text import storable_json, storable_text
 from runs.engine.guards import args_hash, parse_arguments
 from runs.models import Approval, ApprovalVote, ToolCall
 from toolsapp.models import Tool
 from toolsapp.schemas import validate_arguments
 from toolsapp.sensitive import MASK
-from toolsapp.text import storable_json, storable_text
 
 MAX_EDIT_CHARS = 100_000
 IDENTICAL, WHOLE_TOOL = "identical", "tool"

@@ -26,13 +26,13 @@ from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
 
+from hosting.text import loads as bounded_loads
 from runs.models import Approval
 from runs.notifications.webhooks import approval_pending_data, notify
 from runs.supervision.evidence.text import age_text, evidence_plain, evidence_read, evidence_sections
 from runs.supervision.queue.argument_lines import argument_lines
 from toolsapp.models import Tool
 from toolsapp.sensitive import MASK
-from toolsapp.text import loads as bounded_loads
 
 log = logging.getLogger("runs.services.escalation")  # its name from before the move: operators filter on it
 

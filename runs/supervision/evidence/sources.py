@@ -22,12 +22,12 @@ from typing import Any
 
 from django.db.models.functions import Length, Substr
 
+from hosting.text import loads as bounded_loads
 from runs.models import OperatorMessage, Step, ToolCall
 from runs.supervision.evidence.match import Needle, around, looked_for
 from runs.supervision.rules.conditions import json_path
 from toolsapp.models import Tool
 from toolsapp.sensitive import MASK, masked, redact, sensitive_values
-from toolsapp.text import loads as bounded_loads
 
 READ_MAX = 8  # results and messages listed under "What the model had just read"
 READ_CHARS = 20_000  # of each result, shown and searched (as provenance.KNOWN_RESULT_CHARS)

@@ -17,6 +17,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from hosting.text import loads as bounded_loads
 from runs.engine.dispatch import task_send
 from runs.engine.storage.events import approvals_changed
 from runs.engine.tools.execution import check_call, execute_calls
@@ -26,7 +27,6 @@ from toolsapp.argument_paths import arguments_taken
 from toolsapp.executors.base import ToolContext
 from toolsapp.models import Tool
 from toolsapp.sensitive import masked, redact, sensitive_values
-from toolsapp.text import loads as bounded_loads
 
 log = logging.getLogger("runs.supervision.state_checks")  # its name from before the move: operators filter on it
 

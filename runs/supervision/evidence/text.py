@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from types import SimpleNamespace
 
+from hosting.text import loads as bounded_loads
 from runs.models import Approval, CallEvidence
 from runs.supervision.evidence.sources import evidence_shown, tools_quoted
 from runs.supervision.evidence.twins import twins_attach
 from toolsapp.models import Tool
 from toolsapp.sensitive import MASK
-from toolsapp.text import loads as bounded_loads
 
 READ_PREVIEW_CHARS = 200  # of one result or message, on one line; the dashboard shows all
 VALUE_CHARS = 120  # of one argument value

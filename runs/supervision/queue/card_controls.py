@@ -7,6 +7,7 @@ import json
 
 from django.core.paginator import Page
 
+from hosting.text import loads as bounded_loads
 from projects.access import may
 from runs.models import Approval
 from runs.roles import PERM_DECIDE
@@ -17,7 +18,6 @@ from runs.supervision.quality.nudges import cards_shown, nudges_attach
 from runs.supervision.queue.cards import PAGE_RELATED, PendingApproval, _pending_items, approvals_pending_page
 from runs.supervision.queue.facts import Supervision
 from toolsapp.sensitive import masked
-from toolsapp.text import loads as bounded_loads
 
 
 def approvals_queue_page(*, page=1, projects: set[int] | None = None) -> Page:

@@ -11,14 +11,14 @@ from django.core.paginator import Page, Paginator
 from django.db.models import Count, Min, Q
 from django.utils import timezone
 
+from hosting.text import JsonTooDeep
+from hosting.text import loads as bounded_loads
 from runs.models import Approval, ArchivedApproval, CallEvidence, Run, ToolCall
 from runs.supervision.evidence.provenance import known_text, runs_shown, unseen_identifiers, unseen_in_lines
 from runs.supervision.evidence.sources import assistant_text, evidence_shown, tools_quoted
 from runs.supervision.evidence.twins import EVIDENCE_FIELDS, twin_row
 from runs.supervision.queue.argument_lines import ArgumentLine, argument_lines
 from runs.supervision.queue.facts import Supervision, approvals_supervision, tools_read
-from toolsapp.text import JsonTooDeep
-from toolsapp.text import loads as bounded_loads
 
 AUDIT_LIMIT = 50
 ARCHIVE_PAGE = 100

@@ -10,12 +10,12 @@ import copy
 import json
 from dataclasses import dataclass, field
 
+from hosting.text import loads as bounded_loads
 from runs.models import Approval, ApprovalRule
 from runs.supervision.rules.changes import rule_assign
 from runs.supervision.rules.conditions import CallFacts, RuleSpec, rule_matches, rule_spec
 from toolsapp.models import Tool
 from toolsapp.sensitive import masked
-from toolsapp.text import loads as bounded_loads
 
 PREVIEW_CALLS = 1000
 EXAMPLES = 5

@@ -2,7 +2,7 @@
 becomes None (the consumer answers with an error) instead of an exception that drops the socket."""
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from toolsapp.text import loads
+from hosting.text import loads
 
 
 class BoundedJsonConsumer(AsyncJsonWebsocketConsumer):

@@ -35,6 +35,7 @@ from channels.db import database_sync_to_async
 from django.conf import settings
 from django.http import Http404
 
+from hosting.text import MAX_SAFE_INTEGER
 from projects.routes import scope_check
 from runs.controls.lever_state import run_lever_state
 from runs.controls.levers import LEVERS, LeverRefused
@@ -44,7 +45,6 @@ from runs.models import Run
 from runs.roles import PERM_CANCEL, PERM_VIEW
 from runs.web.consumers.rights import CLOSE_FORBIDDEN, CLOSE_SIGNED_OUT, SIGNED_OUT, RecheckedRightsConsumer
 from runs.web.sessions import session_user
-from toolsapp.text import MAX_SAFE_INTEGER
 
 PERMISSION_DENIED = "permission denied: you may no longer watch runs"
 

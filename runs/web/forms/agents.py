@@ -4,14 +4,14 @@ import json
 from django import forms
 from django.db.models import Q
 
+from hosting.text import JsonTooDeep
+from hosting.text import loads as bounded_loads
 from projects.access import scoped
 from projects.choices import project_field_clean, project_field_prepare
 from projects.models import Project
 from runs.lifecycle.agents import AGENT_FIELDS, agent_draft_save, agent_errors, agent_save
 from runs.models import Agent
 from toolsapp.models import Tool
-from toolsapp.text import JsonTooDeep
-from toolsapp.text import loads as bounded_loads
 from toolsapp.verifiers import VERIFIERS
 
 

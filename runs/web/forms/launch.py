@@ -1,6 +1,7 @@
 """Launching a run: an agent, a task, and the settings this one launch changes."""
 from django import forms
 
+from hosting.text import MAX_SAFE_INTEGER
 from runs.engine.guards import POSITIVE_INT_LIMITS
 from runs.lifecycle.launch_rules import (
     LIMIT_SETTINGS,
@@ -14,7 +15,6 @@ from runs.lifecycle.launch_rules import (
 from runs.lifecycle.run_reads import agents_for_launch, enabled_tool_names
 from runs.lifecycle.runs import launch_errors
 from runs.models import Agent, ToolChoice
-from toolsapp.text import MAX_SAFE_INTEGER
 
 AGENT_DEFAULT = [("", "the agent's setting")]
 LABELS = {"max_cost_usd": "Max cost (USD)"}

@@ -7,6 +7,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.forms.models import ModelChoiceIterator
 
+from hosting.text import loads as bounded_loads
 from projects.access import projects_with, scoped
 from projects.choices import people_of, project_field_clean, project_field_prepare
 from projects.models import Project
@@ -17,7 +18,6 @@ from runs.supervision.rules.changes import MAX_INT, RULE_FIELDS, rule_errors
 from runs.supervision.rules.conditions import OPERATORS
 from runs.supervision.rules.saved_over import confirmed_ids
 from toolsapp.models import Tool
-from toolsapp.text import loads as bounded_loads
 
 MAX_CONDITIONS_TEXT = 20_000
 CONDITIONS_HELP = (

@@ -6,11 +6,11 @@ from rest_framework import serializers
 
 from apikit.fields import choice
 from apikit.strict import KnownFieldsOnly
+from hosting.text import MAX_SAFE_INTEGER
 from runs.engine.storage.text import storable_text
 from runs.models import Approval, ArchivedApproval
 from runs.supervision.approvals.bulk_decisions import MAX_BULK
 from runs.supervision.approvals.checks import GRANT_SCOPES, MAX_EDIT_CHARS
-from toolsapp.text import MAX_SAFE_INTEGER
 
 REASON_CHARS = 2000
 MAX_CONFIRMED = 1000  # twins named at once: the selection's, and theirs waiting or decided in the window

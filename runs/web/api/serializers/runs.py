@@ -3,6 +3,7 @@ from rest_framework import serializers
 
 from apikit.fields import NameRelatedField, choice, service_errors
 from apikit.strict import KnownFieldsOnly
+from hosting.text import MAX_SAFE_INTEGER
 from runs.engine.guards import POSITIVE_INT_LIMITS
 from runs.lifecycle.launch_rules import (
     LAUNCH_CHOICES,
@@ -18,7 +19,6 @@ from runs.models import Agent, Run, ToolCall, ToolChoice
 from runs.web.api.serializers.approvals import ApprovalBriefSerializer
 from runs.web.api.serializers.fields import UsageSerializer
 from runs.web.api.serializers.forks import RunFamilySerializer
-from toolsapp.text import MAX_SAFE_INTEGER
 
 # A run's status as clients see it: its stored one, or "stopping" while its summary is written.
 RUN_STATUSES = [*Run.Status.choices, (Run.STOPPING, Run.STOPPING_LABEL)]
