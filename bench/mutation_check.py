@@ -255,9 +255,9 @@ MUTATIONS = [
          "tests/observability/tracing/test_tracing.py::test_a_call_a_rule_approves_shows_a_wait_of_zero_never_a_negative_one"),
     ),
     Mutation(
-        "i46 traces: a span's wait is never negative", "runs/observability/tracing/run_spans.py",
-        '        decided["agentsite.approval.wait_ms"] = max(wait, 0.0)\n',
-        '        decided["agentsite.approval.wait_ms"] = wait\n',
+        "i46 traces: a span's wait is never negative", "runs/observability/tracing/approval_events.py",
+        '    attributes["agentsite.approval.wait_ms"] = max((approval.decided_at - approval.requested_at).total_seconds() * 1000, 0.0)\n',
+        '    attributes["agentsite.approval.wait_ms"] = (approval.decided_at - approval.requested_at).total_seconds() * 1000\n',
         ("tests/observability/tracing/test_tracing.py::test_a_call_a_rule_approves_shows_a_wait_of_zero_never_a_negative_one",
          "tests/observability/tracing/test_tracing.py::"
          "test_a_decision_stamped_by_a_clock_behind_the_askers_shows_a_wait_of_zero_in_the_trace"),
