@@ -433,6 +433,8 @@ def test_the_answer_to_a_decision_appears_where_the_person_acted(live, browser, 
     expect(answer).to_have_attribute("role", "status")
     expect(answer).to_be_in_viewport()
     at_size(page, PHONE, "queue-answer-in-card")
+    # The card as the list shows it again after this person's approval: Approve is theirs no more.
+    expect(card.locator(".approve-button")).to_be_disabled()
     # Rejected: the card leaves the list and its answer stays where it was.
     card.locator("input[name=reason]").fill("not today")
     card.locator(".reject-button").click()
