@@ -81,7 +81,7 @@ items = [a for a in json.load(sys.stdin)["results"] if a["run_id"] == int(sys.ar
 print(items[0]["id"])' "$run_id")
   echo "approving $(echo "$pending" | "$PYTHON" -c 'import json, sys
 a = [a for a in json.load(sys.stdin)["results"] if a["id"] == int(sys.argv[1])][0]
-print(a["tool"], "with arguments", " ".join(a["arguments"].split()))' "$approval_id") (approval $approval_id)"
+print(a["tool"], "with arguments", json.dumps(a["arguments"], ensure_ascii=False))' "$approval_id") (approval $approval_id)"
   api POST "/api/v1/approvals/$approval_id/approve/" '{"reason": "approved from scripts/api_demo.sh"}' | field detail
   status=$(wait_for "$run_id" succeeded failed cancelled)
 fi

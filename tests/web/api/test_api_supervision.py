@@ -84,7 +84,9 @@ def test_the_queue_shows_a_proposed_edit_and_it_needs_every_approval_again(launc
 
     (item,) = api(alice).get("/api/v1/approvals/").json()["results"]
     assert (item["approvals_given"], item["voters"], item["proposed_by"]) == (1, ["bob"], "bob")
-    assert '"ORD-1001"' in item["arguments"] and '"ORD-1002"' in item["proposed_arguments"]
+    assert item["arguments"] == {"order_id": "ORD-1001", "reason": "Customer asked to cancel"}
+    assert item["proposed_arguments"] == json.loads(EDITED)
+    assert '  "order_id": "ORD-1002",' in item["proposed_arguments_text"].splitlines()
     assert item["proposed_args_hash"] == Approval.objects.get(pk=approval.pk).edited_args_hash
     unnamed = approve(alice, approval)
     assert unnamed.status_code == 400 and "bob proposed edited arguments" in unnamed.json()["errors"]["arguments"][0]
@@ -98,7 +100,10 @@ def test_a_proposed_edit_of_a_sensitive_field_is_masked_in_the_queue(launch, ali
     approve(bob, approval, arguments={"order_id": "ORD-1002", "reason": "bob's private note"})
     response = api(alice).get("/api/v1/approvals/")
     (item,) = response.json()["results"]
-    assert '"reason": ••••' in item["proposed_arguments"] and "private" not in response.content.decode()
+    assert item["proposed_arguments"] == {"order_id": "ORD-1002", "reason": "••••"}
+    assert item["arguments"] == {"order_id": "ORD-1001", "reason": "••••"}
+    assert '  "reason": ••••' in item["proposed_arguments_text"].splitlines()
+    assert "private" not in response.content.decode()
 
 
 def test_a_group_call_shows_its_group_and_refuses_others(launch, alice, bob, no_dispatch):

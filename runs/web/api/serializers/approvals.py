@@ -42,6 +42,14 @@ class EditedArgumentsField(serializers.JSONField):
         raise serializers.ValidationError("A JSON object, or a string holding one.")
 
 
+@extend_schema_field({"type": "object", "additionalProperties": True, "nullable": True})
+class MaskedArgumentsField(serializers.JSONField):
+    """A call's arguments as a JSON object, sensitive values masked (the API's answers only)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(allow_null=True, read_only=True, **kwargs)
+
+
 class ApprovalBriefSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     status = choice(Approval.Status.choices, "ApprovalStatus")
@@ -149,8 +157,13 @@ class PendingApprovalSerializer(serializers.Serializer):
     tool = serializers.CharField()
     call_id = serializers.CharField()
     args_hash = serializers.CharField()
-    arguments = serializers.CharField(
-        allow_blank=True, help_text="Pretty-printed JSON; fields the tool marks sensitive are shown as ••••."
+    arguments = MaskedArgumentsField(
+        help_text="The arguments the model sent, as a JSON object; the value of each field the tool marks sensitive "
+                  "is the string \"••••\". null when they are not a JSON object (`arguments_problem` says why)."
+    )
+    arguments_text = serializers.CharField(
+        allow_blank=True, help_text="The same arguments as the queue shows them: indented, one field a line, "
+                                    "sensitive values as ••••. For reading, not for parsing: use `arguments`."
     )
     arguments_problem = serializers.CharField(allow_blank=True)
     raw_arguments = serializers.CharField(allow_blank=True, help_text="Only for unparsable arguments of a tool that masks nothing.")
@@ -166,9 +179,11 @@ class PendingApprovalSerializer(serializers.Serializer):
     approvals_given = serializers.IntegerField()
     voters = serializers.ListField(child=serializers.CharField(),
                                    help_text="Who approved the arguments as they stand (the proposed edit's, if any), in order.")
-    proposed_arguments = serializers.CharField(
-        allow_null=True, help_text="An edit a person proposed (pretty-printed, masked like `arguments`): it needs "
-                                   "every approval again, and runs instead of the model's arguments once approved.")
+    proposed_arguments = MaskedArgumentsField(
+        help_text="An edit a person proposed, as a JSON object masked like `arguments` (null when none): it needs "
+                  "every approval again, and runs instead of the model's arguments once approved.")
+    proposed_arguments_text = serializers.CharField(
+        allow_null=True, help_text="The proposed edit as the queue shows it (like `arguments_text`); null when none.")
     proposed_args_hash = serializers.CharField(allow_null=True, help_text="Hash of the proposed edit: send it as "
                                                "`args_hash` to approve it.")
     proposed_by = serializers.CharField(allow_null=True, help_text="Who proposed the edit.")

@@ -8,6 +8,7 @@ from rest_framework.response import Response
 from apikit.paging import PAGE_PARAMETER, page_number, page_url
 from apikit.schema import errors
 from apikit.views import ApiView
+from hosting.text import loads as bounded_loads
 from projects.access import visible_projects
 from runs.engine.storage.snapshots import approval_brief, grant_brief
 from runs.models import Approval
@@ -27,11 +28,22 @@ from runs.supervision.queue.cards import (
 from runs.supervision.queue.facts import Supervision
 from runs.web.api import serializers as api
 from runs.web.api.serializers.approvals import DecisionConflictSerializer, TwinsConflictSerializer
+from toolsapp.sensitive import masked
 
 
 def _arguments_text(lines) -> str:
     return "\n".join(f"{line.indent}{line.key + ': ' if line.key else ''}{line.text}{',' if line.comma else ''}"
                      for line in lines)
+
+
+def _arguments_json(text: str, sensitive_fields) -> dict | None:
+    """The arguments as a JSON object, each sensitive field's value the string MASK (as every
+    page masks them); None when they are not a JSON object (`arguments_problem` says why)."""
+    try:
+        arguments = bounded_loads(text or "{}")
+    except ValueError:
+        return None
+    return masked(arguments, sensitive_fields) if isinstance(arguments, dict) else None
 
 
 def _pending_item(item, supervision: Supervision) -> dict:
@@ -44,7 +56,8 @@ def _pending_item(item, supervision: Supervision) -> dict:
         "tool": item.call.tool_name,
         "call_id": item.call.call_id,
         "args_hash": item.call.args_hash,
-        "arguments": _arguments_text(item.lines),
+        "arguments": _arguments_json(item.call.arguments, supervision.sensitive_fields),
+        "arguments_text": _arguments_text(item.lines),
         "arguments_problem": item.arguments_problem,
         "raw_arguments": item.raw_arguments,
         "unseen_identifiers": item.unseen,
@@ -57,7 +70,9 @@ def _pending_item(item, supervision: Supervision) -> dict:
         "approvals_given": approval.approvals_given,
         "voters": supervision.voters,
         # An edit proposed on a call that needs several approvals: it runs once they all approved it.
-        "proposed_arguments": _arguments_text(item.proposed_lines) if item.proposed_lines else None,
+        "proposed_arguments": _arguments_json(approval.edited_arguments, supervision.sensitive_fields)
+        if item.proposed_lines else None,
+        "proposed_arguments_text": _arguments_text(item.proposed_lines) if item.proposed_lines else None,
         "proposed_args_hash": approval.edited_args_hash or None,
         "proposed_by": supervision.voters[0] if approval.edited_args_hash and supervision.voters else None,
         "group": supervision.group,
