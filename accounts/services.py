@@ -15,6 +15,8 @@ from django.utils import timezone
 from accounts.models import ApiToken
 from audit.models import AuditEntry
 from audit.record import entry_write
+from projects.access import may_see, visible_projects
+from projects.models import Project
 
 KEY_START = "ags_"
 PREFIX_LENGTH = len(KEY_START) + 8
@@ -35,6 +37,28 @@ def token_expiry(*, days: int | None, now=None):
     """When a token made now expires: `days` from now, or API_TOKEN_DAYS; 0 days means never."""
     days = settings.API_TOKEN_DAYS if days is None else days
     return None if days == 0 else (now or timezone.now()) + timedelta(days=days)
+
+
+def token_days_refusal(days: int) -> str:
+    """Why a token may not live `days` days ("" when it may): never past API_TOKEN_DAYS, the
+    operator's limit (the page's form and the API's serializer both ask here)."""
+    if days < 1:
+        return "At least 1 day."
+    if settings.API_TOKEN_DAYS and days > settings.API_TOKEN_DAYS:
+        return f"At most {settings.API_TOKEN_DAYS} days."
+    return ""
+
+
+def token_projects(user):
+    """The projects a person may limit a token to: those they see (a token sees no more than its
+    person does)."""
+    projects = Project.objects.order_by("name")
+    visible = visible_projects(user)
+    return projects if visible is None else projects.filter(pk__in=visible)
+
+
+def token_project_allowed(user, project) -> bool:
+    return project is None or may_see(user, project.pk)
 
 
 def api_token_create(*, user, name: str = "", days: int | None = None, project=None) -> tuple[ApiToken, str]:

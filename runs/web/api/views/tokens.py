@@ -13,13 +13,12 @@ from rest_framework.response import Response
 from rest_framework.throttling import BaseThrottle
 
 from accounts.models import ApiToken
-from accounts.services import api_token_create, api_tokens_revoke
+from accounts.services import api_token_create, api_tokens_revoke, token_days_refusal, token_project_allowed
 from accounts.signin_throttle import client_ip, refusal_message, signin_failed, signin_wait_seconds
 from apikit.errors import Conflict
 from apikit.schema import ERROR, errors
 from apikit.strict import KnownFieldsOnly
 from apikit.views import ApiView
-from projects.access import may_see
 from projects.models import Project
 
 
@@ -48,8 +47,8 @@ class TokenRequestSerializer(KnownFieldsOnly, serializers.Serializer):
     )
 
     def validate_days(self, days):
-        if settings.API_TOKEN_DAYS and days > settings.API_TOKEN_DAYS:
-            raise ValidationError(f"At most {settings.API_TOKEN_DAYS} days.")
+        if refusal := token_days_refusal(days):
+            raise ValidationError(refusal)
         return days
 
 
@@ -60,8 +59,7 @@ class ProjectTokenRequestSerializer(TokenRequestSerializer):
     )
 
     def validate_project(self, project):
-        user = self.context["request"].user
-        if project is not None and not may_see(user, project.pk):
+        if not token_project_allowed(self.context["request"].user, project):
             raise ValidationError(f"No project {project.slug!r}.")
         return project
 
