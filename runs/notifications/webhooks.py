@@ -210,7 +210,8 @@ def approval_pending_data(approval) -> dict:
             "note": approval.note,
             "requested_at": approval.requested_at.isoformat() if approval.requested_at else None,
             "expires_at": approval.expires_at.isoformat() if approval.expires_at else None,
-            "url": settings.SITE_URL.rstrip("/") + reverse("approval_queue"),
+            # The call's own card (decidable there, with its evidence), not the whole queue.
+            "url": settings.SITE_URL.rstrip("/") + reverse("approval_detail", args=[approval.pk]),
             "evidence": _evidence_sources(approval.pk),
         }
     }

@@ -9,7 +9,15 @@ import pytest
 from playwright.sync_api import expect
 
 from runs.models import Approval, Run
-from tests.browser import CANCEL_ORDER, RUN_URL, requires_chromium, run_id_of, screenshot
+from tests.browser import (
+    CANCEL_ORDER,
+    RUN_URL,
+    assert_no_violations,
+    axe_violations,
+    requires_chromium,
+    run_id_of,
+    screenshot,
+)
 
 pytestmark = [pytest.mark.browser, requires_chromium]
 
@@ -84,3 +92,42 @@ def test_a_notification_fires_for_an_operator_who_may_decide_and_not_for_a_viewe
     operator.evaluate("window.__lastNotification.onclick()")
     operator.wait_for_url(re.compile(rf"/approvals/{approval.pk}/$"))
     expect(operator.locator(f".approval[data-approval-id='{approval.pk}'] .approve-button")).to_be_visible()
+
+
+PHONE = {"width": 390, "height": 844}
+
+
+def test_a_pending_calls_link_opens_its_card_decidable_with_a_thumb_on_a_phone(live, browser, users, launch):
+    """The approval.pending webhook's link (what a chat or pager message carries) opens the call's
+    own card: on a phone, its two buttons on the first screen, big enough for a thumb, with the
+    evidence right there; it passes axe, light and dark."""
+    from urllib.parse import urlsplit
+
+    from runs.notifications.webhooks import approval_pending_data
+
+    run = launch(CANCEL_ORDER)
+    approval = Approval.objects.get(run=run, status=Approval.Status.PENDING)
+    link = urlsplit(approval_pending_data(approval)["approval"]["url"]).path
+    assert link == f"/approvals/{approval.pk}/"
+
+    page = browser.login(users["operator"])
+    page.set_viewport_size(PHONE)
+    found = {}
+    for scheme in ("light", "dark"):
+        page.emulate_media(color_scheme=scheme)
+        page.goto(link)
+        expect(page.locator("#approval-live-status")).to_have_text("Live updates: on.")
+        card = page.locator(f".approval[data-approval-id='{approval.pk}']")
+        screenshot(page, f"approval-from-link-phone-{scheme}")
+        for name in ("approve", "reject"):
+            button = card.locator(f".{name}-button")
+            expect(button).to_be_visible()
+            # Read in the page: the card may be re-rendered by its live refresh between two calls.
+            box = button.evaluate("b => { const r = b.getBoundingClientRect(); "
+                                  "return {y: r.top, height: r.height, width: r.width}; }")
+            assert box["y"] + box["height"] <= PHONE["height"], f"{name} is below the first screen: {box}"
+            assert box["height"] >= 44 and box["width"] >= 44, f"{name} is too small for a thumb: {box}"
+        assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+        expect(card.locator(".evidence .value-source[data-path='$.order_id']")).to_contain_text("ORD-1001")
+        found[f"approval page ({scheme}, phone)"] = axe_violations(page)
+    assert_no_violations(found)

@@ -78,7 +78,7 @@ def test_a_new_pending_approval_is_posted_signed_and_without_raw_arguments(launc
     assert body["approval"]["id"] == approval.pk and body["approval"]["run_id"] == run.pk
     assert body["approval"]["tool"] == "cancel_order"
     assert body["approval"]["args_hash"] == approval.tool_call.args_hash
-    assert body["approval"]["url"].endswith(reverse("approval_queue"))
+    assert body["approval"]["url"].endswith(reverse("approval_detail", args=[approval.pk]))
     assert "ORD-1001" not in request["body"].decode()  # arguments only as their keyed hash
     timestamp = int(request["headers"]["X-Agentsite-Timestamp"])
     assert request["headers"]["X-Agentsite-Signature"] == signature(request["body"], "hook-secret", timestamp)
