@@ -20,6 +20,7 @@ from django.db.models.functions import StrIndex, Substr
 from django.db.models.lookups import GreaterThan
 
 from runs.days import day_start
+from runs.lifecycle.run_marks import decisions_filter, with_decision_counts
 from runs.lifecycle.run_search import text_filter
 from runs.models import Agent, Run
 from toolsapp.models import Tool
@@ -67,11 +68,13 @@ def run_history(
     known: dict[str, list[str]] | None = None,
     experiments: str = "hide",
     projects: set[int] | None = None,
+    decisions: str = "",
 ) -> QuerySet[Run]:
     """Runs matching every given filter, newest first; `created_to` includes its whole day.
     `known`: history_filter_suggestions(), when the caller has read them already.
     `experiments`: "hide" experiments' runs (the default view), "include" them, or "only" them.
-    `projects`: only these projects' runs (None: every project's)."""
+    `projects`: only these projects' runs (None: every project's).
+    `decisions`: only runs with a call rejected or edited (a key of run_marks.DECISION_FILTERS)."""
     runs = Run.objects.all()
     if projects is not None:
         runs = runs.filter(agent_id__in=Agent.objects.filter(project_id__in=projects).values("pk"))
@@ -98,6 +101,8 @@ def run_history(
         runs = runs.filter(created_at__lt=day_start(created_to + timedelta(days=1)))
     if text:
         runs = runs.filter(text_filter(text, using=runs.db))
+    if decisions:
+        runs = runs.filter(decisions_filter(decisions))
     return runs.order_by("-created_at", "-pk")
 
 
@@ -112,8 +117,9 @@ def _uses_any(column: str, names: list[str]) -> Q:
 
 
 def runs_for_listing(runs: QuerySet[Run]) -> QuerySet[Run]:
-    """Only the columns a list shows: no config, answer or full task (they can be large)."""
-    return (
+    """Only the columns a list shows: no config, answer or full task (they can be large); with the
+    calls people rejected or edited counted in the same query (no query per row)."""
+    return with_decision_counts(
         # Who launched it as a name only: a User per row would cost more than the page's queries.
         runs.select_related("agent").only(*LIST_FIELDS).annotate(launcher_name=F("created_by__username")).annotate(task_preview=Substr("task", 1, TASK_PREVIEW_CHARS + 1))
     )

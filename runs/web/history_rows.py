@@ -7,12 +7,17 @@ from decimal import ROUND_HALF_UP, Decimal
 
 from django.utils import timezone
 
+from runs.lifecycle.run_marks import decision_marks, status_label
+
 CENTS_OF_A_CENT = Decimal("0.0001")
 
 
 def history_cells(runs) -> None:
-    """Set created_iso, created_text, duration_text, tokens_text and cost_text on each run."""
+    """Set created_iso, created_text, duration_text, tokens_text, cost_text, status_text and marks
+    (the calls people rejected or edited, counted by runs_for_listing) on each run."""
     for run in runs:
+        run.status_text = status_label(run)
+        run.marks = decision_marks(rejected=run.calls_rejected, edited=run.calls_edited)
         local = timezone.localtime(run.created_at)
         run.created_iso = local.isoformat()
         run.created_text = f"{local:%Y-%m-%d %H:%M} {local.tzname()}"

@@ -4,6 +4,7 @@ from datetime import timedelta
 from django import forms
 
 from projects.access import scoped, visible_projects
+from runs.lifecycle.run_marks import DECISION_CHOICES
 from runs.models import Agent, Run
 from runs.observability.metrics.page import default_period
 
@@ -24,6 +25,10 @@ class HistoryFilterForm(forms.Form):
     )
     status = forms.ChoiceField(required=False, choices=[("", "any")] + Run.Status.choices)
     stop_reason = forms.ChoiceField(required=False, choices=[("", "any")] + Run.StopReason.choices)
+    decisions = forms.ChoiceField(
+        label="People's decisions", required=False, choices=[("", "any")] + DECISION_CHOICES,
+        help_text="Runs where a person or a rule rejected a call, or approved it with edited arguments.",
+    )
     agent = forms.ModelChoiceField(required=False, queryset=Agent.objects.only("pk", "name"), empty_label="any")
     model = forms.CharField(
         required=False, max_length=200, widget=forms.TextInput(attrs={"list": "known-models"}),
@@ -68,6 +73,7 @@ class HistoryFilterForm(forms.Form):
             "created_to": data["created_to"],
             "experiments": data["experiments"] or "hide",
             "projects": self.projects,
+            "decisions": data["decisions"],
         }
 
 

@@ -28,9 +28,14 @@ def run_list(request):
         request,
         "runs/run_list.html",
         # The runs' links as one prefix: a {% url %} per row and column cost more than the rest of the row.
-        {"form": form, "page": page, "runs_url": reverse("run_list"), "filtered": any(v for k, v in request.GET.items() if k != "page"),
+        {"form": form, "page": page, "runs_url": reverse("run_list"), "filtered": _filters_set(request.GET),
          "export_query": _without_page(request.GET), **suggestions},
     )
+
+
+def _filters_set(query) -> int:
+    """How many filters the query sets (the page number is none)."""
+    return sum(1 for key, value in query.items() if key != "page" and value)
 
 
 def _without_page(query) -> str:

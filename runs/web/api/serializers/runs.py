@@ -22,6 +22,10 @@ from runs.web.api.serializers.forks import RunFamilySerializer
 
 # A run's status as clients see it: its stored one, or "stopping" while its summary is written.
 RUN_STATUSES = [*Run.Status.choices, (Run.STOPPING, Run.STOPPING_LABEL)]
+STATUS_LABEL_HELP = ('The status in the dashboard\'s words: "Stopped by an operator" for a run stopped with a summary '
+                     '(status "cancelled"), else the status\'s label.')
+CALLS_REJECTED_HELP = "Calls a person or a rule rejected (they never ran), whatever the run's status."
+CALLS_EDITED_HELP = "Calls approved with arguments a person edited (they ran as edited)."
 
 
 def setting_field(name: str) -> serializers.Field:
@@ -106,7 +110,10 @@ class RunListItemSerializer(serializers.Serializer):
     agent = serializers.CharField()
     task_preview = serializers.CharField(help_text="The task's first 120 characters.")
     status = choice(RUN_STATUSES, "RunStatus")
+    status_label = serializers.CharField(help_text=STATUS_LABEL_HELP)
     stop_reason = choice(Run.StopReason.choices, "StopReason", allow_null=True)
+    calls_rejected = serializers.IntegerField(help_text=CALLS_REJECTED_HELP)
+    calls_edited = serializers.IntegerField(help_text=CALLS_EDITED_HELP)
     iterations = serializers.IntegerField()
     tokens_in = serializers.IntegerField()
     tokens_out = serializers.IntegerField()
@@ -189,6 +196,9 @@ class LeverStateSerializer(serializers.Serializer):
 
 
 class RunDetailSerializer(RunSummarySerializer):
+    status_label = serializers.CharField(help_text=STATUS_LABEL_HELP)
+    calls_rejected = serializers.IntegerField(help_text=CALLS_REJECTED_HELP)
+    calls_edited = serializers.IntegerField(help_text=CALLS_EDITED_HELP)
     agent_id = serializers.IntegerField()
     customer = serializers.CharField(allow_blank=True)
     created_by = serializers.CharField(allow_null=True)

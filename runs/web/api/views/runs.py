@@ -21,6 +21,7 @@ from runs.lifecycle.launch import rerun_launch, run_launch
 from runs.lifecycle.launch_rules import LaunchNotAllowed, launch_policy
 from runs.lifecycle.relatives import run_family
 from runs.lifecycle.run_list import run_history, run_history_page
+from runs.lifecycle.run_marks import run_decision_counts, status_label
 from runs.lifecycle.run_reads import run_for_page
 from runs.lifecycle.runs import InvalidRun, run_cancel
 from runs.models import Run
@@ -30,8 +31,12 @@ from runs.web.forms.filters import HistoryFilterForm
 
 
 def _run_detail(run: Run) -> dict:
+    rejected, edited = run_decision_counts(run_id=run.pk)
     return {
         **run_data(run),
+        "status_label": status_label(run),
+        "calls_rejected": rejected,
+        "calls_edited": edited,
         "agent_id": run.agent_id,
         "customer": run.customer,
         "created_by": run.created_by.get_username() if run.created_by_id and run.created_by else None,
@@ -73,7 +78,10 @@ class RunListView(ApiView):
                     "agent": run.agent.name,
                     "task_preview": run.task_preview[:120],
                     "status": run.shown_status,
+                    "status_label": status_label(run),
                     "stop_reason": run.stop_reason or None,
+                    "calls_rejected": run.calls_rejected,
+                    "calls_edited": run.calls_edited,
                     "iterations": run.iterations,
                     "tokens_in": run.tokens_in,
                     "tokens_out": run.tokens_out,
