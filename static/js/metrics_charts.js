@@ -3,10 +3,15 @@
 // values at the cursor in its legend, and a click on a legend entry hides or shows that series;
 // the same numbers are in a table under each chart, for screen readers and for copying.
 // Colours are the theme's CSS variables, read when drawing: a change of colour scheme redraws.
+// Each series also has its own dash and marker (chart_marks.js), and the axes reserve room for
+// their labels as measured (chart_axes.js).
+import { rightPadding, timeAxis, valueAxis } from "./chart_axes.js";
+import { legendKey, markerPoints, seriesMarks } from "./chart_marks.js";
 
 const source = document.getElementById("metrics-series");
 const uPlot = window.uPlot;
 const HEIGHT = 240;
+const DARK = window.matchMedia("(prefers-color-scheme: dark)");
 
 const integer = new Intl.NumberFormat("en-US", { maximumFractionDigits: 0 });
 const decimal = new Intl.NumberFormat("en-US", { maximumFractionDigits: 1 });
@@ -17,7 +22,6 @@ const FORMATS = {
   seconds: (v) => `${decimal.format(v)} s`,
   usd: (v) => `$${v.toFixed(4)}`,
 };
-const SHORT = { ...FORMATS, usd: (v) => `$${v < 10 ? v.toFixed(2) : integer.format(v)}` };
 const UNIT_WORDS = { hour: "Hour", day: "Day", month: "Month" };
 
 function pointLabel(zone, unit) {
@@ -70,27 +74,13 @@ function buildTable(chart, wrap, labelOf) {
   wrap.replaceChildren(table);
 }
 
-function axis(format, { side = 3, scale = "y", grid = true } = {}) {
-  return {
-    scale,
-    side,
-    stroke: colour("--muted"),
-    grid: { show: grid, stroke: colour("--line"), width: 1 },
-    ticks: { stroke: colour("--line"), width: 1 },
-    size: 64,
-    values: (u, ticks) => ticks.map((v) => (v === null ? "" : SHORT[format](v))),
-  };
-}
-
 function options(chart, width, zone) {
   const right = chart.series.find((s) => s.axis === "right");
-  const many = chart.x.length > 48;
-  const axes = [
-    { stroke: colour("--muted"), grid: { stroke: colour("--line"), width: 1 }, ticks: { stroke: colour("--line"), width: 1 } },
-    axis(chart.format),
-  ];
-  if (right) axes.push(axis(right.format, { side: 1, scale: "right", grid: false }));
+  const colours = { text: colour("--muted"), line: colour("--line") };
+  const axes = [timeAxis(zone, colours), valueAxis(chart.format, { colours })];
+  if (right) axes.push(valueAxis(right.format, { side: 1, scale: "right", grid: false, colours }));
   const labelOf = pointLabel(zone, chart.unit);
+  const marks = seriesMarks(chart.series);
   return {
     width,
     height: HEIGHT,
@@ -98,26 +88,38 @@ function options(chart, width, zone) {
     scales: { x: { time: true }, y: { range: (u, min, max) => [0, max > 0 ? max * 1.1 : 1] },
       right: { range: (u, min, max) => [0, max > 0 ? max * 1.1 : 1] } },
     axes,
+    padding: [null, rightPadding, null, null],
     cursor: { points: { size: 7 } },
     legend: { live: true },
     series: [
       { label: UNIT_WORDS[chart.unit], value: (u, x) => (x === null ? "—" : labelOf(x)) },
-      ...chart.series.map((s) => ({
+      ...chart.series.map((s, n) => ({
         label: s.label,
         stroke: colour(s.colour),
         width: 2,
-        dash: s.dash ? [6, 4] : undefined,
+        dash: marks[n].dash,
         scale: s.axis === "right" ? "right" : "y",
-        points: { show: !many, size: 5, fill: colour("--card") },
+        points: markerPoints(marks[n], n),
         value: (u, v) => show(v, s.format || chart.format),
       })),
     ],
   };
 }
 
+// The legend's keys: each series' dash and marker instead of uPlot's plain squares.
+function drawKeys(instance, chart) {
+  const marks = seriesMarks(chart.series);
+  const rows = instance.root.querySelectorAll(".u-legend .u-series");
+  chart.series.forEach((s, n) => {
+    const marker = rows[n + 1]?.querySelector(".u-marker");
+    if (marker) legendKey(marker, { colour: colour(s.colour), ...marks[n] });
+  });
+}
+
 function draw(figure, chart, zone) {
   const plot = figure.querySelector(".series-plot");
   const labelOf = pointLabel(zone, chart.unit);
+  figure.dataset.scheme = DARK.matches ? "dark" : "light"; // the colours it is drawn in
   buildTable(chart, figure.querySelector(".series-table-wrap"), labelOf);
   if (!chart.series.length || !chart.x.length) {
     const none = document.createElement("p");
@@ -131,6 +133,8 @@ function draw(figure, chart, zone) {
   const data = [chart.x, ...chart.series.map((s) => s.values)];
   const instance = new uPlot(options(chart, plot.clientWidth || 300, zone), data, plot);
   instance.root.querySelector("canvas")?.setAttribute("aria-hidden", "true");  // the table says it
+  drawKeys(instance, chart);
+  plot.uplot = instance; // for the browser tests, which measure the labels it drew
   figure.dataset.drawn = "true";
   return instance;
 }
@@ -158,7 +162,7 @@ if (source && uPlot) {
   const observeAll = () => drawn.forEach(([figure]) => resized.observe(figure.querySelector(".series-plot")));
   observeAll();
   // Canvas colours are fixed when drawn: redraw when the colour scheme changes.
-  window.matchMedia("(prefers-color-scheme: dark)").addEventListener("change", () => {
+  DARK.addEventListener("change", () => {
     resized.disconnect();
     drawn.forEach(([, instance]) => instance?.destroy());
     drawn = drawAll();
