@@ -99,14 +99,17 @@ def budget_requests_count(projects: set[int] | None = None) -> int:
     return holds.count()
 
 
-def budget_requests(*, limit: int = 100, projects: set[int] | None = None) -> list[BudgetRequest]:
+def budget_requests(*, limit: int = 100, projects: set[int] | None = None, run_id: int | None = None) -> list[BudgetRequest]:
     """The runs waiting on a budget, oldest first, with what their budget has used now (none
-    without an enabled budget, as budget_requests_count)."""
+    without an enabled budget, as budget_requests_count); with `run_id`, that run's request only
+    (its page offers the same raise as the queue)."""
     if not _enabled()[0]:
         return []
     holds = BudgetHold.objects.filter(run__status__in=(Run.Status.QUEUED, Run.Status.PAUSED))
     if projects is not None:
         holds = holds.filter(run__agent__project_id__in=projects)
+    if run_id is not None:
+        holds = holds.filter(run_id=run_id)
     holds = list(holds.select_related("run", "run__agent", "budget")[:limit])
     budgets = list({h.budget.pk: h.budget for h in holds if h.budget is not None}.values())
     now = timezone.now()

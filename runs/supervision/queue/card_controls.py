@@ -17,6 +17,7 @@ from runs.supervision.evidence.twins import twins_attach
 from runs.supervision.quality.nudges import cards_shown, nudges_attach
 from runs.supervision.queue.cards import PAGE_RELATED, PendingApproval, _pending_items, approvals_pending_page
 from runs.supervision.queue.facts import Supervision
+from runs.supervision.queue.no_approver import no_approver_attach
 from toolsapp.sensitive import masked
 
 
@@ -50,6 +51,7 @@ def pending_supervision(items: list[PendingApproval]) -> None:
         item.schema = facts.parameters
         item.edit_json, item.edit_refusal = edit_offer(item, facts)
         item.grant_refusal = grant_refusal(approval, facts)
+    no_approver_attach(items)
     twins_attach(items, own_rows=[item.twin_row for item in items if item.twin_row is not None])
     state_refresh_stale(items)
 

@@ -59,6 +59,7 @@ class PendingApproval:
     edit_refusal: str = ""  # why there is no edit control
     schema: dict = field(default_factory=dict)  # the tool's JSON schema, for the browser's check
     grant_refusal: str = ""  # why there are no "for this run" choices
+    no_approver: str = ""  # why no one can give the approvals it still needs (queue/no_approver.py)
     # The decision moment (issue 47): the call's evidence as stored when it was asked about
     # (runs/models/evidence.py: {"said", "read", "values"}), its state check, its twins, and the
     # nudge this person gets before Approve.

@@ -7,16 +7,20 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST, require_safe
 
+from projects.access import may
+from projects.holders import holders_of, names_text
+from runs.controls.budget_requests import budget_requests
 from runs.demo_model.scenarios import DEMO_EXAMPLES
 from runs.lifecycle.call_arguments import run_call_arguments, run_timeline
 from runs.lifecycle.launch import rerun_launch, run_launch
 from runs.lifecycle.launch_rules import POLICY_LABELS, LaunchNotAllowed, launch_policy
 from runs.lifecycle.relatives import run_family
 from runs.lifecycle.replay import replays_of_run
+from runs.lifecycle.run_marks import decision_marks, run_decision_counts, status_label
 from runs.lifecycle.run_reads import agent_defaults, call_in_run, run_for_page
 from runs.lifecycle.runs import InvalidRun, run_cancel
 from runs.models import Approval, BudgetHold, Run, RunGrant, ToolCall
-from runs.roles import PERM_CANCEL, PERM_DECIDE, PERM_LAUNCH, PERM_VIEW, PERM_VIEW_APPROVAL
+from runs.roles import PERM_CANCEL, PERM_CHANGE_BUDGET, PERM_DECIDE, PERM_LAUNCH, PERM_VIEW, PERM_VIEW_APPROVAL
 from runs.supervision.approvals.grants import grant_revoke, grants_of_run
 from runs.supervision.queue.card_controls import approval_for_page, decision_refusals
 from runs.web.forms.launch import LaunchForm
@@ -86,11 +90,30 @@ def run_detail(request, pk: int):
         # Its agent's long-term memory, when the run called a memory tool (the facts page filters by run).
         "used_memory": any(f"\n{name}\n" in run.tools_used for name in MEMORY_TOOLS),
     }
+    rejected, edited = run_decision_counts(run_id=run.pk)
+    # Beside its status: an operator's stop in words, and the calls people refused or changed.
+    context["status_text"], context["marks"] = status_label(run), decision_marks(rejected=rejected, edited=edited)
     timeline = run_timeline(run=run)
-    context["budget_hold"] = BudgetHold.objects.filter(run=run).first() if not run.is_finished else None
+    context.update(budget_context(run, request.user))
     context["timeline_html"] = timeline_html(run=run, timeline=timeline)
     context["timeline_arguments"] = timeline["arguments"]
     return render(request, "runs/run_detail.html", context)
+
+
+def budget_context(run: Run, user) -> dict:
+    """A run a budget holds: what lets it go on, who may raise the budget (named), and the queue's
+    raise for those who may."""
+    hold = BudgetHold.objects.filter(run=run).first() if not run.is_finished else None
+    if hold is None:
+        return {"budget_hold": None}
+    budget_request = next(iter(budget_requests(run_id=run.pk)), None)
+    project_id = budget_request.budget.project_id if budget_request and budget_request.budget else run.agent.project_id
+    return {
+        "budget_hold": hold,
+        "budget_request": budget_request,
+        "budget_raisers": names_text(holders_of(PERM_CHANGE_BUDGET, project_id)),
+        "may_raise": bool(budget_request and budget_request.budget) and may(user, PERM_CHANGE_BUDGET, project_id),
+    }
 
 
 WAITING_CARDS = 10  # of one run on its page (each read as its own page reads it); the rest in the queue
