@@ -12,6 +12,8 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from runs.controls.budgets import reached
+from runs.controls.lever_declaration import PAUSED, UNPAUSED, Body, Button, Lever
+from runs.controls.lever_state import operator_note_data
 from runs.engine.dispatch import run_dispatch
 from runs.engine.loop import run_levers_apply
 from runs.engine.storage.db import write_transaction
@@ -147,5 +149,70 @@ def _refused(run_id: int, lever: str) -> LeverRefused:
     return LeverRefused("The run changed meanwhile: look at it again.")
 
 
-# Every lever by the name the run's socket and the API use for it (a new lever adds itself here).
-LEVERS = {"pause": run_pause, "resume": run_resume, "stop": run_stop, "message": run_message}
+# --- the levers, declared once (runs/controls/lever_declaration.py says what derives from this) ----
+
+
+def _pause_page(run: Run) -> str:
+    if run.status == Run.Status.PAUSED:
+        return f"Run {run.pk} is paused."
+    return f"Run {run.pk} pauses after its current step."
+
+
+def _pause_api(run: Run) -> str:
+    return f"Run {run.pk} is paused." if run.status == Run.Status.PAUSED else f"Run {run.pk} will pause at its next boundary."
+
+
+def _resume_api(run: Run) -> str:
+    waiting = run.status == Run.Status.AWAITING_APPROVAL
+    return f"Run {run.pk} resumed" + (": it waits for its pending decisions." if waiting else ".")
+
+
+def _stop_page(run: Run) -> str:
+    if run.is_finished:
+        return f"Run {run.pk} was stopped; the model was asked for a summary."
+    return f"Run {run.pk} stops after its current step and asks the model for a summary."
+
+
+def _stop_api(run: Run) -> str:
+    return f"Run {run.pk} stopped." if run.is_finished else f"Run {run.pk} will stop with a summary at its next boundary."
+
+
+DECLARED = (
+    Lever(
+        name="pause", pull=run_pause, timeline="Pause requested by",
+        button=Button("Pause", group="steer", shown_when=UNPAUSED, asked_flag="pause_requested",
+                      help="Pause stops after the current step and holds no worker; Resume goes on exactly where it stopped."),
+        page_answer=_pause_page, api_answer=_pause_api,
+        api_summary="Pause a run at its next boundary (at once if nobody drives it); it holds no worker while paused",
+    ),
+    Lever(
+        name="resume", pull=run_resume, timeline="Resumed by",
+        button=Button("Resume", group="steer", shown_when=PAUSED, style="primary"),
+        page_answer=lambda run: f"Run {run.pk} resumes.", api_answer=_resume_api,
+        api_summary="Resume a paused run exactly where it stopped",
+    ),
+    Lever(
+        name="message", pull=run_message,
+        button=Button("Send to the agent", group="steer"),
+        body=Body(field="text", max_chars=MESSAGE_MAX_CHARS, label="Message the agent",
+                  placeholder="A note for the agent: it gets it as a user message before its next model request.",
+                  help="Sent to the agent as a user message.", example=("A hint", "Check order ORD-1002 too.")),
+        page_answer=lambda run: "Your message goes to the agent before its next model request.",
+        api_answer=lambda run: f"The note waits for run {run.pk}'s next model request.",
+        api_extra=lambda note: {"message": operator_note_data(note)},
+        api_summary="Send the agent a note, as a user message before its next model request",
+    ),
+    Lever(
+        name="stop", pull=run_stop, timeline="Stop with a summary requested by",
+        button=Button("Stop with a summary", group="end", asked_flag="stop_requested_by_name", style="danger",
+                      help="Ends the run at its next step; the model then writes a summary of what was done, "
+                           "without calling tools.",
+                      confirm="Stop this run now? The model writes a summary of what it did, without tools; "
+                              "the run cannot go on after."),
+        page_answer=_stop_page, api_answer=_stop_api,
+        api_summary="End a run with a summary: the model is asked, without tools, what was done",
+    ),
+)
+
+# Every lever by its name, as the run's socket and the API take it.
+LEVERS = {lever.name: lever for lever in DECLARED}

@@ -1,5 +1,6 @@
 """Which project each of the runs app's routes is about (projects/routes.py)."""
 from projects.routes import PERSONAL_ROUTES, register, values
+from runs.controls.levers import DECLARED
 from runs.models import Agent, Approval, ApprovalRule, Budget, Run, RunGrant, Webhook
 
 run = values(Run, "agent__project_id", pk="pk")
@@ -14,11 +15,10 @@ webhook = values(Webhook, "project_id", pk="pk")
 def register_routes() -> None:
     register({
         **dict.fromkeys([
-            "run_detail", "run_cancel", "run_rerun", "call_result", "call_arguments", "run_pause",
-            "run_resume", "run_message", "run_stop", "run_fork", "step_replay", "run_compare",
-            "api-run-detail", "api-run-cancel", "api-run-rerun", "api-run-pause", "api-run-resume",
-            "api-run-message", "api-run-stop", "api-run-grants", "api-run-fork", "api-run-compare",
-            "api-step-replay",
+            "run_detail", "run_cancel", "run_rerun", "call_result", "call_arguments", "run_fork", "step_replay",
+            "run_compare", "api-run-detail", "api-run-cancel", "api-run-rerun", "api-run-grants", "api-run-fork",
+            "api-run-compare", "api-step-replay",
+            *(route for lever in DECLARED for route in (lever.page_route, lever.api_route)),  # run_pause, api-run-pause...
         ], run),
         **dict.fromkeys(["approval_decide", "approval_detail", "api-approval-approve", "api-approval-reject"], approval),
         **dict.fromkeys(["grant_revoke", "api-grant-revoke"], grant),

@@ -31,10 +31,7 @@ urlpatterns = [
     path("runs/<int:pk>/rerun/", runs.run_rerun, name="run_rerun"),
     path("runs/<int:pk>/calls/<int:call_pk>/result/", runs.call_result, name="call_result"),
     path("runs/<int:pk>/arguments/", runs.call_arguments, name="call_arguments"),
-    path("runs/<int:pk>/pause/", levers.run_pause_view, name="run_pause"),
-    path("runs/<int:pk>/resume/", levers.run_resume_view, name="run_resume"),
-    path("runs/<int:pk>/message/", levers.run_message_view, name="run_message"),
-    path("runs/<int:pk>/stop/", levers.run_stop_view, name="run_stop"),
+    *levers.page_routes(),  # runs/<pk>/pause/ (run_pause), resume, message, stop: runs/controls/levers.py
     path("runs/<int:pk>/fork/", forks.run_fork_view, name="run_fork"),
     path("runs/<int:pk>/replay/", replay.step_replay_view, name="step_replay"),
     path("runs/<int:pk>/compare/", forks.run_compare, name="run_compare"),

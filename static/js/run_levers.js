@@ -6,12 +6,12 @@ import { el, timeNode, when } from "./dom.js";
 
 const byId = (id) => document.getElementById(id);
 
+// The lines of the events the run records itself; each lever's line comes with its declaration
+// (runs/controls/levers.py), in the page's #lever-lines.
 const LINES = {
-  pause: "Pause requested by",
   paused: "Paused by",
-  resume: "Resumed by",
   held: "Held before its start by",
-  stop: "Stop with a summary requested by",
+  ...JSON.parse(byId("lever-lines")?.textContent || "{}"),
 };
 
 // The timeline entry of one lever event.
@@ -45,12 +45,25 @@ function setPausedBy(data) {
   }
 }
 
+// The lever buttons of the run page (templates/runs/_lever_form.html), each with its lever's
+// declared data: data-lever (its name), data-shown-when ("active", "paused" or "unpaused") and,
+// for a lever that is asked once, data-asked ("true" once pulled: its form stays hidden until
+// that is over). The button's form is what shows or hides.
+function leverButtons() {
+  return document.querySelectorAll("#run-levers button[data-lever]");
+}
+
 // The header's lever state after an event newer than the rendered page.
 function leverState(data) {
+  for (const button of leverButtons()) {
+    if (button.dataset.lever === data.lever && button.dataset.asked !== undefined) {
+      button.dataset.asked = "true";
+      button.form.hidden = true;
+    }
+  }
   if (data.lever === "pause") {
     setPausedBy(data); // a run nobody drives is paused at once, with this name
     show("run-pause-requested", true);
-    show("pause-form", false);
   } else if (data.lever === "paused" || data.lever === "held") {
     if (data.lever === "paused") setPausedBy(data);
     show("run-pause-requested", false);
@@ -64,7 +77,6 @@ function leverState(data) {
     const by = byId("stop-requested-by");
     if (by) by.textContent = data.by || "an operator";
     show("run-stop-requested", true);
-    show("stop-form", false);
   }
 }
 
@@ -99,17 +111,19 @@ export function renderLever(data, { append, live }) {
 export function leverControls(status, { finished }) {
   const paused = status === "paused";
   show("run-levers", !finished);
-  show("resume-form", paused);
   show("run-paused", paused);
   if (paused || finished) show("run-pause-requested", false);
   if (finished) show("run-stop-requested", false);
-  // Resumed: it can be paused again (unless a pause is already on its way).
-  show("pause-form", !finished && !paused && !isVisible("run-pause-requested"));
-}
-
-function isVisible(id) {
-  const node = byId(id);
-  return Boolean(node) && !node.hidden;
+  for (const button of leverButtons()) {
+    if (button.dataset.shownWhen === "paused") {
+      button.form.hidden = !paused;
+    } else if (button.dataset.shownWhen === "unpaused") {
+      // Paused, or over: what was asked of it is done. Resumed: it can be pulled again (unless
+      // it already was and that is on its way).
+      if ((paused || finished) && button.dataset.asked !== undefined) button.dataset.asked = "false";
+      button.form.hidden = finished || paused || button.dataset.asked === "true";
+    }
+  }
 }
 
 // A form that ends the run (data-confirm) asks first, next to its button: the first press shows

@@ -36,11 +36,8 @@ urlpatterns = [
     path("v1/runs/<int:pk>/", views.RunDetailView.as_view(), name="api-run-detail"),
     path("v1/runs/<int:pk>/cancel/", views.RunCancelView.as_view(), name="api-run-cancel"),
     path("v1/runs/<int:pk>/rerun/", views.RunRerunView.as_view(), name="api-run-rerun"),
-    # Operators' levers (runs/web/api/views/levers.py).
-    path("v1/runs/<int:pk>/pause/", levers.RunPauseView.as_view(), name="api-run-pause"),
-    path("v1/runs/<int:pk>/resume/", levers.RunResumeView.as_view(), name="api-run-resume"),
-    path("v1/runs/<int:pk>/message/", levers.RunMessageView.as_view(), name="api-run-message"),
-    path("v1/runs/<int:pk>/stop/", levers.RunStopView.as_view(), name="api-run-stop"),
+    # Operators' levers, as runs/controls/levers.py declares them (runs/web/api/views/levers.py).
+    *levers.api_routes(),
     path("v1/runs/<int:pk>/grants/", views.RunGrantListView.as_view(), name="api-run-grants"),
     path("v1/runs/<int:pk>/fork/", RunForkView.as_view(), name="api-run-fork"),
     path("v1/runs/<int:pk>/compare/", RunCompareView.as_view(), name="api-run-compare"),

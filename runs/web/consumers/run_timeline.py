@@ -17,8 +17,9 @@ While a model writes an answer, {"type": "stream", "step", "attempt", "model", "
 "reason" (when discarded)} carries the whole answer so far, a few times a second at most; it is
 never stored, and the step's event replaces it (runs/engine/streaming.py).
 
-Operators steer the run on the same socket: {"type": "lever", "lever": "pause"|"resume"|"stop"|
-"message", "text": <the note, for "message">} is answered {"type": "lever_done", "lever", "run",
+Operators steer the run on the same socket: {"type": "lever", "lever": <a lever declared in
+runs/controls/levers.py: "pause", "resume", "stop", "message"...>, "text": <its field, for a lever
+that takes one>} is answered {"type": "lever_done", "lever", "run",
 "levers"} or {"type": "error", "lever", "message"}; what it changed arrives as events like any
 other. Each lever checks the session and the permission again at that moment (signed out or a
 changed password: the error, then the socket closes; a viewer: the error, and it keeps watching).
@@ -42,7 +43,7 @@ from runs.controls.levers import LEVERS, LeverRefused
 from runs.engine.storage.snapshots import run_summary
 from runs.lifecycle.run_reads import EVENT_BATCH, run_events_after, run_group_name
 from runs.models import Run
-from runs.roles import PERM_CANCEL, PERM_VIEW
+from runs.roles import PERM_VIEW
 from runs.web.consumers.rights import CLOSE_FORBIDDEN, CLOSE_SIGNED_OUT, SIGNED_OUT, RecheckedRightsConsumer
 from runs.web.sessions import session_user
 
@@ -91,11 +92,12 @@ def _pull(session_key: str | None, user_id: int, run_id: int, lever: str, text) 
     user = session_user(session_key)
     if user is None or user.pk != user_id:
         return {"type": "error", "lever": lever, "message": SIGNED_OUT, "close": True}
-    if not _in_run_project(user, run_id) or not user.has_perm(PERM_CANCEL):
+    declared = LEVERS[lever]
+    if not _in_run_project(user, run_id) or not user.has_perm(declared.permission):
         return {"type": "error", "lever": lever, "message": "permission denied: your role may watch runs, not steer them"}
-    kwargs = {"text": text if isinstance(text, str) else ""} if lever == "message" else {}
+    kwargs = {declared.body.field: text if isinstance(text, str) else ""} if declared.body else {}
     try:
-        LEVERS[lever](run_id=run_id, user=user, **kwargs)
+        declared.pull(run_id=run_id, user=user, **kwargs)
     except LeverRefused as exc:
         return {"type": "error", "lever": lever, "message": str(exc)}
     run = Run.objects.get(pk=run_id)

@@ -1,19 +1,20 @@
-"""An operator's levers on a run from its page: pause, resume, a message to the agent, stop with a summary.
+"""An operator's levers on a run from its page: one view for every lever declared in
+runs/controls/levers.py (pause, resume, a message to the agent, stop with a summary...), and its routes.
 
-Each is a POST (CSRF-checked) that calls one service; the service decides whether the run can
-still take it (one outcome when it races the run's own end) and says why not in words. A form
+Each is a POST (CSRF-checked) that calls the lever's service; the service decides whether the run
+can still take it (one outcome when it races the run's own end) and says why not in words. A form
 post goes back to the run page with a message; a request that accepts JSON gets JSON.
 """
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
 from django.http import Http404, JsonResponse
 from django.shortcuts import redirect
-from django.urls import reverse
+from django.urls import path, reverse
 from django.views.decorators.http import require_POST
 
-from runs.controls.levers import LeverRefused, run_message, run_pause, run_resume, run_stop
+from runs.controls.lever_declaration import Lever
+from runs.controls.levers import DECLARED, LeverRefused
 from runs.models import Run
-from runs.roles import PERM_CANCEL
 
 # The answer to a control of the run page is shown beside that control (the page scrolls there),
 # not at the top of the page: these tags say where (templates/runs/run_detail.html).
@@ -35,64 +36,33 @@ def _wants_json(request) -> bool:
     return "application/json" in request.headers.get("Accept", "")
 
 
-def _lever(request, pk: int, act, done: str):
-    """Pull one lever: `act()` calls the service; `done(result)` is the message when it took."""
-    try:
-        result = act()
-    except Run.DoesNotExist:
-        raise Http404("No such run.")
-    except LeverRefused as exc:
+def lever_view(lever: Lever):
+    """The page view of one declared lever."""
+    @login_required
+    @permission_required(lever.permission, raise_exception=True)
+    @require_POST
+    def view(request, pk: int):
+        # The service refuses a field it cannot take (an empty or too long note), in words.
+        body = {lever.body.field: request.POST.get(lever.body.field, "")} if lever.body else {}
+        try:
+            result = lever.pull(run_id=pk, user=request.user, **body)
+        except Run.DoesNotExist:
+            raise Http404("No such run.")
+        except LeverRefused as exc:
+            if _wants_json(request):
+                return JsonResponse({"error": str(exc)}, status=409)
+            answer_at_controls(request, messages.ERROR, str(exc))
+            return back_to_controls(pk)
+        text = lever.page_answer(result if isinstance(result, Run) else Run.objects.get(pk=pk))
         if _wants_json(request):
-            return JsonResponse({"error": str(exc)}, status=409)
-        answer_at_controls(request, messages.ERROR, str(exc))
+            return JsonResponse({"message": text})
+        answer_at_controls(request, messages.SUCCESS, text)
         return back_to_controls(pk)
-    text = done(result)
-    if _wants_json(request):
-        return JsonResponse({"message": text})
-    answer_at_controls(request, messages.SUCCESS, text)
-    return back_to_controls(pk)
+
+    view.__name__ = f"run_{lever.name}_view"
+    return view
 
 
-def _pause_text(run: Run) -> str:
-    if run.status == Run.Status.PAUSED:
-        return f"Run {run.pk} is paused."
-    return f"Run {run.pk} pauses after its current step."
-
-
-def _stop_text(run: Run) -> str:
-    if run.is_finished:
-        return f"Run {run.pk} was stopped; the model was asked for a summary."
-    return f"Run {run.pk} stops after its current step and asks the model for a summary."
-
-
-@login_required
-@permission_required(PERM_CANCEL, raise_exception=True)
-@require_POST
-def run_pause_view(request, pk: int):
-    return _lever(request, pk, lambda: run_pause(run_id=pk, user=request.user), _pause_text)
-
-
-@login_required
-@permission_required(PERM_CANCEL, raise_exception=True)
-@require_POST
-def run_resume_view(request, pk: int):
-    return _lever(request, pk, lambda: run_resume(run_id=pk, user=request.user), lambda run: f"Run {run.pk} resumes.")
-
-
-@login_required
-@permission_required(PERM_CANCEL, raise_exception=True)
-@require_POST
-def run_message_view(request, pk: int):
-    # The service refuses an empty or too long note, in words.
-    text = request.POST.get("text", "")
-    return _lever(
-        request, pk, lambda: run_message(run_id=pk, user=request.user, text=text),
-        lambda note: "Your message goes to the agent before its next model request.",
-    )
-
-
-@login_required
-@permission_required(PERM_CANCEL, raise_exception=True)
-@require_POST
-def run_stop_view(request, pk: int):
-    return _lever(request, pk, lambda: run_stop(run_id=pk, user=request.user), _stop_text)
+def page_routes() -> list:
+    """runs/<pk>/<lever>/, named run_<lever>, for every declared lever."""
+    return [path(f"runs/<int:pk>/{lever.slug}/", lever_view(lever), name=lever.page_route) for lever in DECLARED]
