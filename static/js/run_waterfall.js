@@ -21,8 +21,10 @@ const CALL_LABELS = readJson("call-status-labels");
 // While the run is in one of these, a driver is asking the model whenever no call is open.
 const ASKING = new Set(["running", "stopping"]);
 const TICK_PX = 90; // room for one label of the time axis
+// Steps between the axis's ticks: 1-2-5 from a millisecond, so a 58 ms run gets an axis of 60 ms
+// in steps of 10 ms, not a second in which its calls are specks.
 const NICE_STEPS_MS = [
-  10, 20, 50, 100, 200, 250, 500, 1000, 2000, 5000, 10000, 15000, 30000, 60000, 120000, 300000,
+  1, 2, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1000, 2000, 2500, 5000, 10000, 15000, 30000, 60000, 120000, 300000,
   600000, 900000, 1800000, 3600000, 7200000, 21600000, 43200000, 86400000,
 ];
 const REDUCED_MOTION = window.matchMedia("(prefers-reduced-motion: reduce)");
@@ -241,9 +243,12 @@ function duration(ms) {
   return `${Math.floor(s / 3600)} h${min ? ` ${min} min` : ""}`;
 }
 
-function tickText(ms, step) {
+// A tick's label: in ms on the axis of a run shorter than a second, else in seconds with the
+// decimals the step needs (0.25 s, 1.5 s), then in minutes and hours.
+function tickText(ms, step, length) {
   if (ms === 0) return "0";
-  if (step < 1000) return `${(ms / 1000).toFixed(step < 100 ? 2 : 1)} s`;
+  if (length < 1000) return `${ms} ms`;
+  if (step < 1000) return `${(ms / 1000).toFixed(step % 100 ? (step % 10 ? 3 : 2) : 1)} s`;
   if (ms < 60000) return `${Math.round(ms / 1000)} s`;
   return duration(ms);
 }
@@ -328,14 +333,23 @@ function render() {
   const t0 = Math.min(firstAt ?? now, ...shown.map((s) => s.start));
   let t1 = finishedAt ?? now;
   for (const span of shown) t1 = Math.max(t1, span.end ?? now);
-  const length = Math.max(t1 - t0, 1000);
+  // The axis fits the run: it ends at the first tick at or after the run's end (now, while it goes
+  // on). Of the few steps whose ticks fit the width, the one that ends the axis nearest the end.
+  const took = Math.max(t1 - t0, 1);
   const width = axis.getBoundingClientRect().width || 600;
-  const step = NICE_STEPS_MS.find((ms) => ms >= length / Math.max(2, Math.floor(width / TICK_PX))) || NICE_STEPS_MS.at(-1);
+  const most = Math.max(2, Math.floor(width / TICK_PX));
+  const fitting = NICE_STEPS_MS.filter((ms) => ms * most >= took).slice(0, 3);
+  const axisEnd = (ms) => Math.ceil(took / ms) * ms;
+  const step = fitting.reduce((best, ms) => (axisEnd(ms) < axisEnd(best) ? ms : best), fitting[0] || NICE_STEPS_MS.at(-1));
+  const length = axisEnd(step);
   const pct = (ms) => `${((ms / length) * 100).toFixed(3)}%`;
   chart.style.setProperty("--wf-tick", pct(step));
+  axis.dataset.endMs = String(length);
 
   const ticks = [];
-  for (let at = 0; at <= length; at += step) ticks.push(el("span", { class: "wf-tick" }, tickText(at, step)));
+  for (let n = 0; n * step <= length; n++) {
+    ticks.push(el("span", { class: "wf-tick", dataset: { ms: String(n * step) } }, tickText(n * step, step, length)));
+  }
   ticks.forEach((tick, n) => { tick.style.left = pct(n * step); });
   axis.replaceChildren(...ticks);
 

@@ -189,3 +189,67 @@ def check_bars(found: list[dict], run: Run) -> None:
     # Then the destructive call waited for a person, ran, and the model answered.
     assert before(models[1], wait) and before(wait, cancel) and before(cancel, models[2]), found
     assert wait["end"] - wait["start"] >= 1000, wait  # the test waited for its label to reach seconds
+
+
+# The time axis as drawn: where it ends (ms from the run's first event), its labels, and whether
+# each label lies inside the track and clear of its neighbours.
+AXIS = """() => {
+  const track = document.querySelector('#run-waterfall .wf-axis-track');
+  const room = track.getBoundingClientRect();
+  const ticks = [...track.querySelectorAll('.wf-tick')].map((tick) => ({
+    ms: Number(tick.dataset.ms), text: tick.textContent, box: tick.getBoundingClientRect().toJSON() }));
+  const inside = ticks.every(({ box }) => box.left >= room.left - 0.5 && box.right <= room.right + 0.5);
+  const apart = ticks.every((tick, n) => n === 0 || ticks[n - 1].box.right <= tick.box.left);
+  return { endMs: Number(track.dataset.endMs), ticks, inside, apart, track: room.toJSON() };
+}"""
+
+
+def test_a_short_run_gets_an_axis_at_its_own_scale_and_its_parallel_calls_bars_apart(live, browser, users, script, launch):
+    model = script(
+        {"tool_calls": [weather("w1", "Lagos"), weather("w2", "London")]},
+        {"content": "Lagos is hot, London mild."},
+        latency=0.02,
+    )
+    run = launch("Weather in Lagos and London", models=[model])  # driven in this process: no queue wait
+    assert run.status == Run.Status.SUCCEEDED, run.stop_detail
+    page = browser.login(users["viewer"])
+    page.goto(f"/runs/{run.pk}/")
+    waterfall = page.locator("#run-waterfall")
+    waterfall.locator("summary").click()
+    wait_for_seq(page, run.event_seq)
+    expect(waterfall.locator(".wf-row-call .wf-bar")).to_have_count(2)
+    expect(waterfall.locator(".wf-row-model .wf-bar")).to_have_count(2)
+
+    found = {}
+    for size in (DESKTOP, PHONE):
+        page.set_viewport_size(size)
+        for scheme in ("light", "dark"):
+            page.emulate_media(color_scheme=scheme)
+            name = f"{'phone' if size == PHONE else 'desktop'}-{scheme}"
+            page.wait_for_function(
+                "() => document.querySelector('#run-waterfall .wf-axis-track .wf-tick:last-child').getBoundingClientRect()"
+                ".right <= document.querySelector('#run-waterfall .wf-axis-track').getBoundingClientRect().right + 0.5"
+            )
+            axis = page.evaluate(AXIS)
+            drawn = bars(page)
+            took = max(bar["end"] for bar in drawn)  # the run's last bar ends where the run did
+            # The axis ends at the run's end or the next tick after it, not at a second or more.
+            assert took <= axis["endMs"] < 2 * took + 1, (name, took, axis)
+            if took < 500:
+                assert axis["endMs"] < 1000 and all(t["text"] == "0" or t["text"].endswith(" ms") for t in axis["ticks"]), axis
+            assert axis["inside"] and axis["apart"] and len(axis["ticks"]) >= 2, (name, axis)
+            track = axis["track"]
+            # So the run fills most of the track, its model requests are bars, not specks...
+            assert max(bar["box"]["x"] + bar["box"]["width"] for bar in drawn) >= track["x"] + track["width"] / 2, drawn
+            for bar in of_kind(drawn, "model"):
+                assert bar["box"]["width"] >= (bar["end"] - bar["start"]) / axis["endMs"] * track["width"] - 1.5, bar
+                assert bar["box"]["width"] >= 8, (name, bar)
+            # ...and its two parallel calls are two bars on their own rows, each wide enough to see.
+            one, two = (bar["box"] for bar in of_kind(drawn, "call"))
+            assert one["y"] != two["y"] and one["width"] >= 4 and two["width"] >= 4, (one, two)
+            waterfall.scroll_into_view_if_needed()
+            screenshot(page, f"waterfall-short-{name}")
+            card_screenshot(waterfall, f"waterfall-short-card-{name}")
+            found[name] = axe_violations(page)
+    page.emulate_media(color_scheme="light")
+    assert_no_violations(found)
