@@ -5,6 +5,7 @@ from django.contrib.auth import get_user_model
 from django.db.models import Q
 
 from projects import access
+from projects.current import current_project
 from projects.models import DEFAULT_SLUG, Membership, Project
 
 NO_PROJECT = "You have no project where you may add this: ask an administrator for a role in one."
@@ -29,6 +30,15 @@ def project_default(user, perm: str) -> Project | None:
     return default
 
 
+def project_initial(user, perm: str) -> Project | None:
+    """The project a form starts with: the one the person works in (the header's switch) when
+    they may add this there, else their default."""
+    current = current_project(user)
+    if current is not None and access.may(user, perm, current.pk):
+        return current
+    return project_default(user, perm)
+
+
 def project_problem(user, perm: str, project: Project | None) -> str:
     """Why `user` may not put a new thing into `project` ("" when they may)."""
     if project is None:
@@ -42,13 +52,16 @@ def project_problem(user, perm: str, project: Project | None) -> str:
 
 
 def project_field_prepare(form, user, perm: str) -> None:
-    """A form's `project` field for a new thing: the projects where `user` has `perm`, theirs
-    chosen first; left out of a post (a script, an older form), their default one."""
+    """A form's `project` field for a new thing: the projects where `user` has `perm`, the one
+    they work in chosen first; left out of a post (a script, an older form), that one."""
     field = form.fields["project"]
     field.queryset = project_choices(user, perm)
     field.required = False
     field.empty_label = None
-    form.project_fallback = field.initial = project_default(user, perm)
+    form.project_fallback = field.initial = project_initial(user, perm)
+    if form.initial.get("project") is None and field.initial is not None:
+        # A ModelForm's new instance gives "project": None, which a field's initial does not beat.
+        form.initial["project"] = field.initial.pk
 
 
 def project_field_clean(form, cleaned: dict, user, perm: str) -> None:

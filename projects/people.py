@@ -135,3 +135,24 @@ def member_remove(*, membership: Membership) -> None:
         membership = _locked(membership)
         _keeps_an_admin(membership)
         membership.delete()
+
+
+def project_create(*, name: str, slug: str, description: str, admin_username: str) -> Project:
+    """A new project (by a site administrator) with its first admin, who then manages its people
+    on the projects page; the name and its slug are the site's only once."""
+    name, slug = name.strip(), slug.strip()
+    if Project.objects.filter(name__iexact=name).exists():
+        raise PeopleRefused(f"A project is already named {name}.")
+    if Project.objects.filter(slug=slug).exists():
+        raise PeopleRefused(f"A project already has the short name {slug}: choose another.")
+    admin = get_user_model().objects.filter(username=admin_username.strip(), is_active=True).first()
+    if admin is None:
+        raise PeopleRefused(f"No account is named “{admin_username.strip()}”: the person signs in once before "
+                            "they are made the project's admin.")
+    try:
+        with transaction.atomic():
+            project = Project.objects.create(name=name, slug=slug, description=description.strip())
+            Membership.objects.create(project=project, user=admin, role=_role(ADMINS))
+    except IntegrityError:  # made by someone else at the same moment
+        raise PeopleRefused(f"A project named {name} (or {slug}) was just made by someone else.") from None
+    return project

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 
 from django.http import Http404
 
-from projects import access
+from projects import access, current
 from projects.backends import SHARED
 
 Resolver = Callable[[dict], Iterable[int | None]]
@@ -63,7 +63,8 @@ def scope_check(user, url_name: str | None, kwargs: dict) -> None:
 
 class ProjectScopeMiddleware:
     """The pages' half of the check (the API's is in its permission class, after the token is
-    read)."""
+    read); and the project the person works in, from their session, for the page's forms
+    (projects/current.py)."""
 
     def __init__(self, get_response):
         self.get_response = get_response
@@ -74,6 +75,7 @@ class ProjectScopeMiddleware:
     def process_view(self, request, view_func, view_args, view_kwargs):
         if getattr(view_func, "cls", None) is not None and hasattr(view_func.cls, "permission_classes"):
             return None  # a DRF view: its permission class checks, once the token is known
+        current.remember(request)
         match = request.resolver_match
         scope_check(request.user, match.url_name if match else None, view_kwargs)
         return None

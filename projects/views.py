@@ -1,15 +1,19 @@
 """The projects page: the projects a person sees, their role in each, and who else works there;
-a project's admins (and site administrators) add people, change their role and remove them, and
-set when the nudge against quick approvals asks for a reason."""
+site administrators make projects; a project's admins (and site administrators) add people,
+change their role and remove them, and set when the nudge against quick approvals asks for a
+reason. And the header's switch of the project the person works in."""
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from projects import access, people
-from projects.forms import MemberAddForm, MemberRoleForm, NudgeSettingsForm
+from projects.current import current_project_choose, switchable_projects
+from projects.forms import MemberAddForm, MemberRoleForm, NudgeSettingsForm, ProjectCreateForm, ProjectSwitchForm
 from projects.models import Membership, Project
 
 # The site's role groups (runs/roles.py) as a person is named by them: "an operator".
@@ -27,7 +31,7 @@ def answer_tag(project: Project) -> str:
 
 
 @login_required
-def project_list(request):
+def project_list(request, create_form: ProjectCreateForm | None = None):
     user = request.user
     visible = access.visible_projects(user)
     projects = Project.objects.order_by("name")
@@ -53,7 +57,50 @@ def project_list(request):
             "add_form": MemberAddForm(auto_id=f"id_{p.slug}_%s") if manages else None,
             "nudge_form": NudgeSettingsForm(instance=p, auto_id=f"id_{p.slug}_nudge_%s") if manages else None,
         })
-    return render(request, "projects/project_list.html", {"rows": rows, "site_roles": site_roles})
+    return render(request, "projects/project_list.html", {
+        "rows": rows, "site_roles": site_roles,
+        "create_form": (create_form or ProjectCreateForm(auto_id="id_new_project_%s")) if site_admin else None,
+    })
+
+
+@login_required
+def project_create(request):
+    """A new project and its first admin (site administrators only); a refused one is shown again,
+    as typed, at the top of the projects page."""
+    if not people.site_administrator(request.user):
+        raise PermissionDenied("Only site administrators make projects.")
+    if request.method != "POST":
+        return redirect("project_list")
+    form = ProjectCreateForm(request.POST, auto_id="id_new_project_%s")
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            project = people.project_create(name=data["name"], slug=data["slug"], description=data["description"],
+                                            admin_username=data["admin"])
+        except people.PeopleRefused as refused:
+            form.add_error(None, str(refused))
+        else:
+            admin = data["admin"].strip()
+            return project_answer(request, project, f"{project} is made; {admin} is its admin and adds its people here.")
+    return project_list(request, create_form=form)
+
+
+@login_required
+@require_POST
+def project_switch(request):
+    """The header's switch: the project the person works in from now on (one of theirs)."""
+    form = ProjectSwitchForm(request.POST)
+    wanted = form.cleaned_data["project"] if form.is_valid() else None
+    project = next((p for p in switchable_projects(request.user) if p.slug == wanted), None)
+    if project is None:
+        raise Http404("No such project.")
+    current_project_choose(request, project)
+    back = form.cleaned_data.get("next") or request.headers.get("referer") or reverse("home")
+    if not url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()},
+                                           require_https=request.is_secure()):
+        back = reverse("home")
+    messages.info(request, f"You now work in {project}: new agents, rules and budgets start in it.")
+    return redirect(back)
 
 
 def posted_id(request, name: str) -> int | None:

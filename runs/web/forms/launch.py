@@ -2,6 +2,10 @@
 from django import forms
 
 from hosting.text import MAX_SAFE_INTEGER
+from projects.access import may, projects_with
+from projects.current import current_project
+from projects.empty_lists import nothing_yet
+from projects.models import Project
 from runs.engine.guards import POSITIVE_INT_LIMITS
 from runs.lifecycle.launch_rules import (
     LIMIT_SETTINGS,
@@ -15,6 +19,7 @@ from runs.lifecycle.launch_rules import (
 from runs.lifecycle.run_reads import agents_for_launch, enabled_tool_names
 from runs.lifecycle.runs import launch_errors
 from runs.models import Agent, ToolChoice
+from runs.roles import PERM_ADD_AGENT, PERM_LAUNCH
 
 AGENT_DEFAULT = [("", "the agent's setting")]
 LABELS = {"max_cost_usd": "Max cost (USD)"}
@@ -60,9 +65,33 @@ class LaunchForm(forms.Form):
         self.user = user  # whose overrides must stay within the agent
         for name in LIMIT_SETTINGS + TOOL_CHOICE_SETTINGS:
             self.fields[name] = setting_field(name)
-        self.fields["agent"].queryset = agents_for_launch(user)
+        self._agents_offered(user)
         self.fields["tools"].choices = [(name, name) for name in enabled_tool_names(user)]
         self.fields["tools"].widget.attrs["size"] = min(10, max(3, len(self.fields["tools"].choices)))
+
+    def _agents_offered(self, user) -> None:
+        """The agents of the projects where the person launches, named with their project when
+        there are several; the project they work in first chosen; none: what is missing, and who
+        can add one, instead of an empty list and "This field is required."."""
+        field = self.fields["agent"]
+        agents = list(agents_for_launch(user).select_related("project"))
+        field.queryset = agents_for_launch(user).select_related("project")
+        current = current_project(user)
+        if len({agent.project_id for agent in agents}) > 1:
+            field.label_from_instance = lambda agent: f"{agent.name} ({agent.project.name})"
+        if not self.initial.get("agent"):
+            self.initial["agent"] = next((a.pk for a in agents if current and a.project_id == current.pk), None)
+        self.nothing_yet, self.nothing_yet_project = "", None
+        if not agents:
+            project = current if current is not None and may(user, PERM_LAUNCH, current.pk) else None
+            if project is None:
+                allowed = projects_with(user, PERM_LAUNCH)
+                project = Project.objects.filter(**({} if allowed is None else {"pk__in": allowed})).order_by("name").first()
+            if project is not None:
+                self.nothing_yet = nothing_yet(project=project, things="agents", user=user, perm=PERM_ADD_AGENT)
+                # Those who may add one there are shown where: the agent editor, or a copy.
+                self.nothing_yet_project = project if may(user, PERM_ADD_AGENT, project.pk) else None
+                field.error_messages["required"] = self.nothing_yet
 
     def limit_fields(self) -> list[forms.BoundField]:
         return [self[name] for name in LIMIT_SETTINGS + TOOL_CHOICE_SETTINGS]
