@@ -263,3 +263,14 @@ def test_chart_labels_are_whole_cost_ticks_differ_and_each_series_has_its_own_pa
             page.locator("#series").screenshot(path=str(screenshot_dir() / f"metrics-series-{where}.png"))
         screenshot(page, f"metrics-labels-{where}")
     assert_no_violations(found)
+
+    # A day's window at phone width: a point per hour, labelled by the hour (the day under the
+    # first), every label whole too.
+    yesterday = (timezone.localdate() - timedelta(days=1)).isoformat()
+    page.goto(f"/metrics/?date_from={yesterday}&date_to={yesterday}")
+    expect(page.locator("#series-tokens")).to_have_attribute("data-drawn", "true")
+    hours = axis_labels(page, "tokens", 0)
+    assert hours and all(re.fullmatch(r"\d\d:00(\n\d{1,2} \w+)?", text) for text in hours), hours
+    assert page.evaluate(LABEL_PROBLEMS) == []
+    if screenshot_dir() is not None:
+        page.locator("#series").screenshot(path=str(screenshot_dir() / "metrics-series-hours-phone-dark.png"))
