@@ -16,7 +16,7 @@ from projects import access
 from projects.models import DEFAULT_SLUG, Project
 from runs.roles import PERM_ADD_TOOL, PERM_MANAGE_TOOLS
 from toolsapp.decision_settings import EXAMPLE, decision_settings_problems, decision_settings_save
-from toolsapp.executors.http import SECRET_ENV_PREFIX
+from toolsapp.executors import ConfigField, config_fields, config_typed, discovery_of, kind_choices
 from toolsapp.models import Tool
 from toolsapp.services import ToolInvalid, tool_save, tool_validate
 
@@ -135,7 +135,7 @@ def tool_save_in_project(*, tool: Tool | None, data: dict, project) -> Tool:
         if adding:
             tool.project = project
         saved = tool_save(tool=tool, data=data)
-        if not adding and saved.kind != Tool.Kind.MCP and saved.project_id != (project.pk if project else None):
+        if not adding and not discovery_of(saved.kind) and saved.project_id != (project.pk if project else None):
             Tool.objects.filter(pk=saved.pk).update(project=project)
             saved.project = project
         decision_settings_save(tool=saved, data=data)  # checked against the tool as saved, in its project
@@ -195,7 +195,18 @@ def clean_project_field(form, user, current: int | None):
 # --- The tool editor ------------------------------------------------------------------------------
 
 
-class ToolForm(forms.ModelForm):
+def _config_form_field(setting: ConfigField) -> forms.Field:
+    if setting.url:
+        return forms.URLField(required=False, label=setting.label, assume_scheme="https", help_text=setting.help_text)
+    return forms.CharField(required=False, label=setting.label, max_length=setting.max_length, help_text=setting.help_text)
+
+
+# The settings every kind declares (toolsapp/executors/), as fields of the tool form.
+KindSettingsForm = type("KindSettingsForm", (forms.Form,), {s.name: _config_form_field(s) for s in config_fields()})
+CONFIG_NAMES = [setting.name for setting in config_fields()]
+
+
+class ToolForm(forms.ModelForm, KindSettingsForm):
     parameters = forms.CharField(
         label="Parameters (JSON Schema)",
         widget=forms.Textarea(attrs={"rows": 14, "spellcheck": "false"}),
@@ -206,16 +217,6 @@ class ToolForm(forms.ModelForm):
     )
     repeat_limit = forms.IntegerField(required=False, help_text="Identical calls allowed per run; empty uses the agent's.")
     timeout_seconds = forms.FloatField()
-    url = forms.URLField(
-        required=False, label="URL (HTTP tools)", assume_scheme="https",
-        help_text="The worker POSTs the validated arguments and the idempotency key here as JSON. "
-                  "Private and loopback addresses are refused unless OUTBOUND_ALLOWLIST names them.",
-    )
-    secret_env = forms.CharField(
-        required=False, label="Secret from environment (HTTP tools)", max_length=100,
-        help_text=f"Name of an environment variable starting with {SECRET_ENV_PREFIX}; its value is sent "
-                  "as a Bearer token. The secret itself is never stored.",
-    )
     # The moment of decision (toolsapp/decision_settings.py checks them, for the API too).
     identifier_fields = forms.CharField(
         required=False, label="Identifier fields",
@@ -238,11 +239,11 @@ class ToolForm(forms.ModelForm):
         fields = [
             "name", "description", "parameters", "destructive", "always_ask", "critical", "allow_argument_edits",
             "parallel_safe", "idempotent", "in_experiments",
-            "timeout_seconds", "repeat_limit", "sensitive_fields", "kind", "handler", "url", "secret_env", "enabled",
+            "timeout_seconds", "repeat_limit", "sensitive_fields", "kind", "handler", *CONFIG_NAMES, "enabled",
             "identifier_fields", "state_check", "requires_read", "reads_outside_content",
         ]
         widgets = {"description": forms.Textarea(attrs={"rows": 3})}
-        help_texts = {"kind": "MCP tools are added by discovering an MCP server's tools."}
+        help_texts = {"kind": " ".join(discovery_of(kind).added for kind, _ in kind_choices() if discovery_of(kind))}
 
     def __init__(self, *args, user=None, **kwargs):
         super().__init__(*args, **kwargs)
@@ -252,10 +253,9 @@ class ToolForm(forms.ModelForm):
         # (the admin, for superusers, keeps a tool's project as it is).
         self.user = user
         if user is not None:
-            mcp = self.stored is not None and self.stored.kind == Tool.Kind.MCP
+            discovered = discovery_of(self.stored.kind) if self.stored is not None else None
             add_project_field(self, user, current=self.stored.project_id if self.stored else None,
-                              adding=self.stored is None,
-                              locked="An MCP tool is in its server's project: move the server to move it." if mcp else "")
+                              adding=self.stored is None, locked=discovered.project if discovered else "")
         if not self.is_bound:
             self.initial["parameters"] = json.dumps(
                 self.initial.get("parameters") or {"type": "object", "properties": {}, "required": [],
@@ -267,15 +267,14 @@ class ToolForm(forms.ModelForm):
             for name in ("state_check", "requires_read"):
                 value = self.initial.get(name)
                 self.initial[name] = json.dumps(value, ensure_ascii=False) if value else ""
-            config = self.instance.config or {}
-            self.initial.setdefault("url", config.get("url", ""))
-            self.initial.setdefault("secret_env", config.get("secret_env", ""))
-        if self.instance.pk and self.instance.kind == Tool.Kind.MCP:
-            # Where an MCP tool lives and what it is called there come from discovery.
-            for name in ("kind", "name", "url", "secret_env", "handler"):
+            for name, value in config_typed(self.instance).items():
+                self.initial.setdefault(name, value)
+        if self.instance.pk and discovery_of(self.instance.kind):
+            # Where a discovered tool lives and what it is called there come from discovery.
+            for name in ("kind", "name", "handler", *CONFIG_NAMES):
                 self.fields[name].disabled = True
         else:
-            self.fields["kind"].choices = [c for c in Tool.Kind.choices if c[0] != Tool.Kind.MCP]
+            self.fields["kind"].choices = [c for c in kind_choices() if not discovery_of(c[0])]
         # A form sent without it (a script, an older page) keeps what the tool has.
         self.fields["in_experiments"].required = False
 

@@ -5,12 +5,27 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 
+from toolsapp.executors import kind_choices
+
+
+class ToolKinds:
+    """The built-in kinds' values, for the code that names one (discovery makes MCP tools).
+    Every kind, its label and its rules are declared by its executor (toolsapp/executors/);
+    `choices` and `values` read them."""
+
+    PYTHON, HTTP, MCP = "python", "http", "mcp"
+
+    @property
+    def choices(self) -> list[tuple[str, str]]:
+        return kind_choices()
+
+    @property
+    def values(self) -> list[str]:
+        return [value for value, _ in kind_choices()]
+
 
 class Tool(models.Model):
-    class Kind(models.TextChoices):
-        PYTHON = "python", "Python handler"
-        HTTP = "http", "HTTP endpoint"
-        MCP = "mcp", "MCP server"
+    Kind = ToolKinds()
 
     name = models.CharField(max_length=64, unique=True)
     description = models.TextField(blank=True)
@@ -67,7 +82,8 @@ class Tool(models.Model):
         help_text="Its results hold content from outside (web pages, e-mails, tickets anyone writes): values "
         "taken from them are marked. HTTP and MCP tools always count as such.",
     )
-    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.PYTHON)
+    # Choices from the executors' declarations: a callable, so a new kind needs no migration.
+    kind = models.CharField(max_length=16, choices=kind_choices, default=Kind.PYTHON)
     handler = models.CharField(max_length=200, blank=True, help_text="Registered handler name (python tools).")
     config = models.JSONField(default=dict, blank=True, help_text="Source settings (URL, the MCP server's tool name).")
     # Deleting a server keeps its tools (agents and past runs name them): mcp_server_delete

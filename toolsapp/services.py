@@ -12,9 +12,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from hosting.text import MAX_SAFE_INTEGER, storable_json
-from toolsapp.executors import EXECUTORS
-from toolsapp.executors.http import http_tool_config, secret_host_error
-from toolsapp.executors.python import PYTHON_HANDLERS
+from toolsapp.executors import config_fields, discovery_of, kind_of
 from toolsapp.models import Tool
 from toolsapp.schemas import InvalidSchema, check_tool_schema, strict_mode_warnings
 
@@ -27,7 +25,7 @@ EDITABLE = (
     "parallel_safe", "idempotent", "in_experiments", "timeout_seconds", "repeat_limit", "sensitive_fields", "kind",
     "handler", "enabled",
 )
-HTTP_FIELDS = ("url", "secret_env")  # given by field, stored in the tool's config
+HTTP_FIELDS = tuple(setting.name for setting in kind_of(Tool.Kind.HTTP).config_fields)  # for tool_copies.py
 REQUIRED = ("name", "parameters")
 EXPERIMENT_MODES = ("auto", "real", "never")
 
@@ -48,7 +46,9 @@ def tool_validate(*, tool: Tool | None, data: dict) -> dict:
     def refuse(field: str, message: str) -> None:
         errors.setdefault(field, []).append(message)
 
-    given = {field: data[field] for field in (*EDITABLE, *HTTP_FIELDS) if field in data}
+    # The config fields, given by field and stored in the tool's config, are those the kinds declare.
+    named = (*EDITABLE, *(setting.name for setting in config_fields()))
+    given = {field: data[field] for field in named if field in data}
     for field, value in given.items():
         if not storable_json(value):
             refuse(field, f"{field} contains a NUL or an unpaired surrogate character.")
@@ -97,15 +97,11 @@ def tool_save(*, tool: Tool | None = None, data: dict) -> Tool:
 def tool_notices(*, tool: Tool) -> list[str]:
     """Things worth knowing after saving that do not stop the tool from being saved."""
     notices = [f"Strict mode: {warning}" for warning in strict_mode_warnings(tool.parameters)]
-    if tool.kind not in EXECUTORS:
+    executor = kind_of(tool.kind)
+    if executor is None:
         notices.append(f"Tools of kind {tool.kind!r} cannot be executed by this installation yet.")
-    elif tool.kind == Tool.Kind.PYTHON and (tool.handler or tool.name) not in PYTHON_HANDLERS:
-        notices.append(f"No Python handler named {tool.handler or tool.name!r} is registered.")
-    config = tool.config or {}
-    if tool.kind == Tool.Kind.HTTP and config.get("secret_env") and config.get("url"):
-        refused = secret_host_error(config["url"], config["secret_env"])
-        if refused:  # the operator may list the host later; until then every call is refused
-            notices.append(f"{refused} Calls will be refused until TOOL_SECRET_HOSTS allows it.")
+    else:
+        notices.extend(executor.notices(tool))
     return notices
 
 
@@ -117,18 +113,21 @@ def _current(tool: Tool | None) -> dict:
 
 def _problems(tool: Tool | None, values: dict, given: dict):
     """(field, message) for each rule a value breaks."""
-    was = tool.kind if tool else None
     name, kind = values["name"], values["kind"]
+    # What discovery decides (the kind of a discovered tool, its name, that it has no handler)
+    # stays as discovery made it.
+    discovered = discovery_of(tool.kind) if tool else None
     if not isinstance(name, str) or not TOOL_NAME.match(name):
         yield "name", "Use 1-64 letters, digits, underscores or hyphens (the API's rule)."
-    elif was == Tool.Kind.MCP and name != tool.name:
-        yield "name", "An MCP tool keeps the name discovery gave it."
-    if kind not in Tool.Kind.values:
+    elif discovered and name != tool.name:
+        yield "name", discovered.keeps_name
+    executor = kind_of(kind)
+    if executor is None:
         yield "kind", f"{kind!r} is not a kind of tool."
-    elif (kind == Tool.Kind.MCP) != (was == Tool.Kind.MCP):
-        yield "kind", "MCP tools are added by discovering an MCP server's tools."
-    if was == Tool.Kind.MCP and values["handler"] != tool.handler:
-        yield "handler", "An MCP tool runs on its server: it has no handler."
+    elif (discovered or executor.discovery) and kind != (tool.kind if tool else None):
+        yield "kind", (discovered or executor.discovery).added
+    if discovered and values["handler"] != tool.handler:
+        yield "handler", discovered.no_handler
     if "parameters" in given:
         try:
             check_tool_schema(values["parameters"])
@@ -163,23 +162,21 @@ def _number(value) -> bool:
 
 
 def _config(tool: Tool | None, kind: str, given: dict) -> tuple[dict, dict[str, str]]:
-    """(the config to store, its problems by field): an HTTP tool's URL and secret's name (those
-    not given stay as they were), an MCP tool's name on its server (discovery's), nothing for a
-    Python tool."""
+    """(the config to store, its problems by field): the config fields the kind declares (those
+    not given stay as they were, when the kind stays), a discovered tool's as discovery wrote it."""
     old = dict(tool.config or {}) if tool else {}
-    was_http = tool is not None and tool.kind == Tool.Kind.HTTP
-    if kind == Tool.Kind.HTTP:
-        typed = {field: given.get(field) for field in HTTP_FIELDS}
+    was, executor = kind_of(tool.kind) if tool else None, kind_of(kind)
+    if executor is not None and executor.config_fields:
+        typed = {setting.name: given.get(setting.name) for setting in executor.config_fields}
         wrong = {field: "Text." for field, value in typed.items() if value is not None and not isinstance(value, str)}
         if wrong:
             return old, wrong
-        config, problems = http_tool_config(**{
-            field: (old.get(field, "") if was_http else "") if value is None else value
+        return executor.config_from({
+            field: (old.get(field, "") if was is executor else "") if value is None else value
             for field, value in typed.items()
         })
-        return config, problems
-    if kind == Tool.Kind.PYTHON and was_http:
-        return {}, {}
+    if was is not None and was is not executor and was.config_fields:
+        return {}, {}  # typed settings of the kind it was, which this kind has no use for
     return old, {}
 
 

@@ -9,6 +9,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from projects import access
 from runs.models import Agent
 from runs.roles import PERM_ADD_TOOL, PERM_MANAGE_TOOLS, PERM_VIEW_TOOL
+from toolsapp.executors import kind_of, reaches_outside
 from toolsapp.forms import ToolForm, tool_save_in_project
 from toolsapp.models import Tool
 from toolsapp.services import ToolInvalid, tool_notices
@@ -43,8 +44,13 @@ def tool_detail(request, pk: int):
     flag_help = {name: Tool._meta.get_field(name).help_text for name in ("always_ask", "critical", "allow_argument_edits")}
     agents = access.scoped(Agent.objects.filter(tools=tool), request.user).order_by("name")
     server = tool.mcp_server
+    kind = kind_of(tool.kind)  # its rows as its kind declares them (none: the handler's, as a Python tool)
+    config = tool.config or {}
     return render(request, "toolsapp/tool_detail.html", {
         "tool": tool, "schema_json": schema, "flag_help": flag_help, "agents": agents,
+        "kind_rows": kind.detail_template if kind else "toolsapp/kinds/_handler.html",
+        "settings": [(s.label, config.get(s.name, "")) for s in kind.config_fields] if kind else [],
+        "reaches_outside": reaches_outside(tool.kind),
         # The server's page is for those who may change it (its command or URL shows there).
         "server_link": server is not None and access.may(request.user, PERM_MANAGE_TOOLS, server.project_id),
     })

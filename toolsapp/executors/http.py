@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 
 from toolsapp import net
-from toolsapp.executors.base import Executor, ToolContext, ToolError
+from toolsapp.executors.base import ConfigField, Executor, ToolContext, ToolError
 from toolsapp.outbound_rules import SECRET_ENV_PREFIX, host_matches
 
 ERROR_BODY_CHARS = 300
@@ -35,28 +35,48 @@ def secret_host_error(url: str, secret_env: str) -> str | None:
     return f"The secret {secret_env} may be sent only to {where}, not to {host or 'this URL'}."
 
 
-def tool_config_errors(config: dict) -> dict[str, str]:
-    """What is wrong with an HTTP tool's config, by field ("url", "secret_env")."""
-    errors = {}
-    url = config.get("url")
-    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-        errors["url"] = "An HTTP tool needs a URL starting with http:// or https://."
-    secret_env = config.get("secret_env") or ""
-    if secret_env and not secret_env.startswith(SECRET_ENV_PREFIX):
-        errors["secret_env"] = f"The secret's environment variable must start with {SECRET_ENV_PREFIX}."
-    return errors
-
-
-def http_tool_config(*, url: str, secret_env: str) -> tuple[dict, dict[str, str]]:
-    """(the config to store, the errors by field) for what an admin typed (form or API)."""
-    config = {"url": (url or "").strip(), "secret_env": (secret_env or "").strip()}
-    return {key: value for key, value in config.items() if value}, tool_config_errors(config)
-
-
 class HttpExecutor(Executor):
+    kind, label, order = "http", "HTTP endpoint", 10
+    reaches_outside = True
+    config_fields = (
+        ConfigField(
+            "url", "URL (HTTP tools)", url=True, max_length=2000,
+            help_text="The worker POSTs the validated arguments and the idempotency key here as JSON. "
+                      "Private and loopback addresses are refused unless OUTBOUND_ALLOWLIST names them.",
+            api_help_text="HTTP tools: where the worker POSTs the arguments (private addresses need OUTBOUND_ALLOWLIST).",
+        ),
+        ConfigField(
+            "secret_env", "Secret from environment (HTTP tools)", max_length=100,
+            help_text=f"Name of an environment variable starting with {SECRET_ENV_PREFIX}; its value is sent "
+                      "as a Bearer token. The secret itself is never stored.",
+            api_help_text="HTTP tools: environment variable (TOOL_SECRET_...) whose value is sent as a Bearer token.",
+        ),
+    )
+    # As before kinds declared their rows: the handler row (the tool's name), not the URL, which
+    # may carry a key and is not shown to every viewer.
+    detail_template = "toolsapp/kinds/_handler.html"
+
+    def config_errors(self, config: dict) -> dict[str, str]:
+        errors = {}
+        url = config.get("url")
+        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+            errors["url"] = "An HTTP tool needs a URL starting with http:// or https://."
+        secret_env = config.get("secret_env") or ""
+        if secret_env and not secret_env.startswith(SECRET_ENV_PREFIX):
+            errors["secret_env"] = f"The secret's environment variable must start with {SECRET_ENV_PREFIX}."
+        return errors
+
+    def notices(self, tool) -> list[str]:
+        config = tool.config or {}
+        if config.get("secret_env") and config.get("url"):
+            refused = secret_host_error(config["url"], config["secret_env"])
+            if refused:  # the operator may list the host later; until then every call is refused
+                return [f"{refused} Calls will be refused until TOOL_SECRET_HOSTS allows it."]
+        return []
+
     def run(self, tool, arguments: dict, context: ToolContext):
         config = tool.config or {}
-        problems = tool_config_errors(config)
+        problems = self.config_errors(config)
         if problems:
             raise ToolError(f"the tool is misconfigured: {' '.join(problems.values())}")
         headers = {"Idempotency-Key": context.idempotency_key}

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 
 from hosting.text import MAX_JSON_DEPTH, nested_deeper_than
-from toolsapp.executors.base import Executor, ToolContext, ToolError
+from toolsapp.executors.base import Discovery, Executor, ToolContext, ToolError
 from toolsapp.mcp import IDEMPOTENCY_META_KEY
 
 if TYPE_CHECKING:
@@ -35,6 +35,16 @@ def _error_text(result: mcp_types.CallToolResult) -> str:
 
 
 class McpExecutor(Executor):
+    kind, label, order = "mcp", "MCP server", 20
+    reaches_outside = True
+    discovery = Discovery(
+        added="MCP tools are added by discovering an MCP server's tools.",
+        keeps_name="An MCP tool keeps the name discovery gave it.",
+        no_handler="An MCP tool runs on its server: it has no handler.",
+        project="An MCP tool is in its server's project: move the server to move it.",
+    )
+    detail_template = "toolsapp/kinds/_mcp.html"
+
     def run(self, tool, arguments: dict, context: ToolContext):
         from toolsapp.mcp.client import McpFailure, call_tool  # the SDK, on the first MCP call
 

@@ -48,6 +48,14 @@ def python_handler(name: str, *, read_only: bool = False):
 
 
 class PythonExecutor(Executor):
+    kind, label, order = "python", "Python handler", 0
+    detail_template = "toolsapp/kinds/_handler.html"
+
+    def notices(self, tool) -> list[str]:
+        if (tool.handler or tool.name) not in PYTHON_HANDLERS:
+            return [f"No Python handler named {tool.handler or tool.name!r} is registered."]
+        return []
+
     def run(self, tool, arguments, context):
         handler = PYTHON_HANDLERS.get(tool.handler or tool.name)
         if handler is None:

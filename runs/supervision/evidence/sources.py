@@ -26,6 +26,7 @@ from hosting.text import loads as bounded_loads
 from runs.models import OperatorMessage, Step, ToolCall
 from runs.supervision.evidence.match import Needle, around, looked_for
 from runs.supervision.rules.conditions import json_path
+from toolsapp.executors import reaches_outside as kind_reaches_outside
 from toolsapp.models import Tool
 from toolsapp.sensitive import MASK, masked, redact, sensitive_values
 
@@ -37,7 +38,6 @@ SAID_CHARS = 4_000
 # content for the rules (a flag too many, never one too few).
 MAX_VALUES = 300
 MEMORY_READS = ("search_memory",)  # its results are memory facts (save_memory echoes the model)
-OUTSIDE_KINDS = (Tool.Kind.HTTP, Tool.Kind.MCP)
 
 SYSTEM, TASK, OPERATOR, MEMORY, TOOL, MODEL = "system", "task", "operator", "memory", "tool", "model"
 MODEL_WORDS = "the model wrote this"
@@ -299,7 +299,7 @@ def tools_quoted(datas: Iterable[dict]) -> set[str]:
 def reads_outside(kind: str | None, marked: bool) -> bool:
     """Whether a tool's results count as outside content (a tool no longer there counts: its kind
     is unknown)."""
-    return kind is None or kind in OUTSIDE_KINDS or bool(marked)
+    return kind_reaches_outside(kind) or bool(marked)  # as the kind declares (toolsapp/executors/)
 
 
 def assistant_text(message: Any) -> str:
