@@ -1,20 +1,22 @@
-"""Template filters of a card's state check: how long ago it answered, in the short words a card uses."""
+"""Template filters of how long ago something happened, in the short words the header badge uses
+(a card's state check, the queue's oldest wait, a budget request's wait)."""
 from django import template
 from django.utils import timezone
+
+from runs.supervision.evidence.text import age_text
 
 register = template.Library()
 
 
 @register.filter
 def ago(moment) -> str:
-    """ "4 s ago", "3 min ago", "2 h ago", "5 days ago" ("" for no time)."""
+    """ "4 s ago", "3 min ago", "2 h 5 min ago", "3 d 4 h ago" ("" for no time): the header badge's words."""
+    return f"{waited(moment)} ago" if moment is not None else ""
+
+
+@register.filter
+def waited(moment) -> str:
+    """How long since `moment`, as the header badge says it ("12 s", "4 min"), never "0 minutes"."""
     if moment is None:
         return ""
-    seconds = max(0, int((timezone.now() - moment).total_seconds()))
-    if seconds < 60:
-        return f"{seconds} s ago"
-    if seconds < 3600:
-        return f"{seconds // 60} min ago"
-    if seconds < 48 * 3600:
-        return f"{seconds // 3600} h ago"
-    return f"{seconds // 86400} days ago"
+    return age_text((timezone.now() - moment).total_seconds())

@@ -3,6 +3,8 @@ offered only where they are safe, grants on the run page, bulk decisions, one ap
 page, and who may do what (permissions, CSRF, sign-in)."""
 import html as html_lib
 import json
+import re
+from datetime import timedelta
 
 import pytest
 from django.contrib.auth.models import Group
@@ -124,9 +126,20 @@ def test_the_group_asked_and_the_rule_that_routed_the_call_are_shown(waiting, cl
 
 
 def test_the_queue_shows_how_long_the_oldest_call_has_waited(waiting, client, alice):
+    _, approval = waiting
     client.force_login(alice)
     page = page_text(client, reverse("approval_queue"))
     assert 'id="oldest-waiting"' in page and "The oldest call has waited" in page
+    # In the header badge's words ("12 s", "2 h 5 min"), never Django's "0 minutes".
+    Approval.objects.filter(pk=approval.pk).update(requested_at=timezone.now() - timedelta(seconds=12))
+    page = page_text(client, reverse("approval_queue"))
+    assert re.search(r"The oldest call has waited <strong>1[2-9] s</strong>", page)
+    assert "0\xa0minutes" not in page and "0 minutes" not in page
+    assert re.search(r"asked 1[2-9] s ago", card_of(page, approval))
+    Approval.objects.filter(pk=approval.pk).update(requested_at=timezone.now() - timedelta(hours=2, minutes=5, seconds=3))
+    page = page_text(client, reverse("approval_queue"))
+    assert "The oldest call has waited <strong>2 h 5 min</strong>" in page
+    assert "asked 2 h 5 min ago" in card_of(page, approval)
 
 
 def test_the_audit_names_the_rule_that_decided(waiting, client, alice):
