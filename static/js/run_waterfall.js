@@ -20,7 +20,8 @@ const CALL_DONE = new Set(groups.call_done || []);
 const CALL_LABELS = readJson("call-status-labels");
 // While the run is in one of these, a driver is asking the model whenever no call is open.
 const ASKING = new Set(["running", "stopping"]);
-const TICK_PX = 90; // room for one label of the time axis
+const TICK_GAP_PX = 16; // at least between two labels of the time axis
+const TICK_SPACING_PX = 64; // at least between two ticks: an axis to read at a glance, not a ruler
 // Steps between the axis's ticks: 1-2-5 from a millisecond, so a 58 ms run gets an axis of 60 ms
 // in steps of 10 ms, not a second in which its calls are specks.
 const NICE_STEPS_MS = [
@@ -327,21 +328,42 @@ function orderedSpans(now) {
   return all.sort((a, b) => a.start - b.start || a.order - b.order);
 }
 
+const measureContext = document.createElement("canvas").getContext("2d");
+
+function labelWidth(text) {
+  const style = getComputedStyle(axis);
+  measureContext.font = `${style.fontSize} ${style.fontFamily}`;
+  return measureContext.measureText(text).width;
+}
+
+// The time axis fits the run: it ends at the first tick at or after the run's end (now, while it
+// goes on). Of the first few steps whose labels fit the width (as measured), the one that ends the
+// axis nearest the run's end.
+function axisScale(took, width) {
+  const fitting = [];
+  for (const step of NICE_STEPS_MS) {
+    const intervals = Math.ceil(took / step);
+    if (intervals > width / TICK_SPACING_PX) continue;
+    const length = intervals * step;
+    let widest = 0;
+    for (let n = 0; n <= intervals; n++) widest = Math.max(widest, labelWidth(tickText(n * step, step, length)));
+    if (width / intervals >= widest + TICK_GAP_PX) fitting.push({ step, length });
+    if (fitting.length === 3) break;
+  }
+  if (!fitting.length) {
+    const step = NICE_STEPS_MS.at(-1);
+    return { step, length: Math.ceil(took / step) * step };
+  }
+  return fitting.reduce((best, one) => (one.length < best.length ? one : best));
+}
+
 function render() {
   const now = clockNow();
   const shown = orderedSpans(now);
   const t0 = Math.min(firstAt ?? now, ...shown.map((s) => s.start));
   let t1 = finishedAt ?? now;
   for (const span of shown) t1 = Math.max(t1, span.end ?? now);
-  // The axis fits the run: it ends at the first tick at or after the run's end (now, while it goes
-  // on). Of the few steps whose ticks fit the width, the one that ends the axis nearest the end.
-  const took = Math.max(t1 - t0, 1);
-  const width = axis.getBoundingClientRect().width || 600;
-  const most = Math.max(2, Math.floor(width / TICK_PX));
-  const fitting = NICE_STEPS_MS.filter((ms) => ms * most >= took).slice(0, 3);
-  const axisEnd = (ms) => Math.ceil(took / ms) * ms;
-  const step = fitting.reduce((best, ms) => (axisEnd(ms) < axisEnd(best) ? ms : best), fitting[0] || NICE_STEPS_MS.at(-1));
-  const length = axisEnd(step);
+  const { step, length } = axisScale(Math.max(t1 - t0, 1), axis.getBoundingClientRect().width || 600);
   const pct = (ms) => `${((ms / length) * 100).toFixed(3)}%`;
   chart.style.setProperty("--wf-tick", pct(step));
   axis.dataset.endMs = String(length);
