@@ -25,7 +25,6 @@ EDITABLE = (
     "parallel_safe", "idempotent", "in_experiments", "timeout_seconds", "repeat_limit", "sensitive_fields", "kind",
     "handler", "enabled",
 )
-HTTP_FIELDS = tuple(setting.name for setting in kind_of(Tool.Kind.HTTP).config_fields)  # for tool_copies.py
 REQUIRED = ("name", "parameters")
 EXPERIMENT_MODES = ("auto", "real", "never")
 

@@ -4,9 +4,10 @@ the decision settings' checks), named so that it says it is a copy (tool names a
 only once). The original is not changed."""
 from toolsapp.decision_settings import FIELDS as DECISION_FIELDS
 from toolsapp.decision_settings import LINKS
+from toolsapp.executors import config_typed, discovery_of
 from toolsapp.forms import tool_save_in_project
 from toolsapp.models import Tool
-from toolsapp.services import EDITABLE, HTTP_FIELDS, TOOL_NAME, ToolInvalid
+from toolsapp.services import EDITABLE, TOOL_NAME, ToolInvalid
 
 MAX_NAME = 64
 
@@ -28,19 +29,18 @@ def copy_name(name: str, into_slug: str, *, taken) -> str:
 
 
 def tool_copy(*, tool: Tool, into) -> Tool:
-    """A copy of `tool` in project `into`. An MCP server's tools come with their server, and a tool
-    the site shares is every project's already: neither is copied."""
-    if tool.kind == Tool.Kind.MCP:
-        raise CopyRefused(f"{tool.name} comes from an MCP server: add the server to {into} and its tools come with it.")
+    """A copy of `tool` in project `into`. A discovered tool comes with its source (an MCP server's
+    with the server), and a tool the site shares is every project's already: neither is copied."""
+    discovered = discovery_of(tool.kind)
+    if discovered:
+        raise CopyRefused(discovered.not_copied.format(tool=tool.name, project=into))
     if tool.project_id is None:
         raise CopyRefused(f"{tool.name} is shared by the site: every project's agents may use it already.")
     if tool.project_id == into.pk:
         raise CopyRefused(f"{tool.name} is a tool of {into} already.")
     data = {field: getattr(tool, field) for field in EDITABLE}
     data["name"] = copy_name(tool.name, into.slug, taken=lambda name: Tool.objects.filter(name=name).exists())
-    config = tool.config or {}
-    if tool.kind == Tool.Kind.HTTP:
-        data.update({field: config.get(field, "") for field in HTTP_FIELDS})
+    data.update(config_typed(tool))  # the settings its kind declares (toolsapp/executors/)
     # A check or a required read names another tool of its own project: the copy has neither.
     data.update({field: getattr(tool, field) for field in DECISION_FIELDS if field not in LINKS})
     try:

@@ -55,6 +55,7 @@ class Discovery:
     keeps_name: str
     no_handler: str
     project: str  # the tool's project is its source's
+    not_copied: str  # a copy into another project is refused ({tool}, {project})
 
 
 # The kinds, by their stored value; filled as the executor modules are imported.

@@ -42,6 +42,7 @@ class McpExecutor(Executor):
         keeps_name="An MCP tool keeps the name discovery gave it.",
         no_handler="An MCP tool runs on its server: it has no handler.",
         project="An MCP tool is in its server's project: move the server to move it.",
+        not_copied="{tool} comes from an MCP server: add the server to {project} and its tools come with it.",
     )
     detail_template = "toolsapp/kinds/_mcp.html"
 
