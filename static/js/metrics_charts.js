@@ -15,12 +15,14 @@ const DARK = window.matchMedia("(prefers-color-scheme: dark)");
 
 const integer = new Intl.NumberFormat("en-US", { maximumFractionDigits: 0 });
 const decimal = new Intl.NumberFormat("en-US", { maximumFractionDigits: 1 });
+const tiny = new Intl.NumberFormat("en-US", { maximumSignificantDigits: 2 });
 const FORMATS = {
   count: (v) => integer.format(v),
   percent: (v) => `${decimal.format(v)}%`,
   ms: (v) => `${integer.format(v)} ms`,
   seconds: (v) => `${decimal.format(v)} s`,
-  usd: (v) => `$${v.toFixed(4)}`,
+  // Four decimals, or two significant digits for what four decimals would show as $0.0000.
+  usd: (v) => `$${v !== 0 && Math.abs(v) < 0.0001 ? tiny.format(v) : v.toFixed(4)}`,
 };
 const UNIT_WORDS = { hour: "Hour", day: "Day", month: "Month" };
 
