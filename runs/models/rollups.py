@@ -33,6 +33,9 @@ class RollupDay(models.Model):
 
     day = models.DateField(primary_key=True)
     built = models.BooleanField(default=False, help_text="Every ended run of the day is counted.")
+    # The declared totals its FigureRollup rows hold (runs/observability/metrics/figures.py): a day
+    # counted before a total was declared lacks it, so it is read raw until it is rebuilt.
+    totals = models.TextField(blank=True, default="", help_text="The totals the day's rows were counted with.")
 
 
 class RunRollup(models.Model):
@@ -177,3 +180,20 @@ class ApprovalWait(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["bucket", "day"], name="approval_wait_bucket_day")]
+
+
+class FigureRollup(models.Model):
+    """The declared totals of those runs (runs/observability/metrics/figures.py), by agent: one row
+    per (day, agent, total), `whole_month` rows as in StepRollup. A figure declared later adds rows,
+    not columns: no migration."""
+
+    day = models.DateField()
+    whole_month = models.BooleanField(default=False)
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="+")
+    name = models.CharField(max_length=64)
+    value = models.FloatField(default=0.0)  # counts too: exact up to 2**53
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["day", "agent", "name", "whole_month"], name="unique_figure_rollup")
+        ]

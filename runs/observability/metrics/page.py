@@ -30,8 +30,10 @@ from runs.observability.metrics.aggregates import (  # noqa: F401 (nearest_rank_
     nearest_rank_offset,
     percentile_values,
 )
+from runs.observability.metrics.figures import FigureValue, figure_values
 from runs.observability.metrics.rollup_rows import tool_counts
 from runs.observability.metrics.supervision_figures import SupervisionFigures, supervision_summary
+from runs.observability.metrics.totals import totals_of
 
 DEFAULT_PERIOD_DAYS = 7
 
@@ -107,11 +109,9 @@ class Metrics:
     start: date
     end: date
     agent: Agent | None
-    runs_total: int
+    figures: dict[str, FigureValue]  # every figure declared in figures.py, by name
     by_status: list[CountRow]
     by_stop_reason: list[CountRow]
-    finished_runs: int
-    succeeded_runs: int
     iterations: Percentiles
     tool_errors: list[ToolErrorRow]
     model_latency: list[ModelLatencyRow]
@@ -121,9 +121,26 @@ class Metrics:
     latency_estimated: bool = False  # model latency percentiles from the rollups' buckets (within 1%)
 
     @property
+    def tiles(self) -> list[FigureValue]:
+        """The figures shown as tiles of their own (the others the page lays out by hand)."""
+        return [found for found in self.figures.values() if found.figure.tile]
+
+    @property
+    def runs_total(self) -> int:
+        return self.figures["runs_total"].value
+
+    @property
+    def finished_runs(self) -> int:
+        return self.figures["finished_runs"].value
+
+    @property
+    def succeeded_runs(self) -> int:
+        return self.figures["succeeded_runs"].value
+
+    @property
     def success_rate(self) -> float | None:
         """Succeeded among finished runs (runs still going are left out)."""
-        return self.succeeded_runs / self.finished_runs if self.finished_runs else None
+        return self.figures["success_rate"].value
 
     @property
     def success_percent(self) -> float | None:
@@ -242,11 +259,9 @@ def _metrics_from(figures: dict, *, start: date, end: date, agent) -> Metrics:
         start=start,
         end=end,
         agent=agent,
-        runs_total=sum(statuses.values()),
+        figures=figure_values(figures["totals"]),
         by_status=by_status,
         by_stop_reason=_count_rows(stops, Run.StopReason),
-        finished_runs=finished_runs,
-        succeeded_runs=statuses[Run.Status.SUCCEEDED],
         iterations=Percentiles(
             count=finished_runs, p50=histogram_percentile(iterations, 50), p95=histogram_percentile(iterations, 95)
         )
@@ -293,17 +308,14 @@ def _metrics_raw(*, start: date, end: date, agent: Agent | None = None) -> Metri
 
     by_status = _count_by(runs, "status", Run.Status)
     finished_runs = sum(row.count for row in by_status if row.value in Run.FINISHED_STATUSES)
-    succeeded_runs = sum(row.count for row in by_status if row.value == Run.Status.SUCCEEDED)
     finished = runs.filter(status__in=Run.FINISHED_STATUSES)
     return Metrics(
         start=start,
         end=end,
         agent=agent,
-        runs_total=sum(row.count for row in by_status),
+        figures=figure_values(totals_of(runs=runs, steps=steps, calls=calls)),
         by_status=by_status,
         by_stop_reason=_count_by(runs, "stop_reason", Run.StopReason),
-        finished_runs=finished_runs,
-        succeeded_runs=succeeded_runs,
         iterations=_percentiles(finished, own_work.own_iterations(), finished_runs),
         tool_errors=_tool_errors(calls),
         model_latency=_model_latency(steps),

@@ -20,12 +20,13 @@ from django.utils import timezone
 
 from runs.days import TruncDay, day_start
 from runs.models import Approval, RollupDay, Run, RunRollup, Step, StepRollup, ToolCall, ToolRollup, UncountedRun
-from runs.models.rollups import AllAgentsStepRollup, ApprovalRollup, ApprovalWait, DayRollup, WaitRollup
-from runs.observability.metrics import own_work
+from runs.models.rollups import AllAgentsStepRollup, ApprovalRollup, ApprovalWait, DayRollup, FigureRollup, WaitRollup
+from runs.observability.metrics import figures, own_work
 from runs.observability.metrics.aggregates import nearest_rank_offset
 from runs.observability.metrics.approval_figures import Waits, approval_rows, counted_rows, plain_rows
 from runs.observability.metrics.rollup_rows import tool_counts
 from runs.observability.metrics.rollups import RELATIVE_ACCURACY, bucket_value, latency_bucket
+from runs.observability.metrics.totals import totals_of
 
 RAW_IDS = 5_000  # runs read from their own rows: their work is read this many runs at a time
 STILL_GOING = tuple(value for value in Run.Status.values if value not in Run.FINISHED_STATUSES)
@@ -35,7 +36,12 @@ ACCURACY_PERCENT = round(100 * RELATIVE_ACCURACY)
 def built_days(start: date, end: date) -> list[date]:
     """The days of start..end read from the rollups: those built. Today too: at a year of history
     its runs were the biggest part read raw, and its rollups are as exact as any day's."""
-    return list(RollupDay.objects.filter(day__gte=start, day__lte=end, built=True).values_list("day", flat=True))
+    return list(_counted_days().filter(day__gte=start, day__lte=end).values_list("day", flat=True))
+
+
+def _counted_days():
+    """The days whose rollups hold every ended run, counted with every total declared now (figures.py)."""
+    return RollupDay.objects.filter(built=True, totals=figures.totals_key())
 
 
 def latency_rollup(agent):
@@ -49,12 +55,12 @@ def rolled_figures(
     *, start: date, end: date, agent, built: list[date], steps: Counter | None = None, waits: Counter | None = None
 ) -> dict:
     """Runs by (status, stop reason, iterations) and by day ([runs, tokens, cost]), steps by (model,
-    latency bucket), tool counts, approvals (rows as approval_figures.counted_rows gives them) and
-    people's Waits of the window, from the rollups of `built` days and the raw rows of the rest.
-    `steps` {(model, bucket): steps} and `waits` {(rule name, tool, bucket): decisions} of the
+    latency bucket), tool counts, the declared totals {name: value} (figures.py), approvals (rows
+    as approval_figures.counted_rows gives them) and people's Waits of the window, from the
+    rollups of `built` days and the raw rows of the rest. `steps` {(model, bucket): steps} and `waits` {(rule name, tool, bucket): decisions} of the
     built days, when the caller has read them already (the charts read them per point)."""
     outcomes, per_day = Counter(), defaultdict(lambda: [0, 0, 0.0])
-    days = RollupDay.objects.filter(day__gte=start, day__lte=max(built), built=True).values("day")
+    days = _counted_days().filter(day__gte=start, day__lte=max(built)).values("day")
     by_agent = {} if agent is None else {"agent": agent}
     plan = month_plan(start, end, set(built))
     for (status, stop, iterations), n in _summed(
@@ -78,6 +84,7 @@ def rolled_figures(
         .annotate(f=Sum("finished"), fa=Sum("failed"), r=Sum("rejected"))
     ):
         _add_tool(tools, tool, counts)
+    totals = Counter({name: value for (name,), value in _summed(FigureRollup, plan, by_agent, ("name",), "value").items()})
 
     raw = raw_runs(raw_parts(start=start, end=end, built=set(built), agent=agent))
     for day, status, stop, iterations, tokens, cost, _forked in raw.values():
@@ -93,12 +100,14 @@ def rolled_figures(
         for tool, *counts in raw_calls.order_by().values_list("tool_name").annotate(**tool_counts()):
             _add_tool(tools, tool, counts)
         raw_approvals += approval_rows(Approval.objects.filter(run_id__in=ids))
+        totals.update(totals_of(runs=Run.objects.filter(pk__in=ids), steps=raw_steps, calls=raw_calls))
     approvals, waits = _approvals(days=days, plan=plan, by_agent=by_agent, raw=raw_approvals, rolled=waits)
     return {
         "outcomes": outcomes,
         "per_day": per_day,
         "steps": steps,
         "tools": tools,
+        "totals": totals,
         "approvals": approvals,
         "waits": waits,
     }

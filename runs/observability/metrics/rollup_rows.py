@@ -12,9 +12,10 @@ from django.db.models import BooleanField, Count, ExpressionWrapper, F, Q, Sum
 
 from runs.days import TruncDay
 from runs.models import Approval, RunRollup, Step, StepRollup, ToolCall, ToolRollup
-from runs.models.rollups import AllAgentsStepRollup, ApprovalRollup, ApprovalWait, DayRollup, WaitRollup
+from runs.models.rollups import AllAgentsStepRollup, ApprovalRollup, ApprovalWait, DayRollup, FigureRollup, WaitRollup
 from runs.observability.metrics import own_work
 from runs.observability.metrics.aggregates import approval_wait_seconds
+from runs.observability.metrics.totals import totals_by_day
 
 RELATIVE_ACCURACY = 0.01
 GAMMA = (1 + RELATIVE_ACCURACY) / (1 - RELATIVE_ACCURACY)
@@ -53,9 +54,14 @@ def row_add(model, keys: dict, **deltas) -> None:
 # --- a set of runs' contribution, by day -----------------------------------------------------------
 
 
+def empty_contribution() -> tuple:
+    return [], Counter(), [], [], [], Counter()
+
+
 def contributions(runs) -> dict:
-    """{day: (run rows, step rows, tool rows, approval rows, waits)} of the ended runs `runs` (a queryset)."""
-    found = defaultdict(lambda: ([], Counter(), [], [], []))
+    """{day: (run rows, step rows, tool rows, approval rows, waits, totals)} of the ended runs `runs`
+    (a queryset); totals {(agent, total name): value} as figures.py declares them."""
+    found = defaultdict(empty_contribution)
     day_of_created = TruncDay("created_at")
     # Each run's own work (runs/observability/metrics/own_work.py): a fork's copies are its parent's.
     for day, agent, status, stop, iterations, n, tokens, cost in (
@@ -66,18 +72,24 @@ def contributions(runs) -> dict:
     ):
         found[as_date(day)][0].append((agent, status, stop, iterations, n, tokens or 0, cost or 0.0))
     run_ids = runs.order_by().values("pk")
-    steps = own_work.own_steps(Step.objects.filter(run_id__in=run_ids), runs=run_ids).annotate(_day=TruncDay("run__created_at"))
-    for day, agent, model, latency in steps.values_list("_day", "run__agent_id", "model", "latency_ms").iterator():
+    steps = own_work.own_steps(Step.objects.filter(run_id__in=run_ids), runs=run_ids)
+    by_day = steps.annotate(_day=TruncDay("run__created_at"))
+    for day, agent, model, latency in by_day.values_list("_day", "run__agent_id", "model", "latency_ms").iterator():
         found[as_date(day)][1][(agent, model, latency_bucket(latency))] += 1
-    calls = own_work.own_calls(ToolCall.objects.filter(run_id__in=run_ids), runs=run_ids).annotate(_day=TruncDay("run__created_at"))
+    calls = own_work.own_calls(ToolCall.objects.filter(run_id__in=run_ids), runs=run_ids)
     for day, agent, tool, finished, failed, rejected in (
-        calls.order_by().values_list("_day", "run__agent_id", "tool_name").annotate(**tool_counts())
+        calls.annotate(_day=TruncDay("run__created_at"))
+        .order_by()
+        .values_list("_day", "run__agent_id", "tool_name")
+        .annotate(**tool_counts())
     ):
         if finished:
             found[as_date(day)][2].append((agent, tool, finished, failed, rejected))
     for day, (approvals, waits) in approval_parts(runs).items():
         found[day][3].extend(approvals)
         found[day][4].extend(waits)
+    for day, agent, name, value in totals_by_day(runs=runs, steps=steps, calls=calls):
+        found[as_date(day)][5][agent, name] += value
     return dict(found)
 
 
@@ -124,7 +136,7 @@ def approval_parts(runs) -> dict:
 
 def day_insert(day: date, contribution) -> None:
     """The day's rows (not its month's) of `contribution`, into a day that has none."""
-    run_rows, step_counts, tool_rows, approval_rows, waits = contribution
+    run_rows, step_counts, tool_rows, approval_rows, waits, totals = contribution
     RunRollup.objects.bulk_create(
         [
             RunRollup(
@@ -156,6 +168,9 @@ def day_insert(day: date, contribution) -> None:
         [ApprovalRollup(**dict(zip(APPROVAL_KEYS, (day, *keys))), approvals=n) for *keys, n in approval_rows]
     )
     waits_insert(day, waits, counts=False)
+    FigureRollup.objects.bulk_create(
+        [FigureRollup(day=day, agent_id=agent, name=name, value=value) for (agent, name), value in totals.items() if value]
+    )
 
 
 def _per_agent(run_rows) -> dict:
@@ -195,7 +210,7 @@ def wait_counts(waits) -> Counter:
 
 def day_add(day: date, contribution) -> None:
     """Add `contribution` (runs not counted yet) to the day's rows and its month's."""
-    run_rows, step_counts, tool_rows, approval_rows, waits = contribution
+    run_rows, step_counts, tool_rows, approval_rows, waits, totals = contribution
     outcomes_add(day, {tuple(row[:4]): tuple(row[4:]) for row in run_rows})
     for agent, (n, tokens, cost) in sorted(_per_agent(run_rows).items()):
         row_add(DayRollup, {"day": day, "agent_id": agent}, runs=n, tokens=tokens, cost_usd=cost)
@@ -206,10 +221,11 @@ def day_add(day: date, contribution) -> None:
     for *keys, n in approval_rows:
         row_add(ApprovalRollup, dict(zip(APPROVAL_KEYS, (day, *keys))), approvals=n)
     waits_insert(day, waits)
+    totals_add(day, totals)
 
 
 def day_subtract(day: date, contribution) -> None:
-    run_rows, step_counts, tool_rows, approval_rows, waits = contribution
+    run_rows, step_counts, tool_rows, approval_rows, waits, totals = contribution
     outcomes_add(day, {tuple(row[:4]): tuple(-value for value in row[4:]) for row in run_rows})
     for agent, (n, tokens, cost) in _per_agent(run_rows).items():
         DayRollup.objects.filter(day=day, agent_id=agent).update(
@@ -223,6 +239,7 @@ def day_subtract(day: date, contribution) -> None:
     for *keys, n in approval_rows:
         ApprovalRollup.objects.filter(**dict(zip(APPROVAL_KEYS, (day, *keys)))).update(approvals=F("approvals") - n)
     waits_add(day, {key: -n for key, n in wait_counts(waits).items()})
+    totals_add(day, {key: -value for key, value in totals.items()})
     ApprovalWait.objects.filter(approval_id__in=[row[0] for row in waits]).delete()
     # Rows of no run any more say nothing; the pages must not list them as zeros.
     DayRollup.objects.filter(day=day, runs=0).delete()
@@ -249,6 +266,12 @@ def waits_add(day: date, deltas: dict) -> None:
         day,
         {k: (n,) for k, n in deltas.items()},
     )
+
+
+def totals_add(day: date, deltas: dict, *, rows=(False, True)) -> None:
+    """Add {(agent id, total name): value} to the day's FigureRollup rows and its month's (`rows` as
+    in outcomes_add)."""
+    _month_add(FigureRollup, ("agent_id", "name"), ("value",), day, {k: (v,) for k, v in deltas.items()}, rows=rows)
 
 
 def outcomes_add(day: date, deltas: dict, *, rows=(False, True)) -> None:

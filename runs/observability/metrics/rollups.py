@@ -35,14 +35,14 @@ from collections import Counter, defaultdict
 from datetime import date, timedelta
 
 from django.db import connection
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 
 from runs.days import TruncDay, day_of, day_start
 from runs.engine.storage.db import write_transaction
 from runs.models import RollupDay, Run, RunRollup, Step, StepRollup, ToolRollup, UncountedRun
-from runs.models.rollups import ApprovalRollup, ApprovalWait, DayRollup
-from runs.observability.metrics import own_work
+from runs.models.rollups import ApprovalRollup, ApprovalWait, DayRollup, FigureRollup
+from runs.observability.metrics import figures, own_work
 from runs.observability.metrics.rollup_rows import (  # noqa: F401 (RELATIVE_ACCURACY, bucket_value: read here)
     RELATIVE_ACCURACY,
     as_date,
@@ -51,12 +51,15 @@ from runs.observability.metrics.rollup_rows import (  # noqa: F401 (RELATIVE_ACC
     day_add,
     day_insert,
     day_subtract,
+    empty_contribution,
     latency_bucket,
     outcomes_add,
     steps_add,
+    totals_add,
     wait_counts,
     waits_add,
 )
+from runs.observability.metrics.totals import totals_of
 
 
 def run_day(run: Run) -> date:
@@ -70,7 +73,9 @@ def _day_lock(day: date, *, new_day_built) -> RollupDay:
     locked = RollupDay.objects.select_for_update()
     # An UPDATE takes SQLite's write lock too; on PostgreSQL the SELECT FOR UPDATE below locks.
     if not RollupDay.objects.filter(day=day).update(built=F("built")):
-        RollupDay.objects.bulk_create([RollupDay(day=day, built=new_day_built())], ignore_conflicts=True)
+        # Its rows will be counted with today's declarations of the totals (figures.py).
+        new_day = RollupDay(day=day, built=new_day_built(), totals=figures.totals_key())
+        RollupDay.objects.bulk_create([new_day], ignore_conflicts=True)
     return locked.get(day=day)
 
 
@@ -128,6 +133,9 @@ def count_summary(*, run: Run, step: Step, tokens: int, cost_usd: float) -> None
         tokens=F("tokens") + tokens, cost_usd=F("cost_usd") + cost_usd
     )
     steps_add(day, {(run.agent_id, step.model, latency_bucket(step.latency_ms)): 1})
+    # The summary's model call is one of the run's own steps: the totals over steps count it.
+    summary_totals = totals_of(steps=Step.objects.filter(pk=step.pk))
+    totals_add(day, {(run.agent_id, name): value for name, value in summary_totals.items()})
 
 
 def runs_deleted(*, run_ids: list[int]) -> None:
@@ -153,6 +161,9 @@ def rebuild_day(day: date) -> None:
         old_waits = wait_counts(
             ApprovalWait.objects.filter(day=day).values_list("agent_id", "rule_name", "tool_name", "wait")
         )
+        old_totals = Counter(
+            {tuple(row[:2]): row[2] for row in _day_rows(FigureRollup, day).values_list("agent_id", "name", "value")}
+        )
         old_outcomes = {
             tuple(row[:4]): row[4:]
             for row in RunRollup.objects.filter(day=day, whole_month=False).values_list(
@@ -161,8 +172,9 @@ def rebuild_day(day: date) -> None:
         }
         for model in (ToolRollup, ApprovalRollup, ApprovalWait, DayRollup):
             model.objects.filter(day=day).delete()
-        RunRollup.objects.filter(day=day, whole_month=False).delete()
-        contribution = contributions(_counted_ended(day)).get(day) or ([], Counter(), [], [], [])
+        for model in (RunRollup, FigureRollup):
+            _day_rows(model, day).delete()
+        contribution = contributions(_counted_ended(day)).get(day) or empty_contribution()
         day_insert(day, contribution)
         new_outcomes = {tuple(row[:4]): row[4:] for row in contribution[0]}
         # The month's rows change by the difference (other days' endings add to them meanwhile).
@@ -180,8 +192,12 @@ def rebuild_day(day: date) -> None:
         new_steps, new_waits = contribution[1], wait_counts(contribution[4])
         steps_add(day, {key: new_steps[key] - old_steps[key] for key in new_steps.keys() | old_steps.keys()})
         waits_add(day, {key: new_waits[key] - old_waits[key] for key in new_waits.keys() | old_waits.keys()})
-        lock.built = True
-        lock.save(update_fields=["built"])
+        new_totals = contribution[5]
+        totals_add(
+            day, {key: new_totals[key] - old_totals[key] for key in new_totals.keys() | old_totals.keys()}, rows=(True,)
+        )
+        lock.built, lock.totals = True, figures.totals_key()
+        lock.save(update_fields=["built", "totals"])
 
 
 def rebuild(*, days: int | None = None, progress=None) -> int:
@@ -218,7 +234,7 @@ def _busy_days(first_day: date) -> set[date]:
         .values_list("day", flat=True)
         .distinct()
     }
-    for model in (RunRollup, StepRollup, ToolRollup, ApprovalRollup, ApprovalWait, DayRollup):
+    for model in (RunRollup, StepRollup, ToolRollup, ApprovalRollup, ApprovalWait, DayRollup, FigureRollup):
         days.update(model.objects.filter(day__gte=first_day).values_list("day", flat=True).distinct())
     return days
 
@@ -227,21 +243,22 @@ def _quiet_day_built(day: date) -> None:
     """A day with no runs and no rows: built, empty, without reading what is not there."""
     with write_transaction():
         lock = _day_lock(day, new_day_built=lambda: True)
-        if not lock.built:
-            lock.built = True
-            lock.save(update_fields=["built"])
+        if not lock.built or lock.totals != figures.totals_key():
+            lock.built, lock.totals = True, figures.totals_key()
+            lock.save(update_fields=["built", "totals"])
 
 
 def build_pending(*, limit: int = 7) -> int:
-    """Rebuild up to `limit` days before today that are not built yet, newest first; how many.
+    """Rebuild up to `limit` days before today that are not built yet, or were counted before a
+    total was declared (figures.py), newest first; how many.
 
-    After an upgrade (migration 0016 marks every day unbuilt) the page reads those days raw:
-    exact, but slow over a long history. The workers' periodic task builds them a few at a time,
+    After an upgrade (migration 0016 marks every day unbuilt; a new total leaves every day without
+    it) the page reads those days raw: exact, but slow over a long history. The workers' periodic task builds them a few at a time,
     so nobody has to remember to run rebuild_rollups; each day is one short transaction under
     its lock, like the command's. Today is left alone: read raw (exact) until it is over.
     """
     days = list(
-        RollupDay.objects.filter(built=False, day__lt=timezone.localdate())
+        RollupDay.objects.filter(Q(built=False) | ~Q(totals=figures.totals_key()), day__lt=timezone.localdate())
         .order_by("-day")
         .values_list("day", flat=True)[:limit]
     )
@@ -272,4 +289,9 @@ def _created_on(day: date):
 
 
 def _day_steps(day: date):
-    return StepRollup.objects.filter(day=day, whole_month=False)
+    return _day_rows(StepRollup, day)
+
+
+def _day_rows(model, day: date):
+    """The day's own rows of a rollup with month rows."""
+    return model.objects.filter(day=day, whole_month=False)

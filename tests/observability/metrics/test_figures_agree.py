@@ -28,12 +28,14 @@ from runs.lifecycle.archive import runs_delete
 from runs.lifecycle.forks import run_fork
 from runs.lifecycle.reruns import rerun_create
 from runs.models import Agent, Approval, BudgetAlert, RollupDay, Run, Step, ToolCall, UncountedRun
-from runs.models.rollups import DayRollup
-from runs.observability.metrics import counter, rollups
+from runs.models.rollups import DayRollup, FigureRollup
+from runs.observability.metrics import counter, figures, rollups
 from runs.observability.metrics import rollup_reads as metrics_rollups
 from runs.observability.metrics.aggregates import nearest_rank_offset
 from runs.observability.metrics.budget_alerts import budget_alerts_check
+from runs.observability.metrics.figures import COUNT, Figure
 from runs.observability.metrics.page import metrics_summary
+from tests.observability.metrics.test_declared_figures import EXTRA_TOTALS, declared  # noqa: F401 (a fixture)
 from tests.observability.metrics.test_rollups import snapshot, step_snapshot, tool_snapshot
 from tests.observability.prometheus.test_prometheus import scrape, token  # noqa: F401 (a fixture)
 from toolsapp.models import Tool
@@ -255,6 +257,19 @@ def assert_page(world: World, agents: list[Agent], *, rollups_built: bool) -> No
             approvals = page.approvals
             assert (approvals.approved, approvals.rejected) == (
                 truth["approvals"][Approval.Status.APPROVED], truth["approvals"][Approval.Status.REJECTED]), where
+            # The declared figures (figures.py), and one per total declared for the test (of each kind of row).
+            finished_runs = sum(truth["status"][status] for status in Run.FINISHED_STATUSES)
+            assert {name: found.value for name, found in page.figures.items()} == {
+                "runs_total": len(ids), "finished_runs": finished_runs,
+                "succeeded_runs": truth["status"][Run.Status.SUCCEEDED],
+                "success_rate": truth["status"][Run.Status.SUCCEEDED] / finished_runs if finished_runs else None,
+                "test_calls_per_run": (
+                    sum(n for (_tool, kind), n in truth["tools"].items() if kind == "finished") / len(ids)
+                    if ids else None),
+                "total_test_model_calls": sum(truth["model_calls"].values()),
+                "total_test_finished_calls": sum(n for (_tool, kind), n in truth["tools"].items() if kind == "finished"),
+                "total_test_own_iterations": sum(truth["iterations"].values()),
+            }, where
         if rollups_built:  # every run's outcome (its own iterations) from the rollups and the raw rows of the rest
             built = metrics_rollups.built_days(start, today)
             figures = metrics_rollups.rolled_figures(start=start, end=today, agent=agent, built=built)
@@ -305,8 +320,16 @@ def assert_alerts(world: World, agents: list[Agent]) -> None:
         assert observed == pytest.approx(expected, abs=1e-9), (name, kind)
 
 
+def figure_rows() -> dict:
+    return {tuple(row[:4]): row[4] for row in FigureRollup.objects.values_list(
+        "day", "whole_month", "agent_id", "name", "value")}
+
+
 @pytest.mark.parametrize("seed", [25, 2025])
-def test_every_figure_counts_a_forks_copied_work_once_on_every_path(seed, client, token, monkeypatch):  # noqa: F811
+def test_every_figure_counts_a_forks_copied_work_once_on_every_path(seed, client, token, monkeypatch, declared):  # noqa: F811
+    # Each test total as a figure of its own: the page then shows every total's value.
+    monkeypatch.setattr(figures, "FIGURES", figures.FIGURES + tuple(
+        Figure(f"total_{total.name}", total.name, COUNT, lambda t, name=total.name: t[name]) for total in EXTRA_TOTALS))
     monkeypatch.setattr(forks_module, "run_dispatch", lambda run_id: None)  # forks wait, as if queued
     rng = random.Random(seed)
     agents = [Agent.objects.create(name=f"figures-{n}") for n in range(3)]
@@ -328,8 +351,10 @@ def test_every_figure_counts_a_forks_copied_work_once_on_every_path(seed, client
     assert not UncountedRun.objects.exists()
     assert_page(world, agents, rollups_built=True)  # the rollups as the counter kept them
     kept = snapshot(), step_snapshot(), tool_snapshot()
+    kept_totals = figure_rows()
     call_command("rebuild_rollups", verbosity=0)  # and as a rebuild counts them: the same rows
     rebuilt = snapshot(), step_snapshot(), tool_snapshot()
+    assert figure_rows() == kept_totals
     assert rebuilt[1:] == kept[1:] and rebuilt[0].keys() == kept[0].keys()
     for key, (runs, tokens, cost) in kept[0].items():
         assert rebuilt[0][key][:2] == (runs, tokens) and rebuilt[0][key][2] == pytest.approx(cost, abs=1e-9), key

@@ -26,10 +26,7 @@ class MetricsView(ApiView):
             "start": m.start,
             "end": m.end,
             "agent_id": m.agent.pk if m.agent else None,
-            "runs_total": m.runs_total,
-            "finished_runs": m.finished_runs,
-            "succeeded_runs": m.succeeded_runs,
-            "success_rate": m.success_rate,
+            **{name: found.value for name, found in m.figures.items()},  # declared in metrics/figures.py
             "by_status": counts(m.by_status),
             "by_stop_reason": counts(m.by_stop_reason),
             "iterations": {"count": m.iterations.count, "p50": m.iterations.p50, "p95": m.iterations.p95},
