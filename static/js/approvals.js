@@ -352,11 +352,11 @@ live.addEventListener("submit", async (event) => {
     } else if (data.message) {
       answer = [data.message, "success"];
     }
-    showMessage(answer[0], answer[1], { announce: false });
+    // Said once, where the person acted (in the card, or where it was): the list at the top is
+    // for answers that belong to no one card (bulk decisions, a refresh that failed).
     noteAnswer(id, ...answer);
   } catch {
     const text = "Network error: the decision may not have been recorded; check the list.";
-    showMessage(text, "error", { announce: false });
     noteAnswer(id, text, "error");
   } finally {
     setDeciding(id, false);

@@ -88,7 +88,7 @@ def test_the_nudge_asks_for_a_reason_after_quick_approvals(live, browser, users,
 
     card.evaluate("card => { card.dataset.before = 'refusal'; }")
     card.locator(".approve-button").click()
-    expect(page.locator("#approval-flash")).to_contain_text("give a one-line reason to approve this one")
+    expect(page.locator(f"#answer-{approval.pk}")).to_contain_text("give a one-line reason to approve this one")
     assert Approval.objects.get(pk=approval.pk).status == Approval.Status.PENDING
     # The queue shows the list again after every decision sent, refused or not: type once it has.
     card = page.locator(f"#approval-list .approval[data-approval-id='{approval.pk}']:not([data-before])")

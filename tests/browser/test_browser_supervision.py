@@ -32,6 +32,11 @@ def flash(page):
     return page.locator("#approval-flash")
 
 
+def answer_of(page, approval: Approval):
+    """The answer to a decision, beside the card the person acted on (or where it was)."""
+    return page.locator(f"#answer-{approval.pk}")
+
+
 def cancel(order_id: str) -> dict:
     return {"tool_calls": [{"name": "cancel_order", "arguments": {"order_id": order_id, "reason": "customer asked"}}]}
 
@@ -134,7 +139,9 @@ def test_a_critical_call_needs_two_operators_and_a_third_context_sees_one_of_two
     expect(card.locator(".approvals-count")).to_have_text("0 of 2 approvals")
     card.locator(".approve-button").click()
     expect(card.locator(".approvals-count")).to_have_text("1 of 2 approvals")
-    expect(flash(first)).to_contain_text("1 of 2")
+    said = f"Your approval is 1 of 2 for cancel_order in run {run.pk}: it runs once another person approves."
+    expect(answer_of(first, approval)).to_have_text(said)
+    expect(first.get_by_text(said)).to_have_count(1)  # once, beside the card, not again at the top
 
     third = open_queue(browser.login(users["viewer"]))
     seen = card_of_run(third, run.pk)
@@ -148,7 +155,7 @@ def test_a_critical_call_needs_two_operators_and_a_third_context_sees_one_of_two
     # ...and the server refuses it from a page that still offered it (as a stale tab would).
     card.locator(".approve-button").evaluate("button => { delete button.dataset.refused; button.disabled = false; }")
     card.locator(".approve-button").click()
-    expect(flash(first).locator("li").first).to_contain_text("Not allowed")
+    expect(answer_of(first, approval)).to_contain_text("Not allowed")
     approval.refresh_from_db()
     assert approval.status == Approval.Status.PENDING and approval.approvals_given == 1
 
