@@ -12,9 +12,45 @@ from django.utils import timezone
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
+from hosting.text import loads as bounded_loads
+from runs.lifecycle.call_labels import call_label
 from runs.models import Approval, ToolCall
 
 PREVIEW_CHARS = 300
+
+
+def pretty_json(text: str) -> str | None:
+    """`text` indented when it is a whole JSON object or array (what a reader without the tree of
+    static/js/json_tree.js reads), else None: a cut preview or plain words stay as they are."""
+    stripped = (text or "").strip()
+    if not stripped or stripped[0] not in "{[":
+        return None
+    try:
+        value = bounded_loads(stripped)
+    except ValueError:
+        return None
+    return json.dumps(value, indent=2, ensure_ascii=False)
+
+
+def label_html(label: dict) -> str:
+    """A call's name as every page writes it (runs/lifecycle/call_labels.py): tool, arguments, step."""
+    step = f' <span class="call-step muted">· {escape(label["step"])}</span>' if label["step"] else ""
+    return (f'<span class="call-label"><span class="call-tool mono">{escape(label["tool"])}</span>'
+            f'<span class="call-args-short mono">{escape(label["arguments"])}</span>{step}</span>')
+
+
+def tree_source(text: str, *, name: str, classes: str, indented: bool = False) -> str:
+    """A <pre> of `text` that json_tree.js turns into a tree when it is JSON (indented here for
+    readers without JavaScript); `name` says what it is, for the tree's buttons. `indented`: the
+    text is the arguments as runs/lifecycle/call_arguments.py shows them, indented JSON already
+    (or a note that it is not JSON, or a cut, which the script leaves as text): not parsed again."""
+    if indented:
+        looks_like_json = text[:1] in ("{", "[") and text.rstrip()[-1:] in ("}", "]")
+        pretty = text if looks_like_json else None
+    else:
+        pretty = pretty_json(text)
+    attribute = f' data-json-tree="{escape(name)}"' if pretty is not None else ""
+    return f'<pre class="{classes}"{attribute}>{escape(pretty if pretty is not None else text)}</pre>'
 
 
 def tokens_text(step) -> str:
@@ -90,18 +126,30 @@ def _edit(call: ToolCall) -> str:
             '<table class="call-edit-changes"><thead><tr><th scope="col">Field</th><th scope="col">The model asked</th>'
             f'<th scope="col">Ran with</th></tr></thead><tbody>{rows}</tbody></table>'
         )
-    parts.append(f'<details class="call-edit-ran"><summary>Arguments that ran</summary><pre class="mono">'
-                 f'{escape(edit["ran_with"])}</pre></details></div>')
+    ran = tree_source(edit["ran_with"], name=f"the arguments that ran of {call.tool_name}", classes="mono", indented=True)
+    parts.append(f'<details class="call-edit-ran"><summary>Arguments that ran</summary>{ran}</details></div>')
     return "".join(parts)
 
 
-def _call(call: ToolCall) -> str:
+def _result(call: ToolCall) -> str:
+    """The result as the model read it: a tree when the preview is the whole JSON, else the preview."""
+    whole = len(call.result_text) <= PREVIEW_CHARS
+    shown = call.result_text[:PREVIEW_CHARS]
+    cut = "" if whole else (f' <span class="call-result-cut">(the first {PREVIEW_CHARS} of {len(call.result_text)} '
+                            'characters)</span>')
+    return (f'<details class="call-result" open><summary>Result{cut}</summary>'
+            f'{tree_source(shown, name=f"the result of {call.tool_name}", classes="call-preview mono")}</details>')
+
+
+def _call(call: ToolCall, step_index: int) -> str:
     status = escape(call.status)
     short = escape(call.args_hash[:12])
     title = f"arguments hash {escape(call.args_hash)}"
+    label = call_label(tool=call.tool_name, arguments=call.shown["arguments"], step=step_index)
+    arguments = tree_source(call.shown["arguments"], name=f"the arguments of {call.tool_name}",
+                            classes="call-args-json mono", indented=True)
     line = [
-        f'<span class="call-tool mono">{escape(call.tool_name)}</span>',
-        f'<code class="call-hash" title="{title}">{short}</code>',
+        label_html(label),
         f'<span class="call-status status status-{status}" data-status="{status}">{escape(call.get_status_display())}</span>',
     ]
     if call.latency_ms is not None:
@@ -112,7 +160,7 @@ def _call(call: ToolCall) -> str:
         f'<li class="call" data-call-pk="{call.pk}" data-call-id="{escape(call.call_id)}" data-status="{status}">',
         f'<div class="call-line">{"".join(line)}</div>',
         f'<details class="call-args" open><summary>Arguments <code class="call-args-hash muted" title="{title}">{short}'
-        f'</code></summary><pre class="call-args-json mono">{escape(call.shown["arguments"])}</pre></details>',
+        f'</code></summary>{arguments}</details>',
         _approval(call),
         _edit(call),
     ]
@@ -129,7 +177,7 @@ def _call(call: ToolCall) -> str:
         recorded = "Recorded: " if call.result_edit else ""
         parts.append(f'<div class="call-error error">{recorded}{escape(call.error)}</div>')
     if call.result_text:
-        parts.append(f'<pre class="call-preview mono">{escape(call.result_text[:PREVIEW_CHARS])}</pre>')
+        parts.append(_result(call))
     parts.append("</li>")
     return "".join(parts)
 
@@ -163,8 +211,13 @@ def _step(step) -> str:
         parts.append('<details class="step-reasoning"><summary>Reasoning</summary>'
                      f'<div class="run-text muted">{escape(step.reasoning)}</div></details>')
     if step.content:
-        parts.append(f'<div class="assistant-text run-text">{escape(step.content)}</div>')
-    parts.append(f'<ul class="calls">{"".join(_call(call) for call in step.shown_calls)}</ul></div>')
+        # An answer that is JSON reads as a tree, like the calls' arguments and results.
+        if pretty_json(step.content) is not None:
+            parts.append(tree_source(step.content, name=f"the model's answer in step {step.index}",
+                                     classes="assistant-text assistant-json mono"))
+        else:
+            parts.append(f'<div class="assistant-text run-text">{escape(step.content)}</div>')
+    parts.append(f'<ul class="calls">{"".join(_call(call, step.index) for call in step.shown_calls)}</ul></div>')
     return "".join(parts)
 
 

@@ -3,6 +3,7 @@
 // Always through textContent.
 
 import { el, shortHash } from "./dom.js";
+import { jsonOrText } from "./json_tree.js";
 
 // Loads /runs/<id>/arguments/?after=<pk> in pages, one load at a time; `onCall(shown)` for each.
 // `after`: the last call the page already has (the server rendered them with the page).
@@ -59,11 +60,18 @@ export function argumentsLoader(url, onCall, after = 0) {
   return { load, reload };
 }
 
-export function argumentsBlock(shown) {
+// The arguments as a tree (text when they are not JSON: cut, or hidden as unreadable), the hash
+// beside them for comparing with logs. A block already on the page keeps its tree (what the
+// person unfolded or searched) while the arguments have not changed.
+const blockText = new WeakMap(); // block -> the arguments it shows
+
+export function argumentsBlock(shown, existing = null) {
+  if (existing && blockText.get(existing) === shown.arguments) return existing;
   const block = el("details", { class: "call-args", open: true });
+  blockText.set(block, shown.arguments);
   const summary = el("summary", {}, "Arguments");
   summary.append(" ", el("code", { class: "call-args-hash muted", title: `arguments hash ${shown.args_hash}` }, shortHash(shown.args_hash)));
-  block.append(summary, el("pre", { class: "call-args-json mono" }, shown.arguments));
+  block.append(summary, jsonOrText(shown.arguments, { name: `the arguments of ${shown.tool}`, className: "call-args-json" }));
   return block;
 }
 
@@ -98,7 +106,7 @@ export function editBlock(shown) {
     block.append(table);
   }
   const ran = el("details", { class: "call-edit-ran" });
-  ran.append(el("summary", {}, "Arguments that ran"), el("pre", { class: "mono" }, edit.ran_with));
+  ran.append(el("summary", {}, "Arguments that ran"), jsonOrText(edit.ran_with, { name: `the arguments that ran of ${shown.tool}` }));
   block.append(ran);
   return block;
 }

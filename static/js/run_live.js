@@ -5,9 +5,11 @@
 // strictly in seq order: an old one is ignored, the next one is applied, one after a gap is kept
 // until the gap is filled (by asking the server to replay from the last applied seq), so every
 // path ends with exactly the same timeline. All text goes in through textContent.
-import { el, shortHash, timeNode } from "./dom.js";
+import { el, timeNode } from "./dom.js";
 import { approvalNode, renderGrant } from "./run_approvals.js";
 import { argumentsBlock, argumentsLoader, editBlock } from "./run_arguments.js";
+import { callLabel } from "./call_label.js";
+import { jsonOrText, jsonTree, parsedJson, upgradeAll } from "./json_tree.js";
 import { confirmEndings, leverControls, renderFork, renderLever } from "./run_levers.js";
 
 const page = document.getElementById("run-page");
@@ -33,6 +35,7 @@ const OUTCOME_UNKNOWN = new Set(groups.call_unknown || []);
 // A dropped live event is noticed at the next one (a gap); a dropped LAST event has no next one,
 // so the page also asks for anything new now and then.
 const CATCH_UP_MS = 20000;
+const PREVIEW_CHARS = 300; // a call's result preview in its events (runs/engine/storage/snapshots.py)
 
 let lastSeq = 0;
 const waiting = new Map(); // seq -> event that arrived before the ones preceding it
@@ -51,6 +54,7 @@ const argumentsSource = argumentsLoader(page.dataset.argumentsUrl, (shown) => {
 
 document.body.dataset.lastSeq = "0";
 document.getElementById("timeline-static").hidden = true;
+upgradeAll(timeline); // the server's timeline, until the events rebuild it
 confirmEndings();
 
 function readJson(id) {
@@ -264,32 +268,69 @@ function renderStep(data, seq, at) {
     details.append(el("summary", {}, "Reasoning"), el("div", { class: "run-text muted" }, data.reasoning));
     step.append(details);
   }
-  if (data.content) step.append(el("div", { class: "assistant-text run-text" }, data.content));
+  if (data.content) {
+    // An answer that is JSON reads as a tree, like the calls' arguments and results.
+    const json = parsedJson(data.content);
+    step.append(json === undefined
+      ? el("div", { class: "assistant-text run-text" }, data.content)
+      : jsonTree(json, { name: `the model's answer in step ${data.index}`, className: "assistant-text assistant-json" }));
+  }
   const list = el("ul", { class: "calls" });
-  for (const call of data.calls || []) list.append(callItem(call));
+  for (const call of data.calls || []) list.append(callItem(call, data.index));
   step.append(list);
   const existing = document.getElementById(`step-${data.index}`);
   if (existing) existing.replaceWith(step);
   else append(step);
 }
 
-function callItem(data) {
+function callItem(data, step = undefined) {
   const known = calls.get(data.pk);
   if (known && !data.approval && known.data.approval) data = { ...data, approval: known.data.approval };
   const li = known ? known.li : el("li", { class: "call", dataset: { callPk: data.pk, callId: data.id } });
-  calls.set(data.pk, { data, li });
+  calls.set(data.pk, { data, li, step: step ?? known?.step });
   fillCall(li, data);
   return li;
 }
 
+// The call's name as every page writes it: tool, arguments in short, step (call_label.js).
+function labelNode(data, shown) {
+  const label = callLabel({ tool: data.tool, argumentsText: shown?.arguments, step: calls.get(data.pk)?.step });
+  const node = el("span", { class: "call-label" });
+  node.append(el("span", { class: "call-tool mono" }, label.tool), el("span", { class: "call-args-short mono" }, label.arguments));
+  if (label.step) node.append(" ", el("span", { class: "call-step muted" }, `· ${label.step}`));
+  return node;
+}
+
+// Whether the preview is all of the result (JSON, whole, as recorded): then "Full result" would repeat it.
+function previewIsWhole(data) {
+  return parsedJson(data.result_preview) !== undefined && !data.truncated && !data.result_edited && data.status !== "simulated";
+}
+
+const resultText = new WeakMap(); // result block -> the preview it shows
+
+// The result as the model read it: a tree when the preview is whole JSON, else the preview's text.
+// A block already on the page is kept (what the person unfolded or searched) while it is the same.
+function resultBlock(data, existing) {
+  if (!data.result_preview) return null;
+  if (existing && resultText.get(existing) === data.result_preview) return existing;
+  const block = el("details", { class: "call-result", open: true });
+  resultText.set(block, data.result_preview);
+  const summary = el("summary", {}, "Result");
+  if (parsedJson(data.result_preview) === undefined && Array.from(data.result_preview).length >= PREVIEW_CHARS) {
+    summary.append(" ", el("span", { class: "call-result-cut" }, `(the first ${PREVIEW_CHARS} characters: Full result shows all)`));
+  }
+  block.append(summary, jsonOrText(data.result_preview, { name: `the result of ${data.tool}`, className: "call-preview" }));
+  return block;
+}
+
 function fillCall(li, data) {
-  const full = li.querySelector(":scope > .call-full") || el("pre", { class: "call-full mono", hidden: true });
+  const full = li.querySelector(":scope > .call-full") || el("div", { class: "call-full", hidden: true });
+  const oldArguments = li.querySelector(":scope > .call-args");
+  const oldResult = li.querySelector(":scope > .call-result");
   li.replaceChildren();
   const line = el("div", { class: "call-line" });
-  line.append(
-    el("span", { class: "call-tool mono" }, data.tool),
-    el("code", { class: "call-hash", title: `arguments hash ${data.args_hash}` }, shortHash(data.args_hash)),
-  );
+  const shown = shownArguments.get(data.pk);
+  line.append(labelNode(data, shown));
   const badge = el("span", { class: "call-status status" });
   li.dataset.status = data.status;
   setStatusBadge(badge, li.dataset.status, labels.call);
@@ -298,14 +339,15 @@ function fillCall(li, data) {
   if (data.truncated) {
     line.append(el("span", { class: "call-truncated flag-unseen", title: "the model was sent a shortened result" }, "truncated"));
   }
-  if (data.ok !== null && data.ok !== undefined) {
-    const button = el("button", { type: "button", class: "call-expand", dataset: { callPk: data.pk } });
+  if (data.ok !== null && data.ok !== undefined && !previewIsWhole(data)) {
+    const button = el("button", {
+      type: "button", class: "call-expand", dataset: { callPk: data.pk }, "aria-expanded": String(!full.hidden),
+    });
     button.textContent = full.hidden ? "Full result" : "Hide full result";
     line.append(button);
   }
   li.append(line);
-  const shown = shownArguments.get(data.pk);
-  if (shown) li.append(argumentsBlock(shown));
+  if (shown) li.append(argumentsBlock(shown, oldArguments));
   const approval = approvalNode(data.approval, { call: data, approvalUrl });
   if (approval) li.append(approval);
   const edit = shown && editBlock(shown);
@@ -322,7 +364,11 @@ function fillCall(li, data) {
       `Result edited by ${data.result_edited.by || "an operator"}${when}: the model read the text below instead of the recorded result (Full result shows both). The status and error are what the call really did.`));
   }
   if (data.error) li.append(el("div", { class: "call-error error" }, data.result_edited ? `Recorded: ${data.error}` : data.error));
-  if (data.result_preview) li.append(el("pre", { class: "call-preview mono" }, data.result_preview));
+  const result = resultBlock(data, oldResult);
+  if (result) {
+    result.hidden = !full.hidden; // the full result shows in its place, not twice
+    li.append(result);
+  }
   li.append(full);
 }
 
@@ -458,9 +504,15 @@ timeline.addEventListener("click", async (click) => {
   if (!button) return;
   const li = button.closest(".call");
   const full = li.querySelector(":scope > .call-full");
+  const preview = li.querySelector(":scope > .call-result");
+  const show = (open) => {
+    full.hidden = !open;
+    if (preview) preview.hidden = open;
+    button.textContent = open ? "Hide full result" : "Full result";
+    button.setAttribute("aria-expanded", String(open));
+  };
   if (!full.hidden) {
-    full.hidden = true;
-    button.textContent = "Full result";
+    show(false);
     return;
   }
   button.disabled = true;
@@ -469,12 +521,12 @@ timeline.addEventListener("click", async (click) => {
     const response = await fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } });
     if (!response.ok) throw new Error(`the server answered ${response.status}`);
     const body = await response.json();
-    full.textContent = JSON.stringify(body.result, null, 2);
+    const head = el("p", { class: "call-full-head muted" }, "Full result, as the tool returned it");
+    full.replaceChildren(head, jsonTree(body.result, { name: `the full result of ${body.tool}`, className: "call-full-json" }));
   } catch (error) {
-    full.textContent = `Could not load the full result: ${error.message}`;
+    full.replaceChildren(el("p", { class: "error" }, `Could not load the full result: ${error.message}`));
   } finally {
-    full.hidden = false;
-    button.textContent = "Hide full result";
+    show(true);
     button.disabled = false;
   }
 });

@@ -8,6 +8,7 @@
 // that replaced it arrives (its "Before this answer" line says why). All text goes in through
 // textContent.
 import { el } from "./dom.js";
+import { jsonOrText } from "./json_tree.js";
 
 const box = document.getElementById("answer-stream");
 let committedStep = 0; // the highest step index the timeline has applied
@@ -57,7 +58,8 @@ function render(message) {
       const item = el("li", { class: "call stream-call" });
       item.append(el("span", { class: "call-tool mono" }, call.tool || "…"));
       if (call.arguments === null) item.append(el("div", { class: "stream-hidden muted" }, `arguments ${call.hidden}`));
-      else item.append(el("pre", { class: "stream-arguments mono" }, call.arguments));
+      // Arguments still being written are text; once whole JSON, a tree (as in the timeline).
+      else item.append(jsonOrText(call.arguments, { name: `the arguments of ${call.tool || "a call"} being written`, className: "stream-arguments" }));
       list.append(item);
     }
     parts.push(list);

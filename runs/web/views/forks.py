@@ -5,6 +5,8 @@ from django.http import Http404
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_safe
 
+from runs.lifecycle.call_arguments import sensitive_fields_by_tool, shown_arguments
+from runs.lifecycle.call_labels import call_label
 from runs.lifecycle.forks import MESSAGE_CHARS, ForkRefused, fork_preview, run_fork
 from runs.lifecycle.relatives import NotAFork, run_comparison
 from runs.models import Run, Step
@@ -53,6 +55,15 @@ def _steps_of(run: Run) -> list[Step]:
     return list(run.steps.prefetch_related("tool_calls").order_by("index"))
 
 
+def _calls_named(step: Step | None) -> list[dict]:
+    """The step's calls, each with its label as the run page names it (from its masked arguments)."""
+    calls = list(step.tool_calls.all()) if step else []
+    sensitive = sensitive_fields_by_tool(c.tool_name for c in calls) if calls else {}
+    return [{"call": call, "label": call_label(tool=call.tool_name, step=step.index,
+                                              arguments=shown_arguments(call.arguments, sensitive.get(call.tool_name, [])))}
+            for call in calls]
+
+
 @login_required
 @permission_required(PERM_VIEW, raise_exception=True)
 @permission_required(PERM_LAUNCH, raise_exception=True)
@@ -88,6 +99,7 @@ def run_fork_view(request, pk: int):
         "form": form,
         "steps": steps,
         "chosen_step": chosen_step,
+        "chosen_calls": _calls_named(chosen_step),
         "chosen_answer": ((chosen_step.message or {}).get("content") or "") if chosen_step else "",
     }
     # Only a POST that created nothing gets here with a bound form: say so in the status too.
