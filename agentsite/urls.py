@@ -3,6 +3,7 @@ from django.urls import include, path
 
 from accounts.oidc import SignOutView
 from accounts.views import SignInView
+from apikit.reference import api_reference
 from runs.web.views.prometheus import prometheus_metrics
 
 urlpatterns = [
@@ -13,6 +14,7 @@ urlpatterns = [
     path("metrics", prometheus_metrics, name="prometheus-metrics"),
     path("tools/", include("toolsapp.urls")),
     path("api/v1/", include("evals.api_urls")),
+    path("api/docs/", api_reference, name="api_docs"),  # the API reference (Swagger UI, vendored), signed in
     path("api/", include("runs.web.api.urls")),
     path("", include("projects.urls")),  # the projects a person sees, and their role in each
     path("", include("accounts.urls")),  # chat identities, mapped on the projects page
