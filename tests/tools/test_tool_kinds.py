@@ -2,6 +2,7 @@
 and their checks, whether its results come from outside, its rows on the tool's page. The model,
 the services, the form, the API, the page and the evidence read the declaration."""
 import pytest
+from django.contrib.auth.models import User
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management import call_command
 from django.urls import reverse
@@ -126,3 +127,14 @@ def test_the_tool_page_shows_the_rows_its_kind_declares(client, demo_data, queue
     page = client.get(reverse("tool_detail", args=[hook.pk])).content.decode()
     assert '<th>Handler</th><td class="mono">hook</td>' in page
     assert "every tool of kind “HTTP endpoint” counts" in page
+
+
+def test_the_admin_lists_filters_and_edits_tools_by_the_declared_kinds(demo_data, client):
+    client.force_login(User.objects.create_superuser("root", password="pw-root"))
+    hook = tool_save(data={"name": "hook", "parameters": SCHEMA, "kind": "http", "url": "https://example.com/h"})
+    page = client.get(reverse("admin:toolsapp_tool_changelist")).content.decode()
+    assert "HTTP endpoint" in page and "Python handler" in page  # the column, and the filter's choices
+    listed = client.get(reverse("admin:toolsapp_tool_changelist"), {"kind__exact": "http"}).content.decode()
+    assert ">hook</a>" in listed and ">get_weather</a>" not in listed
+    form = client.get(reverse("admin:toolsapp_tool_change", args=[hook.pk])).content.decode()
+    assert 'name="url" value="https://example.com/h"' in form and 'value="mcp"' not in form
