@@ -23,6 +23,7 @@ from evals.experiments import experiment_start
 from evals.models import Dataset
 from memory.models import Memory
 from projects.routes import OBJECT_ROUTES, PERSONAL_ROUTES
+from runs.controls.levers import DECLARED as DECLARED_LEVERS
 from runs.lifecycle.agents import agent_save
 from runs.lifecycle.forks import run_fork
 from runs.models import Agent, ApprovalRule, Budget, RunGrant, Webhook
@@ -84,10 +85,11 @@ def test_every_registered_route_exists():
 # Which of Beta's things each route's `pk` names (a route without `pk` names it by another argument).
 ROUTE_THING = {
     **dict.fromkeys([
-        "run_detail", "run_cancel", "run_rerun", "call_result", "call_arguments", "run_pause", "run_resume",
-        "run_message", "run_stop", "run_fork", "step_replay", "run_add_to_dataset",
-        "api-run-detail", "api-run-cancel", "api-run-rerun", "api-run-pause", "api-run-resume", "api-run-message",
-        "api-run-stop", "api-run-grants", "api-run-fork", "api-step-replay",
+        "run_detail", "run_cancel", "run_rerun", "call_result", "call_arguments", "run_fork", "step_replay",
+        "run_add_to_dataset", "api-run-detail", "api-run-cancel", "api-run-rerun", "api-run-grants", "api-run-fork",
+        "api-step-replay",
+        # Every lever's page and API routes (run_pause, api-run-pause...) name the run it steers.
+        *(route for lever in DECLARED_LEVERS for route in (lever.page_route, lever.api_route)),
     ], "run"),
     **dict.fromkeys(["run_compare", "api-run-compare"], "fork"),  # a fork: a run with a parent to compare with
     **dict.fromkeys(["approval_decide", "approval_detail", "api-approval-approve", "api-approval-reject"], "approval"),
