@@ -34,3 +34,17 @@ def nothing_yet_text(*, project: str, things: str, you_may: bool, people: list[t
 def nothing_yet(*, project: Project, things: str, user, perm: str) -> str:
     return nothing_yet_text(project=project.name, things=things, you_may=access.may(user, perm, project.pk),
                             people=people_who_may(project, perm))
+
+
+def missing_note(form, *, project: Project | None, user, field: str = "agent", things: str = "agents",
+                 perm: str = "runs.add_agent") -> str:
+    """When `project` has none of the things `form`'s `field` offers (a choice of its rows, each
+    with a project), the field's help ends with what is missing and who can add one; that
+    sentence ("" otherwise), for the page. Also sets the field's "required" message to it."""
+    choice = form.fields[field]
+    if project is None or user is None or choice.queryset.filter(project_id=project.pk).exists():
+        return ""
+    note = nothing_yet(project=project, things=things, user=user, perm=perm)
+    choice.help_text = f"{choice.help_text} {note}".strip()
+    choice.error_messages["required"] = note
+    return note

@@ -9,9 +9,9 @@ from django.utils import timezone
 
 from projects.access import projects_with, scoped
 from projects.choices import people_of, project_field_clean, project_field_prepare
+from projects.empty_lists import missing_note
 from runs.controls.budgets import budget_problems
 from runs.models import Agent, Budget
-from runs.web.forms.agent_choices import agents_missing_note
 
 
 class BudgetForm(forms.ModelForm):
@@ -48,7 +48,7 @@ class BudgetForm(forms.ModelForm):
             self.fields["project"].help_text = "It counts this project's runs only. Set when it is created."
         project = self.instance.project if self.instance.pk is not None else \
             self.fields["project"].initial if "project" in self.fields else None
-        self.agents_missing = agents_missing_note(self, project=project, user=user)
+        self.agents_missing = missing_note(self, project=project, user=user)
         self.fields["limit"].widget.attrs.update(min="0", step="any")
         self.fields["alert_share"].widget.attrs.update(min="0.01", max="1", step="0.01")
 

@@ -92,6 +92,7 @@ class LaunchForm(forms.Form):
                 # Those who may add one there are shown where: the agent editor, or a copy.
                 self.nothing_yet_project = project if may(user, PERM_ADD_AGENT, project.pk) else None
                 field.error_messages["required"] = self.nothing_yet
+                field.widget.attrs["aria-describedby"] = "agents-nothing-yet"  # the note below it
 
     def limit_fields(self) -> list[forms.BoundField]:
         return [self[name] for name in LIMIT_SETTINGS + TOOL_CHOICE_SETTINGS]

@@ -10,6 +10,7 @@ from django.forms.models import ModelChoiceIterator
 from hosting.text import loads as bounded_loads
 from projects.access import projects_with, scoped
 from projects.choices import people_of, project_field_clean, project_field_prepare
+from projects.empty_lists import missing_note
 from projects.models import Project
 from runs.models import Agent, ApprovalRule
 from runs.roles import PERM_ADD_RULES
@@ -17,7 +18,6 @@ from runs.supervision.approvals.quorum import MAX_APPROVALS
 from runs.supervision.rules.changes import MAX_INT, RULE_FIELDS, rule_errors
 from runs.supervision.rules.conditions import OPERATORS
 from runs.supervision.rules.saved_over import confirmed_ids
-from runs.web.forms.agent_choices import agents_missing_note
 from toolsapp.models import Tool
 
 MAX_CONDITIONS_TEXT = 20_000
@@ -141,7 +141,7 @@ class RuleForm(forms.Form):
             self.fields["agent"].queryset = scoped(self.fields["agent"].queryset, user)
         self.user = user
         project = rule.project if rule is not None else self.fields["project"].initial if "project" in self.fields else None
-        self.agents_missing = agents_missing_note(self, project=project, user=user)
+        self.agents_missing = missing_note(self, project=project, user=user)
         if rule is not None and rule.launched_by_unresolved:
             self.fields["launched_by"] = LauncherField(unresolved=rule.launched_by_unresolved)
         self._launchers_offered(rule, user)
