@@ -131,5 +131,6 @@ def test_the_raw_api_pages_and_the_error_pages_fit_a_phone_and_pass_axe(live, br
     answer = page.goto("/no/such/page/")
     assert answer.status == 404
     expect(page.get_by_role("heading", level=1)).to_have_text("There is no page here")
+    expect(page.locator("main")).to_contain_text("404 Not Found")
     look_everywhere(page, "not-found", found)
     assert_no_violations(found)
