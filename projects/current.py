@@ -6,11 +6,11 @@ choice kept in the session is checked again on every read, so a role taken away 
 trace. The middleware copies the session's choice onto the user object (no query), where the
 forms, which see the user and not the request, read it."""
 from projects import access
-from projects.models import DEFAULT_SLUG, Membership, Project
+from projects.models import DEFAULT_SLUG, Project
 
 SESSION_KEY = "current_project"
 _CHOICE = "current_project_choice"  # the session's value, on the user object
-_CACHE = "_current_project"
+_LIST = "_switchable_projects"
 
 
 def remember(request) -> None:
@@ -25,10 +25,13 @@ def remember(request) -> None:
 
 
 def switchable_projects(user) -> list[Project]:
-    """The projects the person may make current: theirs (every project for the platform team), by name."""
-    visible = access.visible_projects(user)
-    projects = Project.objects.order_by("name")
-    return list(projects if visible is None else projects.filter(pk__in=visible))
+    """The projects the person may make current: theirs (every project for the platform team), by
+    name; read once per request."""
+    if not hasattr(user, _LIST):
+        visible = access.visible_projects(user)
+        projects = Project.objects.order_by("name")
+        setattr(user, _LIST, list(projects if visible is None else projects.filter(pk__in=visible)))
+    return getattr(user, _LIST)
 
 
 def current_project(user) -> Project | None:
@@ -37,35 +40,18 @@ def current_project(user) -> Project | None:
     belong to none."""
     if not getattr(user, "is_authenticated", False):
         return None
-    if hasattr(user, _CACHE):
-        return getattr(user, _CACHE)
+    projects = switchable_projects(user)
     chosen = getattr(user, _CHOICE, None)
-    limit = getattr(user, "token_project_id", None)
-    found = None
-    if limit is not None:
-        found = Project.objects.filter(pk=limit).first()
-    elif isinstance(chosen, int) and access.may_see(user, chosen):
-        found = Project.objects.filter(pk=chosen).first()
-    if found is None:
-        found = _first_project(user)
-    setattr(user, _CACHE, found)
-    return found
-
-
-def _first_project(user) -> Project | None:
-    own = Membership.objects.filter(user_id=user.pk).select_related("project").order_by("project__name").first()
-    if own is not None:
-        return own.project
-    if access.visible_projects(user) is None:
-        projects = Project.objects.order_by("name")
-        return projects.filter(slug=DEFAULT_SLUG).first() or projects.first()
-    return None
+    found = next((p for p in projects if p.pk == chosen), None)
+    if found is None and access.visible_projects(user) is None:
+        found = next((p for p in projects if p.slug == DEFAULT_SLUG), None)
+    return found or (projects[0] if projects else None)
 
 
 def current_project_choose(request, project: Project) -> None:
     """Make `project` current for the rest of the session (the caller checked it is theirs)."""
     request.session[SESSION_KEY] = project.pk
-    for name in (_CACHE, _CHOICE):
+    for name in (_LIST, _CHOICE):
         if hasattr(request.user, name):
             delattr(request.user, name)
     setattr(request.user, _CHOICE, project.pk)
