@@ -241,6 +241,7 @@ class Tree {
     const copy = el("button", { type: "button", class: "jt-copy", "aria-label": `Copy ${name} as JSON`, title: `Copy ${name} as JSON` }, "Copy");
     copy.addEventListener("click", () => this.copy(value, copy));
     bar.append(copy, this.status);
+    if (!this.search && stats.containers <= 2) bar.classList.add("jt-bar-compact");
     this.top = new TreeNode(this, { key: null, value, depth: 0, parent: null, inArray: false });
     const list = el("ul", { class: "jt-tree" });
     if (isContainer(value) && Object.keys(value).length) {
