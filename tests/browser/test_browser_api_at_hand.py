@@ -128,6 +128,12 @@ def test_the_raw_api_pages_and_the_error_pages_fit_a_phone_and_pass_axe(live, br
     page.goto("/api/v1/runs/")
     expect(page.locator(".api-response")).to_contain_text("HTTP 200 OK")
     look_everywhere(page, "raw-runs", found)
+    page.goto("/api/v1/tokens/")  # the raw POST form still sends (with the CSRF token)
+    page.get_by_label("Content").fill('{"name": "from the raw page", "days": 2}')
+    page.get_by_role("button", name="POST to Token List").click()
+    expect(page.locator(".api-response")).to_contain_text("HTTP 201 Created")
+    expect(page.locator(".api-response")).to_contain_text('"name": "from the raw page"')
+    look_everywhere(page, "raw-token-made", found)
     answer = page.goto("/no/such/page/")
     assert answer.status == 404
     expect(page.get_by_role("heading", level=1)).to_have_text("There is no page here")
