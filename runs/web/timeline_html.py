@@ -17,6 +17,7 @@ from runs.lifecycle.call_labels import call_label
 from runs.models import Approval, ToolCall
 
 PREVIEW_CHARS = 300
+SHORT_JSON_CHARS = 600  # at most 300 levels deep: json.loads without the depth scan
 
 
 def pretty_json(text: str) -> str | None:
@@ -26,7 +27,9 @@ def pretty_json(text: str) -> str | None:
     if not stripped or stripped[0] not in "{[":
         return None
     try:
-        value = bounded_loads(stripped)
+        # A preview (300 characters) cannot nest deeper than Python's parser copes with: only a
+        # longer text (an answer) is scanned for its depth first, which costs more than the parse.
+        value = json.loads(stripped) if len(stripped) <= SHORT_JSON_CHARS else bounded_loads(stripped)
     except ValueError:
         return None
     return json.dumps(value, indent=2, ensure_ascii=False)
@@ -212,9 +215,10 @@ def _step(step) -> str:
                      f'<div class="run-text muted">{escape(step.reasoning)}</div></details>')
     if step.content:
         # An answer that is JSON reads as a tree, like the calls' arguments and results.
-        if pretty_json(step.content) is not None:
-            parts.append(tree_source(step.content, name=f"the model's answer in step {step.index}",
-                                     classes="assistant-text assistant-json mono"))
+        pretty = pretty_json(step.content)
+        if pretty is not None:
+            parts.append(tree_source(pretty, name=f"the model's answer in step {step.index}",
+                                     classes="assistant-text assistant-json mono", indented=True))
         else:
             parts.append(f'<div class="assistant-text run-text">{escape(step.content)}</div>')
     parts.append(f'<ul class="calls">{"".join(_call(call, step.index) for call in step.shown_calls)}</ul></div>')

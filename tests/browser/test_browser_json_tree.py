@@ -118,3 +118,36 @@ def test_the_run_page_shows_json_as_a_tree_that_folds_searches_and_copies(live, 
             part_screenshot(page.locator("#timeline"), f"json-tree-timeline-{where}")
     assert_no_violations(found)
 
+
+
+def test_a_long_result_shows_its_start_then_the_whole_as_a_tree_in_its_place(live, browser, users, launch, script):
+    body = "The ticket's long body: " + "the air conditioning in the Lagos office stopped again. " * 8
+    model = script(
+        {"tool_calls": [{"id": "t1", "name": "create_ticket",
+                         "arguments": {"title": "[TEST] Heat in Lagos", "body": body, "priority": "low"}}]},
+        {"content": "Filed."},
+    )
+    run = launch("File a ticket", models=[model])
+    page = browser.login(users["viewer"])
+    for size in (DESKTOP, PHONE):
+        page.set_viewport_size(size)
+        page.goto(f"/runs/{run.pk}/")
+        wait_for_seq(page, run.event_seq)
+        ticket = call_item(page, "create_ticket")
+        preview = ticket.locator(".call-result")
+        expect(preview.locator("summary")).to_contain_text("the first 300 characters: Full result shows all")
+        expand = ticket.get_by_role("button", name="Full result")
+        expect(expand).to_have_attribute("aria-expanded", "false")
+        expand.click()
+        # The whole result, as a tree, in the preview's place (not below a copy of it).
+        full = ticket.locator(".call-full .jt")
+        expect(full.locator(".jt-leaf", has_text='"body"')).to_be_visible()
+        expect(preview).to_be_hidden()
+        full.get_by_role("button", name=f'Show all {len(body)} characters of "body"').click()
+        expect(full.locator(".jt-leaf", has_text='"body"').locator(".jt-text")).to_have_text(body)
+        expect(expand).to_have_attribute("aria-expanded", "true")
+        assert not axe_violations(page)
+        part_screenshot(ticket, f"json-tree-full-result-{'phone' if size == PHONE else 'desktop'}")
+        ticket.get_by_role("button", name="Hide full result").click()
+        expect(preview).to_be_visible()
+        expect(ticket.locator(".call-full")).to_be_hidden()
