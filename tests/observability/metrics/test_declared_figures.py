@@ -4,6 +4,7 @@ here as a new figure would be (tool calls per run, over totals of each kind of r
 hand-made dataset of test_metrics.py."""
 
 import importlib
+import re
 from datetime import timedelta
 
 import pytest
@@ -122,3 +123,14 @@ def test_the_migration_fills_the_totals_as_a_rebuild_counts_them(dataset):  # no
     # Read from the rollups again without a rebuild, while figures.py declares these totals only;
     # a total declared since then has the days read raw until they are rebuilt.
     assert bool(built_days(START, END)) == (migration.TOTALS_KEY == figures.totals_key())
+
+
+def test_no_total_over_runs_counts_what_a_summary_changes_after_the_end():
+    """A summary written after a run ended adds to its tokens and cost, which the rollups take in
+    through DayRollup and RunRollup only: a total over RUNS counting them would go stale."""
+    for total in figures.TOTALS:
+        assert total.rows in (RUNS, STEPS, CALLS), total.name
+        if total.rows == RUNS:
+            assert not re.search(r"tokens|cost", repr(total.aggregate)), total.name
+    assert len({total.name for total in figures.TOTALS}) == len(figures.TOTALS)
+    assert len({figure.name for figure in figures.FIGURES}) == len(figures.FIGURES)
