@@ -136,7 +136,8 @@ def test_a_long_result_shows_its_start_then_the_whole_as_a_tree_in_its_place(liv
         ticket = call_item(page, "create_ticket")
         preview = ticket.locator(".call-result")
         expect(preview.locator("summary")).to_contain_text("the first 300 characters: Full result shows all")
-        expand = ticket.get_by_role("button", name="Full result")
+        expand = ticket.locator(".call-expand")
+        expect(expand).to_have_text("Full result")
         expect(expand).to_have_attribute("aria-expanded", "false")
         expand.click()
         # The whole result, as a tree, in the preview's place (not below a copy of it).
@@ -148,6 +149,7 @@ def test_a_long_result_shows_its_start_then_the_whole_as_a_tree_in_its_place(liv
         expect(expand).to_have_attribute("aria-expanded", "true")
         assert not axe_violations(page)
         part_screenshot(ticket, f"json-tree-full-result-{'phone' if size == PHONE else 'desktop'}")
-        ticket.get_by_role("button", name="Hide full result").click()
+        expect(expand).to_have_text("Hide full result")
+        expand.click()
         expect(preview).to_be_visible()
         expect(ticket.locator(".call-full")).to_be_hidden()
