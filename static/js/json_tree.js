@@ -20,13 +20,16 @@ const SEARCH_AFTER_LEAVES = 6;
 let treeCount = 0;
 
 // The tree's stylesheet, for a page whose template does not link it (it is looked for by name, so
-// a page that links it gets nothing twice).
+// a page that links it gets nothing twice); added with the first tree, so a page without one
+// loads nothing more.
+let stylesChecked = false;
 function ensureStyles() {
+  if (stylesChecked) return;
+  stylesChecked = true;
   if (document.querySelector('link[rel="stylesheet"][href*="json_tree"]')) return;
   const href = new URL("../css/json_tree.css", import.meta.url).href;
   document.head.append(el("link", { rel: "stylesheet", href }));
 }
-ensureStyles();
 
 const kindOf = (value) => (value === null ? "null" : Array.isArray(value) ? "array" : typeof value);
 const isContainer = (value) => value !== null && typeof value === "object";
@@ -196,6 +199,7 @@ class TreeNode {
 
 class Tree {
   constructor(value, { name, className }) {
+    ensureStyles();
     this.value = value;
     this.name = name;
     this.id = `jt-${++treeCount}`;
