@@ -6,6 +6,7 @@ from rest_framework import serializers
 from apikit.fields import choice
 from apikit.strict import KnownFieldsOnly
 from toolsapp.decision_settings import EXAMPLE, decision_settings_problems
+from toolsapp.executors import ConfigField, config_fields, config_typed, discovery_of, kind_choices
 from toolsapp.forms import (
     ProjectRefused,
     project_named,
@@ -41,6 +42,13 @@ class ToolProjectField(serializers.Field):
         return value.slug  # as the agents', rules' and budgets' project
 
 
+def _config_field(setting: ConfigField) -> tuple[type[serializers.Field], dict]:
+    """A setting a kind declares (toolsapp/executors/), as a field of the API's tools."""
+    field_class = serializers.URLField if setting.url else serializers.CharField
+    return field_class, {"required": False, "allow_blank": True, "max_length": setting.max_length,
+                         "help_text": setting.api_help_text}
+
+
 class ToolSerializer(KnownFieldsOnly, serializers.ModelSerializer):
     """Types and documentation of a tool's fields; toolsapp.services owns the rules and the write."""
 
@@ -49,15 +57,7 @@ class ToolSerializer(KnownFieldsOnly, serializers.ModelSerializer):
         child=serializers.CharField(max_length=MAX_SENSITIVE_FIELD_CHARS), required=False,
         help_text="Argument names masked in the UI.",
     )
-    kind = choice(Tool.Kind.choices, "ToolKind", required=False)
-    url = serializers.URLField(
-        required=False, allow_blank=True, max_length=2000,
-        help_text="HTTP tools: where the worker POSTs the arguments (private addresses need OUTBOUND_ALLOWLIST).",
-    )
-    secret_env = serializers.CharField(
-        required=False, allow_blank=True, max_length=100,
-        help_text="HTTP tools: environment variable (TOOL_SECRET_...) whose value is sent as a Bearer token.",
-    )
+    kind = choice(kind_choices(), "ToolKind", required=False)
     identifier_fields = serializers.ListField(
         child=serializers.CharField(max_length=MAX_SENSITIVE_FIELD_CHARS), required=False,
         help_text="Argument names that say which thing a call acts on: calls with the same values are twins. "
@@ -83,7 +83,8 @@ class ToolSerializer(KnownFieldsOnly, serializers.ModelSerializer):
         fields = [
             "id", "name", "project", "project_name", "description", "parameters", "destructive", "always_ask", "critical", "allow_argument_edits",
             "parallel_safe", "idempotent", "in_experiments",
-            "timeout_seconds", "repeat_limit", "sensitive_fields", "kind", "handler", "url", "secret_env",
+            "timeout_seconds", "repeat_limit", "sensitive_fields", "kind", "handler",
+            *(setting.name for setting in config_fields()),  # the kinds' settings (toolsapp/executors/)
             "mcp_server", "enabled", "identifier_fields", "state_check", "requires_read", "reads_outside_content",
             "schema_warnings", "created_at", "updated_at",
         ]
@@ -94,11 +95,16 @@ class ToolSerializer(KnownFieldsOnly, serializers.ModelSerializer):
             "repeat_limit": {"min_value": 1},
         }
 
+    def build_field(self, field_name, info, model_class, nested_depth):
+        # The settings the kinds declare: stored in the tool's config, given and shown by name.
+        setting = next((s for s in config_fields() if s.name == field_name), None)
+        if setting is not None:
+            return _config_field(setting)
+        return super().build_field(field_name, info, model_class, nested_depth)
+
     def to_representation(self, tool):
         data = super().to_representation(tool)
-        config = tool.config or {}
-        data["url"] = config.get("url", "") if tool.kind == Tool.Kind.HTTP else ""
-        data["secret_env"] = config.get("secret_env", "") if tool.kind == Tool.Kind.HTTP else ""
+        data.update(config_typed(tool))
         return data
 
     def get_project_name(self, tool) -> str | None:
@@ -106,7 +112,7 @@ class ToolSerializer(KnownFieldsOnly, serializers.ModelSerializer):
 
     def get_mcp_server(self, tool) -> str | None:
         # None for an MCP tool whose server was deleted (the tool is disabled then).
-        return tool.mcp_server.name if tool.kind == Tool.Kind.MCP and tool.mcp_server else None
+        return tool.mcp_server.name if tool.mcp_server else None
 
     def get_schema_warnings(self, tool) -> list[str]:
         return strict_mode_warnings(tool.parameters) if isinstance(tool.parameters, dict) else []
@@ -151,8 +157,9 @@ class ToolSerializer(KnownFieldsOnly, serializers.ModelSerializer):
             return ""
         current = tool.project_id if tool is not None else None
         target = attrs["project"].pk if attrs["project"] is not None else None
-        if tool is not None and tool.kind == Tool.Kind.MCP and target != current:
-            return "An MCP tool is in its server's project: move the server to move it."
+        discovered = discovery_of(tool.kind) if tool is not None else None
+        if discovered and target != current:
+            return discovered.project
         return tool_project_problem(user, attrs["project"], current=current, adding=tool is None)
 
     def create(self, validated_data):
