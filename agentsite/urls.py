@@ -1,5 +1,7 @@
 from django.contrib import admin
+from django.templatetags.static import static
 from django.urls import include, path
+from django.views.generic import RedirectView
 
 from accounts.oidc import SignOutView
 from accounts.views import SignInView
@@ -7,6 +9,8 @@ from apikit.reference import api_reference
 from runs.web.views.prometheus import prometheus_metrics
 
 urlpatterns = [
+    # Pages without base.html (error pages, the raw API) and browsers that ask anyway find the icon.
+    path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True)),
     path("login/", SignInView.as_view(), name="login"),
     path("logout/", SignOutView.as_view(), name="logout"),  # also at the identity provider, if any
     path("oidc/", include("accounts.oidc_urls")),  # single sign-on (OpenID Connect), when configured
@@ -21,6 +25,7 @@ urlpatterns = [
     path("", include("audit.urls")),  # the audit log of administration (administrators)
     path("", include("memory.urls")),  # an agent's long-term memory, under its page
     path("", include("evals.urls")),  # datasets, experiments, and "Add to a dataset" from a run
+    path("", include("runs.web.project_urls")),  # copying an agent or a tool into a project
     path("", include("runs.web.urls")),
 ]
 

@@ -35,3 +35,32 @@ def test_a_user_without_a_role_sees_the_page_without_the_approvals_scripts(demo_
 def test_signed_out_people_are_sent_to_sign_in(demo_data):
     response = Client().get("/settings/you/")
     assert response.status_code == 302 and response.url.startswith("/login/")
+
+
+def test_the_api_is_at_hand_from_the_header_and_your_settings(viewer):
+    """The header's API link opens the reference; "Your settings" leads to the tokens page."""
+    html = page_of(viewer)
+    assert 'id="nav-api-docs"' in html and 'href="/api/docs/"' in html
+    assert '<a href="/account/tokens/" id="settings-tokens">your API tokens</a>' in html
+    client = Client()
+    client.force_login(viewer)
+    assert client.get("/api/docs/").status_code == 200
+    assert client.get("/account/tokens/").status_code == 200
+
+
+def test_mcp_servers_are_in_the_header_of_those_who_change_tools_and_on_the_tools_page_for_all(viewer):
+    client = Client()
+    client.force_login(viewer)
+    tools = client.get("/tools/").content.decode()
+    assert 'id="nav-mcp"' not in tools  # a viewer's header keeps one row at a laptop's width
+    assert '<a href="/tools/mcp/" id="tools-mcp-link">MCP servers</a>' in tools
+    admin = make_user("ada", "admins")
+    client.force_login(admin)
+    assert 'id="nav-mcp"' in client.get("/tools/").content.decode()
+
+
+def test_every_page_names_its_icon_and_the_browsers_default_address_finds_it(viewer):
+    html = page_of(viewer)
+    assert 'rel="icon"' in html and "favicon.svg" in html
+    response = Client().get("/favicon.ico")
+    assert response.status_code == 301 and response.url.endswith("favicon.svg")
