@@ -15,6 +15,7 @@ from hosting.text import MAX_SAFE_INTEGER, storable_json
 from toolsapp.executors import config_fields, discovery_of, kind_of
 from toolsapp.models import Tool
 from toolsapp.schemas import InvalidSchema, check_tool_schema, strict_mode_warnings
+from toolsapp.two_people import critical_warning
 
 # What the chat completions API accepts as a function name.
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -101,6 +102,12 @@ def tool_notices(*, tool: Tool) -> list[str]:
         notices.append(f"Tools of kind {tool.kind!r} cannot be executed by this installation yet.")
     else:
         notices.extend(executor.notices(tool))
+    # Marked critical where too few people may decide: saved, and said at once, not found later
+    # as a call that waits for ever.
+    warning = critical_warning(critical=tool.critical, project_id=tool.project_id,
+                               project_name=tool.project.name if tool.project_id else "")
+    if warning:
+        notices.append(warning)
     return notices
 
 

@@ -14,6 +14,7 @@ from runs.supervision.queue.no_approver import no_approver_text
 from tests.projects import member, project
 from tests.support.approval_fixtures import pending_approval
 from toolsapp.models import Tool
+from toolsapp.services import tool_notices
 from toolsapp.two_people import critical_warning
 
 pytestmark = pytest.mark.django_db
@@ -87,6 +88,8 @@ def test_the_tool_page_warns_that_a_critical_tool_of_a_one_decider_project_is_ne
     page = html_lib.unescape(client.get(reverse("tool_detail", args=[tool.pk])).content.decode())
     assert "yes: each call needs two different people's approval, neither the run's launcher." in page
     assert "Its calls can never be approved" in page
+    # Saving the flag says it at once (the notices shown after a save).
+    assert "Its calls can never be approved" in " ".join(tool_notices(tool=Tool.objects.get(pk=tool.pk)))
     member("bo", billing, "operators")
     assert critical_warning(critical=True, project_id=billing.pk, project_name="Billing").startswith(
         "Only ada or bo may decide calls in Billing: a call in a run one of them launched can never be approved")
