@@ -14,6 +14,7 @@ from django.utils.safestring import SafeString, mark_safe
 
 from hosting.text import loads as bounded_loads
 from runs.lifecycle.call_labels import call_label
+from runs.lifecycle.run_marks import status_label
 from runs.models import Approval, ToolCall
 
 PREVIEW_CHARS = 300
@@ -238,7 +239,7 @@ def timeline_html(*, run, timeline: dict) -> SafeString:
         ended = f' <span class="run-end-time muted">{escape(_when(run.finished_at))}</span>' if run.finished_at else ""
         parts.append(
             f'<div class="run-end" data-status="{status}"><p>Run ended: <span class="run-end-status status status-{status}" '
-            f'data-status="{status}">{escape(run.get_status_display())}</span>{ended}</p>'
+            f'data-status="{status}">{escape(status_label(run))}</span>{ended}</p>'
             f'<p class="run-end-detail run-text">{detail}</p></div>'
         )
     return mark_safe("".join(parts))  # noqa: S308 - every value above went through escape

@@ -69,6 +69,13 @@ function setStatusBadge(node, status, names) {
   node.textContent = names[status] || status;
 }
 
+// A run an operator stopped with a summary is stored as cancelled (it is, for every count); people
+// read "Stopped by an operator", as the server writes it (runs/lifecycle/run_marks.py status_label).
+function setRunStatusBadge(node, data) {
+  setStatusBadge(node, data.status, labels.run);
+  if (data.status === "cancelled" && data.stop_reason === "operator_stop") node.textContent = labels.stop.operator_stop;
+}
+
 const ms = (value) => (value === null || value === undefined ? "" : `${Math.round(value)} ms`);
 const usd = (value) => `$${Number(value || 0).toFixed(6)}`;
 // As runs/web/timeline_html.py writes them on the server.
@@ -407,7 +414,7 @@ function renderRun(data, seq, at) {
   if (FINISHED.has(data.status)) {
     const end = el("div", { class: "run-end", dataset: { status: data.status } });
     const badge = el("span", { class: "run-end-status status" });
-    setStatusBadge(badge, data.status, labels.run);
+    setRunStatusBadge(badge, data);
     const line = el("p", {}, "Run ended: ");
     line.append(badge);
     const time = timeNode(at, { className: "run-end-time muted" });
@@ -427,7 +434,7 @@ function renderRun(data, seq, at) {
 }
 
 function updateHeader(data) {
-  setStatusBadge(document.getElementById("run-status"), data.status, labels.run);
+  setRunStatusBadge(document.getElementById("run-status"), data);
   const reason = document.getElementById("run-stop-reason");
   reason.dataset.stopReason = data.stop_reason || "";
   reason.textContent = labels.stop[data.stop_reason] || "—";

@@ -101,6 +101,7 @@ def test_a_rejected_call_is_marked_and_found_and_an_operator_stop_says_so(live, 
     wait_for_seq(page, Run.objects.get(pk=stopped.pk).event_seq)
     expect(page.locator("#run-status")).to_have_text("Stopped by an operator")
     expect(page.locator("#run-status")).to_have_attribute("data-status", Run.Status.CANCELLED)
+    expect(page.locator("#timeline .run-end .run-end-status")).to_have_text("Stopped by an operator")  # the end line too
     looked_at(page, "run-page-stopped", found)
     assert_no_violations(found)
 
