@@ -97,6 +97,11 @@ def test_comparing_a_draft_that_lost_a_tool_shows_the_regression_first(launch, o
     assert text.index("regressed") < text.index("still passing")
     side = operator.get(reverse("case_compare", args=[draft.pk, current.pk, pairs[0].after.case_id]))
     assert side.status_code == 200 and "get_weather" in side.content.decode()
+    # The two final answers differ: the words each lacks are marked, struck on the earlier side.
+    assert side.context["answers_differ"]
+    finals = side.content.decode().split('class="compare-final"')[1:]
+    assert len(finals) == 2
+    assert '<del class="change-removed">' in finals[0] and '<ins class="change-added">' in finals[1]
     # The draft's experiment offers the comparison with the current version's.
     assert reverse("experiment_compare", args=[draft.pk, current.pk]) in operator.get(
         reverse("experiment_detail", args=[draft.pk])).content.decode()
