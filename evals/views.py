@@ -18,6 +18,7 @@ from evals.models import Case, Dataset, Experiment
 from evals.prefill import case_from_run
 from evals.scorecard import compare, scorecard
 from evals.scoring import experiment_catch_up
+from projects.empty_lists import missing_note
 from runs.lifecycle.relatives import runs_side_by_side
 from runs.models import Run, Step
 from runs.roles import (
@@ -61,6 +62,8 @@ def dataset_detail(request, pk: int):
     case_form = CaseForm(prefix="case")
     agents = scope.agents_for(dataset)  # an experiment runs an agent of the dataset's project
     experiment_form = ExperimentForm(prefix="experiment", agents=agents)
+    # A project with no agent yet: the agent field says so and who can add one.
+    experiment_form.agents_missing = missing_note(experiment_form, project=dataset.project, user=request.user)
     if request.method == "POST":
         action = request.POST.get("action")
         if action == "case":
@@ -77,6 +80,7 @@ def dataset_detail(request, pk: int):
         elif action == "experiment":
             _need(request, PERM_RUN_EXPERIMENT)
             experiment_form = ExperimentForm(request.POST, prefix="experiment", agents=agents)
+            experiment_form.agents_missing = missing_note(experiment_form, project=dataset.project, user=request.user)
             if experiment_form.is_valid():
                 chosen = experiment_form.cleaned_data
                 models = experiment_form.model_list()

@@ -68,3 +68,17 @@ def test_new_budget_and_rule_forms_say_the_project_has_no_agents(billing):
         page = bill.get(url).content.decode()
         assert "Billing has no agents yet: you may add one." in page, url
     assert not Agent.objects.filter(project=billing["b"]).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_datasets_experiment_form_says_the_project_has_no_agents(billing):
+    from evals.models import Case, Dataset
+
+    dataset = Dataset.objects.create(name="refunds", project=billing["b"])
+    Case.objects.create(dataset=dataset, name="refund", task="Refund order 7")
+    bill = signed_in(billing["bill"])
+    page = bill.get(f"/datasets/{dataset.pk}/").content.decode()
+    assert "Billing has no agents yet: you may add one." in page
+    answer = bill.post(f"/datasets/{dataset.pk}/", {"action": "experiment", "experiment-which": "current"})
+    assert "Billing has no agents yet: you may add one." in answer.content.decode()
+    assert "This field is required." not in answer.content.decode()
