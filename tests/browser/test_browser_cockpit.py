@@ -255,6 +255,7 @@ def test_a_fresh_install_says_what_to_do_first_and_the_demo_offers_its_example_t
     expect(page.locator("#launch-form")).not_to_contain_text("runs.approve_all_launch")
     examples.filter(has_text="Cancel order ORD-1001").click()
     expect(page.locator("#id_task")).to_have_value("Cancel order ORD-1001")
+    expect(page.locator("#example-filled")).to_have_text("The task is filled in: press Launch to start the run.")
     assert page.url.endswith("/runs/new/"), "the example filled the task in place"
     at_size(page, DESKTOP, "launch-examples")
     at_size(page, PHONE, "launch-examples")
@@ -341,6 +342,17 @@ def test_a_run_still_going_offers_no_rerun_until_it_ends(live, browser, users, l
         page.locator("#cancel-form .confirm-yes").click()
     expect(page.locator("#rerun-form")).to_be_visible()
     expect(page.get_by_label("Destructive calls of the re-run")).to_be_visible()
+    # The re-run menu sits inside its card at a laptop's and a phone's width.
+    for size in (DESKTOP, PHONE):
+        page.set_viewport_size(size)
+        outside = page.evaluate("""() => {
+            const card = document.getElementById("rerun-form").closest(".card").getBoundingClientRect();
+            return ["#rerun-form", "#rerun-policy", "#rerun-button"].filter(s => {
+                const r = document.querySelector(s).getBoundingClientRect();
+                return r.right > card.right + 0.5 || r.left < card.left - 0.5; });
+        }""")
+        assert outside == [], (size, outside)
+        at_size(page, size, "rerun-menu")
 
 
 def test_approve_is_disabled_with_its_reason_for_the_launcher_and_a_second_vote_and_non_members_see_why(
