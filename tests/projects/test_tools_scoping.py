@@ -27,8 +27,9 @@ SCHEMA = {"type": "object", "properties": {"q": {"type": "string"}}, "required":
 
 
 def options(page: str, name: str) -> list[str]:
-    """The choices a person sees in the form's <select name=...>, by their words."""
-    select = re.search(rf'<select name="{re.escape(name)}"[^>]*>(.*?)</select>', page, re.S)
+    """The choices a person sees in the form's <select name=...>, by their words (the page's own
+    form, in <main>: the header's project switch is a <select name="project"> too)."""
+    select = re.search(rf'<select name="{re.escape(name)}"[^>]*>(.*?)</select>', page.split("<main>", 1)[-1], re.S)
     assert select, f"no <select name={name!r}> on the page"
     return [html.unescape(text).strip() for text in re.findall(r"<option[^>]*>(.*?)</option>", select.group(1), re.S)]
 
