@@ -382,7 +382,7 @@ def chart_data(tallies: Tallies, *, points: list, percentile_points: list, unit:
             },
             {
                 "id": "latency", "title": "Model latency",
-                "note": f"Median (solid) and p95 (dashed) per model, {MODEL_SERIES} models at most; within 1% (latency buckets)"
+                "note": f"Median (solid) and p95 (dashed, a larger marker) per model, {MODEL_SERIES} models at most; within 1% (latency buckets)"
                 + monthly_note, "unit": percentile_unit, "x": x(percentile_points),
                 "format": "ms", "series": latency_series,
             },
@@ -405,7 +405,7 @@ def chart_data(tallies: Tallies, *, points: list, percentile_points: list, unit:
             },
             {
                 "id": "approval-wait", "title": "Approval wait",
-                "note": "Asked → decided, people's decisions only: median (solid) and p90 (dashed); within 1% (wait buckets)"
+                "note": "Asked → decided, people's decisions only: median (solid) and p90 (dashed, a larger marker); within 1% (wait buckets)"
                 + monthly_note, "unit": percentile_unit, "x": x(percentile_points),
                 "format": "seconds",
                 "series": [
