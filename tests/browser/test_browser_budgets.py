@@ -129,7 +129,14 @@ def test_an_admin_adds_a_budget_a_run_pauses_on_it_and_is_raised_from_the_queue_
     expect(card).to_contain_text("Used 1,500 tokens of 1,000 tokens")
     expect(card.get_by_label("this run only")).to_be_checked()
     expect(card.get_by_role("button", name="Stop with a summary")).to_be_visible()
-    card.locator(".budget-limit").fill("5000")
+    # Typed once the card is settled: a refresh already under way (the page's own, on the run's
+    # pause) may replace the input while it is typed into; what is asserted is the refresh below.
+    for _ in range(5):
+        card.locator(".budget-limit").fill("5000")
+        admin.wait_for_timeout(300)
+        if card.locator(".budget-limit").input_value() == "5000":
+            break
+    expect(card.locator(".budget-limit")).to_have_value("5000")
     # A live refresh of the queue while the limit is typed keeps it: a second run of the spent
     # budget, handed to the worker now, waits queued, and its request joins the list live.
     card.evaluate("node => { node.dataset.before = 'refresh'; }")

@@ -122,9 +122,12 @@ def test_a_pending_calls_link_opens_its_card_decidable_with_a_thumb_on_a_phone(l
         for name in ("approve", "reject"):
             button = card.locator(f".{name}-button")
             expect(button).to_be_visible()
-            # Read in the page: the card may be re-rendered by its live refresh between two calls.
-            box = button.evaluate("b => { const r = b.getBoundingClientRect(); "
-                                  "return {y: r.top, height: r.height, width: r.width}; }")
+            # Read in the page, once laid out: the card may be re-rendered by its live refresh.
+            box = page.wait_for_function(
+                """selector => { const b = document.querySelector(selector);
+                    const r = b && b.getBoundingClientRect();
+                    return r && r.height > 0 ? {y: r.top, height: r.height, width: r.width} : null; }""",
+                arg=f".approval[data-approval-id='{approval.pk}'] .{name}-button").json_value()
             assert box["y"] + box["height"] <= PHONE["height"], f"{name} is below the first screen: {box}"
             assert box["height"] >= 44 and box["width"] >= 44, f"{name} is too small for a thumb: {box}"
         assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]

@@ -79,7 +79,7 @@ def test_nobody_switches_to_a_project_they_do_not_belong_to(teams):
     client = signed_in(teams["ann"])
     assert client.post(SWITCH, {"project": "billing"}).status_code == 404
     assert client.get(SWITCH).status_code == 405  # a switch is a POST
-    assert "Project <strong>Alpha</strong>" in client.get("/runs/").content.decode()  # one project: named, no switch
+    assert '<span class="project-caption">Project</span> <strong>Alpha</strong>' in client.get("/runs/").content.decode()  # one project: named, no switch
 
 
 @pytest.mark.django_db(transaction=True)
@@ -96,7 +96,7 @@ def test_a_role_taken_away_leaves_no_current_project_behind(teams):
     client = signed_in(vic)
     client.post(SWITCH, {"project": "billing"})
     Membership.objects.filter(user=vic, project=teams["b"]).delete()
-    assert "Project <strong>Alpha</strong>" in client.get("/runs/").content.decode()
+    assert '<span class="project-caption">Project</span> <strong>Alpha</strong>' in client.get("/runs/").content.decode()
 
 
 @pytest.mark.django_db(transaction=True)

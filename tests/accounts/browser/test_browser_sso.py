@@ -141,7 +141,8 @@ def test_operator_removed_at_the_provider_loses_the_right_at_next_sign_in_also_o
     assert answer == {"type": "error", "error": "permission denied"}
     old_card = old_page.locator(f".approval[data-approval-id='{second_approval.pk}']")
     old_card.locator(".approve-button").click()
-    expect(old_page.locator("#approval-flash")).to_contain_text("not recorded")
+    # Said beside the card the person acted on (not again at the top of the page).
+    expect(old_page.locator(f"#answer-{second_approval.pk}")).to_contain_text("not recorded")
     assert still_same_page(old_page)
     second_approval.refresh_from_db()
     assert second_approval.status == Approval.Status.PENDING
