@@ -49,19 +49,20 @@ def shown_arguments(text: str, sensitive_fields: Iterable[str]) -> str:
     return _cut(json.dumps(masked(value, sensitive), indent=2, ensure_ascii=False))
 
 
-def _leaves(value, path: str = "") -> dict[str, object]:
-    """Every scalar (and empty container) of `value` by its path: `city`, `items[0].sku`."""
+def value_leaves(value, path: str = "", *, root: str = "(the arguments)") -> dict[str, object]:
+    """Every scalar (and empty container) of `value` by its path: `city`, `items[0].sku`; a value
+    that is itself a scalar under `root`. Also the compare pages' key changes (value_changes.py)."""
     if isinstance(value, dict) and value:
         out = {}
         for key, item in value.items():
-            out.update(_leaves(item, f"{path}.{key}" if path else str(key)))
+            out.update(value_leaves(item, f"{path}.{key}" if path else str(key), root=root))
         return out
     if isinstance(value, list) and value:
         out = {}
         for n, item in enumerate(value):
-            out.update(_leaves(item, f"{path}[{n}]"))
+            out.update(value_leaves(item, f"{path}[{n}]", root=root))
         return out
-    return {path or "(the arguments)": value}
+    return {path or root: value}
 
 
 def field_changes(asked: str, ran: str, sensitive_fields: Iterable[str]) -> list[dict]:
@@ -72,8 +73,8 @@ def field_changes(asked: str, ran: str, sensitive_fields: Iterable[str]) -> list
     ok_ran, after = _parsed(ran)
     if not (ok_asked and ok_ran):
         return []
-    raw_before, raw_after = _leaves(before), _leaves(after)
-    shown_before, shown_after = _leaves(masked(before, sensitive)), _leaves(masked(after, sensitive))
+    raw_before, raw_after = value_leaves(before), value_leaves(after)
+    shown_before, shown_after = value_leaves(masked(before, sensitive)), value_leaves(masked(after, sensitive))
     changes = []
     for path in [*raw_before, *(p for p in raw_after if p not in raw_before)]:
         if path in raw_before and path in raw_after and raw_before[path] == raw_after[path]:

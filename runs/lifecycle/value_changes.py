@@ -8,6 +8,7 @@ import json
 import re
 
 from hosting.text import loads as bounded_loads
+from runs.lifecycle.call_arguments import value_leaves
 
 # Words and runs of marks, each with the spaces after it, so a change reads as whole words (a
 # lone matching space between two changes would cut one change in two) and keeps the spacing.
@@ -65,26 +66,11 @@ def json_object(text: str):
     return value if isinstance(value, dict) else None
 
 
-def _leaves(value, path: str = "") -> dict[str, object]:
-    """Each scalar (and empty container) by its path: `city`, `items[0].sku`."""
-    if isinstance(value, dict) and value:
-        out: dict[str, object] = {}
-        for key, item in value.items():
-            out.update(_leaves(item, f"{path}.{key}" if path else str(key)))
-        return out
-    if isinstance(value, list) and value:
-        out = {}
-        for n, item in enumerate(value):
-            out.update(_leaves(item, f"{path}[{n}]"))
-        return out
-    return {path: value}
-
-
 def key_changes(old: dict, new: dict) -> list[dict]:
     """The keys (by path, at any depth) whose value differs: {"path", "change": "added" | "removed" |
     "changed", "old", "new"} with the values as JSON text ("" where there is none); old's order,
     then the added ones; at most KEY_CHANGES_SHOWN."""
-    before, after = _leaves(old), _leaves(new)
+    before, after = value_leaves(old, root=""), value_leaves(new, root="")
     changes = []
     for path in [*before, *(p for p in after if p not in before)]:
         if path in before and path in after:
